@@ -1,0 +1,178 @@
+import { randomInt } from 'node:crypto';
+import { z } from 'zod';
+import { newUlid } from './ids';
+import type { AccountType, Client, ClientKind, User } from './model';
+import type { Clock, Random } from './ports';
+import { allowedScopes, parseScope, scopesNotAllowed } from './scopes';
+import { hashPassword, randomSecret, sha256 } from './secrets';
+import type { Store } from './store';
+
+/** A registration request the operator got wrong: the message says what to fix. */
+export class InvalidInputError extends Error {
+  override name = 'InvalidInputError';
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * Registered redirect URIs are compared byte for byte later, so they are checked once here:
+ * absolute, https (http only on loopback, for local development), no fragment (RFC 6749 §3.1.2),
+ * no user info.
+ */
+export function validateRedirectUri(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidInputError(`redirect URI '${value}' is not an absolute URL`);
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname))) {
+    throw new InvalidInputError(`redirect URI '${value}' must use https (http is allowed only for localhost)`);
+  }
+  if (url.hash || value.includes('#')) throw new InvalidInputError(`redirect URI '${value}' must not contain a fragment`);
+  if (url.username || url.password) throw new InvalidInputError(`redirect URI '${value}' must not contain user info`);
+  if (value.length > 2000) throw new InvalidInputError('redirect URI is longer than 2000 characters');
+  return value;
+}
+
+function checkScopes(kind: ClientKind, scope: string): string[] {
+  const scopes = parseScope(scope);
+  if (!scopes) throw new InvalidInputError('scope must be a space-separated list of scopes');
+  const refused = scopesNotAllowed(kind, scopes);
+  if (refused.length > 0) {
+    throw new InvalidInputError(`scope ${refused.join(', ')} is not available to ${kind} clients (allowed: ${allowedScopes(kind).join(' ')})`);
+  }
+  return scopes;
+}
+
+const clientName = z.string().trim().min(1, 'name is required').max(100, 'name is longer than 100 characters');
+const emailSchema = z.email('email is not a valid address').max(254);
+const passwordSchema = z.string().min(8, 'password needs at least 8 characters').max(256, 'password is longer than 256 characters');
+
+function parse<T>(schema: z.ZodType<T>, value: unknown): T {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new InvalidInputError(result.error.issues[0]?.message ?? 'invalid input');
+  return result.data;
+}
+
+export const normaliseEmail = (email: string) => email.trim().toLowerCase();
+
+/** Service numbers: 11 digits, never starting with 0, drawn at random and claimed uniquely. */
+function randomServiceNumber(): string {
+  return String(randomInt(1, 10)) + Array.from({ length: 10 }, () => randomInt(0, 10)).join('');
+}
+
+export interface CreatedClient { client: Client; clientSecret?: string }
+
+export function createAccounts(store: Store, clock: Clock, random: Random) {
+  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string }): Promise<CreatedClient> {
+    const name = parse(clientName, input.name);
+    const scopes = checkScopes(kind, input.scope);
+    const redirectUris = (input.redirectUris ?? []).map(validateRedirectUri);
+    if (kind === 'login' && redirectUris.length === 0) throw new InvalidInputError('a login client needs at least one redirect URI');
+    if (kind !== 'login' && redirectUris.length > 0) throw new InvalidInputError(`${kind} clients have no redirect URIs`);
+    // Login clients are public (PKCE authenticates them); everyone else gets a secret, shown once.
+    const clientSecret = kind === 'login' ? undefined : randomSecret(random);
+    const client: Client = {
+      clientId: randomSecret(random, 16),
+      kind,
+      name,
+      redirectUris: [...new Set(redirectUris)],
+      scopes,
+      ...(clientSecret ? { secretHash: sha256(clientSecret) } : {}),
+      ...(input.ownerId ? { ownerId: input.ownerId } : {}),
+      disabled: false,
+      createdAt: clock.now(),
+    };
+    await store.createClient(client);
+    return clientSecret ? { client, clientSecret } : { client };
+  }
+
+  async function createUser(input: { email?: string; password?: string; setupRequired?: boolean; accountType?: AccountType }): Promise<User> {
+    const email = input.email === undefined ? undefined : parse(emailSchema, normaliseEmail(input.email));
+    const password = input.password === undefined ? undefined : parse(passwordSchema, input.password);
+    const svcnumId = newUlid(clock, random);
+    const passwordHash = password === undefined ? undefined : await hashPassword(password, random);
+    const accountType = input.accountType ?? 'person';
+
+    // No transactions: claim the unique identifiers first, then write the user; undo the claims
+    // if a later step fails, so nothing is left half-created.
+    const undo: Array<() => Promise<void>> = [];
+    try {
+      if (email !== undefined) {
+        if (!(await store.claimEmail(email, svcnumId))) throw new InvalidInputError(`email ${email} is already registered`);
+        undo.push(() => store.releaseEmail(email, svcnumId));
+      }
+      let svcnum: string | undefined;
+      for (let attempt = 0; attempt < 8 && !svcnum; attempt++) {
+        const candidate = randomServiceNumber();
+        const claimed = await store.claimNumber({
+          svcnum: candidate, svcnumId, entityType: accountType, state: 'active', updatedAt: clock.now(),
+        });
+        if (claimed) svcnum = candidate;
+      }
+      if (!svcnum) throw new Error('could not allocate a free service number');
+      const claimedNumber = svcnum;
+      undo.push(() => store.releaseNumber(claimedNumber, svcnumId));
+      const user: User = {
+        svcnumId,
+        svcnum,
+        ...(email !== undefined ? { email } : {}),
+        ...(passwordHash !== undefined ? { passwordHash } : {}),
+        status: input.setupRequired ? 'setup_required' : 'active',
+        accountType,
+        createdAt: clock.now(),
+      };
+      await store.createUser(user);
+      return user;
+    } catch (error) {
+      for (const step of undo.reverse()) await step().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  return {
+    createLoginClient: (input: { name: string; scope: string; redirectUris: string[] }) => createClient('login', input),
+    createApiClient: (input: { name: string; scope: string }) => createClient('api', input),
+    createClient,
+    createUser,
+
+    async disableUser(svcnumId: string): Promise<User | undefined> {
+      const user = await store.setUserStatus(svcnumId, 'disabled');
+      if (!user) return undefined;
+      // A disabled account keeps no working refresh token.
+      for (const grant of await store.listGrants(svcnumId)) await store.revokeGrant(grant.grantId, clock.now());
+      return user;
+    },
+
+    async findUser(identifier: string): Promise<User | undefined> {
+      const trimmed = identifier.trim();
+      if (/^\d{11,}$/.test(trimmed)) {
+        const number = await store.getNumber(trimmed);
+        return number ? store.getUser(number.svcnumId) : undefined;
+      }
+      if (trimmed.includes('@')) {
+        const svcnumId = await store.findSvcnumIdByEmail(normaliseEmail(trimmed));
+        return svcnumId ? store.getUser(svcnumId) : undefined;
+      }
+      return store.getUser(trimmed);
+    },
+  };
+}
+
+export type Accounts = ReturnType<typeof createAccounts>;
+
+/** A client or user as the admin CLI prints it: never a hash. */
+export function publicClient(client: Client) {
+  const { secretHash: _secretHash, ...rest } = client;
+  return { ...rest, createdAt: new Date(client.createdAt).toISOString() };
+}
+
+export function publicUser(user: User) {
+  const { passwordHash: _passwordHash, failedSignIns: _failed, ...rest } = user;
+  return {
+    ...rest,
+    createdAt: new Date(user.createdAt).toISOString(),
+    ...(user.lockedUntil ? { lockedUntil: new Date(user.lockedUntil).toISOString() } : {}),
+  };
+}

@@ -1,0 +1,273 @@
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand,
+  type DynamoDBDocumentClient,
+} from '@aws-sdk/lib-dynamodb';
+import type {
+  AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User,
+} from '../model';
+import type { CodeBinding, RedeemResult, Store } from '../store';
+import type { TableNames } from '../tables';
+
+const DAY_MS = 86_400_000;
+
+/** TTL attribute value: epoch seconds, rounded up so an item is never swept before it expires. */
+const ttlSeconds = (expiresAtMs: number) => Math.ceil(expiresAtMs / 1000);
+
+const isConditionFailure = (error: unknown) => error instanceof ConditionalCheckFailedException
+  || (error as { name?: string } | null)?.name === 'ConditionalCheckFailedException';
+
+/** Runs a conditional write; `false` when the condition did not hold, any other error rethrown. */
+async function conditional(write: Promise<unknown>): Promise<boolean> {
+  try {
+    await write;
+    return true;
+  } catch (error) {
+    if (isConditionFailure(error)) return false;
+    throw error;
+  }
+}
+
+/** Strips the TTL attribute (storage detail) from an item read back. */
+function record<T>(item: Record<string, unknown> | undefined): T | undefined {
+  if (!item) return undefined;
+  const { ttl: _ttl, ...rest } = item;
+  return rest as T;
+}
+
+export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames): Store {
+  const get = async <T>(table: string, key: Record<string, string>, consistent = false) =>
+    record<T>((await db.send(new GetCommand({ TableName: table, Key: key, ConsistentRead: consistent }))).Item);
+
+  const scanAll = async <T>(table: string): Promise<T[]> => {
+    const items: T[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const page = await db.send(new ScanCommand({ TableName: table, ExclusiveStartKey: startKey }));
+      for (const item of page.Items ?? []) items.push(record<T>(item)!);
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return items;
+  };
+
+  const queryAll = async <T>(input: ConstructorParameters<typeof QueryCommand>[0]): Promise<T[]> => {
+    const items: T[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const page = await db.send(new QueryCommand({ ...input, ExclusiveStartKey: startKey }));
+      for (const item of page.Items ?? []) items.push(record<T>(item)!);
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return items;
+  };
+
+  const updateReturning = async <T>(input: ConstructorParameters<typeof UpdateCommand>[0]) => {
+    try {
+      const out = await db.send(new UpdateCommand({ ...input, ReturnValues: 'ALL_NEW' }));
+      return record<T>(out.Attributes);
+    } catch (error) {
+      if (isConditionFailure(error)) return undefined;
+      throw error;
+    }
+  };
+
+  return {
+    // clients
+    async createClient(client) {
+      const created = await conditional(db.send(new PutCommand({
+        TableName: tables.clients, Item: client, ConditionExpression: 'attribute_not_exists(clientId)',
+      })));
+      if (!created) throw new Error(`client ${client.clientId} already exists`);
+    },
+    getClient: (clientId) => get<Client>(tables.clients, { clientId }),
+    listClients: () => scanAll<Client>(tables.clients),
+    setClientDisabled: (clientId, disabled) => updateReturning<Client>({
+      TableName: tables.clients,
+      Key: { clientId },
+      UpdateExpression: 'SET disabled = :disabled',
+      ConditionExpression: 'attribute_exists(clientId)',
+      ExpressionAttributeValues: { ':disabled': disabled },
+    }),
+
+    // users and unique identifiers
+    claimEmail: (email, svcnumId) => conditional(db.send(new PutCommand({
+      TableName: tables.emails, Item: { email, svcnumId }, ConditionExpression: 'attribute_not_exists(email)',
+    }))),
+    async releaseEmail(email, svcnumId) {
+      await conditional(db.send(new DeleteCommand({
+        TableName: tables.emails, Key: { email },
+        ConditionExpression: 'svcnumId = :svcnumId', ExpressionAttributeValues: { ':svcnumId': svcnumId },
+      })));
+    },
+    findSvcnumIdByEmail: async (email) => (await get<{ svcnumId: string }>(tables.emails, { email }))?.svcnumId,
+    claimNumber: (number) => conditional(db.send(new PutCommand({
+      TableName: tables.numbers, Item: number, ConditionExpression: 'attribute_not_exists(svcnum)',
+    }))),
+    async releaseNumber(svcnum, svcnumId) {
+      await conditional(db.send(new DeleteCommand({
+        TableName: tables.numbers, Key: { svcnum },
+        ConditionExpression: 'svcnumId = :svcnumId', ExpressionAttributeValues: { ':svcnumId': svcnumId },
+      })));
+    },
+    getNumber: (svcnum) => get<NumberRecord>(tables.numbers, { svcnum }),
+    async createUser(user) {
+      const created = await conditional(db.send(new PutCommand({
+        TableName: tables.users, Item: user, ConditionExpression: 'attribute_not_exists(svcnumId)',
+      })));
+      if (!created) throw new Error(`user ${user.svcnumId} already exists`);
+    },
+    getUser: (svcnumId) => get<User>(tables.users, { svcnumId }),
+    listUsers: () => scanAll<User>(tables.users),
+    setUserStatus: (svcnumId, status) => updateReturning<User>({
+      TableName: tables.users,
+      Key: { svcnumId },
+      UpdateExpression: 'SET #status = :status',
+      ConditionExpression: 'attribute_exists(svcnumId)',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: { ':status': status },
+    }),
+    async recordFailedSignIn(svcnumId, threshold, lockUntil) {
+      const counted = await updateReturning<User>({
+        TableName: tables.users,
+        Key: { svcnumId },
+        UpdateExpression: 'ADD failedSignIns :one',
+        ConditionExpression: 'attribute_exists(svcnumId)',
+        ExpressionAttributeValues: { ':one': 1 },
+      });
+      if ((counted?.failedSignIns ?? 0) < threshold) return;
+      // Only the request that crossed the threshold locks (and resets the count), so concurrent
+      // failures cannot stack locks.
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.users,
+        Key: { svcnumId },
+        UpdateExpression: 'SET lockedUntil = :until, failedSignIns = :zero',
+        ConditionExpression: 'failedSignIns >= :threshold',
+        ExpressionAttributeValues: { ':until': lockUntil, ':zero': 0, ':threshold': threshold },
+      })));
+    },
+    async clearFailedSignIns(svcnumId) {
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.users,
+        Key: { svcnumId },
+        UpdateExpression: 'SET failedSignIns = :zero REMOVE lockedUntil',
+        ConditionExpression: 'attribute_exists(svcnumId)',
+        ExpressionAttributeValues: { ':zero': 0 },
+      })));
+    },
+
+    // authorization flow
+    async putAuthRequest(request) {
+      await db.send(new PutCommand({
+        TableName: tables.authRequests, Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
+      }));
+    },
+    async getAuthRequest(requestId, now) {
+      const request = await get<AuthRequest>(tables.authRequests, { requestId });
+      return request && request.expiresAt > now ? request : undefined;
+    },
+    async markAuthRequestSignedIn(requestId, at) {
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.authRequests,
+        Key: { requestId },
+        UpdateExpression: 'SET signedInAt = :at',
+        ConditionExpression: 'attribute_exists(requestId)',
+        ExpressionAttributeValues: { ':at': at },
+      })));
+    },
+    async deleteAuthRequest(requestId) {
+      await db.send(new DeleteCommand({ TableName: tables.authRequests, Key: { requestId } }));
+    },
+    async putCode(code) {
+      await db.send(new PutCommand({
+        TableName: tables.codes, Item: { ...code, ttl: ttlSeconds(code.expiresAt) },
+        ConditionExpression: 'attribute_not_exists(codeHash)',
+      }));
+    },
+    async redeemCode(codeHash: string, binding: CodeBinding, now: number): Promise<RedeemResult> {
+      const redeemed = await updateReturning<AuthorizationCode>({
+        TableName: tables.codes,
+        Key: { codeHash },
+        UpdateExpression: 'SET redeemedAt = :now',
+        ConditionExpression: 'attribute_exists(codeHash) AND attribute_not_exists(redeemedAt) AND expiresAt > :now'
+          + ' AND clientId = :clientId AND redirectUri = :redirectUri AND codeChallenge = :codeChallenge',
+        ExpressionAttributeValues: {
+          ':now': now,
+          ':clientId': binding.clientId,
+          ':redirectUri': binding.redirectUri,
+          ':codeChallenge': binding.codeChallenge,
+        },
+      });
+      if (redeemed) return { outcome: 'redeemed', code: redeemed };
+      // The error path only: find out which condition failed.
+      const code = await get<AuthorizationCode>(tables.codes, { codeHash }, true);
+      if (!code) return { outcome: 'unknown' };
+      if (code.redeemedAt !== undefined) return { outcome: 'replayed', grantId: code.grantId };
+      if (code.expiresAt <= now) return { outcome: 'expired' };
+      return { outcome: 'mismatch' };
+    },
+
+    // grants
+    createGrant: (grant, expiresAt) => conditional(db.send(new PutCommand({
+      TableName: tables.grants,
+      Item: { ...grant, ttl: ttlSeconds(expiresAt) },
+      ConditionExpression: 'attribute_not_exists(grantId)',
+    }))),
+    async getGrant(grantId) {
+      const grant = await get<Grant>(tables.grants, { grantId });
+      // A tombstone left by revokeGrant has no secret: it is not a usable grant.
+      return grant?.secretHash ? grant : undefined;
+    },
+    async touchGrant(grantId, now, expiresAt) {
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.grants,
+        Key: { grantId },
+        UpdateExpression: 'SET lastUsedAt = :now, #ttl = :ttl',
+        ConditionExpression: 'attribute_exists(grantId) AND attribute_not_exists(revokedAt) AND lastUsedAt < :now',
+        ExpressionAttributeNames: { '#ttl': 'ttl' },
+        ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(expiresAt) },
+      })));
+    },
+    async revokeGrant(grantId, now) {
+      await db.send(new UpdateCommand({
+        TableName: tables.grants,
+        Key: { grantId },
+        // A tombstone only needs to outlive the 5-minute code that could still create the grant.
+        UpdateExpression: 'SET revokedAt = if_not_exists(revokedAt, :now), #ttl = if_not_exists(#ttl, :ttl)',
+        ExpressionAttributeNames: { '#ttl': 'ttl' },
+        ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(now + DAY_MS) },
+      }));
+    },
+    listGrants: (svcnumId, clientId) => queryAll<Grant>({
+      TableName: tables.grants,
+      IndexName: 'bySubject',
+      KeyConditionExpression: clientId ? 'svcnumId = :svcnumId AND clientId = :clientId' : 'svcnumId = :svcnumId',
+      ExpressionAttributeValues: clientId ? { ':svcnumId': svcnumId, ':clientId': clientId } : { ':svcnumId': svcnumId },
+    }),
+
+    // consent
+    getConsent: (svcnumId, clientId) => get<Consent>(tables.consents, { svcnumId, clientId }),
+    async putConsent(consent) {
+      await db.send(new PutCommand({ TableName: tables.consents, Item: consent }));
+    },
+    listConsents: (svcnumId) => queryAll<Consent>({
+      TableName: tables.consents,
+      KeyConditionExpression: 'svcnumId = :svcnumId',
+      ExpressionAttributeValues: { ':svcnumId': svcnumId },
+    }),
+    async deleteConsent(svcnumId, clientId) {
+      await db.send(new DeleteCommand({ TableName: tables.consents, Key: { svcnumId, clientId } }));
+    },
+
+    // sessions
+    async putSession(session) {
+      await db.send(new PutCommand({ TableName: tables.sessions, Item: { ...session, ttl: ttlSeconds(session.expiresAt) } }));
+    },
+    async getSession(sessionHash, now) {
+      const session = await get<Session>(tables.sessions, { sessionHash });
+      return session && session.expiresAt > now ? session : undefined;
+    },
+    async deleteSession(sessionHash) {
+      await db.send(new DeleteCommand({ TableName: tables.sessions, Key: { sessionHash } }));
+    },
+  };
+}

@@ -1,0 +1,101 @@
+import { GetPublicKeyCommand, SignCommand, type KMSClient } from '@aws-sdk/client-kms';
+import { ed25519PublicJwk } from '../jwk';
+import type { KeyRing, PublicJwk, Signer } from '../ports';
+
+export interface KmsKeyRingOptions {
+  client: KMSClient;
+  /** KMS key id, ARN or alias of the key that signs new tokens. */
+  activeKeyId: string;
+  /** Keys that verifiers must still (or already) accept: one being introduced, one being retired. */
+  additionalKeyIds?: string[];
+}
+
+const EXPECTED_KEY_SPEC = 'ECC_NIST_EDWARDS25519';
+const EXPECTED_KEY_USAGE = 'SIGN_VERIFY';
+const ED25519_SIGNATURE_LENGTH = 64;
+// KMS refuses RAW messages above this size, and pure Ed25519 has no pre-hash fallback,
+// so fail with a clear message instead of an opaque ValidationException.
+const KMS_MAX_RAW_MESSAGE_BYTES = 4096;
+
+export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
+  const { client, activeKeyId } = options;
+  // Active first so that the published order tells operators which key is signing;
+  // duplicates dropped so a misconfigured rotation does not publish the same kid twice.
+  const keyIds = [...new Set([activeKeyId, ...(options.additionalKeyIds ?? [])])];
+
+  // Public keys never change for a KMS key id, so one fetch per process is enough. The promise
+  // (not the value) is cached so that concurrent cold-start requests share one GetPublicKey call.
+  const cache = new Map<string, Promise<PublicJwk>>();
+
+  function publicJwk(keyId: string): Promise<PublicJwk> {
+    const cached = cache.get(keyId);
+    if (cached) return cached;
+    const pending = fetchPublicJwk(client, keyId);
+    cache.set(keyId, pending);
+    // A transient KMS failure must not poison the cache for the life of the process.
+    pending.catch(() => {
+      if (cache.get(keyId) === pending) cache.delete(keyId);
+    });
+    return pending;
+  }
+
+  return {
+    publicKeys: () => Promise.all(keyIds.map(publicJwk)),
+
+    async activeSigner(): Promise<Signer> {
+      // The kid comes from the real public key, so a token can never name a key we do not publish.
+      const { kid } = await publicJwk(activeKeyId);
+      return {
+        kid,
+        async sign(message: Uint8Array): Promise<Uint8Array> {
+          if (message.length > KMS_MAX_RAW_MESSAGE_BYTES) {
+            throw new Error(
+              `KMS can sign at most ${KMS_MAX_RAW_MESSAGE_BYTES} bytes with MessageType RAW; got ${message.length}`,
+            );
+          }
+          const response = await client.send(
+            new SignCommand({
+              KeyId: activeKeyId,
+              Message: message,
+              // ED25519_SHA_512 with RAW is KMS's pure Ed25519 (RFC 8032), which is what JWS EdDSA
+              // verifiers expect; ED25519_PH_SHA_512/DIGEST would produce Ed25519ph signatures.
+              MessageType: 'RAW',
+              SigningAlgorithm: 'ED25519_SHA_512',
+            }),
+          );
+          const signature = response.Signature;
+          if (!signature) {
+            throw new Error(`KMS Sign for key ${activeKeyId} returned no Signature`);
+          }
+          if (signature.length !== ED25519_SIGNATURE_LENGTH) {
+            throw new Error(
+              `KMS Sign for key ${activeKeyId} returned a ${signature.length}-byte signature; ` +
+                `expected a ${ED25519_SIGNATURE_LENGTH}-byte Ed25519 signature`,
+            );
+          }
+          return signature;
+        },
+      };
+    },
+  };
+}
+
+async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJwk> {
+  const response = await client.send(new GetPublicKeyCommand({ KeyId: keyId }));
+  // Checked up front so that a wrongly provisioned key fails at start-up with a readable
+  // message rather than later as unverifiable tokens.
+  if (response.KeySpec !== EXPECTED_KEY_SPEC) {
+    throw new Error(
+      `KMS key ${keyId} has KeySpec ${response.KeySpec ?? '(none)'}; expected ${EXPECTED_KEY_SPEC}`,
+    );
+  }
+  if (response.KeyUsage !== EXPECTED_KEY_USAGE) {
+    throw new Error(
+      `KMS key ${keyId} has KeyUsage ${response.KeyUsage ?? '(none)'}; expected ${EXPECTED_KEY_USAGE}`,
+    );
+  }
+  if (!response.PublicKey) {
+    throw new Error(`KMS GetPublicKey for key ${keyId} returned no PublicKey`);
+  }
+  return ed25519PublicJwk(response.PublicKey);
+}

@@ -1,0 +1,99 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ed25519PublicJwk } from '../jwk';
+import type { KeyRing, PublicJwk, Signer } from '../ports';
+
+// Layout of DATA_DIR/keys: one `<kid>.pem` (PKCS#8, mode 0600) per key, and `active` naming the
+// key that signs. Every key in the folder is published in the JWKS, which is what rotation needs:
+// add a key (published, not yet signing), activate it once caches have picked it up, retire the
+// old one after the longest token lifetime has passed.
+
+interface LocalKey { kid: string; privateKey: KeyObject; jwk: PublicJwk }
+
+export interface LocalKeyStore extends KeyRing {
+  list(): Promise<Array<{ kid: string; active: boolean }>>;
+  /** Creates a new key; it is published at once and signs only when activated. */
+  add(): Promise<string>;
+  activate(kid: string): Promise<void>;
+  /** Removes a key that is no longer active: tokens it signed stop verifying. */
+  retire(kid: string): Promise<void>;
+}
+
+const ACTIVE_FILE = 'active';
+
+export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  let cached: { keys: LocalKey[]; activeKid: string } | undefined;
+
+  async function writeAtomically(path: string, content: string, mode: number) {
+    const temporary = `${path}.${process.pid}.tmp`;
+    await writeFile(temporary, content, { mode });
+    await rename(temporary, path);
+  }
+
+  async function createKey(): Promise<string> {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
+    const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+    await writeAtomically(join(dir, `${jwk.kid}.pem`), pem, 0o600);
+    cached = undefined;
+    return jwk.kid;
+  }
+
+  async function load() {
+    if (cached) return cached;
+    let files = (await readdir(dir)).filter((name) => name.endsWith('.pem'));
+    if (files.length === 0) {
+      // First start: one key, active.
+      const kid = await createKey();
+      await writeAtomically(join(dir, ACTIVE_FILE), kid, 0o600);
+      files = [`${kid}.pem`];
+    }
+    const keys = await Promise.all(files.sort().map(async (file) => {
+      const privateKey = createPrivateKey(await readFile(join(dir, file)));
+      const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
+      return { kid: jwk.kid, privateKey, jwk };
+    }));
+    const activeKid = (await readFile(join(dir, ACTIVE_FILE), 'utf8').catch(() => '')).trim();
+    if (!keys.some((key) => key.kid === activeKid)) {
+      throw new Error(`signing key folder ${dir} has no valid '${ACTIVE_FILE}' key; run 'admin key activate KID'`);
+    }
+    cached = { keys, activeKid };
+    return cached;
+  }
+
+  return {
+    async activeSigner(): Promise<Signer> {
+      const { keys, activeKid } = await load();
+      const key = keys.find((candidate) => candidate.kid === activeKid)!;
+      return { kid: key.kid, sign: async (message) => new Uint8Array(sign(null, message, key.privateKey)) };
+    },
+    async publicKeys() {
+      const { keys, activeKid } = await load();
+      // Active key first: verifiers that pick the first key without a kid match still work.
+      return [...keys].sort((a, b) => Number(b.kid === activeKid) - Number(a.kid === activeKid)).map((key) => key.jwk);
+    },
+    async list() {
+      const { keys, activeKid } = await load();
+      return keys.map((key) => ({ kid: key.kid, active: key.kid === activeKid }));
+    },
+    async add() {
+      await load();
+      return createKey();
+    },
+    async activate(kid) {
+      const { keys } = await load();
+      if (!keys.some((key) => key.kid === kid)) throw new Error(`no signing key ${kid}`);
+      await writeAtomically(join(dir, ACTIVE_FILE), kid, 0o600);
+      cached = undefined;
+    },
+    async retire(kid) {
+      const { keys, activeKid } = await load();
+      if (kid === activeKid) throw new Error(`key ${kid} is active; activate another key first`);
+      if (!keys.some((key) => key.kid === kid)) throw new Error(`no signing key ${kid}`);
+      await rm(join(dir, `${kid}.pem`));
+      cached = undefined;
+    },
+  };
+}

@@ -1,0 +1,6 @@
+import { randomBytes } from 'node:crypto';
+import type { Clock, Random } from '../ports';
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+export const systemRandom: Random = { bytes: (length) => new Uint8Array(randomBytes(length)) };

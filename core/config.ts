@@ -1,0 +1,40 @@
+// Lifetimes and limits of the service (spec section 8 and the design brief). One place, so the
+// README, the tests and the code agree.
+
+export const SECOND = 1000;
+export const MINUTE = 60 * SECOND;
+export const HOUR = 60 * MINUTE;
+export const DAY = 24 * HOUR;
+
+export const limits = {
+  authorizationCodeTtl: 5 * MINUTE,
+  accessTokenTtl: HOUR,
+  idTokenTtl: HOUR,
+  /** Refresh tokens expire after this long without use (sliding window, no rotation). */
+  refreshIdleTtl: 180 * DAY,
+  /** The sliding window is pushed forward at most this often per grant: one write a day, not one per refresh. */
+  refreshTouchInterval: DAY,
+  /** A parked /oauth/authorize request must be finished (sign-in, consent) within this time. */
+  authRequestTtl: 10 * MINUTE,
+  sessionTtl: 12 * HOUR,
+  /** Consecutive failed sign-ins that lock an account, and for how long. */
+  signInFailureThreshold: 5,
+  signInLockout: 15 * MINUTE,
+  codeVerifierMin: 43,
+  codeVerifierMax: 128,
+} as const;
+
+export interface ServiceConfig {
+  /** The issuer identifier: base URL of the service, no trailing slash. */
+  issuer: string;
+  /** Whether cookies get `Secure` and the `__Host-` prefix (everything but plain-http local runs). */
+  secureCookies: boolean;
+}
+
+export function serviceConfig(issuer: string): ServiceConfig {
+  const normalised = issuer.replace(/\/+$/, '');
+  return { issuer: normalised, secureCookies: normalised.startsWith('https://') };
+}
+
+/** The audience of access tokens for the service's own APIs (UserInfo, External API). */
+export const apiAudience = (config: ServiceConfig) => config.issuer;

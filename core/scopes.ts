@@ -1,0 +1,51 @@
+import type { ClientKind } from './model';
+
+// The scope catalog (spec 5.3): which scopes exist, who may hold them, and how the consent page
+// explains them to a person.
+
+export const loginScopes = {
+  openid: 'Confirm who you are (your account id)',
+  profile: 'See your number',
+  email: 'See your email address',
+} as const;
+
+export const externalApiScopes = {
+  messaging: 'Use the Messaging API',
+  poll: 'Use the Poll API',
+} as const;
+
+export type LoginScope = keyof typeof loginScopes;
+
+const scopesByClientKind: Record<ClientKind, readonly string[]> = {
+  login: Object.keys(loginScopes),
+  api: Object.keys(externalApiScopes),
+  provisioning: [],
+};
+
+/** RFC 6749 §3.3 scope-token: printable ASCII without space, double quote or backslash. */
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+
+/** Splits a scope parameter; `undefined` when it is not a valid space-separated list. */
+export function parseScope(value: string): string[] | undefined {
+  const scopes = value.split(' ').filter((scope) => scope !== '');
+  if (scopes.length === 0 || !scopes.every((scope) => SCOPE_TOKEN.test(scope))) return undefined;
+  return [...new Set(scopes)];
+}
+
+export const formatScope = (scopes: readonly string[]) => scopes.join(' ');
+
+export const allowedScopes = (kind: ClientKind) => scopesByClientKind[kind];
+
+/** Scopes of `requested` that a client of this kind may not hold. */
+export function scopesNotAllowed(kind: ClientKind, requested: readonly string[]): string[] {
+  const allowed = new Set(scopesByClientKind[kind]);
+  return requested.filter((scope) => !allowed.has(scope));
+}
+
+export const scopeDescription = (scope: string) =>
+  (loginScopes as Record<string, string>)[scope] ?? (externalApiScopes as Record<string, string>)[scope] ?? scope;
+
+export const isSubset = (subset: readonly string[], superset: readonly string[]) => {
+  const all = new Set(superset);
+  return subset.every((scope) => all.has(scope));
+};

@@ -1,0 +1,52 @@
+import { createAccounts } from './accounts';
+import { createAuthorization } from './authorization';
+import type { ServiceConfig } from './config';
+import type { Client } from './model';
+import type { Clock, KeyRing, Random } from './ports';
+import type { Store } from './store';
+import { createTokenService } from './token-service';
+import { createAccessTokenVerifier, createTokenIssuer } from './tokens';
+
+export interface CoreDeps {
+  store: Store;
+  keys: KeyRing;
+  clock: Clock;
+  random: Random;
+  config: ServiceConfig;
+}
+
+/** How long a client record is trusted from memory; a disabled client stops working within this. */
+const CLIENT_CACHE_TTL = 30_000;
+
+/** Per-process client cache: client records are read on every request and change rarely. */
+function cachedClients(store: Store) {
+  const cache = new Map<string, { client: Client | undefined; at: number }>();
+  return async (clientId: string): Promise<Client | undefined> => {
+    const hit = cache.get(clientId);
+    if (hit && Date.now() - hit.at < CLIENT_CACHE_TTL) return hit.client;
+    const client = await store.getClient(clientId);
+    if (cache.size > 10_000) cache.clear();
+    // Unknown ids are cached too (briefly), so random ids cannot force a read per request.
+    cache.set(clientId, { client, at: Date.now() });
+    return client;
+  };
+}
+
+/** The domain core, built once per process (Lambda container, gRPC task, local runner). */
+export function createCore(deps: CoreDeps) {
+  const { store, keys, clock, random, config } = deps;
+  const getClient = cachedClients(store);
+  const accounts = createAccounts(store, clock, random);
+  const issuer = createTokenIssuer(config, keys, clock, random);
+  return {
+    ...deps,
+    getClient,
+    accounts,
+    issuer,
+    authorization: createAuthorization({ store, config, clock, random, accounts, getClient }),
+    tokens: createTokenService({ store, clock, random, issuer, getClient }),
+    verifyAccessToken: createAccessTokenVerifier(config, keys, clock),
+  };
+}
+
+export type Core = ReturnType<typeof createCore>;

@@ -1,0 +1,76 @@
+// The one definition of every DynamoDB table: keys, indexes and TTL attribute. The CDK stacks
+// and the local bootstrap both build their tables from this module, so they cannot drift.
+// Keys are strings throughout. TTL attributes hold epoch seconds; TTL is housekeeping only:
+// every read of a time-bound item checks its own expiry (see core/store.ts).
+
+export interface IndexDefinition {
+  readonly name: string;
+  readonly partitionKey: string;
+  readonly sortKey?: string;
+}
+
+export interface TableDefinition {
+  readonly partitionKey: string;
+  readonly sortKey?: string;
+  readonly ttlAttribute?: string;
+  readonly indexes?: readonly IndexDefinition[];
+  readonly description: string;
+}
+
+export const TTL_ATTRIBUTE = 'ttl';
+
+export const tableDefinitions = {
+  clients: {
+    partitionKey: 'clientId',
+    description: 'Registered clients: login clients, External API clients, provisioning clients',
+  },
+  users: {
+    partitionKey: 'svcnumId',
+    description: 'Accounts keyed by svcnum_id (ULID)',
+  },
+  emails: {
+    partitionKey: 'email',
+    description: 'Uniqueness claim and sign-in lookup: normalised email → svcnum_id',
+  },
+  numbers: {
+    partitionKey: 'svcnum',
+    description: 'Service numbers: uniqueness claim, owner and lifecycle state',
+  },
+  authRequests: {
+    partitionKey: 'requestId',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'Validated authorization requests waiting for sign-in or consent (10 minutes)',
+  },
+  codes: {
+    partitionKey: 'codeHash',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'Authorization codes, stored as SHA-256 hashes (5 minutes, single use)',
+  },
+  grants: {
+    partitionKey: 'grantId',
+    ttlAttribute: TTL_ATTRIBUTE,
+    indexes: [{ name: 'bySubject', partitionKey: 'svcnumId', sortKey: 'clientId' }],
+    description: 'Grants behind refresh tokens (180 days sliding inactivity)',
+  },
+  consents: {
+    partitionKey: 'svcnumId',
+    sortKey: 'clientId',
+    description: 'Remembered consent per user and client',
+  },
+  sessions: {
+    partitionKey: 'sessionHash',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'Browser sign-in sessions, stored as SHA-256 hashes of the cookie value',
+  },
+} as const satisfies Record<string, TableDefinition>;
+
+export type TableKey = keyof typeof tableDefinitions;
+
+export type TableNames = Record<TableKey, string>;
+
+/** Physical table names: one prefix per environment (`local-`, `sandbox-`, `production-`). */
+export function tableNames(prefix: string): TableNames {
+  const names = {} as TableNames;
+  for (const key of Object.keys(tableDefinitions) as TableKey[]) names[key] = `${prefix}${key}`;
+  return names;
+}

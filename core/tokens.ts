@@ -1,0 +1,136 @@
+import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { newUlid } from './ids';
+import { apiAudience, limits, type ServiceConfig } from './config';
+import type { Clock, KeyRing, Random } from './ports';
+
+const encodeJson = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+
+/**
+ * A compact JWS (RFC 7515) signed through the Signer port. jose cannot sign with a key it does
+ * not hold (KMS), so we assemble the three parts here and let jose do all the verifying.
+ */
+async function signJwt(keys: KeyRing, typ: string, payload: Record<string, unknown>): Promise<string> {
+  const signer = await keys.activeSigner();
+  const signingInput = `${encodeJson({ alg: 'EdDSA', typ, kid: signer.kid })}.${encodeJson(payload)}`;
+  const signature = await signer.sign(Buffer.from(signingInput, 'ascii'));
+  return `${signingInput}.${Buffer.from(signature).toString('base64url')}`;
+}
+
+export interface AccessTokenInput {
+  /** The user's svcnum_id, or the client id for client_credentials tokens. */
+  subject: string;
+  clientId: string;
+  scopes: readonly string[];
+  /** Time of the user's sign-in (user tokens only). */
+  authTime?: number;
+  /** RFC 8693 actor, for delegated tokens. */
+  act?: Record<string, unknown>;
+}
+
+export interface IdTokenInput {
+  subject: string;
+  clientId: string;
+  authTime: number;
+  nonce?: string;
+}
+
+const epochSeconds = (ms: number) => Math.floor(ms / 1000);
+
+export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: Clock, random: Random) {
+  return {
+    /** RFC 9068 JWT access token. Returns the token and its lifetime in seconds. */
+    async accessToken(input: AccessTokenInput): Promise<{ token: string; expiresIn: number }> {
+      const iat = epochSeconds(clock.now());
+      const expiresIn = limits.accessTokenTtl / 1000;
+      const token = await signJwt(keys, 'at+jwt', {
+        iss: config.issuer,
+        sub: input.subject,
+        aud: apiAudience(config),
+        client_id: input.clientId,
+        iat,
+        exp: iat + expiresIn,
+        jti: newUlid(clock, random),
+        scope: input.scopes.join(' '),
+        ...(input.authTime !== undefined ? { auth_time: epochSeconds(input.authTime) } : {}),
+        ...(input.act ? { act: input.act } : {}),
+      });
+      return { token, expiresIn };
+    },
+
+    /** OIDC Core §2 ID token, audience the client. */
+    async idToken(input: IdTokenInput): Promise<string> {
+      const iat = epochSeconds(clock.now());
+      return signJwt(keys, 'JWT', {
+        iss: config.issuer,
+        sub: input.subject,
+        aud: input.clientId,
+        azp: input.clientId,
+        iat,
+        exp: iat + limits.idTokenTtl / 1000,
+        auth_time: epochSeconds(input.authTime),
+        ...(input.nonce !== undefined ? { nonce: input.nonce } : {}),
+      });
+    },
+  };
+}
+
+export type TokenIssuer = ReturnType<typeof createTokenIssuer>;
+
+export interface AccessTokenClaims extends JWTPayload {
+  sub: string;
+  client_id: string;
+  scope: string;
+  auth_time?: number;
+}
+
+/** Why a token was refused; never shown verbatim beyond these fixed words. */
+export class InvalidTokenError extends Error {
+  override name = 'InvalidTokenError';
+}
+
+// Public keys are cached per process; a token with an unknown kid triggers one reload (a key
+// added for rotation) at most this often.
+const KEY_CACHE_TTL = 5 * 60 * 1000;
+const KEY_RELOAD_MIN_INTERVAL = 30 * 1000;
+
+/** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned. */
+export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
+  let cache: { jwks: ReturnType<typeof createLocalJWKSet>; kids: Set<string>; loadedAt: number } | undefined;
+
+  async function keySet(kid: string | undefined) {
+    const now = Date.now();
+    const stale = !cache || now - cache.loadedAt > KEY_CACHE_TTL
+      || (kid !== undefined && !cache.kids.has(kid) && now - cache.loadedAt > KEY_RELOAD_MIN_INTERVAL);
+    if (stale) {
+      const publicKeys = await keys.publicKeys();
+      cache = { jwks: createLocalJWKSet({ keys: publicKeys }), kids: new Set(publicKeys.map((key) => key.kid)), loadedAt: now };
+    }
+    return cache!.jwks;
+  }
+
+  return async function verifyAccessToken(token: string): Promise<AccessTokenClaims> {
+    try {
+      const { payload } = await jwtVerify(token, (header, jws) => keySet(header.kid).then((jwks) => jwks(header, jws)), {
+        algorithms: ['EdDSA'],
+        issuer: config.issuer,
+        audience: apiAudience(config),
+        typ: 'at+jwt',
+        currentDate: new Date(clock.now()),
+        requiredClaims: ['sub', 'exp', 'iat', 'client_id', 'scope', 'jti'],
+      });
+      if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string') {
+        throw new InvalidTokenError('malformed claims');
+      }
+      return payload as AccessTokenClaims;
+    } catch (error) {
+      if (error instanceof InvalidTokenError) throw error;
+      if (error instanceof joseErrors.JWTExpired) throw new InvalidTokenError('the access token expired');
+      if (error instanceof joseErrors.JOSEError || error instanceof TypeError) {
+        throw new InvalidTokenError('the access token is invalid');
+      }
+      throw error;
+    }
+  };
+}
+
+export type AccessTokenVerifier = ReturnType<typeof createAccessTokenVerifier>;

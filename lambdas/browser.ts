@@ -1,0 +1,147 @@
+import type { AuthorizeOutcome } from '../core/authorization';
+import { limits } from '../core/config';
+import { randomSecret, safeEqual } from '../core/secrets';
+import type { Core } from '../core/service';
+import { edgeHandler } from './edge';
+import {
+  cookieName, cookies, formParams, header, html, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
+} from './http';
+import { optionalParam } from '../core/params';
+import { accountPage, consentPage, messagePage, signInPage, stylesheet } from './pages';
+import { lazyHandler } from './runtime';
+
+// GET /oauth/authorize and the pages a person sees: sign-in, consent, account, sign-out.
+
+export function createBrowserHandler(core: Core) {
+  const { authorization, config } = core;
+  const secure = config.secureCookies;
+  const SESSION = cookieName('session', secure);
+  const CSRF = cookieName('csrf', secure);
+  const issuerOrigin = new URL(config.issuer).origin;
+
+  const page = (status: number, body: string, extra: { cookies?: string[]; formTargets?: string[] } = {}) =>
+    html(status, body, { secure, ...extra });
+  const sessionCookie = (token: string) => setCookie(SESSION, token, { secure, maxAgeSeconds: limits.sessionTtl / 1000 });
+  const clearedSession = setCookie(SESSION, '', { secure, maxAgeSeconds: 0 });
+
+  /** A posted form must come from our own pages: Origin check (when sent), then the CSRF token. */
+  function crossSite(event: HttpEvent): boolean {
+    const origin = header(event, 'origin');
+    return origin !== undefined && origin !== issuerOrigin;
+  }
+  const forbidden = () => page(403, messagePage('Request refused', 'This form was not sent from our sign-in pages. Go back and try again.'));
+
+  async function formTargets(clientId: string): Promise<string[]> {
+    const client = await core.getClient(clientId);
+    return [...new Set((client?.redirectUris ?? []).map((uri) => new URL(uri).origin))];
+  }
+
+  /** Turns a core outcome into an HTTP answer. POST results use 303 so the browser follows with GET. */
+  function answer(outcome: AuthorizeOutcome, status: 302 | 303, setCookies: string[] = []): HttpResult {
+    switch (outcome.type) {
+      case 'error_page': return page(outcome.status, messagePage(outcome.title, outcome.message));
+      case 'redirect': return redirect(outcome.location, status, setCookies);
+      case 'sign_in': return redirect(`/login?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
+      case 'consent': return redirect(`/consent?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
+    }
+  }
+
+  async function renderSignIn(requestId: string | undefined, status: number, error?: string, identifier?: string, existingCsrf?: string) {
+    const parked = requestId ? await authorization.parkedRequest(requestId) : undefined;
+    if (requestId && !parked) return page(400, messagePage('This sign-in has expired', 'Go back to the application and start again.'));
+    // Double-submit token for the sign-in form: there is no session yet to hold one.
+    const csrf = existingCsrf ?? randomSecret(core.random);
+    return page(status, signInPage({
+      ...(requestId ? { requestId } : {}), csrf, ...(error ? { error } : {}), ...(identifier ? { identifier } : {}),
+      ...(parked ? { clientName: parked.client.name } : {}),
+    }), {
+      cookies: existingCsrf ? [] : [setCookie(CSRF, csrf, { secure, maxAgeSeconds: limits.authRequestTtl / 1000 })],
+      formTargets: parked ? await formTargets(parked.client.clientId) : [],
+    });
+  }
+
+  return edgeHandler({
+    '/oauth/authorize': {
+      GET: async (event) => answer(await authorization.authorize(queryParams(event), cookies(event).get(SESSION)), 302),
+    },
+    '/login': {
+      GET: async (event) => renderSignIn(optionalParam(queryParams(event), 'request'), 200, undefined, undefined, cookies(event).get(CSRF)),
+      POST: async (event) => {
+        const form = formParams(event);
+        const csrfCookie = cookies(event).get(CSRF);
+        const csrf = optionalParam(form, 'csrf');
+        if (crossSite(event) || !csrfCookie || !csrf || !safeEqual(csrfCookie, csrf)) return forbidden();
+        const requestId = optionalParam(form, 'request');
+        const identifier = optionalParam(form, 'identifier') ?? '';
+        const result = await authorization.signIn({ ...(requestId ? { requestId } : {}), identifier, password: optionalParam(form, 'password') ?? '' });
+        const { outcome } = result;
+        if (outcome.type === 'sign_in_error') return renderSignIn(requestId, 401, outcome.message, identifier.slice(0, 254), csrfCookie);
+        const setCookies = [sessionCookie(result.sessionToken!), setCookie(CSRF, '', { secure, maxAgeSeconds: 0 })];
+        if (outcome.type === 'account') return redirect('/account', 303, setCookies);
+        return answer(outcome, 303, setCookies);
+      },
+    },
+    '/consent': {
+      GET: async (event) => {
+        const requestId = optionalParam(queryParams(event), 'request');
+        const parked = await authorization.parkedRequest(requestId);
+        if (!parked) return page(400, messagePage('This request has expired', 'Go back to the application and start again.'));
+        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+        if (!signedIn) return answer({ type: 'sign_in', requestId: parked.request.requestId }, 302);
+        return page(200, consentPage({
+          requestId: parked.request.requestId, csrf: signedIn.session.csrfToken, clientName: parked.client.name,
+          scopes: parked.request.scopes, svcnum: signedIn.user.svcnum,
+        }), { formTargets: await formTargets(parked.client.clientId) });
+      },
+      POST: async (event) => {
+        const form = formParams(event);
+        const sessionToken = cookies(event).get(SESSION);
+        const signedIn = await authorization.sessionUser(sessionToken);
+        if (crossSite(event) || (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf')))) return forbidden();
+        const decision = optionalParam(form, 'decision');
+        if (decision !== 'allow' && decision !== 'deny') return page(400, messagePage('Choose Allow or Deny', 'Go back and choose one of the buttons.'));
+        return answer(await authorization.decideConsent(optionalParam(form, 'request'), sessionToken, decision === 'allow'), 303);
+      },
+    },
+    '/account': {
+      GET: async (event) => {
+        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+        if (!signedIn) return redirect('/login', 302);
+        return page(200, accountPage({
+          svcnum: signedIn.user.svcnum, ...(signedIn.user.email ? { email: signedIn.user.email } : {}),
+          csrf: signedIn.session.csrfToken, apps: await authorization.connectedApps(signedIn.user.svcnumId),
+        }));
+      },
+    },
+    '/account/revoke': {
+      POST: async (event) => {
+        const form = formParams(event);
+        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+        if (!signedIn) return redirect('/login', 303);
+        if (crossSite(event) || !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
+        const clientId = optionalParam(form, 'client_id');
+        if (clientId) await authorization.revokeApp(signedIn.user.svcnumId, clientId);
+        return redirect('/account', 303);
+      },
+    },
+    '/logout': {
+      POST: async (event) => {
+        const form = formParams(event);
+        const sessionToken = cookies(event).get(SESSION);
+        const signedIn = await authorization.sessionUser(sessionToken);
+        if (signedIn && (crossSite(event) || !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf')))) return forbidden();
+        await authorization.signOut(sessionToken);
+        return page(200, messagePage('Signed out', 'You are signed out.'), { cookies: [clearedSession] });
+      },
+    },
+    '/assets/style.css': {
+      GET: async () => ({
+        statusCode: 200,
+        headers: { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'public, max-age=3600', 'X-Content-Type-Options': 'nosniff' },
+        body: stylesheet,
+      }),
+    },
+  }, { serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')) });
+}
+
+export const handler = lazyHandler(createBrowserHandler);

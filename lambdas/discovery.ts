@@ -1,0 +1,44 @@
+import { loginScopes, externalApiScopes } from '../core/scopes';
+import type { Core } from '../core/service';
+import { edgeHandler } from './edge';
+import { publicJson } from './http';
+import { lazyHandler } from './runtime';
+
+// OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
+
+export function discoveryDocument(issuer: string) {
+  return {
+    issuer,
+    authorization_endpoint: `${issuer}/oauth/authorize`,
+    token_endpoint: `${issuer}/oauth/token`,
+    userinfo_endpoint: `${issuer}/oauth/userinfo`,
+    revocation_endpoint: `${issuer}/oauth/revoke`,
+    jwks_uri: `${issuer}/.well-known/jwks.json`,
+    scopes_supported: [...Object.keys(loginScopes), ...Object.keys(externalApiScopes)],
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
+    code_challenge_methods_supported: ['S256'],
+    subject_types_supported: ['public'],
+    id_token_signing_alg_values_supported: ['EdDSA'],
+    token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
+    revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
+    claims_supported: ['sub', 'svcnum', 'email', 'email_verified', 'created_at', 'account_type', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
+    prompt_values_supported: ['none', 'login', 'consent'],
+    authorization_response_iss_parameter_supported: true,
+    request_parameter_supported: false,
+    request_uri_parameter_supported: false,
+    claims_parameter_supported: false,
+  };
+}
+
+export function createDiscoveryHandler(core: Core) {
+  const document = discoveryDocument(core.config.issuer);
+  return edgeHandler({
+    '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
+    // Short cache: a key added for rotation must reach verifiers well before it signs.
+    '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await core.keys.publicKeys() }, 300) },
+  });
+}
+
+export const handler = lazyHandler(createDiscoveryHandler);

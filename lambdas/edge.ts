@@ -1,0 +1,71 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { OAuthError } from '../core/errors';
+import { json, methodNotAllowed, oauthError, type HttpEvent, type HttpResult } from './http';
+
+// The one wrapper every Lambda handler goes through: routing by resource and method, one
+// structured log line per request (never a query string, body, cookie or token), and errors
+// turned into safe answers: an OAuthError keeps its code and description, anything else
+// becomes a plain server_error with the details kept in the log.
+
+export const logger = new Logger({ serviceName: 'svcnum-identity' });
+
+export type Route = (event: HttpEvent) => Promise<HttpResult>;
+export type RouteTable = Record<string, Partial<Record<'GET' | 'POST', Route>>>;
+
+export interface EdgeOptions {
+  /** How an unexpected failure is shown (HTML pages answer with a page, APIs with JSON). */
+  serverError?: () => HttpResult;
+}
+
+const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
+
+export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
+  const base = async (event: HttpEvent): Promise<HttpResult> => {
+    const started = performance.now();
+    const resource = event.resource ?? event.path;
+    let result: HttpResult;
+    try {
+      const methods = routes[resource];
+      const route = methods?.[event.httpMethod as 'GET' | 'POST'];
+      if (!methods) result = json(404, { error: 'not_found', error_description: 'no such endpoint' });
+      else if (!route) result = methodNotAllowed(Object.keys(methods));
+      else result = await route(event);
+    } catch (error) {
+      if (error instanceof OAuthError) {
+        result = oauthError(error);
+      } else {
+        logger.error('request failed', { resource, method: event.httpMethod, error: error as Error });
+        result = (options.serverError ?? jsonServerError)();
+      }
+    }
+    logger.info('request', {
+      method: event.httpMethod,
+      resource,
+      status: result.statusCode,
+      durationMs: Math.round((performance.now() - started) * 10) / 10,
+      ...(result.statusCode >= 400 && result.headers?.['Content-Type'] === 'application/json' && typeof result.body === 'string'
+        ? { error: safeErrorCode(result.body) }
+        : {}),
+    });
+    return result;
+  };
+
+  return middy<HttpEvent, HttpResult, Error, Context>(base)
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .before((request) => {
+      logger.appendKeys({ requestId: request.event.requestContext?.requestId });
+    });
+}
+
+/** The OAuth error code of a JSON error body (a fixed word, safe to log). */
+function safeErrorCode(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { error?: unknown };
+    return typeof parsed.error === 'string' ? parsed.error : undefined;
+  } catch {
+    return undefined;
+  }
+}

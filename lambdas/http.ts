@@ -1,0 +1,142 @@
+import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
+import { OAuthError } from '../core/errors';
+import { paramsFrom, type Params } from '../core/params';
+
+// Translating API Gateway REST proxy events to what the core needs, and results back.
+
+export type HttpEvent = APIGatewayProxyEvent;
+export type HttpResult = APIGatewayProxyResult;
+
+/** Request bodies above this are refused before parsing: no endpoint needs more. */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** Every response: nothing here may be cached or framed, and nothing leaks through Referer. */
+const BASE_HEADERS = {
+  'Cache-Control': 'no-store',
+  Pragma: 'no-cache',
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+};
+
+/** Headers by lower-case name, whatever case the client or API Gateway used. */
+export function header(event: HttpEvent, name: string): string | undefined {
+  const wanted = name.toLowerCase();
+  for (const [key, value] of Object.entries(event.headers ?? {})) {
+    if (key.toLowerCase() === wanted && value !== undefined) return value;
+  }
+  return undefined;
+}
+
+/** Query parameters with repeats kept (API Gateway's multi-value form). */
+export function queryParams(event: HttpEvent): Params {
+  const multi = event.multiValueQueryStringParameters ?? {};
+  const entries: Array<[string, string]> = [];
+  for (const [name, values] of Object.entries(multi)) for (const value of values ?? []) entries.push([name, value]);
+  if (entries.length === 0) {
+    for (const [name, value] of Object.entries(event.queryStringParameters ?? {})) if (value !== undefined) entries.push([name, value]);
+  }
+  return paramsFrom(entries);
+}
+
+export function rawBody(event: HttpEvent): string {
+  if (!event.body) return '';
+  return event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
+}
+
+/** A form-encoded body (the only body any of our endpoints accept). */
+export function formParams(event: HttpEvent): Params {
+  const body = rawBody(event);
+  if (Buffer.byteLength(body) > MAX_BODY_BYTES) throw new OAuthError('invalid_request', 'the request body is too large');
+  const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  if (body !== '' && contentType !== 'application/x-www-form-urlencoded') {
+    throw new OAuthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
+  }
+  return paramsFrom(new URLSearchParams(body));
+}
+
+export function cookies(event: HttpEvent): Map<string, string> {
+  const jar = new Map<string, string>();
+  for (const part of (header(event, 'cookie') ?? '').split(';')) {
+    const index = part.indexOf('=');
+    if (index <= 0) continue;
+    const name = part.slice(0, index).trim();
+    // First occurrence wins: the most specific path is sent first, and we only use Path=/.
+    if (!jar.has(name)) jar.set(name, part.slice(index + 1).trim());
+  }
+  return jar;
+}
+
+export interface CookieOptions { secure: boolean; maxAgeSeconds?: number }
+
+/** `__Host-` cookies (RFC 6265bis) when served over https: no Domain, Path=/, Secure. */
+export const cookieName = (base: string, secure: boolean) => (secure ? `__Host-${base}` : base);
+
+export function setCookie(name: string, value: string, options: CookieOptions): string {
+  const parts = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
+  if (options.secure) parts.push('Secure');
+  if (options.maxAgeSeconds !== undefined) parts.push(`Max-Age=${options.maxAgeSeconds}`);
+  return parts.join('; ');
+}
+
+export function json(statusCode: number, body: unknown, headers: Record<string, string> = {}): HttpResult {
+  return {
+    statusCode,
+    headers: { ...BASE_HEADERS, 'Content-Type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  };
+}
+
+/** Public, cacheable JSON (discovery documents and keys): the one exception to no-store. */
+export function publicJson(body: unknown, maxAgeSeconds: number): HttpResult {
+  return {
+    statusCode: 200,
+    headers: {
+      ...BASE_HEADERS,
+      'Cache-Control': `public, max-age=${maxAgeSeconds}`,
+      'Content-Type': 'application/json',
+      'Access-Control-Allow-Origin': '*',
+    },
+    body: JSON.stringify(body),
+  };
+}
+
+export interface PageOptions {
+  cookies?: string[];
+  /** Origins a form on this page may end up at (after the service redirects to the client). */
+  formTargets?: string[];
+  secure: boolean;
+}
+
+export function html(statusCode: number, body: string, options: PageOptions): HttpResult {
+  const formAction = ["'self'", ...(options.formTargets ?? [])].join(' ');
+  return {
+    statusCode,
+    headers: {
+      ...BASE_HEADERS,
+      'Content-Type': 'text/html; charset=utf-8',
+      // No inline script anywhere; styles only from our own stylesheet.
+      'Content-Security-Policy': `default-src 'none'; style-src 'self'; img-src 'self'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
+      'X-Frame-Options': 'DENY',
+      ...(options.secure ? { 'Strict-Transport-Security': 'max-age=63072000; includeSubDomains' } : {}),
+    },
+    ...(options.cookies?.length ? { multiValueHeaders: { 'Set-Cookie': options.cookies } } : {}),
+    body,
+  };
+}
+
+export function redirect(location: string, statusCode: 302 | 303, setCookies: string[] = []): HttpResult {
+  return {
+    statusCode,
+    headers: { ...BASE_HEADERS, Location: location },
+    ...(setCookies.length ? { multiValueHeaders: { 'Set-Cookie': setCookies } } : {}),
+    body: '',
+  };
+}
+
+/** RFC 6749 §5.2 error body. */
+export function oauthError(error: OAuthError, statusCode = 400, headers: Record<string, string> = {}): HttpResult {
+  return json(statusCode, { error: error.error, error_description: error.description }, headers);
+}
+
+export const methodNotAllowed = (allowed: string[]): HttpResult =>
+  json(405, { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` }, { Allow: allowed.join(', ') });

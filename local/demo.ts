@@ -1,0 +1,105 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { decodeJwt } from 'jose';
+import type { Core } from '../core/service';
+import type { LocalExtra } from './http-server';
+
+// A tiny login client built into the local runner (never deployed), so that a newcomer can see
+// a whole sign-in right after `npm start`: /demo starts the PKCE flow, /demo/callback swaps the
+// code at /oauth/token over real HTTP, calls UserInfo and shows what came back.
+
+export interface DemoSetup { clientId: string; email: string; password: string; createdNow: boolean }
+
+interface DemoFile { email: string; password: string; clients: Record<string, string> }
+
+/** Creates (once per data folder and issuer) the demo login client and the demo user. */
+export async function ensureDemo(core: Core, dataDir: string, issuer: string): Promise<DemoSetup> {
+  const path = join(dataDir, 'demo.json');
+  const existing = await readFile(path, 'utf8').then((text) => JSON.parse(text) as DemoFile).catch(() => undefined);
+  let demo = existing;
+  let createdNow = false;
+  if (!demo) {
+    const email = 'demo@example.com';
+    const password = randomBytes(12).toString('base64url');
+    await core.accounts.createUser({ email, password });
+    demo = { email, password, clients: {} };
+    createdNow = true;
+  }
+  if (!demo.clients[issuer]) {
+    const { client } = await core.accounts.createLoginClient({
+      name: 'Demo app', scope: 'openid profile email', redirectUris: [`${issuer}/demo/callback`],
+    });
+    demo.clients[issuer] = client.clientId;
+    createdNow = true;
+  }
+  // Local convenience only: the demo password lives in the (git-ignored) data folder, mode 0600.
+  if (createdNow) await writeFile(path, JSON.stringify(demo, null, 2), { mode: 0o600 });
+  return { clientId: demo.clients[issuer]!, email: demo.email, password: demo.password, createdNow };
+}
+
+const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+
+const PAGE_HEADERS = {
+  'Content-Type': 'text/html; charset=utf-8',
+  'Cache-Control': 'no-store',
+  'Content-Security-Policy': "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'Referrer-Policy': 'no-referrer',
+};
+
+function page(title: string, body: string) {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>`
+    + `<link rel="stylesheet" href="/assets/style.css"></head><body><main style="max-width:48rem">${body}</main></body></html>`;
+}
+
+export function demoClient(issuer: string, clientId: string): LocalExtra {
+  const pending = new Map<string, { verifier: string; expiresAt: number }>();
+  const redirectUri = `${issuer}/demo/callback`;
+
+  return async (request, url, response) => {
+    if (request.method !== 'GET' || (url.pathname !== '/demo' && url.pathname !== '/demo/callback')) return false;
+    if (url.pathname === '/demo') {
+      const verifier = randomBytes(32).toString('base64url');
+      const state = randomBytes(16).toString('base64url');
+      for (const [key, value] of pending) if (value.expiresAt < Date.now()) pending.delete(key);
+      pending.set(state, { verifier, expiresAt: Date.now() + 10 * 60_000 });
+      const authorize = new URL(`${issuer}/oauth/authorize`);
+      authorize.search = new URLSearchParams({
+        response_type: 'code', client_id: clientId, redirect_uri: redirectUri, scope: 'openid profile email', state,
+        nonce: randomBytes(16).toString('base64url'),
+        code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256',
+      }).toString();
+      response.writeHead(302, { Location: authorize.toString(), 'Cache-Control': 'no-store' }).end();
+      return true;
+    }
+    const state = url.searchParams.get('state') ?? '';
+    const flow = pending.get(state);
+    pending.delete(state);
+    let body: string;
+    if (url.searchParams.has('error')) {
+      body = `<h1>The sign-in did not complete</h1><p><strong>${escapeHtml(url.searchParams.get('error') ?? '')}</strong>: ${escapeHtml(url.searchParams.get('error_description') ?? '')}</p><p><a href="/demo">Try again</a></p>`;
+    } else if (!flow || url.searchParams.get('iss') !== issuer) {
+      body = '<h1>Unknown or expired sign-in</h1><p>The state or issuer does not match a sign-in started here. <a href="/demo">Start again</a>.</p>';
+    } else {
+      const tokenResponse = await fetch(`${issuer}/oauth/token`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'authorization_code', code: url.searchParams.get('code') ?? '', redirect_uri: redirectUri, client_id: clientId, code_verifier: flow.verifier }),
+      });
+      const tokens = await tokenResponse.json() as Record<string, unknown>;
+      if (!tokenResponse.ok) {
+        body = `<h1>Token exchange failed</h1><pre>${escapeHtml(JSON.stringify(tokens, null, 2))}</pre>`;
+      } else {
+        const userInfo = await (await fetch(`${issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${String(tokens.access_token)}` } })).json();
+        const shown = { ...tokens, access_token: `${String(tokens.access_token).slice(0, 24)}…`, refresh_token: tokens.refresh_token ? '(hidden)' : tokens.refresh_token, id_token: tokens.id_token ? '(decoded below)' : undefined };
+        body = '<h1>Signed in</h1><p>The demo app exchanged the code (PKCE S256) and called UserInfo.</p>'
+          + `<h2>UserInfo</h2><pre>${escapeHtml(JSON.stringify(userInfo, null, 2))}</pre>`
+          + `<h2>ID token claims</h2><pre>${escapeHtml(JSON.stringify(tokens.id_token ? decodeJwt(String(tokens.id_token)) : null, null, 2))}</pre>`
+          + `<h2>Token response</h2><pre>${escapeHtml(JSON.stringify(shown, null, 2))}</pre>`
+          + '<p><a href="/account">Your account</a> · <a href="/demo">Sign in again</a></p>';
+      }
+    }
+    response.writeHead(200, PAGE_HEADERS).end(page('Demo app', body));
+    return true;
+  };
+}

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Context } from 'aws-lambda';
+import type { HttpEvent, HttpResult } from '../lambdas/http';
+
+// Serves Lambda handlers over plain HTTP by building the API Gateway REST proxy event that AWS
+// would send (resource, multi-value query and headers, body, requestContext) and writing the
+// proxy result back. The handlers cannot tell the difference.
+
+export type LambdaHandler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
+
+export interface LocalRoute { handler: LambdaHandler; functionName: string }
+
+/** Requests larger than this are refused by the runner itself, as API Gateway would (10 MB there). */
+const MAX_REQUEST_BYTES = 1024 * 1024;
+
+/** Extra non-Lambda routes of the local runner (the demo client). */
+export type LocalExtra = (request: IncomingMessage, url: URL, response: ServerResponse) => Promise<boolean>;
+
+async function readBody(request: IncomingMessage): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  // Past the limit the rest is read and dropped, so the client still gets its 413.
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size <= MAX_REQUEST_BYTES) chunks.push(chunk as Buffer);
+  }
+  return size > MAX_REQUEST_BYTES ? undefined : Buffer.concat(chunks);
+}
+
+function lambdaContext(functionName: string, requestId: string): Context {
+  return {
+    callbackWaitsForEmptyEventLoop: false,
+    functionName,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:local:000000000000:function:${functionName}`,
+    memoryLimitInMB: '512',
+    awsRequestId: requestId,
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: 'local',
+    getRemainingTimeInMillis: () => 30_000,
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
+}
+
+export function buildEvent(request: IncomingMessage, url: URL, body: Buffer, requestId: string): HttpEvent {
+  const headers: Record<string, string> = {};
+  const multiValueHeaders: Record<string, string[]> = {};
+  for (let index = 0; index < request.rawHeaders.length; index += 2) {
+    const name = request.rawHeaders[index]!;
+    const value = request.rawHeaders[index + 1]!;
+    headers[name] = headers[name] === undefined ? value : `${headers[name]},${value}`;
+    (multiValueHeaders[name] ??= []).push(value);
+  }
+  const query: Record<string, string> = {};
+  const multiQuery: Record<string, string[]> = {};
+  for (const [name, value] of url.searchParams) {
+    query[name] = value;
+    (multiQuery[name] ??= []).push(value);
+  }
+  const hasQuery = Object.keys(query).length > 0;
+  const isText = body.length === 0 || /^(text\/|application\/(x-www-form-urlencoded|json))/i.test(request.headers['content-type'] ?? '');
+  return {
+    resource: url.pathname,
+    path: url.pathname,
+    httpMethod: request.method ?? 'GET',
+    headers,
+    multiValueHeaders,
+    queryStringParameters: hasQuery ? query : null,
+    multiValueQueryStringParameters: hasQuery ? multiQuery : null,
+    pathParameters: null,
+    stageVariables: null,
+    body: body.length === 0 ? null : isText ? body.toString('utf8') : body.toString('base64'),
+    isBase64Encoded: body.length > 0 && !isText,
+    requestContext: {
+      requestId,
+      resourcePath: url.pathname,
+      path: url.pathname,
+      httpMethod: request.method ?? 'GET',
+      stage: 'local',
+      identity: { sourceIp: request.socket.remoteAddress ?? '127.0.0.1' },
+    } as HttpEvent['requestContext'],
+  };
+}
+
+function writeResult(response: ServerResponse, result: HttpResult) {
+  for (const [name, value] of Object.entries(result.headers ?? {})) response.setHeader(name, String(value));
+  for (const [name, values] of Object.entries(result.multiValueHeaders ?? {})) response.setHeader(name, values.map(String));
+  response.statusCode = result.statusCode;
+  response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
+}
+
+export async function startHttpServer(routes: Map<string, LocalRoute>, port: number, extra?: LocalExtra): Promise<{ server: Server; port: number }> {
+  const server = createServer(async (request, response) => {
+    const requestId = randomUUID();
+    try {
+      const url = new URL(request.url ?? '/', 'http://localhost');
+      if (extra && (await extra(request, url, response))) return;
+      const route = routes.get(url.pathname);
+      if (!route) {
+        writeResult(response, { statusCode: 404, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }, body: JSON.stringify({ error: 'not_found', error_description: 'no such endpoint' }) });
+        return;
+      }
+      const body = await readBody(request);
+      if (!body) {
+        writeResult(response, { statusCode: 413, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', Connection: 'close' }, body: JSON.stringify({ error: 'invalid_request', error_description: 'the request body is too large' }) });
+        return;
+      }
+      writeResult(response, await route.handler(buildEvent(request, url, body, requestId), lambdaContext(route.functionName, requestId)));
+    } catch {
+      if (!response.headersSent) writeResult(response, { statusCode: 500, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ error: 'server_error', error_description: 'the service failed; try again' }) });
+      else response.destroy();
+    }
+  });
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, resolve);
+  });
+  return { server, port: (server.address() as AddressInfo).port };
+}

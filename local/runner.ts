@@ -1,0 +1,90 @@
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import { createDynamoStore } from '../core/adapters/dynamo-store';
+import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
+import { openLocalKeyStore } from '../core/adapters/local-keys';
+import { systemClock, systemRandom } from '../core/adapters/system';
+import { serviceConfig } from '../core/config';
+import type { Clock, Random } from '../core/ports';
+import { createCore, type Core } from '../core/service';
+import { tableNames } from '../core/tables';
+import { routeGroups } from '../lambdas/routes';
+import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
+import { startHttpServer, type LambdaHandler, type LocalExtra, type LocalRoute } from './http-server';
+
+// The whole service on one machine: embedded DynamoDB, a local signing key, and every Lambda
+// handler served over HTTP. Used by `npm start`, the tests and the benchmarks.
+
+export const LOCAL_TABLE_PREFIX = 'local-';
+
+export interface LocalOptions {
+  dataDir: string;
+  /** HTTP port; 0 picks a free one. */
+  port: number;
+  /** Embedded DynamoDB port; 0 picks a free one. */
+  dynamoPort: number;
+  /** Defaults to http://localhost:<port>. */
+  issuer?: string;
+  clock?: Clock;
+  random?: Random;
+  /** Extra non-Lambda routes (the demo client). */
+  extra?: (core: Core, issuer: string) => LocalExtra;
+}
+
+export interface LocalService {
+  issuer: string;
+  port: number;
+  dynamoEndpoint: string;
+  core: Core;
+  close(): Promise<void>;
+}
+
+export async function startLocal(options: LocalOptions): Promise<LocalService> {
+  const dynamo: EmbeddedDynamo = await startEmbeddedDynamo(options.dataDir, options.dynamoPort);
+  const client = localDynamoClient(dynamo.endpoint);
+  let server: Server | undefined;
+  try {
+    const tables = tableNames(LOCAL_TABLE_PREFIX);
+    await ensureTables(client, tables);
+    const keys = await openLocalKeyStore(join(options.dataDir, 'keys'));
+    // The issuer embeds the port, which is only known after listening when port 0 is asked for:
+    // routes are bound to a core built once the port is known.
+    const routes = new Map<string, LocalRoute>();
+    let extra: LocalExtra | undefined;
+    const started = await startHttpServer(routes, options.port, (request, url, response) => extra ? extra(request, url, response) : Promise.resolve(false));
+    server = started.server;
+    const issuer = options.issuer ?? `http://localhost:${started.port}`;
+    const core = createCore({
+      store: createDynamoStore(documentClient(client), tables),
+      keys,
+      clock: options.clock ?? systemClock,
+      random: options.random ?? systemRandom,
+      config: serviceConfig(issuer),
+    });
+    for (const [group, definition] of Object.entries(routeGroups)) {
+      const handler = definition.create(core) as LambdaHandler;
+      for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
+    }
+    extra = options.extra?.(core, issuer);
+    const httpServer = server;
+    return {
+      issuer,
+      port: started.port,
+      dynamoEndpoint: dynamo.endpoint,
+      core,
+      async close() {
+        await new Promise<void>((resolve) => {
+          httpServer.close(() => resolve());
+          httpServer.closeAllConnections();
+        });
+        client.destroy();
+        await dynamo.close();
+      },
+    };
+  } catch (error) {
+    server?.close();
+    client.destroy();
+    await dynamo.close();
+    throw error;
+  }
+}

@@ -1,0 +1,49 @@
+// Lambda runs Node 22; the SDK's notice about Node 20 is noise on a laptop and in CI.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+import { resolve } from 'node:path';
+import { ensureDemo, demoClient } from './demo';
+import { localEnvironment } from './environment';
+import { startLocal } from './runner';
+
+// `npm start`: the whole service on this machine, no AWS account, no Docker.
+
+const env = localEnvironment();
+let demoExtra: ReturnType<typeof demoClient> | undefined;
+const service = await startLocal({
+  dataDir: env.dataDir,
+  port: env.port,
+  dynamoPort: env.dynamoPort,
+  ...(env.issuer ? { issuer: env.issuer } : {}),
+  extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
+});
+const demo = await ensureDemo(service.core, env.dataDir, service.issuer);
+demoExtra = demoClient(service.issuer, demo.clientId);
+
+const lines = [
+  '',
+  `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
+  `  issuer            ${service.issuer}`,
+  `  discovery         ${service.issuer}/.well-known/openid-configuration`,
+  `  embedded DynamoDB ${service.dynamoEndpoint}`,
+  '',
+  'Try a sign-in:',
+  `  1. open ${service.issuer}/demo`,
+  `  2. sign in as ${demo.email} with password ${demo.password}`,
+  '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
+  `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
+  '',
+  'Register clients and users with: npm run --silent admin -- help',
+  '',
+];
+process.stderr.write(lines.join('\n'));
+
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`\n${signal}: shutting down\n`);
+    service.close().then(() => process.exit(0), () => process.exit(1));
+  });
+}

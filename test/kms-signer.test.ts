@@ -1,0 +1,268 @@
+import { generateKeyPairSync, sign as cryptoSign, type KeyObject } from 'node:crypto';
+import { describe, it, expect, beforeEach } from 'vitest';
+import { mockClient } from 'aws-sdk-client-mock';
+import {
+  GetPublicKeyCommand,
+  KMSClient,
+  SignCommand,
+  type GetPublicKeyCommandOutput,
+  type KeySpec,
+  type KeyUsageType,
+} from '@aws-sdk/client-kms';
+import { calculateJwkThumbprint, createLocalJWKSet, jwtVerify } from 'jose';
+import { createKmsKeyRing } from '../core/adapters/kms-keys';
+
+const ACTIVE_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/active-0000';
+const NEXT_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/next-1111';
+const OLD_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/old-2222';
+
+interface FakeKmsKey {
+  publicKey: KeyObject;
+  privateKey: KeyObject;
+  keySpec: KeySpec;
+  keyUsage: KeyUsageType;
+  /** Delay before GetPublicKey answers, to make response order differ from request order. */
+  delayMs: number;
+}
+
+function ed25519Key(delayMs = 0): FakeKmsKey {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  return { publicKey, privateKey, keySpec: 'ECC_NIST_EDWARDS25519', keyUsage: 'SIGN_VERIFY', delayMs };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const b64url = (bytes: Uint8Array | string) => Buffer.from(bytes).toString('base64url');
+const ascii = (text: string) => new TextEncoder().encode(text);
+
+// Never talks to AWS: mockClient replaces send() on every KMSClient instance.
+const kmsMock = mockClient(KMSClient);
+const client = new KMSClient({
+  region: 'eu-west-1',
+  credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+});
+
+let keys: Map<string, FakeKmsKey>;
+/** How many upcoming GetPublicKey calls fail as if KMS were throttling. */
+let getPublicKeyFailures: number;
+
+function installKms(): void {
+  kmsMock.on(GetPublicKeyCommand).callsFake(async (input): Promise<GetPublicKeyCommandOutput> => {
+    if (getPublicKeyFailures > 0) {
+      getPublicKeyFailures -= 1;
+      throw new Error('ThrottlingException: Rate exceeded');
+    }
+    const key = keys.get(input.KeyId);
+    if (!key) throw new Error(`NotFoundException: ${input.KeyId}`);
+    await sleep(key.delayMs);
+    return {
+      $metadata: {},
+      KeyId: input.KeyId,
+      KeySpec: key.keySpec,
+      KeyUsage: key.keyUsage,
+      PublicKey: new Uint8Array(key.publicKey.export({ format: 'der', type: 'spki' })),
+      SigningAlgorithms: ['ED25519_SHA_512', 'ED25519_PH_SHA_512'],
+    };
+  });
+  // Behaves like KMS pure Ed25519: signs the received message itself with the private key.
+  kmsMock.on(SignCommand).callsFake((input) => {
+    const key = keys.get(input.KeyId);
+    if (!key) throw new Error(`NotFoundException: ${input.KeyId}`);
+    return {
+      KeyId: input.KeyId,
+      SigningAlgorithm: input.SigningAlgorithm,
+      Signature: new Uint8Array(cryptoSign(null, Buffer.from(input.Message), key.privateKey)),
+    };
+  });
+}
+
+/** A compact JWS built by hand, so the test does not rely on jose's own signing path. */
+async function signAccessToken(
+  signer: { kid: string; sign(message: Uint8Array): Promise<Uint8Array> },
+  payload: Record<string, unknown>,
+): Promise<{ token: string; signingInput: string }> {
+  const header = { alg: 'EdDSA', typ: 'at+jwt', kid: signer.kid };
+  const signingInput = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(payload))}`;
+  const signature = await signer.sign(ascii(signingInput));
+  return { token: `${signingInput}.${b64url(signature)}`, signingInput };
+}
+
+function claims(): Record<string, unknown> {
+  const now = Math.floor(Date.now() / 1000);
+  return { iss: 'https://id.example.test', sub: 'user-1', aud: 'api', iat: now, exp: now + 300 };
+}
+
+describe('createKmsKeyRing', () => {
+  beforeEach(() => {
+    kmsMock.reset();
+    keys = new Map([[ACTIVE_KEY_ID, ed25519Key()]]);
+    getPublicKeyFailures = 0;
+    installKms();
+  });
+
+  it('sends exactly a pure-Ed25519 RAW Sign request and returns the 64-byte signature', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const signer = await ring.activeSigner();
+    const message = ascii('header.payload');
+
+    const signature = await signer.sign(message);
+
+    const calls = kmsMock.commandCalls(SignCommand);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.args[0].input).toEqual({
+      KeyId: ACTIVE_KEY_ID,
+      Message: message,
+      MessageType: 'RAW',
+      SigningAlgorithm: 'ED25519_SHA_512',
+    });
+    expect(signature).toBeInstanceOf(Uint8Array);
+    expect(signature).toHaveLength(64);
+  });
+
+  it('produces a token that jose verifies against the published JWKS', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const signer = await ring.activeSigner();
+    const payload = claims();
+    const { token, signingInput } = await signAccessToken(signer, payload);
+
+    const jwks = createLocalJWKSet({ keys: await ring.publicKeys() });
+    const { payload: verified, protectedHeader } = await jwtVerify(token, jwks, {
+      algorithms: ['EdDSA'],
+      typ: 'at+jwt',
+      issuer: 'https://id.example.test',
+      audience: 'api',
+    });
+
+    expect(verified).toEqual(payload);
+    expect(protectedHeader).toEqual({ alg: 'EdDSA', typ: 'at+jwt', kid: signer.kid });
+    // KMS must have been asked to sign the JWS signing input itself, not a digest of it.
+    expect(kmsMock.commandCalls(SignCommand)[0]!.args[0].input.Message).toEqual(ascii(signingInput));
+  });
+
+  it('uses the RFC 7638 thumbprint of the KMS public key as kid', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const exported = keys.get(ACTIVE_KEY_ID)!.publicKey.export({ format: 'jwk' });
+    const expectedKid = await calculateJwkThumbprint(
+      { kty: 'OKP', crv: 'Ed25519', x: exported.x! },
+      'sha256',
+    );
+
+    const [jwk] = await ring.publicKeys();
+    const signer = await ring.activeSigner();
+
+    expect(jwk).toEqual({ kty: 'OKP', crv: 'Ed25519', x: exported.x, kid: expectedKid, alg: 'EdDSA', use: 'sig' });
+    expect(signer.kid).toBe(expectedKid);
+  });
+
+  it('rejects a token whose payload was tampered with', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const { token } = await signAccessToken(await ring.activeSigner(), claims());
+    const [header, , signature] = token.split('.');
+    const forged = `${header}.${b64url(JSON.stringify({ ...claims(), sub: 'admin' }))}.${signature}`;
+
+    const jwks = createLocalJWKSet({ keys: await ring.publicKeys() });
+    await expect(jwtVerify(forged, jwks, { algorithms: ['EdDSA'], typ: 'at+jwt' })).rejects.toMatchObject({
+      code: 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED',
+    });
+  });
+
+  it('refuses a key that is not ECC_NIST_EDWARDS25519', async () => {
+    const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    keys.set(ACTIVE_KEY_ID, { publicKey, privateKey, keySpec: 'ECC_NIST_P256', keyUsage: 'SIGN_VERIFY', delayMs: 0 });
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+
+    await expect(ring.publicKeys()).rejects.toThrow(
+      `KMS key ${ACTIVE_KEY_ID} has KeySpec ECC_NIST_P256; expected ECC_NIST_EDWARDS25519`,
+    );
+    await expect(ring.activeSigner()).rejects.toThrow(/expected ECC_NIST_EDWARDS25519/);
+    expect(kmsMock.commandCalls(SignCommand)).toHaveLength(0);
+  });
+
+  it('refuses a key whose usage is not SIGN_VERIFY', async () => {
+    keys.set(ACTIVE_KEY_ID, { ...ed25519Key(), keyUsage: 'ENCRYPT_DECRYPT' });
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+
+    await expect(ring.publicKeys()).rejects.toThrow(
+      `KMS key ${ACTIVE_KEY_ID} has KeyUsage ENCRYPT_DECRYPT; expected SIGN_VERIFY`,
+    );
+  });
+
+  it('makes one GetPublicKey call per key for concurrent first calls, and caches afterwards', async () => {
+    keys.set(NEXT_KEY_ID, ed25519Key(5));
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID] });
+
+    const [first, second, signer] = await Promise.all([ring.publicKeys(), ring.publicKeys(), ring.activeSigner()]);
+    await ring.publicKeys();
+
+    expect(first).toEqual(second);
+    expect(signer.kid).toBe(first[0]!.kid);
+    const requested = kmsMock.commandCalls(GetPublicKeyCommand).map((call) => call.args[0].input.KeyId);
+    expect(requested.sort()).toEqual([ACTIVE_KEY_ID, NEXT_KEY_ID].sort());
+  });
+
+  it('publishes additional keys after the active one, in configured order', async () => {
+    // The active key answers last, so the order cannot come from response timing.
+    keys.set(ACTIVE_KEY_ID, ed25519Key(20));
+    keys.set(NEXT_KEY_ID, ed25519Key(0));
+    keys.set(OLD_KEY_ID, ed25519Key(10));
+    const ring = createKmsKeyRing({
+      client,
+      activeKeyId: ACTIVE_KEY_ID,
+      additionalKeyIds: [NEXT_KEY_ID, OLD_KEY_ID],
+    });
+
+    const published = await ring.publicKeys();
+
+    const expectedXs = [ACTIVE_KEY_ID, NEXT_KEY_ID, OLD_KEY_ID].map(
+      (id) => keys.get(id)!.publicKey.export({ format: 'jwk' }).x,
+    );
+    expect(published.map((jwk) => jwk.x)).toEqual(expectedXs);
+    expect(new Set(published.map((jwk) => jwk.kid)).size).toBe(3);
+    expect((await ring.activeSigner()).kid).toBe(published[0]!.kid);
+  });
+
+  it('verifies tokens from a retiring key that is still published', async () => {
+    keys.set(OLD_KEY_ID, ed25519Key());
+    const oldRing = createKmsKeyRing({ client, activeKeyId: OLD_KEY_ID });
+    const { token } = await signAccessToken(await oldRing.activeSigner(), claims());
+
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [OLD_KEY_ID] });
+    const jwks = createLocalJWKSet({ keys: await ring.publicKeys() });
+
+    await expect(jwtVerify(token, jwks, { algorithms: ['EdDSA'], typ: 'at+jwt' })).resolves.toBeTruthy();
+  });
+
+  it('retries GetPublicKey after a failure instead of caching the error', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    getPublicKeyFailures = 1;
+
+    await expect(ring.publicKeys()).rejects.toThrow('ThrottlingException');
+    const [jwk] = await ring.publicKeys();
+
+    expect(jwk?.kty).toBe('OKP');
+    expect(kmsMock.commandCalls(GetPublicKeyCommand)).toHaveLength(2);
+  });
+
+  it('throws when KMS returns no Signature', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const signer = await ring.activeSigner();
+    kmsMock.on(SignCommand).resolves({ KeyId: ACTIVE_KEY_ID, SigningAlgorithm: 'ED25519_SHA_512' });
+
+    await expect(signer.sign(ascii('header.payload'))).rejects.toThrow(/returned no Signature/);
+  });
+
+  it('throws when KMS returns a signature that is not 64 bytes', async () => {
+    const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const signer = await ring.activeSigner();
+    kmsMock.on(SignCommand).resolves({ KeyId: ACTIVE_KEY_ID, Signature: new Uint8Array(72) });
+
+    await expect(signer.sign(ascii('header.payload'))).rejects.toThrow(/72-byte signature/);
+  });
+
+  it('refuses messages larger than KMS accepts for RAW signing without calling KMS', async () => {
+    const signer = await createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID }).activeSigner();
+
+    await expect(signer.sign(new Uint8Array(4097))).rejects.toThrow(/at most 4096 bytes/);
+    expect(kmsMock.commandCalls(SignCommand)).toHaveLength(0);
+  });
+});
+

@@ -1,0 +1,43 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/** A minimal browser: a cookie jar and manual redirects, over real HTTP. */
+export class Browser {
+  readonly cookies = new Map<string, string>();
+
+  constructor(readonly base: string) {}
+
+  async request(path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {}) {
+    const url = path.startsWith('http') ? path : `${this.base}${path}`;
+    const headers: Record<string, string> = { ...init.headers };
+    if (this.cookies.size) headers.Cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
+    if (init.form) headers['Content-Type'] = 'application/x-www-form-urlencoded';
+    const response = await fetch(url, {
+      method: init.method ?? (init.form ? 'POST' : 'GET'),
+      headers,
+      redirect: 'manual',
+      ...(init.form ? { body: new URLSearchParams(init.form).toString() } : {}),
+    });
+    for (const cookie of response.headers.getSetCookie()) {
+      const [pair] = cookie.split(';');
+      const index = pair!.indexOf('=');
+      const name = pair!.slice(0, index);
+      const value = pair!.slice(index + 1);
+      if (/Max-Age=0/i.test(cookie)) this.cookies.delete(name);
+      else this.cookies.set(name, value);
+    }
+    const body = await response.text();
+    return { status: response.status, headers: response.headers, body, location: response.headers.get('location') ?? undefined };
+  }
+
+  /** The value of a hidden form field in the last page. */
+  static field(html: string, name: string): string {
+    const match = new RegExp(`name="${name}" value="([^"]*)"`).exec(html);
+    if (!match) throw new Error(`no field ${name} in page`);
+    return match[1]!.replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code)));
+  }
+}
+
+export function pkcePair() {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}

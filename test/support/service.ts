@@ -1,0 +1,26 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startLocal, type LocalService } from '../../local/runner';
+import { TestClock } from './clock';
+
+export interface TestService extends LocalService {
+  clock: TestClock;
+  dataDir: string;
+}
+
+/** The local runner on free ports with a fresh data folder and a hand-moved clock. */
+export async function startTestService(): Promise<TestService> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));
+  const clock = new TestClock();
+  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, clock });
+  return {
+    ...service,
+    clock,
+    dataDir,
+    async close() {
+      await service.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
