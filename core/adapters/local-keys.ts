@@ -21,10 +21,12 @@ export interface LocalKeyStore extends KeyRing {
 }
 
 const ACTIVE_FILE = 'active';
+/** A running service re-reads the folder this often, so `admin key …` changes reach it without a restart. */
+const RELOAD_INTERVAL_MS = 10_000;
 
 export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  let cached: { keys: LocalKey[]; activeKid: string } | undefined;
+  let cached: { keys: LocalKey[]; activeKid: string; loadedAt: number } | undefined;
 
   async function writeAtomically(path: string, content: string, mode: number) {
     const temporary = `${path}.${process.pid}.tmp`;
@@ -42,7 +44,7 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
   }
 
   async function load() {
-    if (cached) return cached;
+    if (cached && Date.now() - cached.loadedAt < RELOAD_INTERVAL_MS) return cached;
     let files = (await readdir(dir)).filter((name) => name.endsWith('.pem'));
     if (files.length === 0) {
       // First start: one key, active.
@@ -59,7 +61,7 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     if (!keys.some((key) => key.kid === activeKid)) {
       throw new Error(`signing key folder ${dir} has no valid '${ACTIVE_FILE}' key; run 'admin key activate KID'`);
     }
-    cached = { keys, activeKid };
+    cached = { keys, activeKid, loadedAt: Date.now() };
     return cached;
   }
 

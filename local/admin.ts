@@ -1,0 +1,185 @@
+// Lambda runs Node 22; the SDK's notice about Node 20 is noise on a laptop and in CI.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createAccounts, InvalidInputError, publicClient, publicUser } from '../core/accounts';
+import { createDynamoStore } from '../core/adapters/dynamo-store';
+import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
+import { openLocalKeyStore } from '../core/adapters/local-keys';
+import { systemClock, systemRandom } from '../core/adapters/system';
+import type { AccountType, Client, User } from '../core/model';
+import type { Store } from '../core/store';
+import { tableNames } from '../core/tables';
+import { localDynamoClient, startEmbeddedDynamo } from './embedded-dynamo';
+import { localEnvironment } from './environment';
+import { LOCAL_TABLE_PREFIX } from './runner';
+
+// The admin CLI: `npm run --silent admin -- <command>`. Prints one JSON object on stdout and
+// exits 0, or one line on stderr and exits non-zero (1: the command failed, 2: usage).
+
+const USAGE = `usage: npm run --silent admin -- <command> [options]
+
+  client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email"
+  client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID
+  api-client create --name N --scope "messaging poll"
+  user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]
+  user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID
+  key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)
+
+options: --env sandbox|production  act on a deployed environment instead of the local data
+environment: DATA_DIR (default .data), DYNAMODB_PORT (default 8000)`;
+
+class UsageError extends Error {}
+
+const clientJson = (client: Client) => {
+  const shown = publicClient(client);
+  return {
+    client_id: shown.clientId, kind: shown.kind, name: shown.name,
+    ...(client.kind === 'login' ? { redirect_uris: shown.redirectUris } : {}),
+    scope: shown.scopes.join(' '), disabled: shown.disabled, created_at: shown.createdAt,
+  };
+};
+
+const userJson = (user: User) => {
+  const shown = publicUser(user);
+  return {
+    svcnum_id: shown.svcnumId, svcnum: shown.svcnum, ...(shown.email ? { email: shown.email } : {}),
+    status: shown.status, account_type: shown.accountType, created_at: shown.createdAt,
+    ...(shown.lockedUntil ? { locked_until: shown.lockedUntil } : {}),
+  };
+};
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+/** Is the runner's embedded DynamoDB up? Then we must use it: only one process may open the data. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+async function withLocalStore<T>(dataDir: string, dynamoPort: number, work: (store: Store) => Promise<T>): Promise<T> {
+  const running = dynamoPort !== 0 && (await listening(dynamoPort));
+  let embedded: Awaited<ReturnType<typeof startEmbeddedDynamo>> | undefined;
+  if (!running) {
+    try {
+      embedded = await startEmbeddedDynamo(dataDir, 0);
+    } catch (error) {
+      if (/lock/i.test(String(error))) throw new Error(`the data in ${dataDir} is in use by another process, and nothing answers on DYNAMODB_PORT ${dynamoPort}`);
+      throw error;
+    }
+  }
+  const client = localDynamoClient(embedded?.endpoint ?? `http://127.0.0.1:${dynamoPort}`);
+  try {
+    const tables = tableNames(LOCAL_TABLE_PREFIX);
+    await ensureTables(client, tables);
+    return await work(createDynamoStore(documentClient(client), tables));
+  } finally {
+    client.destroy();
+    await embedded?.close();
+  }
+}
+
+const ACCOUNT_TYPES: readonly AccountType[] = ['person', 'business', 'ai_agent'];
+
+async function run(argv: string[]): Promise<unknown> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      name: { type: 'string' },
+      'redirect-uri': { type: 'string', multiple: true },
+      scope: { type: 'string' },
+      email: { type: 'string' },
+      password: { type: 'string' },
+      'password-stdin': { type: 'boolean' },
+      'setup-required': { type: 'boolean' },
+      'account-type': { type: 'string' },
+      env: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [noun, verb, argument, ...rest] = positionals;
+  if (values.help || noun === undefined || noun === 'help') throw new UsageError(USAGE);
+  if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
+  if (values.env !== undefined) {
+    if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');
+    throw new Error(`--env ${values.env}: deployed environments are not available yet; they arrive with the CDK stacks`);
+  }
+  const env = localEnvironment();
+  const need = (value: string | undefined, what: string) => {
+    if (value === undefined || value === '') throw new UsageError(`${noun} ${verb} needs ${what}`);
+    return value;
+  };
+
+  if (noun === 'key') {
+    const keys = await openLocalKeyStore(join(env.dataDir, 'keys'));
+    switch (verb) {
+      case 'list': return { keys: await keys.list() };
+      case 'add': return { kid: await keys.add(), active: false, keys: await keys.list() };
+      case 'activate': await keys.activate(need(argument, 'a KID')); return { keys: await keys.list() };
+      case 'retire': await keys.retire(need(argument, 'a KID')); return { keys: await keys.list() };
+      default: throw new UsageError(`unknown command: key ${verb ?? ''}`.trim());
+    }
+  }
+
+  return withLocalStore(env.dataDir, env.dynamoPort, async (store) => {
+    const accounts = createAccounts(store, systemClock, systemRandom);
+    const found = <T>(value: T | undefined, what: string): T => {
+      if (value === undefined) throw new Error(`no ${what} ${argument}`);
+      return value;
+    };
+    switch (`${noun} ${verb ?? ''}`.trim()) {
+      case 'client create': {
+        const { client } = await accounts.createLoginClient({
+          name: need(values.name, '--name'), scope: need(values.scope, '--scope'), redirectUris: values['redirect-uri'] ?? [],
+        });
+        return clientJson(client);
+      }
+      case 'api-client create': {
+        const { client, clientSecret } = await accounts.createApiClient({ name: need(values.name, '--name'), scope: need(values.scope, '--scope') });
+        return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+      }
+      case 'client list': return { clients: (await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson) };
+      case 'client show': return clientJson(found(await store.getClient(need(argument, 'a CLIENT_ID')), 'client'));
+      case 'client disable':
+      case 'client enable':
+        return clientJson(found(await store.setClientDisabled(need(argument, 'a CLIENT_ID'), verb === 'disable'), 'client'));
+      case 'user create': {
+        if (values.password !== undefined && values['password-stdin']) throw new UsageError('use --password or --password-stdin, not both');
+        const password = values['password-stdin'] ? await readStdin() : values.password;
+        const accountType = values['account-type'] ?? 'person';
+        if (!ACCOUNT_TYPES.includes(accountType as AccountType)) throw new UsageError(`--account-type must be one of ${ACCOUNT_TYPES.join(', ')}`);
+        const user = await accounts.createUser({
+          email: need(values.email, '--email'), password: need(password, '--password or --password-stdin'),
+          setupRequired: values['setup-required'] ?? false, accountType: accountType as AccountType,
+        });
+        return userJson(user);
+      }
+      case 'user list': return { users: (await store.listUsers()).sort((a, b) => a.createdAt - b.createdAt).map(userJson) };
+      case 'user show': return userJson(found(await accounts.findUser(need(argument, 'a SVCNUM_ID, email or number')), 'user'));
+      case 'user disable': return userJson(found(await accounts.disableUser(need(argument, 'a SVCNUM_ID')), 'user'));
+      default: throw new UsageError(`unknown command: ${positionals.join(' ')}`);
+    }
+  });
+}
+
+try {
+  const result = await run(process.argv.slice(2));
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+} catch (error) {
+  const usage = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`${usage && !message.startsWith('usage:') ? `${message} (see: admin help)` : message}\n`);
+  if (!usage && !(error instanceof InvalidInputError) && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
+  process.exitCode = usage ? 2 : 1;
+}

@@ -1,0 +1,158 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Browser } from './support/browser';
+import { authorizeInBrowser, authorizePath, createLoginClient, exchange, obtainCode, postForm } from './support/flow';
+import { pkcePair } from './support/browser';
+import { startTestService, type TestService } from './support/service';
+
+const run = promisify(execFile);
+
+/** Runs the admin CLI as a user would; resolves with exit code, parsed stdout and stderr. */
+async function admin(args: string[], env: Record<string, string>, input?: string) {
+  const child = run(process.execPath, ['--import', 'tsx', 'local/admin.ts', ...args], {
+    env: { ...process.env, ...env }, cwd: process.cwd(),
+  });
+  if (input !== undefined) {
+    child.child.stdin!.end(input);
+  }
+  try {
+    const { stdout, stderr } = await child;
+    return { code: 0, json: JSON.parse(stdout) as Record<string, unknown>, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, json: undefined, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+let service: TestService;
+let env: Record<string, string>;
+beforeAll(async () => {
+  service = await startTestService();
+  env = { DATA_DIR: service.dataDir, DYNAMODB_PORT: new URL(service.dynamoEndpoint).port };
+});
+afterAll(() => service?.close());
+
+describe('admin CLI against the running local service', () => {
+  it('registers a login client and a user that can sign in through the service', async () => {
+    const client = await admin(['client', 'create', '--name', 'Shop', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://localhost:8080/cb', '--scope', 'openid profile email'], env);
+    expect(client.code).toBe(0);
+    expect(client.json).toMatchObject({ kind: 'login', name: 'Shop', redirect_uris: ['https://shop.example/cb', 'http://localhost:8080/cb'], scope: 'openid profile email', disabled: false });
+    expect(client.json).not.toHaveProperty('client_secret');
+
+    const user = await admin(['user', 'create', '--email', 'Shopper@Example.com', '--password-stdin'], env, 'a long enough password\n');
+    expect(user.code).toBe(0);
+    expect(user.json).toMatchObject({ email: 'shopper@example.com', status: 'active', account_type: 'person' });
+    expect(String(user.json!.svcnum_id)).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
+    expect(String(user.json!.svcnum)).toMatch(/^\d{11,}$/);
+    expect(user.stdout).not.toMatch(/scrypt|password/i);
+
+    const registered = (await service.core.store.getClient(String(client.json!.client_id)))!;
+    const final = await authorizeInBrowser(new Browser(service.issuer), registered, { email: 'shopper@example.com', password: 'a long enough password' }, { code_challenge: pkcePair().challenge });
+    expect(new URL(final.location!).searchParams.get('code')).toBeTruthy();
+
+    const shown = await admin(['user', 'show', String(user.json!.svcnum)], env);
+    expect(shown.json).toEqual(user.json);
+  });
+
+  it('creates an External API client whose secret is shown once and works with client_credentials', async () => {
+    const created = await admin(['api-client', 'create', '--name', 'Messenger', '--scope', 'messaging'], env);
+    expect(created.code).toBe(0);
+    const { client_id: clientId, client_secret: clientSecret } = created.json as { client_id: string; client_secret: string };
+    expect(clientSecret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const token = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret });
+    expect(token.status).toBe(200);
+    expect(token.json.scope).toBe('messaging');
+
+    const shown = await admin(['client', 'show', clientId], env);
+    expect(shown.stdout).not.toContain(clientSecret);
+    expect(shown.stdout).not.toMatch(/secret/i);
+    const listed = await admin(['client', 'list'], env);
+    expect((listed.json!.clients as Array<{ client_id: string }>).some((c) => c.client_id === clientId)).toBe(true);
+  });
+
+  it('disables a client so that the service refuses it', async () => {
+    const created = await admin(['client', 'create', '--name', 'Old app', '--redirect-uri', 'https://old.example/cb', '--scope', 'openid'], env);
+    const clientId = String(created.json!.client_id);
+    const disabled = await admin(['client', 'disable', clientId], env);
+    expect(disabled.json).toMatchObject({ client_id: clientId, disabled: true });
+    const registered = (await service.core.store.getClient(clientId))!;
+    const page = await new Browser(service.issuer).request(authorizePath(registered, { scope: 'openid', code_challenge: pkcePair().challenge }));
+    expect(page.status).toBe(400);
+    expect(page.location).toBeUndefined();
+  });
+
+  it('disables a user: sign-in refused and refresh tokens revoked', async () => {
+    const user = await admin(['user', 'create', '--email', 'leaver@example.com', '--password', 'a long enough password'], env);
+    const client = await createLoginClient(service);
+    const login = { email: 'leaver@example.com', password: 'a long enough password' };
+    const { code, verifier } = await obtainCode(service, client, login);
+    const tokens = await exchange(service, client, code, verifier);
+    expect(tokens.status).toBe(200);
+
+    const disabled = await admin(['user', 'disable', String(user.json!.svcnum_id)], env);
+    expect(disabled.json).toMatchObject({ status: 'disabled' });
+
+    const refresh = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId });
+    expect(refresh.json.error).toBe('invalid_grant');
+    const again = await authorizeInBrowser(new Browser(service.issuer), client, login, { code_challenge: pkcePair().challenge });
+    expect(again.status).toBe(401);
+    expect(again.body).toContain('not right');
+    const listed = await admin(['user', 'list'], env);
+    expect((listed.json!.users as Array<{ email?: string; status: string }>).find((u) => u.email === 'leaver@example.com')?.status).toBe('disabled');
+  });
+
+  it('refuses bad input with one line on stderr and a non-zero exit', async () => {
+    const cases: Array<[string[], number, RegExp]> = [
+      [['client', 'create', '--name', 'X', '--redirect-uri', 'http://evil.example/cb', '--scope', 'openid'], 1, /https/],
+      [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb#frag', '--scope', 'openid'], 1, /fragment/],
+      [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid messaging'], 1, /messaging/],
+      [['client', 'create', '--name', 'X', '--scope', 'openid'], 1, /redirect URI/],
+      [['api-client', 'create', '--name', 'X', '--scope', 'openid'], 1, /openid/],
+      [['user', 'create', '--email', 'not-an-email', '--password', 'long enough pw'], 1, /email/],
+      [['user', 'create', '--email', 'short@example.com', '--password', 'short'], 1, /8 characters/],
+      [['user', 'create', '--email', 'shopper@example.com', '--password', 'long enough pw'], 1, /already registered/],
+      [['client', 'show', 'nope'], 1, /no client/],
+      [['client', 'create', '--bogus'], 2, /Unknown option/],
+      [['frobnicate'], 2, /unknown command/],
+      [['client', 'list', '--env', 'staging'], 2, /sandbox or production/],
+    ];
+    for (const [args, code, message] of cases) {
+      const result = await admin(args, env);
+      expect(result.code, args.join(' ')).toBe(code);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.trim().split('\n')).toHaveLength(1);
+      expect(result.stderr).toMatch(message);
+    }
+  });
+});
+
+describe('admin CLI without a running service', () => {
+  it('opens the data folder itself and manages signing keys', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-admin-'));
+    try {
+      const coldEnv = { DATA_DIR: dataDir, DYNAMODB_PORT: '1' };
+      const user = await admin(['user', 'create', '--email', 'cold@example.com', '--password', 'long enough pw'], coldEnv);
+      expect(user.code).toBe(0);
+      const listed = await admin(['user', 'list'], coldEnv);
+      expect(listed.json!.users).toHaveLength(1);
+
+      const keys = await admin(['key', 'list'], coldEnv);
+      const [first] = keys.json!.keys as Array<{ kid: string; active: boolean }>;
+      expect(first!.active).toBe(true);
+      const added = await admin(['key', 'add'], coldEnv);
+      const kid = String(added.json!.kid);
+      expect(added.json!.keys).toHaveLength(2);
+      const retireActive = await admin(['key', 'retire', first!.kid], coldEnv);
+      expect(retireActive.code).toBe(1);
+      await admin(['key', 'activate', kid], coldEnv);
+      const retired = await admin(['key', 'retire', first!.kid], coldEnv);
+      expect(retired.json!.keys).toEqual([{ kid, active: true }]);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
