@@ -83,9 +83,11 @@ export function createAuthorization(deps: {
 
   /** Where an authorization request goes next, given who (if anyone) is signed in. */
   async function proceed(request: AuthRequest, signedIn: { session: Session; user: User } | undefined, stored: boolean): Promise<AuthorizeOutcome> {
+    // A sign-in made for this very request satisfies prompt=login and max_age (else max_age=0
+    // would send the person back to the sign-in page forever).
     const freshSignIn = request.signedInAt !== undefined;
-    const needsLogin = !signedIn || (request.forceLogin && !freshSignIn)
-      || (request.maxAge !== undefined && clock.now() - signedIn.session.authTime > request.maxAge * 1000);
+    const needsLogin = !signedIn || (!freshSignIn && (request.forceLogin
+      || (request.maxAge !== undefined && clock.now() - signedIn.session.authTime > request.maxAge * 1000)));
     const interactive = !request.promptNone;
     if (needsLogin) {
       if (!interactive) return redirectError(request, new OAuthError('login_required', 'the user is not signed in'));
@@ -113,33 +115,43 @@ export function createAuthorization(deps: {
     const fail = (error: OAuthError): never => {
       throw Object.assign(error, { state });
     };
+    // Repeated or oversized parameters are refused too, and their errors must also carry state.
+    const param = (name: string) => {
+      try {
+        return optionalParam(params, name);
+      } catch (error) {
+        if (error instanceof OAuthError) fail(error);
+        throw error;
+      }
+    };
     if (state !== undefined && state.length > MAX_STATE_LENGTH) fail(new OAuthError('invalid_request', `state is longer than ${MAX_STATE_LENGTH} characters`));
     if (params.has('request')) fail(new OAuthError('request_not_supported', 'request objects are not supported'));
     if (params.has('request_uri')) fail(new OAuthError('request_uri_not_supported', 'request_uri is not supported'));
-    const responseType = optionalParam(params, 'response_type');
+    const responseType = param('response_type');
     if (responseType === undefined) fail(new OAuthError('invalid_request', 'response_type is required'));
     if (responseType !== 'code') fail(new OAuthError('unsupported_response_type', 'only response_type=code is supported'));
-    const responseMode = optionalParam(params, 'response_mode');
+    const responseMode = param('response_mode');
     if (responseMode !== undefined && responseMode !== 'query') fail(new OAuthError('invalid_request', 'only response_mode=query is supported'));
-    const scopeValue = optionalParam(params, 'scope');
+    const scopeValue = param('scope');
     if (scopeValue === undefined) fail(new OAuthError('invalid_request', 'scope is required'));
     const scopes = parseScope(scopeValue!);
     if (!scopes) fail(new OAuthError('invalid_scope', 'scope is not a valid space-separated list'));
-    const notAllowed = scopes!.filter((scope) => !client.scopes.includes(scope));
-    if (notAllowed.length > 0) fail(new OAuthError('invalid_scope', `scope not allowed for this client: ${notAllowed.join(' ')}`));
-    const codeChallenge = optionalParam(params, 'code_challenge');
-    const method = optionalParam(params, 'code_challenge_method');
+    // Descriptions never echo what was sent: clients show them to people (a phishing lure
+    // otherwise), and RFC 6749 §4.1.2.1 limits their characters.
+    if (scopes!.some((scope) => !client.scopes.includes(scope))) fail(new OAuthError('invalid_scope', `scope not allowed for this client (allowed: ${client.scopes.join(' ')})`));
+    const codeChallenge = param('code_challenge');
+    const method = param('code_challenge_method');
     if (codeChallenge === undefined) fail(new OAuthError('invalid_request', 'code_challenge is required (PKCE with S256)'));
     if (method === undefined) fail(new OAuthError('invalid_request', 'code_challenge_method is required and must be S256'));
     if (method !== 'S256') fail(new OAuthError('invalid_request', 'code_challenge_method must be S256; plain is not supported'));
     if (!CODE_CHALLENGE.test(codeChallenge!)) fail(new OAuthError('invalid_request', 'code_challenge must be the base64url SHA-256 of the code_verifier (43 characters)'));
-    const nonce = optionalParam(params, 'nonce');
+    const nonce = param('nonce');
     if (nonce !== undefined && nonce.length > MAX_NONCE_LENGTH) fail(new OAuthError('invalid_request', `nonce is longer than ${MAX_NONCE_LENGTH} characters`));
-    const prompts = (optionalParam(params, 'prompt') ?? '').split(' ').filter(Boolean);
+    const prompts = (param('prompt') ?? '').split(' ').filter(Boolean);
     const unsupported = prompts.filter((prompt) => !SUPPORTED_PROMPTS.has(prompt));
-    if (unsupported.length > 0) fail(new OAuthError('invalid_request', `prompt value not supported: ${unsupported.join(' ')}`));
+    if (unsupported.length > 0) fail(new OAuthError('invalid_request', 'prompt value not supported (supported: none, login, consent)'));
     if (prompts.includes('none') && prompts.length > 1) fail(new OAuthError('invalid_request', 'prompt=none cannot be combined with other values'));
-    const maxAgeValue = optionalParam(params, 'max_age');
+    const maxAgeValue = param('max_age');
     if (maxAgeValue !== undefined && !/^\d{1,9}$/.test(maxAgeValue)) fail(new OAuthError('invalid_request', 'max_age must be a non-negative integer'));
     return {
       requestId: randomSecret(random),
@@ -209,14 +221,23 @@ export function createAuthorization(deps: {
         await verifyPassword(input.password, decoyPasswordHash); // same cost as a real check
         return generic;
       }
-      if (user.lockedUntil !== undefined && user.lockedUntil > now) {
-        return { outcome: { type: 'sign_in_error', message: 'Too many failed attempts. Try again in a few minutes.' } };
+      const locked = { outcome: { type: 'sign_in_error' as const, message: 'Too many failed attempts. Try again in a few minutes.' } };
+      if (user.lockedUntil !== undefined && user.lockedUntil > now) return locked;
+      // The attempt is counted before the (slow) password check: however many guesses arrive
+      // at once, at most `signInFailureThreshold` of them are ever checked.
+      const attempt = await store.beginSignInAttempt(user.svcnumId, now);
+      if (attempt === undefined) return locked;
+      if (attempt > limits.signInFailureThreshold) {
+        // More guesses than allowed got counted (in parallel, or after a crash between counting
+        // and locking): lock now, so that the count is reset when the lock ends.
+        await store.lockAccount(user.svcnumId, now + limits.signInLockout);
+        return locked;
       }
       if (!(await verifyPassword(input.password, user.passwordHash))) {
-        await store.recordFailedSignIn(user.svcnumId, limits.signInFailureThreshold, now + limits.signInLockout);
+        if (attempt >= limits.signInFailureThreshold) await store.lockAccount(user.svcnumId, now + limits.signInLockout);
         return generic;
       }
-      if (user.failedSignIns || user.lockedUntil) await store.clearFailedSignIns(user.svcnumId);
+      await store.clearFailedSignIns(user.svcnumId);
       // A new session id on every sign-in: no session fixation.
       const sessionToken = randomSecret(random);
       const session: Session = {

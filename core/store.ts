@@ -41,8 +41,13 @@ export interface Store {
   getUser(svcnumId: string): Promise<User | undefined>;
   listUsers(): Promise<User[]>;
   setUserStatus(svcnumId: string, status: UserStatus): Promise<User | undefined>;
-  /** Counts a failed sign-in; locks the account until `lockUntil` when the count reaches `threshold`. */
-  recordFailedSignIn(svcnumId: string, threshold: number, lockUntil: number): Promise<void>;
+  /**
+   * Counts a sign-in attempt before its password is checked, so that parallel guesses cannot
+   * outrun the lockout. Returns the attempt's number since the last success or lock, or
+   * `undefined` when the account is locked at `now` (or does not exist).
+   */
+  beginSignInAttempt(svcnumId: string, now: number): Promise<number | undefined>;
+  lockAccount(svcnumId: string, until: number): Promise<void>;
   clearFailedSignIns(svcnumId: string): Promise<void>;
 
   // authorization flow

@@ -55,7 +55,9 @@ export function createBrowserHandler(core: Core) {
       ...(requestId ? { requestId } : {}), csrf, ...(error ? { error } : {}), ...(identifier ? { identifier } : {}),
       ...(parked ? { clientName: parked.client.name } : {}),
     }), {
-      cookies: existingCsrf ? [] : [setCookie(CSRF, csrf, { secure, maxAgeSeconds: limits.authRequestTtl / 1000 })],
+      // A browser-session cookie: a form left open for long gets the honest "expired" answer
+      // from the parked request, not a CSRF refusal.
+      cookies: existingCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
       formTargets: parked ? await formTargets(parked.client.clientId) : [],
     });
   }
@@ -76,6 +78,8 @@ export function createBrowserHandler(core: Core) {
         const result = await authorization.signIn({ ...(requestId ? { requestId } : {}), identifier, password: optionalParam(form, 'password') ?? '' });
         const { outcome } = result;
         if (outcome.type === 'sign_in_error') return renderSignIn(requestId, 401, outcome.message, identifier.slice(0, 254), csrfCookie);
+        // The session this browser had (if any) is replaced: end it rather than leave it usable.
+        await authorization.signOut(cookies(event).get(SESSION));
         const setCookies = [sessionCookie(result.sessionToken!), setCookie(CSRF, '', { secure, maxAgeSeconds: 0 })];
         if (outcome.type === 'account') return redirect('/account', 303, setCookies);
         return answer(outcome, 303, setCookies);
@@ -141,7 +145,11 @@ export function createBrowserHandler(core: Core) {
         body: stylesheet,
       }),
     },
-  }, { serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')) });
+  }, {
+    serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')),
+    // People see these routes: a malformed form or query gets a page, not JSON.
+    clientError: (error) => page(400, messagePage('This request is not valid', error.description)),
+  });
 }
 
 export const handler = lazyHandler(createBrowserHandler);

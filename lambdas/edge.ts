@@ -18,6 +18,8 @@ export type RouteTable = Record<string, Partial<Record<'GET' | 'POST', Route>>>;
 export interface EdgeOptions {
   /** How an unexpected failure is shown (HTML pages answer with a page, APIs with JSON). */
   serverError?: () => HttpResult;
+  /** How a malformed request (an OAuthError thrown by parsing) is shown; JSON by default. */
+  clientError?: (error: OAuthError) => HttpResult;
 }
 
 const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
@@ -35,7 +37,7 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
       else result = await route(event);
     } catch (error) {
       if (error instanceof OAuthError) {
-        result = oauthError(error);
+        result = (options.clientError ?? oauthError)(error);
       } else {
         logger.error('request failed', { resource, method: event.httpMethod, error: error as Error });
         result = (options.serverError ?? jsonServerError)();

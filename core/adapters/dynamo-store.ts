@@ -126,23 +126,23 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
       ExpressionAttributeNames: { '#status': 'status' },
       ExpressionAttributeValues: { ':status': status },
     }),
-    async recordFailedSignIn(svcnumId, threshold, lockUntil) {
+    async beginSignInAttempt(svcnumId, now) {
       const counted = await updateReturning<User>({
         TableName: tables.users,
         Key: { svcnumId },
         UpdateExpression: 'ADD failedSignIns :one',
-        ConditionExpression: 'attribute_exists(svcnumId)',
-        ExpressionAttributeValues: { ':one': 1 },
+        ConditionExpression: 'attribute_exists(svcnumId) AND (attribute_not_exists(lockedUntil) OR lockedUntil <= :now)',
+        ExpressionAttributeValues: { ':one': 1, ':now': now },
       });
-      if ((counted?.failedSignIns ?? 0) < threshold) return;
-      // Only the request that crossed the threshold locks (and resets the count), so concurrent
-      // failures cannot stack locks.
+      return counted?.failedSignIns;
+    },
+    async lockAccount(svcnumId, until) {
       await conditional(db.send(new UpdateCommand({
         TableName: tables.users,
         Key: { svcnumId },
         UpdateExpression: 'SET lockedUntil = :until, failedSignIns = :zero',
-        ConditionExpression: 'failedSignIns >= :threshold',
-        ExpressionAttributeValues: { ':until': lockUntil, ':zero': 0, ':threshold': threshold },
+        ConditionExpression: 'attribute_exists(svcnumId)',
+        ExpressionAttributeValues: { ':until': until, ':zero': 0 },
       })));
     },
     async clearFailedSignIns(svcnumId) {

@@ -1,0 +1,490 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { limits } from '../core/config';
+import type { Client } from '../core/model';
+import { Browser, pkcePair } from './support/browser';
+import { authorizePath, createLoginClient, createUser, exchange, obtainCode, REDIRECT_URI } from './support/flow';
+import { startTestService, type TestService } from './support/service';
+
+// The pages a person sees (/login, /consent, /account, /account/revoke, /logout), attacked over
+// real HTTP: CSRF, session fixation, brute force, expiry, framing, injection. One service for the
+// whole file; every test makes its own clients and users. (Local runs are plain http, so the
+// cookies are `session` and `csrf`, without the `__Host-` prefix.)
+
+type Response = Awaited<ReturnType<Browser['request']>>;
+interface Login { email: string; password: string }
+
+const GENERIC_FAILURE = 'The number, email or password is not right.';
+const LOCKED = 'Too many failed attempts. Try again in a few minutes.';
+const SESSION_TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+let service: TestService;
+/** A user for tests that do not count failures (each sign-in is a ~0.3 s scrypt; so is creating a user). */
+let shared: Login;
+beforeAll(async () => {
+  service = await startTestService();
+  shared = await createUser(service);
+});
+afterAll(() => service?.close());
+
+/** Every HTML page: no framing, no caching, no inline script, no sniffing, no Referer. */
+function expectSecurePage(page: Response) {
+  expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+  const csp = page.headers.get('content-security-policy') ?? '';
+  expect(csp).toContain("default-src 'none'");
+  expect(csp).toContain("frame-ancestors 'none'");
+  expect(csp).toContain("base-uri 'none'");
+  expect(csp).toMatch(/form-action 'self'/);
+  expect(csp).not.toContain('unsafe-inline');
+  expect(csp).not.toContain('unsafe-eval');
+  expect(csp).not.toMatch(/script-src/);
+  expect(page.headers.get('x-frame-options')).toBe('DENY');
+  expect(page.headers.get('cache-control')).toBe('no-store');
+  expect(page.headers.get('referrer-policy')).toBe('no-referrer');
+  expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+  expect(page.body).not.toMatch(/<script/i);
+  expect(page.body).not.toMatch(/\son[a-z]+=/i);
+  expect(page.body).toMatch(/^<!doctype html>/);
+  expect(page.location).toBeUndefined();
+}
+
+const optionalField = (html: string, name: string) => {
+  try {
+    return Browser.field(html, name);
+  } catch {
+    return undefined;
+  }
+};
+
+/** The sign-in form of `page`, filled in. */
+function signInForm(page: Response, login: Login): Record<string, string> {
+  const request = optionalField(page.body, 'request');
+  return { ...(request ? { request } : {}), csrf: Browser.field(page.body, 'csrf'), identifier: login.email, password: login.password };
+}
+
+/** Opens `path` (a sign-in page) and submits it. */
+async function signIn(browser: Browser, login: Login, path = '/login', headers: Record<string, string> = {}) {
+  const page = await browser.request(path);
+  expect(page.status).toBe(200);
+  return browser.request('/login', { form: signInForm(page, login), headers });
+}
+
+/** A sign-in that must fail with `message` on a 401 page, and leave no session behind. */
+async function expectSignInRefused(browser: Browser, page: Response, login: Login, message: string) {
+  const before = browser.cookies.get('session');
+  const refused = await browser.request('/login', { form: signInForm(page, login) });
+  expect(refused.status).toBe(401);
+  expectSecurePage(refused);
+  expect(refused.body).toContain(`<p class="error" role="alert" id="sign-in-error">${message}</p>`);
+  expect(refused.body).toContain('aria-describedby="sign-in-error"');
+  if (login.password) expect(refused.body).not.toContain(login.password);
+  expect(refused.headers.getSetCookie().filter((cookie) => cookie.startsWith('session='))).toEqual([]);
+  expect(browser.cookies.get('session')).toBe(before);
+  return refused;
+}
+
+async function expectSignedIn(browser: Browser, response: Response, location: string | RegExp = '/account') {
+  expect(response.status).toBe(303);
+  if (typeof location === 'string') expect(response.location).toBe(location);
+  else expect(response.location).toMatch(location);
+  const cookie = response.headers.getSetCookie().find((value) => value.startsWith('session='));
+  expect(cookie).toBeDefined();
+  expect(browser.cookies.get('session')).toMatch(SESSION_TOKEN);
+}
+
+const expectForbidden = (response: Response) => {
+  expect(response.status).toBe(403);
+  expectSecurePage(response);
+  expect(response.body).toContain('Request refused');
+  expect(response.headers.getSetCookie().filter((cookie) => cookie.startsWith('session='))).toEqual([]);
+};
+
+/** Goes to /oauth/authorize and follows our own redirect to the sign-in or consent page. */
+async function startAuthorize(browser: Browser, client: Client, params: Record<string, string | undefined> = {}) {
+  const start = await browser.request(authorizePath(client, { code_challenge: pkcePair().challenge, ...params }));
+  expect(start.status).toBe(302);
+  expect(start.location).toMatch(/^\/(login|consent)\?request=[A-Za-z0-9_-]{43}$/);
+  return { start, page: await browser.request(start.location!) };
+}
+
+describe('page contract and security headers', () => {
+  it('the sign-in page has the labelled inputs and the button; the consent page has Allow and Deny; cookies are HttpOnly', async () => {
+    const client = await createLoginClient(service);
+    const login = shared;
+    const browser = new Browser(service.issuer);
+    const { page } = await startAuthorize(browser, client);
+    expect(page.status).toBe(200);
+    const csrfCookie = page.headers.getSetCookie().find((cookie) => cookie.startsWith('csrf='))!;
+    expect(csrfCookie).toMatch(/; Path=\/; HttpOnly; SameSite=Lax/);
+    expect(page.body).toContain('<label for="identifier">Number or email</label>');
+    expect(page.body).toMatch(/<input id="identifier" name="identifier" type="text" autocomplete="username" required/);
+    expect(page.body).toContain('<label for="password">Password</label>');
+    expect(page.body).toMatch(/<input id="password" name="password" type="password" autocomplete="current-password" required/);
+    expect(page.body).toContain('<button type="submit">Sign in</button>');
+    expect(page.body).toContain('<form method="post" action="/login">');
+    expect(page.body).toContain(`Sign in to continue to <strong>${client.name}</strong>`);
+    // The standalone page (no authorization request) has the same form.
+    const standalone = await new Browser(service.issuer).request('/login');
+    expect(standalone.body).toContain('<label for="identifier">Number or email</label>');
+    expect(standalone.body).toContain('<label for="password">Password</label>');
+    expect(standalone.body).toContain('<button type="submit">Sign in</button>');
+
+    const signedIn = await browser.request('/login', { form: signInForm(page, login) });
+    await expectSignedIn(browser, signedIn, /^\/consent\?request=/);
+    const sessionCookie = signedIn.headers.getSetCookie().find((cookie) => cookie.startsWith('session='))!;
+    expect(sessionCookie).toMatch(/; Path=\/; HttpOnly; SameSite=Lax/);
+    expect(sessionCookie).toContain(`Max-Age=${limits.sessionTtl / 1000}`);
+    expect(sessionCookie).not.toMatch(/Domain=/i);
+    // The one-time sign-in CSRF cookie is dropped once signed in.
+    expect(signedIn.headers.getSetCookie().find((cookie) => cookie.startsWith('csrf='))).toMatch(/Max-Age=0/);
+    const consent = await browser.request(signedIn.location!);
+    expect(consent.status).toBe(200);
+    expect(consent.body).toContain('<button type="submit" name="decision" value="allow">Allow</button>');
+    expect(consent.body).toMatch(/<button type="submit" name="decision" value="deny"[^>]*>Deny<\/button>/);
+    expect(consent.body).toContain('<form method="post" action="/consent">');
+  });
+
+  it('sends the security headers on every HTML page and none of them runs script', async () => {
+    const client = await createLoginClient(service);
+    const login = shared;
+    const browser = new Browser(service.issuer);
+    const pages: Array<[string, Response, number]> = [];
+
+    const { page: signInPage } = await startAuthorize(browser, client);
+    pages.push(['sign-in', signInPage, 200]);
+    pages.push(['standalone sign-in', await new Browser(service.issuer).request('/login'), 200]);
+    pages.push(['failed sign-in', await browser.request('/login', { form: signInForm(signInPage, { ...login, password: 'wrong password' }) }), 401]);
+    pages.push(['refused sign-in', await browser.request('/login', { form: { ...signInForm(signInPage, login), csrf: 'forged' } }), 403]);
+    pages.push(['expired sign-in', await browser.request('/login?request=not-a-request'), 400]);
+    const signedIn = await browser.request('/login', { form: signInForm(signInPage, login) });
+    const consent = await browser.request(signedIn.location!);
+    pages.push(['consent', consent, 200]);
+    // The page may post to the client's origin (the 303 after Allow lands there).
+    expect(consent.headers.get('content-security-policy')).toContain("form-action 'self' https://client.example;");
+    pages.push(['consent without a decision', await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf') } }), 400]);
+    pages.push(['consent of an unknown request', await browser.request('/consent?request=nope'), 400]);
+    const allowed = await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf'), decision: 'allow' } });
+    expect(allowed.status).toBe(303);
+    const account = await browser.request('/account');
+    pages.push(['account', account, 200]);
+    pages.push(['refused revoke', await browser.request('/account/revoke', { form: { csrf: 'forged', client_id: client.clientId } }), 403]);
+    pages.push(['authorize error', await browser.request(authorizePath(client, { client_id: 'unknown' })), 400]);
+    pages.push(['signed out', await browser.request('/logout', { form: { csrf: Browser.field(account.body, 'csrf') } }), 200]);
+
+    for (const [name, page, status] of pages) {
+      expect.soft(page.status, name).toBe(status);
+      expectSecurePage(page);
+    }
+
+    const css = await browser.request('/assets/style.css');
+    expect(css.status).toBe(200);
+    expect(css.headers.get('content-type')).toBe('text/css; charset=utf-8');
+    expect(css.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+
+  it('escapes a hostile client name on the sign-in, consent and account pages, and a hostile identifier', async () => {
+    const hostile = '<script>alert(1)</script>';
+    const escaped = '&#60;script&#62;alert(1)&#60;/script&#62;';
+    const { client } = await service.core.accounts.createLoginClient({ name: hostile, scope: 'openid profile', redirectUris: [REDIRECT_URI] });
+    const login = shared;
+    const browser = new Browser(service.issuer);
+    const { page } = await startAuthorize(browser, client, { scope: 'openid profile' });
+    expect(page.body).toContain(`Sign in to continue to <strong>${escaped}</strong>`);
+    expectSecurePage(page);
+
+    const injection = '"><script>alert(2)</script><input value="';
+    const refused = await browser.request('/login', { form: signInForm(page, { email: injection, password: 'whatever1' }) });
+    expect(refused.status).toBe(401);
+    expect(refused.body).toContain('value="&#34;&#62;&#60;script&#62;alert(2)&#60;/script&#62;&#60;input value=&#34;"');
+    expectSecurePage(refused);
+
+    const signedIn = await browser.request('/login', { form: signInForm(page, login) });
+    const consent = await browser.request(signedIn.location!);
+    expect(consent.status).toBe(200);
+    expect(consent.body).toContain(`<title>Allow ${escaped}?</title>`);
+    expect(consent.body).toContain(`<h1>Allow <strong>${escaped}</strong> to use your account?</h1>`);
+    expectSecurePage(consent);
+    await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf'), decision: 'allow' } });
+    const account = await browser.request('/account');
+    expect(account.body).toContain(`<h3>${escaped}</h3>`);
+    expect(account.body).toContain(`aria-label="Revoke access for ${escaped}"`);
+    expectSecurePage(account);
+  });
+});
+
+describe('sign-in failures and lockout', () => {
+  it('answers a wrong password and an unknown account with the same generic message', async () => {
+    const login = await createUser(service);
+    const browser = new Browser(service.issuer);
+    const page = await browser.request('/login');
+    const wrong = await expectSignInRefused(browser, page, { ...login, password: 'not the password' }, GENERIC_FAILURE);
+    // The identifier is kept so the person can fix the password; the password is not.
+    expect(wrong.body).toContain(`value="${login.email}"`);
+    const unknown = await expectSignInRefused(browser, page, { email: 'nobody@example.com', password: login.password }, GENERIC_FAILURE);
+    const unknownNumber = await expectSignInRefused(browser, page, { email: '99999999999', password: login.password }, GENERIC_FAILURE);
+    const strip = (body: string) => body.replace(/value="[^"]*"/g, '');
+    expect(strip(unknown.body)).toBe(strip(wrong.body));
+    expect(strip(unknownNumber.body)).toBe(strip(wrong.body));
+    await expectSignInRefused(browser, page, { email: '', password: login.password }, GENERIC_FAILURE);
+    await expectSignInRefused(browser, page, { email: login.email, password: '' }, GENERIC_FAILURE);
+    await expectSignInRefused(browser, page, { email: login.email, password: 'x'.repeat(257) }, GENERIC_FAILURE);
+  });
+
+  it('a success resets the failure count; 5 consecutive failures lock the account, even for the right password, for 15 minutes', async () => {
+    const login = await createUser(service);
+    const browser = new Browser(service.issuer);
+    let page = await browser.request('/login');
+    await expectSignInRefused(browser, page, { ...login, password: 'wrong password' }, GENERIC_FAILURE);
+    await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }));
+    page = await browser.request('/login');
+    // Had the success not reset the count, the fourth of these would lock the account and the
+    // fifth would already answer "Too many failed attempts". Four failures do not lock; the fifth does.
+    for (let attempt = 1; attempt <= limits.signInFailureThreshold; attempt++) {
+      await expectSignInRefused(browser, page, { ...login, password: `wrong password ${attempt}` }, GENERIC_FAILURE);
+    }
+    await expectSignInRefused(browser, page, login, LOCKED);
+    // By number as well as by email: the lock is on the account.
+    const user = await service.core.accounts.findUser(login.email);
+    await expectSignInRefused(browser, page, { email: user!.svcnum, password: login.password }, LOCKED);
+
+    service.clock.advance(limits.signInLockout - 5_000);
+    await expectSignInRefused(browser, page, login, LOCKED);
+    service.clock.advance(5_000);
+    await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }));
+  });
+  it('checks at most 5 passwords of a burst of 20 parallel guesses, then locks', async () => {
+    const login = await createUser(service);
+    const browser = new Browser(service.issuer);
+    const page = await browser.request('/login');
+    const guesses = await Promise.all(Array.from({ length: 20 }, (_, index) =>
+      browser.request('/login', { form: signInForm(page, { ...login, password: `guess ${index}` }) })));
+    const bodies = guesses.map((guess) => guess.body);
+    expect(guesses.every((guess) => guess.status === 401)).toBe(true);
+    // Only counted attempts within the threshold reach the password check.
+    expect(bodies.filter((body) => body.includes(GENERIC_FAILURE)).length).toBeLessThanOrEqual(limits.signInFailureThreshold);
+    expect(bodies.filter((body) => body.includes(LOCKED)).length).toBeGreaterThanOrEqual(20 - limits.signInFailureThreshold);
+    await expectSignInRefused(browser, page, login, LOCKED);
+  });
+});
+
+describe('malformed page requests', () => {
+  it('answers repeated or oversized form fields and query parameters with an HTML page, not JSON', async () => {
+    const browser = new Browser(service.issuer);
+    const page = await browser.request('/login');
+    const repeatedQuery = await browser.request('/login?request=a&request=b');
+    expect(repeatedQuery.status).toBe(400);
+    expectSecurePage(repeatedQuery);
+    expect(repeatedQuery.body).toContain('request must not be repeated');
+    const body = new URLSearchParams(signInForm(page, shared));
+    body.append('identifier', 'second');
+    const cookie = [...browser.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
+    const repeatedField = await fetch(`${service.issuer}/login`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', Cookie: cookie }, body: body.toString(), redirect: 'manual' });
+    expect(repeatedField.status).toBe(400);
+    expect(repeatedField.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    const wrongType = await fetch(`${service.issuer}/login`, { method: 'POST', headers: { 'Content-Type': 'application/json', Cookie: cookie }, body: '{}', redirect: 'manual' });
+    expect(wrongType.status).toBe(400);
+    expect(await wrongType.text()).toContain('application/x-www-form-urlencoded');
+  });
+});
+
+describe('CSRF and cross-site posts', () => {
+  it('refuses POST /login without the csrf cookie, with a mismatched or missing csrf field, or from another origin', async () => {
+    const login = shared;
+    const client = await createLoginClient(service);
+    const browser = new Browser(service.issuer);
+    const { page } = await startAuthorize(browser, client);
+    const form = signInForm(page, login);
+
+    // A victim's browser that never loaded our page has no csrf cookie.
+    expectForbidden(await new Browser(service.issuer).request('/login', { form }));
+    expectForbidden(await browser.request('/login', { form: { ...form, csrf: `${form.csrf!.slice(0, -1)}A` } }));
+    expectForbidden(await browser.request('/login', { form: { ...form, csrf: '' } }));
+    const { csrf: _csrf, ...withoutCsrf } = form;
+    expectForbidden(await browser.request('/login', { form: withoutCsrf }));
+    expectForbidden(await browser.request('/login', { form, headers: { Origin: 'https://evil.example' } }));
+    expectForbidden(await browser.request('/login', { form, headers: { Origin: 'null' } }));
+    // Same host, other scheme or port: another origin.
+    expectForbidden(await browser.request('/login', { form, headers: { Origin: service.issuer.replace('http:', 'https:') } }));
+    expect(browser.cookies.has('session')).toBe(false);
+
+    // The very same form from our own origin works: the refusals above were about CSRF only.
+    await expectSignedIn(browser, await browser.request('/login', { form, headers: { Origin: service.issuer } }), /^\/consent\?request=/);
+  });
+
+  it('refuses POST /consent with a wrong csrf or from another origin, and issues no code', async () => {
+    const login = shared;
+    const client = await createLoginClient(service);
+    const browser = new Browser(service.issuer);
+    const { page } = await startAuthorize(browser, client);
+    const signedIn = await browser.request('/login', { form: signInForm(page, login) });
+    const consent = await browser.request(signedIn.location!);
+    const request = Browser.field(consent.body, 'request');
+    const csrf = Browser.field(consent.body, 'csrf');
+
+    // Another signed-in session's (valid) csrf token does not fit this session.
+    const attacker = new Browser(service.issuer);
+    const { page: attackerPage } = await startAuthorize(attacker, client);
+    const attackerConsent = await attacker.request((await attacker.request('/login', { form: signInForm(attackerPage, login) })).location!);
+    const attackerCsrf = Browser.field(attackerConsent.body, 'csrf');
+
+    const attempts: Array<{ form: Record<string, string>; headers?: Record<string, string> }> = [
+      { form: { request, csrf: 'forged', decision: 'allow' } },
+      { form: { request, csrf: '', decision: 'allow' } },
+      { form: { request, decision: 'allow' } },
+      { form: { request, csrf: attackerCsrf, decision: 'allow' } },
+      { form: { request, csrf, decision: 'allow' }, headers: { Origin: 'https://evil.example' } },
+    ];
+    for (const attempt of attempts) {
+      const refused = await browser.request('/consent', attempt);
+      expectForbidden(refused);
+      expect(refused.location).toBeUndefined();
+    }
+    // Nothing was remembered either: a silent request still needs consent.
+    const silent = await browser.request(authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }));
+    expect(new URL(silent.location!).searchParams.get('error')).toBe('consent_required');
+
+    const approved = await browser.request('/consent', { form: { request, csrf, decision: 'allow' } });
+    expect(approved.status).toBe(303);
+    expect(new URL(approved.location!).searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('refuses POST /account/revoke and POST /logout with a wrong csrf: the app stays listed, the session stays', async () => {
+    const login = shared;
+    const client = await createLoginClient(service);
+    const { code, verifier, browser } = await obtainCode(service, client, login);
+    const tokens = await exchange(service, client, code, verifier);
+    expect(tokens.status).toBe(200);
+    const account = await browser.request('/account');
+    expect(account.body).toContain(`<h3>${client.name}</h3>`);
+    const csrf = Browser.field(account.body, 'csrf');
+
+    expectForbidden(await browser.request('/account/revoke', { form: { csrf: 'forged', client_id: client.clientId } }));
+    expectForbidden(await browser.request('/account/revoke', { form: { client_id: client.clientId } }));
+    expectForbidden(await browser.request('/account/revoke', { form: { csrf, client_id: client.clientId }, headers: { Origin: 'https://evil.example' } }));
+    expectForbidden(await browser.request('/logout', { form: { csrf: 'forged' } }));
+    expectForbidden(await browser.request('/logout', { form: { csrf }, headers: { Origin: 'https://evil.example' } }));
+
+    const still = await browser.request('/account');
+    expect(still.status).toBe(200);
+    expect(still.body).toContain(`<h3>${client.name}</h3>`);
+    const refreshed = await fetch(`${service.issuer}/oauth/token`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId }),
+    });
+    expect(refreshed.status).toBe(200);
+
+    // Without a session there is nothing to revoke: back to sign-in.
+    const anonymous = await new Browser(service.issuer).request('/account/revoke', { form: { csrf, client_id: client.clientId } });
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.location).toBe('/login');
+    expect((await browser.request('/account')).body).toContain(`<h3>${client.name}</h3>`);
+  });
+});
+
+describe('sessions', () => {
+  it('issues a new session cookie on every sign-in and never adopts one set before', async () => {
+    const login = shared;
+    const client = await createLoginClient(service);
+    const browser = new Browser(service.issuer);
+    // An attacker planted a session id of their choosing.
+    const planted = 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    browser.cookies.set('session', planted);
+    await expectSignedIn(browser, await signIn(browser, login));
+    const first = browser.cookies.get('session')!;
+    expect(first).not.toBe(planted);
+    const attackerView = new Browser(service.issuer);
+    attackerView.cookies.set('session', planted);
+    expect((await attackerView.request('/account')).location).toBe('/login');
+
+    // Signing in again (prompt=login) gives yet another id.
+    const { page } = await startAuthorize(browser, client, { prompt: 'login' });
+    expect(page.body).toContain('<button type="submit">Sign in</button>');
+    await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }), /^\/consent\?request=/);
+    const second = browser.cookies.get('session')!;
+    expect(second).not.toBe(first);
+    // The replaced session is ended, not left usable by whoever may hold it.
+    const oldCookie = new Browser(service.issuer);
+    oldCookie.cookies.set('session', first);
+    expect((await oldCookie.request('/account')).location).toBe('/login');
+    expect((await browser.request('/account')).status).toBe(200);
+  });
+
+  it('treats a garbage or oversized session cookie as signed out, without an error', async () => {
+    for (const value of ['x', 'x'.repeat(101), '%00%ff', '"quoted"']) {
+      const browser = new Browser(service.issuer);
+      browser.cookies.set('session', value);
+      const response = await browser.request('/account');
+      expect(response.status).toBe(302);
+      expect(response.location).toBe('/login');
+    }
+  });
+
+  it('sign-out deletes the session: the old cookie no longer reaches /account', async () => {
+    const login = shared;
+    const client = await createLoginClient(service);
+    const browser = new Browser(service.issuer);
+    await expectSignedIn(browser, await signIn(browser, login));
+    const oldSession = browser.cookies.get('session')!;
+    const account = await browser.request('/account');
+    expect(account.status).toBe(200);
+    expect(account.body).toMatch(/<form method="post" action="\/logout">/);
+
+    const signedOut = await browser.request('/logout', { form: { csrf: Browser.field(account.body, 'csrf') } });
+    expect(signedOut.status).toBe(200);
+    expect(signedOut.body).toContain('You are signed out.');
+    expect(signedOut.headers.getSetCookie()).toContainEqual(expect.stringMatching(/^session=; .*Max-Age=0/));
+    expect(browser.cookies.has('session')).toBe(false);
+    const afterwards = await browser.request('/account');
+    expect(afterwards.status).toBe(302);
+    expect(afterwards.location).toBe('/login');
+
+    // A copy of the old cookie (stolen, or a stale tab) is dead too.
+    const replay = new Browser(service.issuer);
+    replay.cookies.set('session', oldSession);
+    const replayed = await replay.request('/account');
+    expect(replayed.status).toBe(302);
+    expect(replayed.location).toBe('/login');
+    const silent = await replay.request(authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }));
+    expect(new URL(silent.location!).searchParams.get('error')).toBe('login_required');
+  });
+
+  it('shows the expired page for a parked request past its lifetime, on GET /login and on POST /consent', async () => {
+    const login = shared;
+    const client = await createLoginClient(service);
+    // One browser parked at the sign-in page, one (signed in) parked at the consent page.
+    const atSignIn = new Browser(service.issuer);
+    const { start: signInStart, page: signInPage } = await startAuthorize(atSignIn, client);
+    expect(signInStart.location).toMatch(/^\/login\?/);
+    const atConsent = new Browser(service.issuer);
+    await expectSignedIn(atConsent, await signIn(atConsent, login));
+    const { start: consentStart, page: consentPage } = await startAuthorize(atConsent, client);
+    expect(consentStart.location).toMatch(/^\/consent\?/);
+
+    service.clock.advance(limits.authRequestTtl + 1_000);
+
+    const expiredSignIn = await atSignIn.request(signInStart.location!);
+    expect(expiredSignIn.status).toBe(400);
+    expectSecurePage(expiredSignIn);
+    expect(expiredSignIn.body).toContain('<h1>This sign-in has expired</h1>');
+    expect(expiredSignIn.body).not.toContain('name="password"');
+    // Posting the old form does not sign in either.
+    const latePost = await atSignIn.request('/login', { form: signInForm(signInPage, login) });
+    expect(latePost.status).toBe(400);
+    expect(latePost.body).toContain('expired');
+    expect(atSignIn.cookies.has('session')).toBe(false);
+
+    const expiredConsentPage = await atConsent.request(consentStart.location!);
+    expect(expiredConsentPage.status).toBe(400);
+    expect(expiredConsentPage.body).toContain('<h1>This request has expired</h1>');
+    const lateConsent = await atConsent.request('/consent', {
+      form: { request: Browser.field(consentPage.body, 'request'), csrf: Browser.field(consentPage.body, 'csrf'), decision: 'allow' },
+    });
+    expect(lateConsent.status).toBe(400);
+    expect(lateConsent.location).toBeUndefined();
+    expectSecurePage(lateConsent);
+    expect(lateConsent.body).toContain('<h1>This request has expired</h1>');
+    // And no consent was recorded.
+    const silent = await atConsent.request(authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }));
+    expect(new URL(silent.location!).searchParams.get('error')).toBe('consent_required');
+  });
+});
