@@ -60,7 +60,8 @@ export function createTokenService(deps: {
     const clientId = basic?.clientId ?? postedId;
     const secret = basic?.clientSecret ?? postedSecret;
     const usedBasic = basic !== undefined;
-    if (clientId === undefined) throw new InvalidClientError('client authentication is required (client_id)', usedBasic);
+    // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
+    if (clientId === undefined || clientId === '') throw new InvalidClientError('client authentication is required (client_id)', usedBasic);
     const client = clientId.length <= 128 ? await getClient(clientId) : undefined;
     if (!client || client.disabled) throw new InvalidClientError('unknown or disabled client', usedBasic);
     if (secret === undefined) {
@@ -121,10 +122,20 @@ export function createTokenService(deps: {
     if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
       throw new OAuthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
     }
-    const access = await userTokens(grant, grant.scopes);
-    const idToken = grant.scopes.includes('openid')
-      ? await issuer.idToken({ subject: grant.svcnumId, clientId: grant.clientId, authTime: grant.authTime, ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}) })
-      : undefined;
+    // The account may have been disabled while the code was outstanding. Disabling revokes the
+    // grants that exist when it lists them; reading the user only after ours exists means one of
+    // the two always sees the other. The read runs alongside the signing, so it costs no latency.
+    const [user, access, idToken] = await Promise.all([
+      store.getUser(grant.svcnumId),
+      userTokens(grant, grant.scopes),
+      grant.scopes.includes('openid')
+        ? issuer.idToken({ subject: grant.svcnumId, clientId: grant.clientId, authTime: grant.authTime, ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}) })
+        : undefined,
+    ]);
+    if (user?.status !== 'active') {
+      await store.revokeGrant(grant.grantId, now);
+      throw new OAuthError('invalid_grant', 'the account behind this authorization code is no longer active');
+    }
     return {
       access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
       refresh_token: `${grant.grantId}.${secret}`,
@@ -183,8 +194,13 @@ export function createTokenService(deps: {
         refresh_token: refreshToken,
         client_credentials: clientCredentials,
       };
-      const handle = handlers[grantType];
-      if (!handle) throw new OAuthError('unsupported_grant_type', `grant_type ${grantType.slice(0, 64)} is not supported`);
+      // Own properties only: `constructor`, `toString` or `__proto__` are not grant types.
+      const handle = Object.hasOwn(handlers, grantType) ? handlers[grantType] : undefined;
+      if (!handle) {
+        // RFC 6749 §5.2: error_description is printable ASCII without '"' and '\'; echo only such values.
+        const shown = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/.test(grantType) ? `grant_type ${grantType}` : 'this grant_type';
+        throw new OAuthError('unsupported_grant_type', `${shown} is not supported`);
+      }
       const client = await authenticate(params, credentials);
       return handle(params, client);
     },

@@ -17,8 +17,11 @@ function refusal(status: 400 | 401 | 403, error: 'invalid_request' | 'invalid_to
 export function createUserInfoHandler(core: Core) {
   async function handle(event: HttpEvent): Promise<HttpResult> {
     const authorization = header(event, 'authorization');
-    // RFC 6750 §3.1: a request without any credential gets a bare challenge, no error code.
-    if (authorization === undefined) return json(401, { error: 'invalid_token', error_description: 'a Bearer access token is required' }, { 'WWW-Authenticate': challenge() });
+    // RFC 6750 §3.1: a request without any credential, or with another scheme than Bearer, gets a
+    // bare challenge, no error code.
+    if (authorization === undefined || !/^Bearer(\s|$)/i.test(authorization.trim())) {
+      return json(401, { error: 'invalid_token', error_description: 'a Bearer access token is required' }, { 'WWW-Authenticate': challenge() });
+    }
     const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim());
     if (!match) return refusal(400, 'invalid_request', 'the Authorization header must be: Bearer <access token>');
     try {

@@ -116,7 +116,8 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
       })));
       if (!created) throw new Error(`user ${user.svcnumId} already exists`);
     },
-    getUser: (svcnumId) => get<User>(tables.users, { svcnumId }),
+    // Strongly consistent: a disabled account must be seen as disabled at once.
+    getUser: (svcnumId) => get<User>(tables.users, { svcnumId }, true),
     listUsers: () => scanAll<User>(tables.users),
     setUserStatus: (svcnumId, status) => updateReturning<User>({
       TableName: tables.users,
@@ -213,7 +214,8 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
       ConditionExpression: 'attribute_not_exists(grantId)',
     }))),
     async getGrant(grantId) {
-      const grant = await get<Grant>(tables.grants, { grantId });
+      // Strongly consistent: a revocation must stop the very next refresh (same one round trip).
+      const grant = await get<Grant>(tables.grants, { grantId }, true);
       // A tombstone left by revokeGrant has no secret: it is not a usable grant.
       return grant?.secretHash ? grant : undefined;
     },

@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ed25519PublicJwk } from '../jwk';
@@ -26,10 +26,13 @@ const RELOAD_INTERVAL_MS = 10_000;
 
 export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  let cached: { keys: LocalKey[]; activeKid: string; loadedAt: number } | undefined;
+  type Loaded = { keys: LocalKey[]; activeKid: string; loadedAt: number };
+  let cached: Loaded | undefined;
+  // Single flight: concurrent requests share one read of the folder.
+  let loading: Promise<Loaded> | undefined;
 
   async function writeAtomically(path: string, content: string, mode: number) {
-    const temporary = `${path}.${process.pid}.tmp`;
+    const temporary = `${path}.${randomUUID()}.tmp`;
     await writeFile(temporary, content, { mode });
     await rename(temporary, path);
   }
@@ -43,8 +46,7 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     return jwk.kid;
   }
 
-  async function load() {
-    if (cached && Date.now() - cached.loadedAt < RELOAD_INTERVAL_MS) return cached;
+  async function readFolder(): Promise<Loaded> {
     let files = (await readdir(dir)).filter((name) => name.endsWith('.pem'));
     if (files.length === 0) {
       // First start: one key, active.
@@ -61,9 +63,20 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     if (!keys.some((key) => key.kid === activeKid)) {
       throw new Error(`signing key folder ${dir} has no valid '${ACTIVE_FILE}' key; run 'admin key activate KID'`);
     }
-    cached = { keys, activeKid, loadedAt: Date.now() };
-    return cached;
+    return { keys, activeKid, loadedAt: Date.now() };
   }
+
+  function load(): Promise<Loaded> {
+    if (cached && Date.now() - cached.loadedAt < RELOAD_INTERVAL_MS) return Promise.resolve(cached);
+    loading ??= readFolder().then(
+      (loaded) => { cached = loaded; loading = undefined; return loaded; },
+      (error: unknown) => { loading = undefined; throw error; },
+    );
+    return loading;
+  }
+
+  // Open means ready: the first key exists before any request can race to create it.
+  await load();
 
   return {
     async activeSigner(): Promise<Signer> {
