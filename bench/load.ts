@@ -1,0 +1,136 @@
+import { startCpuMeter, type CpuUse } from './cpu';
+
+// A closed-loop load generator: `concurrency` workers each keep one request in flight until the
+// time is up (or the input runs out), then the latency distribution is summarised.
+
+/** Returned by a request function that has no more input (e.g. no unused codes left): not timed. */
+export const EXHAUSTED = Symbol('exhausted');
+
+export interface LoadOptions {
+  concurrency: number;
+  /** Length of the measured run. */
+  seconds: number;
+  /** Unmeasured run before it with the same workers (JIT, connections, caches). Default 0. */
+  warmupSeconds?: number;
+  /** Performs one request and returns its HTTP status; a thrown error counts as an error. */
+  request: () => Promise<number | typeof EXHAUSTED>;
+  /** Which statuses count as success. Default 2xx. */
+  ok?: (status: number) => boolean;
+  /** A process (the server) whose CPU use during the measured run is reported too. */
+  serverPid?: number;
+  /** Ends the run at once, rejecting with the signal's reason (e.g. the server died). */
+  signal?: AbortSignal;
+}
+
+export interface LoadResult {
+  /** Completed requests in the measured run, errors included. */
+  count: number;
+  /** Requests that did not succeed (unexpected status or thrown). */
+  errors: number;
+  /** Errors by status ("status 400") or message ("Error: socket hang up"). */
+  errorKinds: Record<string, number>;
+  /** Wall time of the measured run, until the last in-flight request finished. */
+  seconds: number;
+  /** count / seconds. */
+  rps: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+  /** The run ended early because the request function returned EXHAUSTED. */
+  exhausted: boolean;
+  /** Requests completed during the warm-up, and how many of them failed (also reported). */
+  warmupCount: number;
+  warmupErrors: number;
+  /** CPU use during the measured run, percent of one core. */
+  cpu: CpuUse;
+}
+
+/** Nearest-rank percentile of an ascending array. */
+export function percentile(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)));
+  return sorted[rank - 1]!;
+}
+
+interface Phase {
+  count: number;
+  errors: number;
+  errorKinds: Record<string, number>;
+  latencies: Float64Array;
+  seconds: number;
+  exhausted: boolean;
+  cpu: CpuUse;
+}
+
+async function phase(options: LoadOptions, seconds: number): Promise<Phase> {
+  const ok = options.ok ?? ((status: number) => status >= 200 && status < 300);
+  let latencies = new Float64Array(1 << 14);
+  let count = 0;
+  let errors = 0;
+  const errorKinds: Record<string, number> = {};
+  let exhausted = false;
+  const record = (ms: number, error: string | undefined) => {
+    if (count === latencies.length) {
+      const grown = new Float64Array(latencies.length * 2);
+      grown.set(latencies);
+      latencies = grown;
+    }
+    latencies[count++] = ms;
+    if (error !== undefined) {
+      errors++;
+      errorKinds[error] = (errorKinds[error] ?? 0) + 1;
+    }
+  };
+
+  const cpu = startCpuMeter(options.serverPid);
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  const worker = async () => {
+    while (!exhausted && !options.signal?.aborted && performance.now() < deadline) {
+      const begin = performance.now();
+      let outcome: number | typeof EXHAUSTED;
+      try {
+        outcome = await options.request();
+      } catch (error) {
+        record(performance.now() - begin, error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+        continue;
+      }
+      if (outcome === EXHAUSTED) {
+        exhausted = true;
+        break;
+      }
+      record(performance.now() - begin, ok(outcome) ? undefined : `status ${outcome}`);
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  options.signal?.throwIfAborted();
+  return { count, errors, errorKinds, latencies: latencies.subarray(0, count), seconds: (performance.now() - started) / 1000, exhausted, cpu: cpu() };
+}
+
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  options.signal?.throwIfAborted();
+  const warmup = options.warmupSeconds ? await phase(options, options.warmupSeconds) : undefined;
+  const measured = warmup?.exhausted ? { ...warmup, count: 0, errors: 0, errorKinds: {}, latencies: new Float64Array(0), seconds: 0 } : await phase(options, options.seconds);
+  const sorted = measured.latencies.slice().sort();
+  let total = 0;
+  for (const value of sorted) total += value;
+  const round = (value: number) => Math.round(value * 100) / 100;
+  return {
+    count: measured.count,
+    errors: measured.errors,
+    errorKinds: measured.errorKinds,
+    seconds: round(measured.seconds),
+    rps: measured.seconds > 0 ? round(measured.count / measured.seconds) : 0,
+    p50: round(percentile(sorted, 0.5)),
+    p90: round(percentile(sorted, 0.9)),
+    p99: round(percentile(sorted, 0.99)),
+    max: round(sorted.length ? sorted[sorted.length - 1]! : Number.NaN),
+    mean: round(sorted.length ? total / sorted.length : Number.NaN),
+    exhausted: measured.exhausted,
+    warmupCount: warmup?.count ?? 0,
+    warmupErrors: warmup?.errors ?? 0,
+    cpu: measured.cpu,
+  };
+}
