@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Client } from '../core/model';
 import { Browser, pkcePair } from './support/browser';
-import { createLoginClient, createUser, exchange, obtainCode, postForm, REDIRECT_URI, verifyWithJwks } from './support/flow';
+import { createLoginClient, createUser, exchange, obtainCode, postForm, REDIRECT_URI, send, verifyWithJwks, type Reply } from './support/flow';
 import { startTestService, type TestService } from './support/service';
 
 // POST /oauth/token and POST /oauth/revoke over real HTTP: RFC 6749 §4.1.3, §4.4, §5.2, §6,
@@ -33,20 +33,6 @@ beforeAll(async () => {
   api = await service.core.accounts.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
 });
 afterAll(() => service?.close());
-
-interface Reply { status: number; json: Record<string, unknown>; text: string; headers: Headers }
-
-async function send(url: string, init: { method?: string; body?: string | Uint8Array; headers?: Record<string, string> } = {}): Promise<Reply> {
-  const response = await fetch(url, { method: init.method ?? 'POST', ...(init.headers ? { headers: init.headers } : {}), ...(init.body !== undefined ? { body: init.body } : {}) });
-  const text = await response.text();
-  let json: Record<string, unknown> = {};
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    // not JSON: the assertions below say so
-  }
-  return { status: response.status, json, text, headers: response.headers };
-}
 
 /** RFC 6749 §5.2 error: exact status and code, JSON `{error, error_description}`, never cached. */
 function expectOAuthError(reply: Reply, status: number, error: string) {

@@ -5,21 +5,23 @@ import type { TestService } from './service';
 
 export const REDIRECT_URI = 'https://client.example/callback';
 
-export async function postForm(url: string, form: Record<string, string>, headers: Record<string, string> = {}) {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...headers },
-    body: new URLSearchParams(form).toString(),
-  });
+export interface Reply { status: number; json: Record<string, unknown>; text: string; headers: Headers }
+
+/** One HTTP request; the body is parsed as JSON when it is JSON (else `json` is empty). */
+export async function send(url: string, init: { method?: string; body?: string | Uint8Array; headers?: Record<string, string> } = {}): Promise<Reply> {
+  const response = await fetch(url, { method: init.method ?? 'POST', ...(init.headers ? { headers: init.headers } : {}), ...(init.body !== undefined ? { body: init.body } : {}) });
   const text = await response.text();
   let json: Record<string, unknown> = {};
   try {
     json = JSON.parse(text) as Record<string, unknown>;
   } catch {
-    // not JSON: left empty, the test looks at status and text
+    // not JSON: the test looks at status and text
   }
   return { status: response.status, json, text, headers: response.headers };
 }
+
+export const postForm = (url: string, form: Record<string, string>, headers: Record<string, string> = {}) =>
+  send(url, { headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(form).toString() });
 
 let counter = 0;
 
