@@ -41,9 +41,9 @@ function moveClockTo(target: number) {
 // `now` is replaced), then released where it stood so that time never runs backwards.
 const runningNow = () => service.clock.now;
 let release: (() => void) | undefined;
-function freezeClockAt(instant: number) {
-  expect(instant).toBeGreaterThanOrEqual(service.clock.now());
+function freezeClockAt(instant: number, checked = true) {
   release?.();
+  if (checked) expect(instant).toBeGreaterThanOrEqual(service.clock.now());
   const running = runningNow();
   service.clock.now = () => instant;
   release = () => {
@@ -53,6 +53,14 @@ function freezeClockAt(instant: number) {
   };
 }
 afterEach(() => release?.());
+
+/** Freezes the clock where it stands and returns that instant (one reading: no race with the ms tick). */
+function freezeNow(): number {
+  release?.();
+  const instant = service.clock.now();
+  freezeClockAt(instant, false);
+  return instant;
+}
 
 /** Direct reads of stored items (what the store port does not expose). */
 let raw: DynamoDBClient | undefined;
@@ -93,8 +101,7 @@ function expectInvalidGrant(reply: Awaited<ReturnType<typeof postForm>>) {
 describe('authorization code: 5 minutes', () => {
   it('is redeemable at 4:59 and refused with invalid_grant at 5:00', async () => {
     expect(limits.authorizationCodeTtl).toBe(5 * MINUTE);
-    const issuedAt = service.clock.now();
-    freezeClockAt(issuedAt);
+    const issuedAt = freezeNow();
     const early = await obtainCode(service, client, login);
     const late = await obtainCode(service, client, login, {}, early.browser);
     expect(await codeExpiresAt(early.code)).toBe(issuedAt + 5 * MINUTE);
@@ -109,8 +116,7 @@ describe('authorization code: 5 minutes', () => {
   });
 
   it('is still redeemable a millisecond before 5:00 (the boundary is exact)', async () => {
-    const issuedAt = service.clock.now();
-    freezeClockAt(issuedAt);
+    const issuedAt = freezeNow();
     const { code, verifier } = await obtainCode(service, client, login);
     freezeClockAt(issuedAt + 5 * MINUTE - 1);
     expect((await exchange(service, client, code, verifier)).status).toBe(200);
