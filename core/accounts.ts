@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { newUlid } from './ids';
 import type { AccountType, Client, ClientKind, User } from './model';
 import type { Clock, Random } from './ports';
-import { allowedScopes, parseScope, scopesNotAllowed } from './scopes';
+import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from './scopes';
 import { hashPassword, randomSecret, sha256 } from './secrets';
 import type { Store } from './store';
 
@@ -65,9 +65,23 @@ function randomServiceNumber(): string {
 export interface CreatedClient { client: Client; clientSecret?: string }
 
 export function createAccounts(store: Store, clock: Clock, random: Random) {
-  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string }): Promise<CreatedClient> {
+  /** A provisioning client acts for an active person or business, and only with scopes the catalog grants that account type. */
+  async function checkProvisioningOwner(ownerId: string | undefined, scopes: string[]) {
+    if (!ownerId) throw new InvalidInputError('a provisioning client needs an owner (--owner SVCNUM_ID)');
+    const owner = await store.getUser(ownerId);
+    if (!owner) throw new InvalidInputError(`no account ${ownerId}`);
+    if (owner.status !== 'active') throw new InvalidInputError(`account ${ownerId} is ${owner.status}`);
+    const grantable = provisioningScopesByAccountType[owner.accountType];
+    const refused = scopes.filter((scope) => !(grantable as readonly string[]).includes(scope));
+    if (refused.length > 0) {
+      throw new InvalidInputError(`a ${owner.accountType} account may not hold ${refused.join(' ')} (grantable: ${grantable.join(' ') || 'none'})`);
+    }
+  }
+
+  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string }): Promise<CreatedClient> {
     const name = parse(clientName, input.name);
     const scopes = checkScopes(kind, input.scope);
+    if (kind === 'provisioning') await checkProvisioningOwner(input.ownerId, scopes);
     const redirectUris = (input.redirectUris ?? []).map(validateRedirectUri);
     if (kind === 'login' && redirectUris.length === 0) throw new InvalidInputError('a login client needs at least one redirect URI');
     if (kind !== 'login' && redirectUris.length > 0) throw new InvalidInputError(`${kind} clients have no redirect URIs`);
@@ -81,6 +95,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
       scopes,
       ...(clientSecret ? { secretHash: sha256(clientSecret) } : {}),
       ...(input.ownerId ? { ownerId: input.ownerId } : {}),
+      ...(input.subjectId ? { subjectId: input.subjectId } : {}),
       disabled: false,
       createdAt: clock.now(),
     };
@@ -134,6 +149,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
   return {
     createLoginClient: (input: { name: string; scope: string; redirectUris: string[] }) => createClient('login', input),
     createApiClient: (input: { name: string; scope: string }) => createClient('api', input),
+    createProvisioningClient: (input: { name: string; scope: string; ownerId: string }) => createClient('provisioning', input),
     createClient,
     createUser,
 
@@ -148,8 +164,10 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     async findUser(identifier: string): Promise<User | undefined> {
       const trimmed = identifier.trim();
       if (/^\d{11,}$/.test(trimmed)) {
-        const number = await store.getNumber(trimmed);
-        return number ? store.getUser(number.svcnumId) : undefined;
+        // Only a number's current holder: not a mask, not the previous holder of a rotated number.
+        const holder = (await store.getNumber(trimmed))?.svcnumId;
+        const user = holder ? await store.getUser(holder) : undefined;
+        return user?.svcnum === trimmed ? user : undefined;
       }
       if (trimmed.includes('@')) {
         const svcnumId = await store.findSvcnumIdByEmail(normaliseEmail(trimmed));

@@ -1,6 +1,6 @@
 // Records the core keeps. Times are epoch milliseconds unless a name says otherwise.
 
-export type ClientKind = 'login' | 'api' | 'provisioning';
+export type ClientKind = 'login' | 'api' | 'provisioning' | 'agent';
 
 export interface Client {
   clientId: string;
@@ -14,11 +14,14 @@ export interface Client {
   secretHash?: string;
   /** Owner account of a provisioning client. */
   ownerId?: string;
+  /** The entity an agent client acts as: tokens from client_credentials carry it as `sub`. */
+  subjectId?: string;
   disabled: boolean;
   createdAt: number;
 }
 
-export type AccountType = 'person' | 'business' | 'ai_agent';
+export type AccountType = 'person' | 'business' | 'programmable' | 'ai_agent';
+export type AgentKind = 'independent' | 'dependent';
 export type UserStatus = 'active' | 'setup_required' | 'disabled';
 
 export interface User {
@@ -32,6 +35,33 @@ export interface User {
   /** Consecutive failed sign-ins since the last success or lock. */
   failedSignIns?: number;
   lockedUntil?: number;
+
+  // Provisioned entities (programmable numbers, AI agents)
+  /** The account (person or business) that provisioned this entity, directly or through an agent. */
+  ownerId?: string;
+  /** A dependent agent's direct owner: the owner account itself or one of its independent agents. */
+  parentId?: string;
+  /** `accountType#svcnumId`: lists an owner's entities of one type, oldest first. */
+  ownerSort?: string;
+  displayName?: string;
+  /** Mirrors the state of the entity's current number (numbers table), for listing without extra reads. */
+  numberState?: NumberState;
+  updatedAt?: number;
+  autoReply?: string;
+  forwardToSvcnumId?: string;
+  agentKind?: AgentKind;
+  capabilities?: string[];
+  discoverable?: boolean;
+  /** Scopes the agent may hold. */
+  scopes?: string[];
+  /** An independent agent's own client (client_credentials). */
+  clientId?: string;
+  /** The pre-reserved number RotateAgentSvcnum switches to. */
+  fallbackSvcnum?: string;
+
+  // Per-owner quota overrides (people and businesses)
+  independentAgentQuota?: number;
+  dependentAgentQuota?: number;
 }
 
 /** A validated /oauth/authorize request, parked while the user signs in and consents. */
@@ -99,10 +129,57 @@ export interface Session {
   expiresAt: number;
 }
 
+/** Public lifecycle states (spec 3.1); `expired` applies to masks only. */
+export type NumberState = 'active' | 'suspended' | 'deactivated' | 'quarantined' | 'expired';
+
+/**
+ * A service number. Internally a number may also be `available` (seeded into the pool),
+ * `leased` (claimed by an operation that has not committed yet) or `reserved` (an agent's
+ * fallback number).
+ */
 export interface NumberRecord {
   svcnum: string;
-  svcnumId: string;
-  entityType: 'person' | 'business' | 'programmable' | 'mask' | 'ai_agent';
-  state: 'active' | 'suspended' | 'deactivated' | 'quarantined';
+  /** The holder: an entity's svcnum_id or a mask id. */
+  svcnumId?: string;
+  entityType?: 'person' | 'business' | 'programmable' | 'mask' | 'ai_agent';
+  state: NumberState | 'available' | 'leased' | 'reserved';
+  /** Present while the number is in (or will return to) the free pool. */
+  pool?: 'free';
+  /** Padded epoch ms from which a pooled number may be allocated. */
+  availableAt?: string;
+  /** End of an uncommitted claim. */
+  leaseUntil?: number;
+  /** The holder before quarantine (for audit). */
+  previousSvcnumId?: string;
+  /** End of the cool-off of a quarantined number (or of a mask number after its mask expires). */
+  quarantinedUntil?: number;
   updatedAt: number;
+}
+
+export interface Mask {
+  maskId: string;
+  ownerId: string;
+  svcnum: string;
+  participantA: string;
+  participantB: string;
+  scope: string;
+  createdAt: number;
+  /** The mask is expired from this instant on (TTL elapsed or closed early). */
+  expiresAt: number;
+}
+
+export interface QuotaSlot {
+  slotKey: string;
+  holder: string;
+  /** Present until the operation that claimed the slot commits. */
+  leaseUntil?: number;
+}
+
+export interface IdempotencyRecord {
+  requestKey: string;
+  fingerprint: string;
+  state: 'pending' | 'done';
+  resourceId?: string;
+  leaseUntil: number;
+  expiresAt: number;
 }

@@ -1,4 +1,4 @@
-import type { ClientKind } from './model';
+import type { AccountType, ClientKind } from './model';
 
 // The scope catalog (spec 5.3): which scopes exist, who may hold them, and how the consent page
 // explains them to a person.
@@ -14,12 +14,34 @@ export const externalApiScopes = {
   poll: 'Use the Poll API',
 } as const;
 
+export const provisioningScopes = {
+  'prov:numbers': 'Provision and configure programmable numbers',
+  'prov:masks': 'Create and manage mask numbers',
+  'prov:agents': 'Create and manage AI agents',
+} as const;
+
 export type LoginScope = keyof typeof loginScopes;
+export type ProvisioningScope = keyof typeof provisioningScopes;
+
+/** What an AI agent's own token may carry: sign-in claims and the Messaging API. */
+export const agentScopes = ['openid', 'profile', 'messaging'] as const;
+
+/**
+ * The catalog of grantable provisioning scopes per account type of the owner (spec 5.4 leaves it
+ * to us): people run agents; businesses also run programmable numbers and masks.
+ */
+export const provisioningScopesByAccountType: Record<AccountType, readonly ProvisioningScope[]> = {
+  person: ['prov:agents'],
+  business: ['prov:numbers', 'prov:masks', 'prov:agents'],
+  programmable: [],
+  ai_agent: [],
+};
 
 const scopesByClientKind: Record<ClientKind, readonly string[]> = {
   login: Object.keys(loginScopes),
   api: Object.keys(externalApiScopes),
-  provisioning: [],
+  provisioning: Object.keys(provisioningScopes),
+  agent: agentScopes,
 };
 
 /** RFC 6749 §3.3 scope-token: printable ASCII without space, double quote or backslash. */
@@ -42,8 +64,9 @@ export function scopesNotAllowed(kind: ClientKind, requested: readonly string[])
   return requested.filter((scope) => !allowed.has(scope));
 }
 
-export const scopeDescription = (scope: string) =>
-  (loginScopes as Record<string, string>)[scope] ?? (externalApiScopes as Record<string, string>)[scope] ?? scope;
+const descriptions: Record<string, string> = { ...loginScopes, ...externalApiScopes, ...provisioningScopes };
+
+export const scopeDescription = (scope: string) => descriptions[scope] ?? scope;
 
 export const isSubset = (subset: readonly string[], superset: readonly string[]) => {
   const all = new Set(superset);

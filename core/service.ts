@@ -3,6 +3,8 @@ import { createAuthorization } from './authorization';
 import type { ServiceConfig } from './config';
 import type { Client } from './model';
 import type { Clock, KeyRing, Random } from './ports';
+import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
+import { createProvisioning } from './provisioning';
 import type { Store } from './store';
 import { createTokenService } from './token-service';
 import { createAccessTokenVerifier, createTokenIssuer } from './tokens';
@@ -13,6 +15,8 @@ export interface CoreDeps {
   clock: Clock;
   random: Random;
   config: ServiceConfig;
+  /** Cool-off, leases and quotas of the provisioning API (defaults: 90-day cool-off, 10/10 agents). */
+  provisioning?: ProvisioningConfig;
 }
 
 /** How long a client record is trusted from memory; a disabled client stops working within this. */
@@ -38,6 +42,7 @@ export function createCore(deps: CoreDeps) {
   const getClient = cachedClients(store);
   const accounts = createAccounts(store, clock, random);
   const issuer = createTokenIssuer(config, keys, clock, random);
+  const verifyAccessToken = createAccessTokenVerifier(config, keys, clock);
   return {
     ...deps,
     getClient,
@@ -45,7 +50,10 @@ export function createCore(deps: CoreDeps) {
     issuer,
     authorization: createAuthorization({ store, config, clock, random, accounts, getClient }),
     tokens: createTokenService({ store, clock, random, issuer, getClient }),
-    verifyAccessToken: createAccessTokenVerifier(config, keys, clock),
+    verifyAccessToken,
+    provisioning: createProvisioning({
+      store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: deps.provisioning ?? defaultProvisioningConfig,
+    }),
   };
 }
 

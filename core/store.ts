@@ -1,3 +1,4 @@
+import type { ProvisioningStore } from './provisioning/store';
 import type {
   AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User, UserStatus,
 } from './model';
@@ -23,9 +24,11 @@ export interface CodeBinding {
  * Reads of time-bound items return `undefined` once the item's lifetime has passed at `now`,
  * whatever DynamoDB's TTL sweeper has or has not deleted yet.
  */
-export interface Store {
+export interface AuthStore {
   // clients
   createClient(client: Client): Promise<void>;
+  /** Removes a client (compensation of a create that did not complete). */
+  deleteClient(clientId: string): Promise<void>;
   getClient(clientId: string): Promise<Client | undefined>;
   listClients(): Promise<Client[]>;
   setClientDisabled(clientId: string, disabled: boolean): Promise<Client | undefined>;
@@ -79,3 +82,6 @@ export interface Store {
   getSession(sessionHash: string, now: number): Promise<Session | undefined>;
   deleteSession(sessionHash: string): Promise<void>;
 }
+
+/** Everything the core keeps: the sign-in side and the provisioning side. */
+export type Store = AuthStore & ProvisioningStore;

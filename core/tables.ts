@@ -26,7 +26,8 @@ export const tableDefinitions = {
   },
   users: {
     partitionKey: 'svcnumId',
-    description: 'Accounts keyed by svcnum_id (ULID)',
+    indexes: [{ name: 'byOwner', partitionKey: 'ownerId', sortKey: 'ownerSort' }],
+    description: 'Every entity with a svcnum_id (ULID): people, businesses, programmable numbers, AI agents',
   },
   emails: {
     partitionKey: 'email',
@@ -34,7 +35,26 @@ export const tableDefinitions = {
   },
   numbers: {
     partitionKey: 'svcnum',
-    description: 'Service numbers: uniqueness claim, owner and lifecycle state',
+    // Sparse: only numbers that are (or will become) free carry `pool`; `availableAt` (padded
+    // epoch ms) says from when: seeded numbers at once, leases when they lapse, quarantined
+    // numbers and mask numbers when their cool-off ends.
+    indexes: [{ name: 'pool', partitionKey: 'pool', sortKey: 'availableAt' }],
+    description: 'Service numbers: uniqueness claim, holder, lifecycle state and the free pool',
+  },
+  masks: {
+    partitionKey: 'maskId',
+    ttlAttribute: TTL_ATTRIBUTE,
+    indexes: [{ name: 'byOwner', partitionKey: 'ownerId', sortKey: 'maskId' }],
+    description: 'Temporary mask numbers bridging two participants',
+  },
+  quotaSlots: {
+    partitionKey: 'slotKey',
+    description: 'Agent quota: one item per used slot (`owner#kind#n`), claimed with a lease',
+  },
+  requests: {
+    partitionKey: 'requestKey',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'Idempotency records of create calls with a request_id (24 hours)',
   },
   authRequests: {
     partitionKey: 'requestId',

@@ -179,7 +179,15 @@ export function createTokenService(deps: {
       throw new OAuthError('unauthorized_client', 'login clients may not use the client_credentials grant');
     }
     const scopes = requestedScopes(params, client.scopes) ?? client.scopes;
-    const access = await issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes });
+    // An agent's client acts as the agent (its svcnum_id is the subject); others act as themselves.
+    const subject = client.kind === 'agent' && client.subjectId ? client.subjectId : client.clientId;
+    if (client.kind === 'agent') {
+      const agent = await store.getUser(subject);
+      if (!agent || agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {
+        throw new OAuthError('invalid_grant', 'the agent behind this client is not active');
+      }
+    }
+    const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
     return { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: formatScope(scopes) };
   }
 

@@ -25,6 +25,8 @@ export interface AccessTokenInput {
   authTime?: number;
   /** RFC 8693 actor, for delegated tokens. */
   act?: Record<string, unknown>;
+  /** A shorter lifetime in seconds (an exchanged token never outlives its actor token). */
+  maxLifetime?: number;
 }
 
 export interface IdTokenInput {
@@ -41,7 +43,7 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
     /** RFC 9068 JWT access token. Returns the token and its lifetime in seconds. */
     async accessToken(input: AccessTokenInput): Promise<{ token: string; expiresIn: number }> {
       const iat = epochSeconds(clock.now());
-      const expiresIn = limits.accessTokenTtl / 1000;
+      const expiresIn = Math.min(limits.accessTokenTtl / 1000, input.maxLifetime ?? Infinity);
       const token = await signJwt(keys, 'at+jwt', {
         iss: config.issuer,
         sub: input.subject,

@@ -296,7 +296,7 @@ describe('CSRF and cross-site posts', () => {
 
     // A victim's browser that never loaded our page has no csrf cookie.
     expectForbidden(await new Browser(service.issuer).request('/login', { form }));
-    expectForbidden(await browser.request('/login', { form: { ...form, csrf: `${form.csrf!.slice(0, -1)}A` } }));
+    expectForbidden(await browser.request('/login', { form: { ...form, csrf: `${form.csrf!.slice(0, -1)}${form.csrf!.endsWith('A') ? 'B' : 'A'}` } }));
     expectForbidden(await browser.request('/login', { form: { ...form, csrf: '' } }));
     const { csrf: _csrf, ...withoutCsrf } = form;
     expectForbidden(await browser.request('/login', { form: withoutCsrf }));

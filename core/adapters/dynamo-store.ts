@@ -1,83 +1,30 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
-  DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand,
-  type DynamoDBDocumentClient,
+  DeleteCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient,
 } from '@aws-sdk/lib-dynamodb';
 import type {
   AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User,
 } from '../model';
 import type { CodeBinding, RedeemResult, Store } from '../store';
 import type { TableNames } from '../tables';
+import { conditional, dynamoOps, ttlSeconds } from './dynamo-ops';
+import { createDynamoProvisioningStore } from './dynamo-provisioning-store';
 
 const DAY_MS = 86_400_000;
 
-/** TTL attribute value: epoch seconds, rounded up so an item is never swept before it expires. */
-const ttlSeconds = (expiresAtMs: number) => Math.ceil(expiresAtMs / 1000);
-
-const isConditionFailure = (error: unknown) => error instanceof ConditionalCheckFailedException
-  || (error as { name?: string } | null)?.name === 'ConditionalCheckFailedException';
-
-/** Runs a conditional write; `false` when the condition did not hold, any other error rethrown. */
-async function conditional(write: Promise<unknown>): Promise<boolean> {
-  try {
-    await write;
-    return true;
-  } catch (error) {
-    if (isConditionFailure(error)) return false;
-    throw error;
-  }
-}
-
-/** Strips the TTL attribute (storage detail) from an item read back. */
-function record<T>(item: Record<string, unknown> | undefined): T | undefined {
-  if (!item) return undefined;
-  const { ttl: _ttl, ...rest } = item;
-  return rest as T;
-}
-
 export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames): Store {
-  const get = async <T>(table: string, key: Record<string, string>, consistent = false) =>
-    record<T>((await db.send(new GetCommand({ TableName: table, Key: key, ConsistentRead: consistent }))).Item);
-
-  const scanAll = async <T>(table: string): Promise<T[]> => {
-    const items: T[] = [];
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await db.send(new ScanCommand({ TableName: table, ExclusiveStartKey: startKey }));
-      for (const item of page.Items ?? []) items.push(record<T>(item)!);
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return items;
-  };
-
-  const queryAll = async <T>(input: ConstructorParameters<typeof QueryCommand>[0]): Promise<T[]> => {
-    const items: T[] = [];
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await db.send(new QueryCommand({ ...input, ExclusiveStartKey: startKey }));
-      for (const item of page.Items ?? []) items.push(record<T>(item)!);
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return items;
-  };
-
-  const updateReturning = async <T>(input: ConstructorParameters<typeof UpdateCommand>[0]) => {
-    try {
-      const out = await db.send(new UpdateCommand({ ...input, ReturnValues: 'ALL_NEW' }));
-      return record<T>(out.Attributes);
-    } catch (error) {
-      if (isConditionFailure(error)) return undefined;
-      throw error;
-    }
-  };
+  const { get, scanAll, queryAll, updateReturning } = dynamoOps(db);
 
   return {
+    ...createDynamoProvisioningStore(db, tables),
     // clients
     async createClient(client) {
       const created = await conditional(db.send(new PutCommand({
         TableName: tables.clients, Item: client, ConditionExpression: 'attribute_not_exists(clientId)',
       })));
       if (!created) throw new Error(`client ${client.clientId} already exists`);
+    },
+    async deleteClient(clientId) {
+      await db.send(new DeleteCommand({ TableName: tables.clients, Key: { clientId } }));
     },
     getClient: (clientId) => get<Client>(tables.clients, { clientId }),
     listClients: () => scanAll<Client>(tables.clients),

@@ -1,0 +1,251 @@
+import { DeleteCommand, GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../model';
+import type { ProvisioningStore, RequestClaim } from '../provisioning/store';
+import type { TableNames } from '../tables';
+import { conditional, dynamoOps, record, ttlSeconds } from './dynamo-ops';
+
+/** Sort key of the pool index: epoch ms, zero-padded so string order is time order. */
+export const poolTime = (ms: number) => String(Math.max(0, Math.floor(ms))).padStart(15, '0');
+
+/** Mask records outlive their expiry this long, so an owner can still read an expired mask. */
+const MASK_RETENTION_MS = 30 * 86_400_000;
+
+/** SET/REMOVE clauses and placeholders for a partial update of named attributes. */
+function assignments(changes: Record<string, unknown>, prefix: string) {
+  const names: Record<string, string> = {};
+  const values: Record<string, unknown> = {};
+  const set: string[] = [];
+  const remove: string[] = [];
+  Object.entries(changes).forEach(([name, value], index) => {
+    names[`#${prefix}${index}`] = name;
+    if (value === undefined) {
+      remove.push(`#${prefix}${index}`);
+    } else {
+      values[`:${prefix}${index}`] = value;
+      set.push(`#${prefix}${index} = :${prefix}${index}`);
+    }
+  });
+  return { names, values, set, remove };
+}
+
+export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables: TableNames): ProvisioningStore {
+  const { get, queryPage, updateReturning } = dynamoOps(db);
+
+  /** Sets (or, for undefined values, removes) attributes; `expected` values must hold. */
+  function updateEntity(svcnumId: string, changes: Partial<User>, expected: Partial<User> = {}) {
+    const update = assignments(changes as Record<string, unknown>, 'c');
+    const condition = assignments(expected as Record<string, unknown>, 'e');
+    const clauses = [update.set.length ? `SET ${update.set.join(', ')}` : '', update.remove.length ? `REMOVE ${update.remove.join(', ')}` : ''].filter(Boolean);
+    return updateReturning<User>({
+      TableName: tables.users,
+      Key: { svcnumId },
+      UpdateExpression: clauses.join(' '),
+      ConditionExpression: ['attribute_exists(svcnumId)', ...condition.set].join(' AND '),
+      ExpressionAttributeNames: { ...update.names, ...condition.names },
+      ...(Object.keys({ ...update.values, ...condition.values }).length ? { ExpressionAttributeValues: { ...update.values, ...condition.values } } : {}),
+    });
+  }
+
+  async function beginRequest(request: IdempotencyRecord, now: number): Promise<RequestClaim> {
+    const started = await conditional(db.send(new PutCommand({
+      TableName: tables.requests,
+      Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
+      // A pending record whose lease lapsed belongs to a caller that gave up or crashed.
+      ConditionExpression: 'attribute_not_exists(requestKey) OR (#state = :pending AND leaseUntil <= :now)',
+      ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: { ':pending': 'pending', ':now': now },
+    })));
+    if (started) return { outcome: 'started' };
+    const existing = await get<IdempotencyRecord>(tables.requests, { requestKey: request.requestKey }, true);
+    return existing ? { outcome: 'exists', record: existing } : beginRequest(request, now);
+  }
+
+  return {
+    // the number pool
+    seedNumber: (svcnum, now) => conditional(db.send(new PutCommand({
+      TableName: tables.numbers,
+      Item: { svcnum, state: 'available', pool: 'free', availableAt: poolTime(0), updatedAt: now },
+      ConditionExpression: 'attribute_not_exists(svcnum)',
+    }))),
+
+    async freeNumbers(now, limit) {
+      const page = await queryPage<NumberRecord>({
+        TableName: tables.numbers,
+        IndexName: 'pool',
+        KeyConditionExpression: 'pool = :free AND availableAt <= :now',
+        ExpressionAttributeValues: { ':free': 'free', ':now': poolTime(now) },
+      }, limit);
+      return page.items;
+    },
+
+    leaseNumber: (number, holder, entityType, leaseUntil, now) => conditional(db.send(new UpdateCommand({
+      TableName: tables.numbers,
+      Key: { svcnum: number.svcnum },
+      UpdateExpression: 'SET #state = :leased, svcnumId = :holder, entityType = :type, leaseUntil = :lease, availableAt = :leaseAt, updatedAt = :now REMOVE quarantinedUntil',
+      // Optimistic: availableAt changes with every transition, so an unchanged value means nobody else got here first.
+      ConditionExpression: 'pool = :free AND availableAt = :seen AND availableAt <= :nowAt',
+      ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: {
+        ':leased': 'leased', ':holder': holder, ':type': entityType, ':lease': leaseUntil, ':leaseAt': poolTime(leaseUntil),
+        ':now': now, ':free': 'free', ':seen': number.availableAt ?? '', ':nowAt': poolTime(now),
+      },
+    }))),
+
+    confirmNumber: (svcnum, holder, state, now, poolFrom) => conditional(db.send(new UpdateCommand({
+      TableName: tables.numbers,
+      Key: { svcnum },
+      UpdateExpression: poolFrom === undefined
+        ? 'SET #state = :state, updatedAt = :now REMOVE pool, availableAt, leaseUntil'
+        : 'SET #state = :state, updatedAt = :now, availableAt = :from, quarantinedUntil = :until REMOVE leaseUntil',
+      // Confirming twice is harmless (a retried step).
+      ConditionExpression: 'svcnumId = :holder AND (#state = :leased OR #state = :state)',
+      ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: {
+        ':state': state, ':now': now, ':holder': holder, ':leased': 'leased',
+        ...(poolFrom === undefined ? {} : { ':from': poolTime(poolFrom), ':until': poolFrom }),
+      },
+    }))),
+
+    async returnNumber(svcnum, holder, now) {
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.numbers,
+        Key: { svcnum },
+        UpdateExpression: 'SET #state = :available, pool = :free, availableAt = :nowAt, updatedAt = :now REMOVE svcnumId, entityType, leaseUntil',
+        ConditionExpression: 'svcnumId = :holder AND #state = :leased',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: { ':available': 'available', ':free': 'free', ':nowAt': poolTime(now), ':now': now, ':holder': holder, ':leased': 'leased' },
+      })));
+    },
+
+    quarantineNumber: (svcnum, holder, until, now) => conditional(db.send(new UpdateCommand({
+      TableName: tables.numbers,
+      Key: { svcnum },
+      UpdateExpression: 'SET #state = :quarantined, pool = :free, availableAt = :untilAt, quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
+      ConditionExpression: 'svcnumId = :holder AND #state IN (:active, :suspended, :deactivated, :reserved)',
+      ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: {
+        ':quarantined': 'quarantined', ':free': 'free', ':untilAt': poolTime(until), ':until': until, ':holder': holder, ':now': now,
+        ':active': 'active', ':suspended': 'suspended', ':deactivated': 'deactivated', ':reserved': 'reserved',
+      },
+    }))),
+
+    restoreNumber: (svcnum, holder, state, now) => conditional(db.send(new UpdateCommand({
+      TableName: tables.numbers,
+      Key: { svcnum },
+      UpdateExpression: 'SET #state = :state, svcnumId = :holder, updatedAt = :now REMOVE pool, availableAt, quarantinedUntil, previousSvcnumId',
+      ConditionExpression: '#state = :quarantined AND previousSvcnumId = :holder',
+      ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: { ':state': state, ':holder': holder, ':now': now, ':quarantined': 'quarantined' },
+    }))),
+
+    transitionNumber: (svcnum, from, to, now, holder) => {
+      const placeholders = from.map((_, index) => `:from${index}`);
+      return updateReturning<NumberRecord>({
+        TableName: tables.numbers,
+        Key: { svcnum },
+        UpdateExpression: 'SET #state = :to, updatedAt = :now',
+        ConditionExpression: `#state IN (${placeholders.join(', ')})${holder ? ' AND svcnumId = :holder' : ''}`,
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: {
+          ':to': to, ':now': now, ...(holder ? { ':holder': holder } : {}),
+          ...Object.fromEntries(from.map((state, index) => [`:from${index}`, state])),
+        },
+      });
+    },
+
+    // entities
+    listOwned: (ownerId, accountType, limit, startKey) => queryPage<User>({
+      TableName: tables.users,
+      IndexName: 'byOwner',
+      KeyConditionExpression: 'ownerId = :owner AND begins_with(ownerSort, :type)',
+      ExpressionAttributeValues: { ':owner': ownerId, ':type': `${accountType}#` },
+    }, limit, startKey),
+
+    updateEntity,
+
+    async clearEntityFields(svcnumId, fields) {
+      if (fields.length === 0) return;
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.users,
+        Key: { svcnumId },
+        UpdateExpression: `REMOVE ${fields.map((_, index) => `#f${index}`).join(', ')}`,
+        ConditionExpression: 'attribute_exists(svcnumId)',
+        ExpressionAttributeNames: Object.fromEntries(fields.map((field, index) => [`#f${index}`, field])),
+      })));
+    },
+
+    async deleteEntity(svcnumId) {
+      await db.send(new DeleteCommand({ TableName: tables.users, Key: { svcnumId } }));
+    },
+
+    setQuotaOverrides: (svcnumId, overrides) => updateEntity(svcnumId, overrides),
+
+    // masks
+    async createMask(mask) {
+      await db.send(new PutCommand({
+        TableName: tables.masks,
+        Item: { ...mask, ttl: ttlSeconds(mask.expiresAt + MASK_RETENTION_MS) },
+        ConditionExpression: 'attribute_not_exists(maskId)',
+      }));
+    },
+    getMask: (maskId) => get<Mask>(tables.masks, { maskId }, true),
+    listMasks: (ownerId, limit, startKey) => queryPage<Mask>({
+      TableName: tables.masks,
+      IndexName: 'byOwner',
+      KeyConditionExpression: 'ownerId = :owner',
+      ExpressionAttributeValues: { ':owner': ownerId },
+    }, limit, startKey),
+    closeMask: (maskId, now) => updateReturning<Mask>({
+      TableName: tables.masks,
+      Key: { maskId },
+      UpdateExpression: 'SET expiresAt = :now, #ttl = :ttl',
+      ConditionExpression: 'attribute_exists(maskId) AND expiresAt > :now',
+      ExpressionAttributeNames: { '#ttl': 'ttl' },
+      ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(now + MASK_RETENTION_MS) },
+    }),
+
+    // quota slots
+    async claimSlot(slotKey, holder, leaseUntil, now) {
+      const claimed = await conditional(db.send(new PutCommand({
+        TableName: tables.quotaSlots, Item: { slotKey, holder, leaseUntil }, ConditionExpression: 'attribute_not_exists(slotKey)',
+      })));
+      if (claimed) return { outcome: 'claimed' };
+      const slot = record<QuotaSlot>((await db.send(new GetCommand({ TableName: tables.quotaSlots, Key: { slotKey }, ConsistentRead: true }))).Item);
+      if (slot?.leaseUntil !== undefined && slot.leaseUntil <= now) return { outcome: 'lapsed', slot };
+      return { outcome: 'taken' };
+    },
+    takeOverSlot: (slot, holder, leaseUntil) => conditional(db.send(new PutCommand({
+      TableName: tables.quotaSlots,
+      Item: { slotKey: slot.slotKey, holder, leaseUntil },
+      ConditionExpression: 'holder = :previous AND leaseUntil = :previousLease',
+      ExpressionAttributeValues: { ':previous': slot.holder, ':previousLease': slot.leaseUntil },
+    }))),
+    confirmSlot: (slotKey, holder) => conditional(db.send(new UpdateCommand({
+      TableName: tables.quotaSlots,
+      Key: { slotKey },
+      UpdateExpression: 'REMOVE leaseUntil',
+      ConditionExpression: 'holder = :holder',
+      ExpressionAttributeValues: { ':holder': holder },
+    }))),
+    async releaseSlot(slotKey, holder) {
+      await conditional(db.send(new DeleteCommand({
+        TableName: tables.quotaSlots, Key: { slotKey }, ConditionExpression: 'holder = :holder', ExpressionAttributeValues: { ':holder': holder },
+      })));
+    },
+
+    // idempotency
+    beginRequest,
+    async completeRequest(requestKey, resourceId) {
+      await db.send(new UpdateCommand({
+        TableName: tables.requests,
+        Key: { requestKey },
+        UpdateExpression: 'SET #state = :done, resourceId = :id',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: { ':done': 'done', ':id': resourceId },
+      }));
+    },
+    async abandonRequest(requestKey) {
+      await db.send(new DeleteCommand({ TableName: tables.requests, Key: { requestKey } }));
+    },
+  };
+}

@@ -1,0 +1,235 @@
+import type { Accounts } from '../accounts';
+import { newUlid } from '../ids';
+import type { AgentKind, NumberState, User } from '../model';
+import type { Clock, Random } from '../ports';
+import { formatScope, isSubset, parseScope } from '../scopes';
+import type { Store } from '../store';
+import type { TokenIssuer } from '../tokens';
+import type { ProvisioningConfig } from './config';
+import { failedPrecondition, invalidArgument, notFound, ProvisioningError } from './errors';
+import { decodePageToken, pageOf, pageSize } from './pages';
+import type { NumberPool } from './pool';
+import type { Caller } from './programmable';
+import type { Quota } from './quota';
+import type { RequestLog } from './requests';
+import { Steps } from './steps';
+import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
+
+// AI agents. An independent agent has client credentials of its own; a dependent (sub-) agent
+// has none and gets its tokens from its owner through token exchange. Every agent holds a
+// number and a pre-reserved fallback number that RotateAgentSvcnum switches to.
+
+export interface AgentView {
+  svcnumId: string;
+  svcnum: string;
+  kind: AgentKind;
+  /** The direct owner: the owner account, or (dependent agents) possibly one of its agents. */
+  ownerSvcnumId: string;
+  displayName: string;
+  capabilities: string[];
+  discoverable: boolean;
+  scope: string;
+  state: NumberState;
+  clientId: string;
+  createTime: number;
+}
+
+export function agentView(agent: User): AgentView {
+  return {
+    svcnumId: agent.svcnumId,
+    svcnum: agent.svcnum,
+    kind: agent.agentKind ?? 'independent',
+    ownerSvcnumId: agent.parentId ?? agent.ownerId ?? '',
+    displayName: agent.displayName ?? '',
+    capabilities: agent.capabilities ?? [],
+    discoverable: agent.discoverable ?? false,
+    scope: formatScope(agent.scopes ?? []),
+    state: agent.numberState ?? 'active',
+    clientId: agent.clientId ?? '',
+    createTime: agent.createdAt,
+  };
+}
+
+export interface AgentInput {
+  requestId?: string;
+  displayName?: string;
+  capabilities?: string[];
+  discoverable?: boolean;
+  scope?: string;
+}
+
+export function createAgents(deps: {
+  store: Store; clock: Clock; random: Random; pool: NumberPool; quota: Quota; once: RequestLog;
+  accounts: Accounts; issuer: TokenIssuer; config: ProvisioningConfig;
+}) {
+  const { store, clock, random, pool, quota, once, accounts, issuer, config } = deps;
+
+  /** One of the caller's agents (independent or dependent), or NOT_FOUND. */
+  async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
+    const id = svcnumIdField(svcnumId, 'svcnum_id');
+    const agent = await store.getUser(id);
+    if (!agent || agent.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) throw notFound(`no agent ${id} in your account`);
+    return agent;
+  }
+
+  function usable(agent: User) {
+    if (agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {
+      throw failedPrecondition(`agent ${agent.svcnumId} is ${agent.numberState ?? agent.status}`);
+    }
+  }
+
+  /**
+   * The shared path of both kinds: quota slot, number and fallback, (client), then the agent
+   * record as the commit point, then confirmations.
+   */
+  async function provisionAgent(input: AgentInput, owner: { ownerId: string; parentId?: string; kind: AgentKind; quotaOwner: User; caller: Caller }) {
+    const displayName = displayNameField(input.displayName, true)!;
+    const capabilities = capabilitiesField(input.capabilities);
+    const scopes = agentScopeField(input.scope);
+    const limit = owner.kind === 'independent'
+      ? owner.quotaOwner.independentAgentQuota ?? config.independentAgentQuota
+      : owner.quotaOwner.dependentAgentQuota ?? config.dependentAgentQuota;
+    return Steps.all(async (steps) => {
+      const svcnumId = newUlid(clock, random);
+      const slot = await steps.run(() => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit), (key) => quota.release(key, svcnumId));
+      const svcnum = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
+      const fallback = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
+      const credentials = owner.kind === 'independent'
+        ? await steps.run(
+          () => accounts.createClient('agent', { name: displayName, scope: formatScope(scopes), subjectId: svcnumId }),
+          (created) => store.deleteClient(created.client.clientId),
+        )
+        : undefined;
+      const now = clock.now();
+      const agent: User = {
+        svcnumId, svcnum, status: 'active', accountType: 'ai_agent', createdAt: now, updatedAt: now,
+        ownerId: owner.ownerId, ownerSort: `ai_agent#${svcnumId}`, ...(owner.parentId ? { parentId: owner.parentId } : {}),
+        agentKind: owner.kind, displayName, capabilities, discoverable: input.discoverable ?? false, scopes,
+        numberState: 'active', fallbackSvcnum: fallback,
+        ...(credentials ? { clientId: credentials.client.clientId } : {}),
+      };
+      await steps.commit(() => store.createUser(agent));
+      await steps.afterCommit(() => pool.confirm(svcnum, svcnumId, 'active'));
+      await steps.afterCommit(() => pool.confirm(fallback, svcnumId, 'reserved'));
+      await steps.afterCommit(() => quota.confirm(slot, svcnumId));
+      return { agent, clientSecret: credentials?.clientSecret };
+    });
+  }
+
+  const fingerprint = (input: AgentInput, extra: Record<string, unknown> = {}) => ({
+    displayName: input.displayName, capabilities: input.capabilities ?? [], discoverable: input.discoverable ?? false, scope: input.scope ?? '', ...extra,
+  });
+
+  return {
+    owned,
+
+    /** An independent agent with client credentials of its own; the secret is in this answer only. */
+    async create(caller: Caller, input: AgentInput): Promise<{ agent: AgentView; clientId: string; clientSecret: string }> {
+      const owner = await store.getUser(caller.ownerId);
+      if (!owner || owner.status !== 'active') throw failedPrecondition('the account of this client is not active');
+      return once({ ownerId: caller.ownerId, method: 'CreateAgent', requestId: input.requestId, request: fingerprint(input) },
+        async () => {
+          const { agent, clientSecret } = await provisionAgent(input, { ownerId: caller.ownerId, kind: 'independent', quotaOwner: owner, caller });
+          return { id: agent.svcnumId, result: { agent: agentView(agent), clientId: agent.clientId!, clientSecret: clientSecret! } };
+        },
+        // A retry gets the agent again, but never the secret: it was shown once and is stored hashed.
+        async (id) => {
+          const agent = await owned(caller, id);
+          return { agent: agentView(agent), clientId: agent.clientId ?? '', clientSecret: '' };
+        });
+    },
+
+    /** A dependent agent under the caller's account or one of its independent agents. */
+    async createDependent(caller: Caller, input: AgentInput & { ownerSvcnumId?: string }): Promise<AgentView> {
+      const account = await store.getUser(caller.ownerId);
+      if (!account || account.status !== 'active') throw failedPrecondition('the account of this client is not active');
+      let parent = account;
+      if (input.ownerSvcnumId && input.ownerSvcnumId !== caller.ownerId) {
+        parent = await owned(caller, input.ownerSvcnumId);
+        if (parent.agentKind !== 'independent') throw invalidArgument('owner_svcnum_id must be your account or one of your independent agents');
+        usable(parent);
+      }
+      return once({ ownerId: caller.ownerId, method: 'CreateDependentAgent', requestId: input.requestId, request: fingerprint(input, { owner: parent.svcnumId }) },
+        async () => {
+          const { agent } = await provisionAgent(input, { ownerId: caller.ownerId, parentId: parent.svcnumId, kind: 'dependent', quotaOwner: parent, caller });
+          return { id: agent.svcnumId, result: agentView(agent) };
+        },
+        async (id) => agentView(await owned(caller, id)));
+    },
+
+    get: async (caller: Caller, svcnumId: string | undefined) => agentView(await owned(caller, svcnumId)),
+
+    async list(caller: Caller, input: { pageSize?: number; pageToken?: string; kind?: AgentKind }) {
+      const size = pageSize(input.pageSize);
+      let startKey = decodePageToken(input.pageToken, caller.ownerId);
+      // A kind filter reads on until the page is full (or the list ends).
+      const agents: User[] = [];
+      do {
+        const page = await store.listOwned(caller.ownerId, 'ai_agent', size - agents.length, startKey);
+        agents.push(...page.items.filter((agent) => !input.kind || agent.agentKind === input.kind));
+        startKey = page.nextKey;
+      } while (startKey && agents.length < size);
+      return pageOf({ items: agents, ...(startKey ? { nextKey: startKey } : {}) }, agentView);
+    },
+
+    /** A token for one of the caller's independent agents (dependents get theirs by exchange). */
+    async issueToken(caller: Caller, input: { svcnumId?: string; scope?: string }) {
+      const agent = await owned(caller, input.svcnumId);
+      if (agent.agentKind !== 'independent' || !agent.clientId) {
+        throw failedPrecondition('a dependent agent has no token of its own; use ExchangeToken');
+      }
+      usable(agent);
+      const allowed = agent.scopes ?? [];
+      let scopes = allowed;
+      if (input.scope?.trim()) {
+        const requested = parseScope(input.scope);
+        if (!requested) throw invalidArgument('scope must be a space-separated list');
+        if (!isSubset(requested, allowed)) throw invalidArgument(`scope may only narrow the agent's scopes: ${formatScope(allowed)}`);
+        scopes = requested;
+      }
+      const { token, expiresIn } = await issuer.accessToken({ subject: agent.svcnumId, clientId: agent.clientId, scopes });
+      return { accessToken: token, tokenType: 'Bearer' as const, expiresIn, scope: formatScope(scopes) };
+    },
+
+    /**
+     * Switches the agent to its fallback number, reserves a new fallback, and quarantines the old
+     * number. Every step is safe to repeat, and the agent record switches in one conditional write.
+     */
+    async rotate(caller: Caller, svcnumId: string | undefined): Promise<AgentView> {
+      const agent = await owned(caller, svcnumId);
+      usable(agent);
+      const oldNumber = agent.svcnum;
+      const oldFallback = agent.fallbackSvcnum;
+      if (!oldFallback) throw failedPrecondition(`agent ${agent.svcnumId} has no fallback number`);
+      return Steps.all(async (steps) => {
+        const newFallback = await steps.run(() => pool.lease(agent.svcnumId, 'ai_agent'), (number) => pool.giveBack(number, agent.svcnumId));
+        const now = clock.now();
+        await steps.run(
+          async () => {
+            // The old number cannot be handed out for the whole cool-off, so retiring it first is safe.
+            if (!(await pool.quarantine(oldNumber, agent.svcnumId))) throw new Error(`number ${oldNumber} is not held by agent ${agent.svcnumId}`);
+          },
+          () => store.restoreNumber(oldNumber, agent.svcnumId, 'active', clock.now()),
+        );
+        await steps.run(
+          async () => {
+            if (!(await store.transitionNumber(oldFallback, ['reserved', 'active'], 'active', now, agent.svcnumId))) {
+              throw new Error(`fallback ${oldFallback} is not reserved for agent ${agent.svcnumId}`);
+            }
+          },
+          () => store.transitionNumber(oldFallback, ['active'], 'reserved', clock.now(), agent.svcnumId),
+        );
+        const switched = await steps.commit(() => store.updateEntity(
+          agent.svcnumId,
+          { svcnum: oldFallback, fallbackSvcnum: newFallback, numberState: 'active', updatedAt: now },
+          { svcnum: oldNumber, fallbackSvcnum: oldFallback },
+        ));
+        if (!switched) throw new ProvisioningError('aborted', 'the agent changed during rotation; retry');
+        await steps.afterCommit(() => pool.confirm(newFallback, agent.svcnumId, 'reserved'));
+        return agentView(switched);
+      });
+    },
+  };
+}
+
+export type Agents = ReturnType<typeof createAgents>;

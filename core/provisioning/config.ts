@@ -1,0 +1,31 @@
+import { DAY, MINUTE, SECOND } from '../config';
+
+export interface ProvisioningConfig {
+  /** How long a retired number cools off before it can be allocated again (default 90 days). */
+  coolOff: number;
+  /** How long an uncommitted claim (number, quota slot, request) holds before others may take it. */
+  lease: number;
+  /** Default agent quotas; an owner record may override them. */
+  independentAgentQuota: number;
+  dependentAgentQuota: number;
+}
+
+export const defaultProvisioningConfig: ProvisioningConfig = {
+  coolOff: 90 * DAY,
+  lease: MINUTE,
+  independentAgentQuota: 10,
+  dependentAgentQuota: 10,
+};
+
+export const provisioningLimits = {
+  maskTtlMin: 60 * SECOND,
+  maskTtlMax: 30 * DAY,
+  pageSizeDefault: 50,
+  pageSizeMax: 100,
+  autoReplyMax: 1000,
+  displayNameMax: 100,
+  capabilitiesMax: 20,
+  requestIdMax: 64,
+  /** Idempotency records are kept this long: a retry within it gets the first answer. */
+  requestRetention: DAY,
+} as const;

@@ -1,0 +1,125 @@
+import type { User } from '../model';
+import type { Clock } from '../ports';
+import { formatScope, isSubset, parseScope } from '../scopes';
+import type { Store } from '../store';
+import { apiAudience, type ServiceConfig } from '../config';
+import { InvalidTokenError, type AccessTokenClaims, type AccessTokenVerifier, type TokenIssuer } from '../tokens';
+import { ProvisioningError } from './errors';
+import type { Caller } from './programmable';
+
+// RFC 8693 token exchange, for two delegations:
+//  - lend a number: subject = one of the caller's programmable numbers (by svcnum_id), actor =
+//    an agent of the caller (its access token); the token's sub is the number, act.sub the agent;
+//  - a dependent agent's token: subject = the dependent (by svcnum_id); its owner acts (an actor
+//    token, if sent, must be the owner agent's); the token's sub is the dependent, act.sub its owner.
+// Scopes only narrow; the token never outlives its actor token.
+
+export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+export const TOKEN_TYPE_SVCNUM_ID = 'urn:svcnum:params:oauth:token-type:svcnum-id';
+
+/** What a lent number lets an agent do: send and receive messages as the number. */
+const LENDABLE_SCOPES = ['messaging'];
+
+export interface ExchangeInput {
+  subjectToken?: string;
+  subjectTokenType?: string;
+  actorToken?: string;
+  actorTokenType?: string;
+  requestedTokenType?: string;
+  scope?: string;
+  audience?: string;
+}
+
+export interface ExchangeResult {
+  accessToken: string;
+  issuedTokenType: string;
+  tokenType: 'Bearer';
+  expiresIn: number;
+  scope: string;
+}
+
+const invalidRequest = (message: string) => new ProvisioningError('invalid_argument', message, 'invalid_request');
+
+export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
+  const { store, clock, issuer, verify, config } = deps;
+
+  async function actorClaims(input: ExchangeInput): Promise<AccessTokenClaims | undefined> {
+    if (!input.actorToken) {
+      if (input.actorTokenType) throw invalidRequest('actor_token_type was sent without an actor_token');
+      return undefined;
+    }
+    if (input.actorTokenType !== TOKEN_TYPE_ACCESS_TOKEN) throw invalidRequest(`actor_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+    try {
+      return await verify(input.actorToken);
+    } catch (error) {
+      if (error instanceof InvalidTokenError) throw invalidRequest('actor_token is invalid or expired');
+      throw error;
+    }
+  }
+
+  /** The actor must be an active agent of the caller's account. */
+  async function actorAgent(caller: Caller, claims: AccessTokenClaims): Promise<User> {
+    const agent = await store.getUser(claims.sub);
+    if (!agent || agent.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) {
+      throw invalidRequest('actor_token does not belong to an agent of your account');
+    }
+    if (agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {
+      throw new ProvisioningError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, 'invalid_request');
+    }
+    return agent;
+  }
+
+  function narrowed(requested: string | undefined, allowed: readonly string[]): string[] {
+    if (allowed.length === 0) throw new ProvisioningError('invalid_argument', 'no scope can be delegated here', 'invalid_scope');
+    if (!requested?.trim()) return [...allowed];
+    const scopes = parseScope(requested);
+    if (!scopes || !isSubset(scopes, allowed)) {
+      throw new ProvisioningError('invalid_argument', `scope may only narrow: at most "${formatScope(allowed)}"`, 'invalid_scope');
+    }
+    return scopes;
+  }
+
+  return async function exchange(caller: Caller, input: ExchangeInput): Promise<ExchangeResult> {
+    if (input.requestedTokenType && input.requestedTokenType !== TOKEN_TYPE_ACCESS_TOKEN) {
+      throw invalidRequest(`requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+    }
+    if (input.audience && input.audience !== apiAudience(config)) {
+      throw new ProvisioningError('invalid_argument', `audience must be ${apiAudience(config)}`, 'invalid_target');
+    }
+    if (!input.subjectToken) throw invalidRequest('subject_token is required');
+    if (input.subjectTokenType !== TOKEN_TYPE_SVCNUM_ID) throw invalidRequest(`subject_token_type must be ${TOKEN_TYPE_SVCNUM_ID}`);
+    const subject = await store.getUser(input.subjectToken.slice(0, 64));
+    if (!subject || subject.ownerId !== caller.ownerId || !['programmable', 'ai_agent'].includes(subject.accountType)) {
+      throw new ProvisioningError('not_found', 'subject_token names no number or agent of your account', 'invalid_request');
+    }
+    if (subject.status !== 'active' || (subject.numberState ?? 'active') !== 'active') {
+      throw new ProvisioningError('failed_precondition', `subject ${subject.svcnumId} is not active`, 'invalid_request');
+    }
+    const actor = await actorClaims(input);
+    let scopes: string[];
+    let act: Record<string, unknown>;
+    let clientId: string;
+    if (subject.accountType === 'programmable') {
+      if (!actor) throw invalidRequest('lending a number needs the agent\'s access token as actor_token');
+      await actorAgent(caller, actor);
+      scopes = narrowed(input.scope, LENDABLE_SCOPES.filter((scope) => actor.scope.split(' ').includes(scope)));
+      act = { sub: actor.sub, ...(actor.act ? { act: actor.act } : {}) };
+      clientId = actor.client_id;
+    } else if (subject.agentKind === 'dependent') {
+      if (actor) {
+        await actorAgent(caller, actor);
+        if (actor.sub !== subject.parentId) throw invalidRequest('actor_token must be the token of the dependent agent\'s owner');
+      }
+      const allowed = (subject.scopes ?? []).filter((scope) => !actor || actor.scope.split(' ').includes(scope));
+      scopes = narrowed(input.scope, allowed);
+      act = { sub: subject.parentId ?? caller.ownerId, ...(actor?.act ? { act: actor.act } : {}) };
+      clientId = actor?.client_id ?? caller.clientId;
+    } else {
+      throw invalidRequest('an independent agent gets its token from IssueAgentToken, not by exchange');
+    }
+    const remaining = actor?.exp ? actor.exp - Math.floor(clock.now() / 1000) : Infinity;
+    if (remaining <= 0) throw invalidRequest('actor_token is expired');
+    const { token, expiresIn } = await issuer.accessToken({ subject: subject.svcnumId, clientId, scopes, act, maxLifetime: remaining });
+    return { accessToken: token, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN, tokenType: 'Bearer', expiresIn, scope: formatScope(scopes) };
+  };
+}

@@ -1,0 +1,109 @@
+import type { NumberRecord, NumberState } from '../model';
+import type { Clock } from '../ports';
+import type { Store } from '../store';
+import type { ProvisioningConfig } from './config';
+import { failedPrecondition, invalidArgument, notFound } from './errors';
+import type { LeaseResolver, NumberPool } from './pool';
+
+// Operator side of the number lifecycle (admin CLI):
+//   available ─lease→ active ⇄ suspended;  active|suspended ─deactivate→ deactivated ─→ quarantined
+//   quarantined ─(cool-off ends)→ allocatable again;  masks: active → expired when the TTL elapses.
+// Deactivation is two writes (deactivated, then quarantined); repeating it finishes a half-done one.
+
+const SERVICE_NUMBER = /^\d{11,15}$/;
+
+/** The state a number shows at `now`: cool-offs and mask expiry take effect on read. */
+export function numberView(number: NumberRecord, now: number) {
+  const coolingOff = number.state === 'quarantined' && (number.quarantinedUntil ?? 0) > now;
+  const state = number.state === 'quarantined' && !coolingOff ? 'available' : number.state;
+  return {
+    svcnum: number.svcnum,
+    state,
+    ...(number.svcnumId ? { holder: number.svcnumId } : {}),
+    ...(number.entityType ? { entity_type: number.entityType } : {}),
+    ...(number.quarantinedUntil ? { cool_off_until: new Date(number.quarantinedUntil).toISOString() } : {}),
+    updated_at: new Date(number.updatedAt).toISOString(),
+  };
+}
+
+export function createNumberLifecycle(deps: { store: Store; clock: Clock; config: ProvisioningConfig; pool: NumberPool }) {
+  const { store, clock, pool } = deps;
+
+  async function existing(svcnum: string): Promise<NumberRecord> {
+    if (!SERVICE_NUMBER.test(svcnum)) throw invalidArgument('a service number is 11 to 15 digits');
+    const number = await store.getNumber(svcnum);
+    if (!number) throw notFound(`no number ${svcnum}`);
+    return number;
+  }
+
+  /** Mirrors a number's state onto its holder entity, so lists need no extra reads. */
+  async function mirror(number: NumberRecord, state: NumberState) {
+    if (!number.svcnumId || number.entityType === 'mask') return;
+    const holder = await store.getUser(number.svcnumId);
+    if (holder?.svcnum === number.svcnum) await store.updateEntity(holder.svcnumId, { numberState: state, updatedAt: clock.now() });
+  }
+
+  async function transition(svcnum: string, from: NumberRecord['state'][], to: NumberState) {
+    const number = await existing(svcnum);
+    if (number.entityType === 'mask') throw failedPrecondition('mask numbers follow their mask: close the mask instead');
+    const changed = await store.transitionNumber(svcnum, from, to, clock.now());
+    if (!changed) throw failedPrecondition(`number ${svcnum} is ${number.state}; it must be ${from.join(' or ')}`);
+    await mirror(changed, to);
+    return numberView(changed, clock.now());
+  }
+
+  return {
+    /** Adds `count` consecutive numbers from `first` to the pool; existing numbers are skipped. */
+    async seed(first: string, count: number) {
+      if (!SERVICE_NUMBER.test(first)) throw invalidArgument('--from must be a service number of 11 to 15 digits');
+      if (!Number.isInteger(count) || count < 1 || count > 100_000) throw invalidArgument('--count must be 1 to 100000');
+      const start = BigInt(first);
+      let added = 0;
+      const skipped: string[] = [];
+      for (let offset = 0; offset < count; offset++) {
+        const svcnum = (start + BigInt(offset)).toString().padStart(first.length, '0');
+        if (await store.seedNumber(svcnum, clock.now())) added++;
+        else skipped.push(svcnum);
+      }
+      return { added, skipped: skipped.length, first, last: (start + BigInt(count - 1)).toString().padStart(first.length, '0') };
+    },
+
+    show: async (svcnum: string) => numberView(await existing(svcnum), clock.now()),
+    suspend: (svcnum: string) => transition(svcnum, ['active'], 'suspended'),
+    reactivate: (svcnum: string) => transition(svcnum, ['suspended'], 'active'),
+
+    /** Retires a number from its holder: deactivated, then quarantined for the cool-off. */
+    async deactivate(svcnum: string) {
+      const number = await existing(svcnum);
+      if (number.entityType === 'mask') throw failedPrecondition('mask numbers follow their mask: close the mask instead');
+      if (number.state === 'active' || number.state === 'suspended') {
+        const changed = await store.transitionNumber(svcnum, ['active', 'suspended'], 'deactivated', clock.now());
+        if (!changed) throw failedPrecondition(`number ${svcnum} changed meanwhile; retry`);
+        await mirror(changed, 'deactivated');
+      } else if (number.state !== 'deactivated') {
+        throw failedPrecondition(`number ${svcnum} is ${number.state}; only active or suspended numbers can be deactivated`);
+      }
+      const holder = number.svcnumId;
+      if (holder && !(await pool.quarantine(svcnum, holder))) throw failedPrecondition(`number ${svcnum} changed meanwhile; retry`);
+      return numberView((await store.getNumber(svcnum))!, clock.now());
+    },
+  };
+}
+
+/**
+ * Whether the holder of a lapsed lease committed, and if so the state its number should have:
+ * the commit write (entity or mask) names the number.
+ */
+export function leaseResolver(store: Store, config: ProvisioningConfig): LeaseResolver {
+  return async (number) => {
+    const holder = number.svcnumId!;
+    if (number.entityType === 'mask') {
+      const mask = await store.getMask(holder);
+      return mask?.svcnum === number.svcnum ? { state: 'active', poolFrom: mask.expiresAt + config.coolOff } : undefined;
+    }
+    const entity = await store.getUser(holder);
+    if (entity?.svcnum === number.svcnum) return { state: 'active' };
+    if (entity?.fallbackSvcnum === number.svcnum) return { state: 'reserved' };
+    return undefined;
+  };
+}

@@ -1,0 +1,102 @@
+import { newUlid } from '../ids';
+import type { Mask } from '../model';
+import type { Clock, Random } from '../ports';
+import type { Store } from '../store';
+import { provisioningLimits, type ProvisioningConfig } from './config';
+import { failedPrecondition, invalidArgument, notFound } from './errors';
+import { decodePageToken, pageOf, pageSize } from './pages';
+import type { NumberPool } from './pool';
+import type { Caller } from './programmable';
+import type { RequestLog } from './requests';
+import { Steps } from './steps';
+import { maskScopeField, svcnumIdField } from './validation';
+
+// Masks: a temporary number that anonymously bridges two participants. A mask is `expired` from
+// the very millisecond its TTL elapses (checked on every read, whatever DynamoDB's TTL sweeper
+// does). Its number stays in the pool index with `availableAt` = expiry + cool-off, so it comes
+// back by itself, without any sweeper.
+
+export interface MaskView {
+  maskId: string;
+  svcnum: string;
+  participantA: string;
+  participantB: string;
+  scope: string;
+  state: 'active' | 'expired';
+  createTime: number;
+  expireTime: number;
+}
+
+export const maskView = (mask: Mask, now: number): MaskView => ({
+  maskId: mask.maskId,
+  svcnum: mask.svcnum,
+  participantA: mask.participantA,
+  participantB: mask.participantB,
+  scope: mask.scope,
+  state: mask.expiresAt > now ? 'active' : 'expired',
+  createTime: mask.createdAt,
+  expireTime: mask.expiresAt,
+});
+
+export function createMasks(deps: { store: Store; clock: Clock; random: Random; pool: NumberPool; once: RequestLog; config: ProvisioningConfig }) {
+  const { store, clock, random, pool, once, config } = deps;
+
+  async function owned(caller: Caller, maskId: string | undefined): Promise<Mask> {
+    const id = svcnumIdField(maskId, 'mask_id');
+    const mask = await store.getMask(id);
+    if (!mask || mask.ownerId !== caller.ownerId) throw notFound(`no mask ${id} in your account`);
+    return mask;
+  }
+
+  async function participant(value: string | undefined, field: string): Promise<string> {
+    const id = svcnumIdField(value, field);
+    const entity = await store.getUser(id);
+    if (!entity) throw notFound(`${field} ${id} does not exist`);
+    if (entity.status !== 'active' || (entity.numberState && entity.numberState !== 'active')) throw failedPrecondition(`${field} ${id} is not active`);
+    return id;
+  }
+
+  return {
+    create(caller: Caller, input: { requestId?: string; ttlSeconds?: number; participantA?: string; participantB?: string; scope?: string }): Promise<MaskView> {
+      const ttl = input.ttlSeconds ?? 0;
+      const min = provisioningLimits.maskTtlMin / 1000;
+      const max = provisioningLimits.maskTtlMax / 1000;
+      if (!Number.isInteger(ttl) || ttl < min || ttl > max) throw invalidArgument(`ttl_seconds must be an integer from ${min} to ${max}`);
+      const scope = maskScopeField(input.scope);
+      if (input.participantA && input.participantA === input.participantB) throw invalidArgument('participant_a and participant_b must be different');
+      const request = { ttl, scope, participantA: input.participantA, participantB: input.participantB };
+      return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request },
+        () => Steps.all(async (steps) => {
+          const participantA = await participant(input.participantA, 'participant_a');
+          const participantB = await participant(input.participantB, 'participant_b');
+          const maskId = newUlid(clock, random);
+          const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
+          const now = clock.now();
+          const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt: now, expiresAt: now + ttl * 1000 };
+          await steps.commit(() => store.createMask(mask));
+          // The number rejoins the pool once the mask has expired and cooled off.
+          await steps.afterCommit(() => pool.confirm(svcnum, maskId, 'active', mask.expiresAt + config.coolOff));
+          return { id: maskId, result: maskView(mask, now) };
+        }),
+        async (id) => maskView(await owned(caller, id), clock.now()));
+    },
+
+    get: async (caller: Caller, maskId: string | undefined) => maskView(await owned(caller, maskId), clock.now()),
+
+    async list(caller: Caller, input: { pageSize?: number; pageToken?: string }) {
+      const page = await store.listMasks(caller.ownerId, pageSize(input.pageSize), decodePageToken(input.pageToken, caller.ownerId));
+      const now = clock.now();
+      return pageOf(page, (mask) => maskView(mask, now));
+    },
+
+    /** Early close: expired at once; its number's cool-off starts now. */
+    async close(caller: Caller, maskId: string | undefined): Promise<MaskView> {
+      const mask = await owned(caller, maskId);
+      const now = clock.now();
+      const closed = await store.closeMask(mask.maskId, now);
+      if (!closed) throw failedPrecondition(`mask ${mask.maskId} has already expired`);
+      await store.confirmNumber(mask.svcnum, mask.maskId, 'active', now, now + config.coolOff);
+      return maskView(closed, now);
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import type { Clock } from '../ports';
+import type { ProvisioningConfig } from './config';
+import { ProvisioningError } from './errors';
+import { shuffled } from './pool';
+import type { ProvisioningStore } from './store';
+
+// Exact quotas without transactions: a quota of N is N slot items (`owner#kind#0` … `#N-1`),
+// each claimed with a conditional put. Concurrent creations can never hold more than N. A claim
+// carries a lease until its agent commits, so a crashed creation frees its slot by itself.
+
+export type AgentQuotaKind = 'independent' | 'dependent';
+
+/** Whether `holder` committed (its agent exists): a lapsed slot of a committed holder is kept. */
+export type HolderCommitted = (holder: string) => Promise<boolean>;
+
+export const slotKey = (ownerId: string, kind: AgentQuotaKind, index: number) => `${ownerId}#${kind}#${index}`;
+
+export function createQuota(store: ProvisioningStore, clock: Clock, config: ProvisioningConfig, committed: HolderCommitted) {
+  return {
+    /** Claims a free slot for `holder`; RESOURCE_EXHAUSTED when all `limit` slots are held. */
+    async claim(ownerId: string, kind: AgentQuotaKind, holder: string, limit: number): Promise<string> {
+      const order = shuffled(Array.from({ length: limit }, (_, index) => index));
+      for (const index of order) {
+        const key = slotKey(ownerId, kind, index);
+        const now = clock.now();
+        const claim = await store.claimSlot(key, holder, now + config.lease, now);
+        if (claim.outcome === 'claimed') return key;
+        if (claim.outcome === 'lapsed') {
+          if (await committed(claim.slot.holder)) await store.confirmSlot(key, claim.slot.holder);
+          else if (await store.takeOverSlot(claim.slot, holder, now + config.lease)) return key;
+        }
+      }
+      throw new ProvisioningError('resource_exhausted', `the quota of ${limit} ${kind} agents for ${ownerId} is used up; higher quotas are available on request`);
+    },
+
+    confirm: async (key: string, holder: string) => {
+      if (!(await store.confirmSlot(key, holder))) throw new Error(`quota slot ${key} is no longer held by ${holder}`);
+    },
+
+    release: (key: string, holder: string) => store.releaseSlot(key, holder),
+  };
+}
+
+export type Quota = ReturnType<typeof createQuota>;

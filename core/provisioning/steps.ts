@@ -1,0 +1,44 @@
+// A multi-item operation without transactions: each step may register how to undo itself;
+// if a later step fails, the undo actions run in reverse order and the error is rethrown.
+// Undo failures are swallowed: what they leave behind is held under a lease that lapses.
+// Once the operation's commit write succeeded, nothing is undone any more: confirmations that
+// follow are best effort, and a lapsed lease of a committed holder is rolled forward by the
+// next allocator (see pool.ts and quota.ts).
+
+export class Steps {
+  private readonly undo: Array<() => Promise<unknown>> = [];
+
+  async run<T>(step: () => Promise<T>, undo?: (result: T) => Promise<unknown>): Promise<T> {
+    const result = await step();
+    if (undo) this.undo.push(() => undo(result));
+    return result;
+  }
+
+  /** Runs the commit write; from then on the operation has happened and is never undone. */
+  async commit<T>(write: () => Promise<T>): Promise<T> {
+    const result = await write();
+    this.undo.length = 0;
+    return result;
+  }
+
+  /** A step after the commit: its failure is tolerated (what it left is rolled forward later). */
+  async afterCommit(step: () => Promise<unknown>): Promise<void> {
+    await step().catch(() => undefined);
+  }
+
+  async rollBack(): Promise<void> {
+    for (const action of this.undo.reverse()) await action().catch(() => undefined);
+    this.undo.length = 0;
+  }
+
+  /** Runs `work`; on failure rolls back the steps taken and rethrows. */
+  static async all<T>(work: (steps: Steps) => Promise<T>): Promise<T> {
+    const steps = new Steps();
+    try {
+      return await work(steps);
+    } catch (error) {
+      await steps.rollBack();
+      throw error;
+    }
+  }
+}
