@@ -22,7 +22,7 @@ async function main() {
   if (!dataDir) throw new Error('DATA_DIR is required');
   // Imported after the environment is set: the handlers build their logger at load time.
   const { startLocal } = await import('../local/runner');
-  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0 });
+  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0 });
 
   let stopping = false;
   /** `orphaned`: the parent is gone (stdin closed), so nobody else will remove DATA_DIR. */

@@ -153,6 +153,13 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     createClient,
     createUser,
 
+    /** A new secret for a confidential client, shown once; the previous one stops working. */
+    async rotateClientSecret(clientId: string): Promise<string> {
+      const clientSecret = randomSecret(random);
+      if (!(await store.setClientSecret(clientId, sha256(clientSecret)))) throw new Error(`client ${clientId} has no secret to rotate`);
+      return clientSecret;
+    },
+
     async disableUser(svcnumId: string): Promise<User | undefined> {
       const user = await store.setUserStatus(svcnumId, 'disabled');
       if (!user) return undefined;

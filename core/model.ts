@@ -144,7 +144,7 @@ export interface NumberRecord {
   entityType?: 'person' | 'business' | 'programmable' | 'mask' | 'ai_agent';
   state: NumberState | 'available' | 'leased' | 'reserved';
   /** Present while the number is in (or will return to) the free pool. */
-  pool?: 'free';
+  poolKey?: 'free';
   /** Padded epoch ms from which a pooled number may be allocated. */
   availableAt?: string;
   /** End of an uncommitted claim. */

@@ -27,6 +27,8 @@ export interface CodeBinding {
 export interface AuthStore {
   // clients
   createClient(client: Client): Promise<void>;
+  /** Replaces a confidential client's secret (by its hash); the old secret stops working. */
+  setClientSecret(clientId: string, secretHash: string): Promise<boolean>;
   /** Removes a client (compensation of a create that did not complete). */
   deleteClient(clientId: string): Promise<void>;
   getClient(clientId: string): Promise<Client | undefined>;

@@ -35,10 +35,10 @@ export const tableDefinitions = {
   },
   numbers: {
     partitionKey: 'svcnum',
-    // Sparse: only numbers that are (or will become) free carry `pool`; `availableAt` (padded
+    // Sparse: only numbers that are (or will become) free carry `poolKey` ('free'); `availableAt` (padded
     // epoch ms) says from when: seeded numbers at once, leases when they lapse, quarantined
     // numbers and mask numbers when their cool-off ends.
-    indexes: [{ name: 'pool', partitionKey: 'pool', sortKey: 'availableAt' }],
+    indexes: [{ name: 'pool', partitionKey: 'poolKey', sortKey: 'availableAt' }],
     description: 'Service numbers: uniqueness claim, holder, lifecycle state and the free pool',
   },
   masks: {

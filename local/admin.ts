@@ -5,6 +5,9 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createAccounts, InvalidInputError, publicClient, publicUser } from '../core/accounts';
+import { createCore } from '../core/service';
+import { serviceConfig } from '../core/config';
+import { ProvisioningError } from '../core/provisioning/errors';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore } from '../core/adapters/local-keys';
@@ -24,8 +27,12 @@ const USAGE = `usage: npm run --silent admin -- <command> [options]
   client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email"
   client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID
   api-client create --name N --scope "messaging poll"
+  prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"
   user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]
   user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID
+  number seed --from NUMBER --count N      add consecutive numbers to the pool
+  number show|suspend|reactivate|deactivate NUMBER
+  quota set --owner SVCNUM_ID [--independent N] [--dependent N]
   key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)
 
 options: --env sandbox|production  act on a deployed environment instead of the local data
@@ -105,6 +112,11 @@ async function run(argv: string[]): Promise<unknown> {
       'setup-required': { type: 'boolean' },
       'account-type': { type: 'string' },
       env: { type: 'string' },
+      owner: { type: 'string' },
+      from: { type: 'string' },
+      count: { type: 'string' },
+      independent: { type: 'string' },
+      dependent: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -134,8 +146,18 @@ async function run(argv: string[]): Promise<unknown> {
 
   return withLocalStore(env.dataDir, env.dynamoPort, async (store) => {
     const accounts = createAccounts(store, systemClock, systemRandom);
+    // The provisioning lifecycle needs no keys: a key ring that is never asked.
+    const lifecycle = () => createCore({
+      store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
+      keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
+    }).provisioning.lifecycle;
+    const integer = (value: string | undefined, what: string) => {
+      if (value === undefined) return undefined;
+      if (!/^\d{1,6}$/.test(value)) throw new UsageError(`${what} must be a whole number`);
+      return Number(value);
+    };
     const found = <T>(value: T | undefined, what: string): T => {
-      if (value === undefined) throw new Error(`no ${what} ${argument}`);
+      if (value === undefined) throw new Error(`no ${what} ${argument ?? values.owner ?? ''}`.trim());
       return value;
     };
     switch (`${noun} ${verb ?? ''}`.trim()) {
@@ -148,6 +170,27 @@ async function run(argv: string[]): Promise<unknown> {
       case 'api-client create': {
         const { client, clientSecret } = await accounts.createApiClient({ name: need(values.name, '--name'), scope: need(values.scope, '--scope') });
         return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+      }
+      case 'prov-client create': {
+        const { client, clientSecret } = await accounts.createProvisioningClient({
+          name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ownerId: need(values.owner, '--owner'),
+        });
+        return { ...clientJson(client), owner: client.ownerId, client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+      }
+      case 'number seed': return lifecycle().seed(need(values.from, '--from'), integer(need(values.count, '--count'), '--count')!);
+      case 'number show': return lifecycle().show(need(argument, 'a NUMBER'));
+      case 'number suspend': return lifecycle().suspend(need(argument, 'a NUMBER'));
+      case 'number reactivate': return lifecycle().reactivate(need(argument, 'a NUMBER'));
+      case 'number deactivate': return lifecycle().deactivate(need(argument, 'a NUMBER'));
+      case 'quota set': {
+        const independent = integer(values.independent, '--independent');
+        const dependent = integer(values.dependent, '--dependent');
+        if (independent === undefined && dependent === undefined) throw new UsageError('quota set needs --independent and/or --dependent');
+        const owner = found(await store.setQuotaOverrides(need(values.owner, '--owner'), {
+          ...(independent !== undefined ? { independentAgentQuota: independent } : {}),
+          ...(dependent !== undefined ? { dependentAgentQuota: dependent } : {}),
+        }), 'account');
+        return { svcnum_id: owner.svcnumId, independent_agent_quota: owner.independentAgentQuota ?? null, dependent_agent_quota: owner.dependentAgentQuota ?? null };
       }
       case 'client list': return { clients: (await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson) };
       case 'client show': return clientJson(found(await store.getClient(need(argument, 'a CLIENT_ID')), 'client'));
@@ -180,6 +223,6 @@ try {
   const usage = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`${usage && !message.startsWith('usage:') ? `${message} (see: admin help)` : message}\n`);
-  if (!usage && !(error instanceof InvalidInputError) && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
+  if (!usage && !(error instanceof InvalidInputError) && !(error instanceof ProvisioningError) && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
   process.exitCode = usage ? 2 : 1;
 }

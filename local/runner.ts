@@ -6,7 +6,10 @@ import { openLocalKeyStore } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/config';
 import type { Clock, Random } from '../core/ports';
+import type { ProvisioningConfig } from '../core/provisioning/config';
 import { createCore, type Core } from '../core/service';
+import type { Store } from '../core/store';
+import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server';
 import { tableNames } from '../core/tables';
 import { routeGroups } from '../lambdas/routes';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
@@ -23,6 +26,12 @@ export interface LocalOptions {
   port: number;
   /** Embedded DynamoDB port; 0 picks a free one. */
   dynamoPort: number;
+  /** gRPC port of the provisioning API; 0 picks a free one. */
+  grpcPort: number;
+  /** Cool-off, leases and quotas of the provisioning API. */
+  provisioning?: ProvisioningConfig;
+  /** Wraps the store (tests inject failures between the steps of an operation). */
+  wrapStore?: (store: Store) => Store;
   /** Defaults to http://localhost:<port>. */
   issuer?: string;
   clock?: Clock;
@@ -34,6 +43,7 @@ export interface LocalOptions {
 export interface LocalService {
   issuer: string;
   port: number;
+  grpcPort: number;
   dynamoEndpoint: string;
   core: Core;
   close(): Promise<void>;
@@ -43,6 +53,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
   const dynamo: EmbeddedDynamo = await startEmbeddedDynamo(options.dataDir, options.dynamoPort);
   const client = localDynamoClient(dynamo.endpoint);
   let server: Server | undefined;
+  let grpc: RunningGrpcServer | undefined;
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     await ensureTables(client, tables);
@@ -54,25 +65,31 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     const started = await startHttpServer(routes, options.port, (request, url, response) => extra ? extra(request, url, response) : Promise.resolve(false));
     server = started.server;
     const issuer = options.issuer ?? `http://localhost:${started.port}`;
+    const store = createDynamoStore(documentClient(client), tables);
     const core = createCore({
-      store: createDynamoStore(documentClient(client), tables),
+      store: options.wrapStore ? options.wrapStore(store) : store,
       keys,
       clock: options.clock ?? systemClock,
       random: options.random ?? systemRandom,
       config: serviceConfig(issuer),
+      ...(options.provisioning ? { provisioning: options.provisioning } : {}),
     });
     for (const [group, definition] of Object.entries(routeGroups)) {
       const handler = definition.create(core) as LambdaHandler;
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);
+    grpc = await startGrpcServer(core, { port: options.grpcPort, host: '127.0.0.1' });
     const httpServer = server;
+    const grpcServer = grpc;
     return {
       issuer,
       port: started.port,
+      grpcPort: grpc.port,
       dynamoEndpoint: dynamo.endpoint,
       core,
       async close() {
+        await grpcServer.drain(2_000);
         await new Promise<void>((resolve) => {
           httpServer.close(() => resolve());
           httpServer.closeAllConnections();
@@ -82,6 +99,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       },
     };
   } catch (error) {
+    grpc?.server.forceShutdown();
     server?.close();
     client.destroy();
     await dynamo.close();

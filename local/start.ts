@@ -5,6 +5,8 @@ import { resolve } from 'node:path';
 import { ensureDemo, demoClient } from './demo';
 import { localEnvironment } from './environment';
 import { startLocal } from './runner';
+import { coolOffFromEnvironment } from '../core/adapters/aws-environment';
+import { defaultProvisioningConfig } from '../core/provisioning/config';
 
 // `npm start`: the whole service on this machine, no AWS account, no Docker.
 
@@ -14,6 +16,8 @@ const service = await startLocal({
   dataDir: env.dataDir,
   port: env.port,
   dynamoPort: env.dynamoPort,
+  grpcPort: env.grpcPort,
+  provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
   ...(env.issuer ? { issuer: env.issuer } : {}),
   extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
 });
@@ -25,6 +29,7 @@ const lines = [
   `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
   `  issuer            ${service.issuer}`,
   `  discovery         ${service.issuer}/.well-known/openid-configuration`,
+  `  gRPC provisioning 127.0.0.1:${service.grpcPort} (health, reflection)`,
   `  embedded DynamoDB ${service.dynamoEndpoint}`,
   '',
   'Try a sign-in:',

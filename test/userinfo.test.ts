@@ -283,7 +283,7 @@ describe('signing key rotation', () => {
     const clock = new TestClock();
     const jwksOf = async (issuer: string) => (await (await fetch(`${issuer}/.well-known/jwks.json`)).json() as { keys: Array<{ kid: string }> }).keys.map((key) => key.kid);
     try {
-      const first = { ...(await startLocal({ dataDir, port: 0, dynamoPort: 0, clock })), clock, dataDir };
+      const first = { ...(await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0, clock })), clock, dataDir };
       let oldTokens!: { access: string; refresh: string; id: string };
       let newKid!: string;
       const rotationClient = await createLoginClient(first);
@@ -309,7 +309,7 @@ describe('signing key rotation', () => {
       // Step 2: activate (as `admin key activate` would, on the key folder), and deploy: a fresh
       // process on the same data and the same issuer.
       await (await openLocalKeyStore(join(dataDir, 'keys'))).activate(newKid);
-      const second = { ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, clock })), clock, dataDir };
+      const second = { ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, grpcPort: 0, clock })), clock, dataDir };
       try {
         expect(second.issuer).toBe(first.issuer);
         const oldKid = decodeProtectedHeader(oldTokens.access).kid!;
@@ -337,7 +337,7 @@ describe('signing key rotation', () => {
       } finally {
         await second.close();
       }
-      const third = { ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, clock })), clock, dataDir };
+      const third = { ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, grpcPort: 0, clock })), clock, dataDir };
       try {
         expect(await jwksOf(third.issuer)).toEqual([newKid]);
         expectRefusal(await userinfo(third, { authorization: bearer(oldTokens.access) }), 401, 'invalid_token');

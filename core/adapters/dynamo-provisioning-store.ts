@@ -64,7 +64,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
     // the number pool
     seedNumber: (svcnum, now) => conditional(db.send(new PutCommand({
       TableName: tables.numbers,
-      Item: { svcnum, state: 'available', pool: 'free', availableAt: poolTime(0), updatedAt: now },
+      Item: { svcnum, state: 'available', poolKey: 'free', availableAt: poolTime(0), updatedAt: now },
       ConditionExpression: 'attribute_not_exists(svcnum)',
     }))),
 
@@ -72,7 +72,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
       const page = await queryPage<NumberRecord>({
         TableName: tables.numbers,
         IndexName: 'pool',
-        KeyConditionExpression: 'pool = :free AND availableAt <= :now',
+        KeyConditionExpression: 'poolKey = :free AND availableAt <= :now',
         ExpressionAttributeValues: { ':free': 'free', ':now': poolTime(now) },
       }, limit);
       return page.items;
@@ -83,7 +83,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
       Key: { svcnum: number.svcnum },
       UpdateExpression: 'SET #state = :leased, svcnumId = :holder, entityType = :type, leaseUntil = :lease, availableAt = :leaseAt, updatedAt = :now REMOVE quarantinedUntil',
       // Optimistic: availableAt changes with every transition, so an unchanged value means nobody else got here first.
-      ConditionExpression: 'pool = :free AND availableAt = :seen AND availableAt <= :nowAt',
+      ConditionExpression: 'poolKey = :free AND availableAt = :seen AND availableAt <= :nowAt',
       ExpressionAttributeNames: { '#state': 'state' },
       ExpressionAttributeValues: {
         ':leased': 'leased', ':holder': holder, ':type': entityType, ':lease': leaseUntil, ':leaseAt': poolTime(leaseUntil),
@@ -95,7 +95,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
       TableName: tables.numbers,
       Key: { svcnum },
       UpdateExpression: poolFrom === undefined
-        ? 'SET #state = :state, updatedAt = :now REMOVE pool, availableAt, leaseUntil'
+        ? 'SET #state = :state, updatedAt = :now REMOVE poolKey, availableAt, leaseUntil'
         : 'SET #state = :state, updatedAt = :now, availableAt = :from, quarantinedUntil = :until REMOVE leaseUntil',
       // Confirming twice is harmless (a retried step).
       ConditionExpression: 'svcnumId = :holder AND (#state = :leased OR #state = :state)',
@@ -110,7 +110,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
       await conditional(db.send(new UpdateCommand({
         TableName: tables.numbers,
         Key: { svcnum },
-        UpdateExpression: 'SET #state = :available, pool = :free, availableAt = :nowAt, updatedAt = :now REMOVE svcnumId, entityType, leaseUntil',
+        UpdateExpression: 'SET #state = :available, poolKey = :free, availableAt = :nowAt, updatedAt = :now REMOVE svcnumId, entityType, leaseUntil',
         ConditionExpression: 'svcnumId = :holder AND #state = :leased',
         ExpressionAttributeNames: { '#state': 'state' },
         ExpressionAttributeValues: { ':available': 'available', ':free': 'free', ':nowAt': poolTime(now), ':now': now, ':holder': holder, ':leased': 'leased' },
@@ -120,7 +120,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
     quarantineNumber: (svcnum, holder, until, now) => conditional(db.send(new UpdateCommand({
       TableName: tables.numbers,
       Key: { svcnum },
-      UpdateExpression: 'SET #state = :quarantined, pool = :free, availableAt = :untilAt, quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
+      UpdateExpression: 'SET #state = :quarantined, poolKey = :free, availableAt = :untilAt, quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
       ConditionExpression: 'svcnumId = :holder AND #state IN (:active, :suspended, :deactivated, :reserved)',
       ExpressionAttributeNames: { '#state': 'state' },
       ExpressionAttributeValues: {
@@ -132,7 +132,7 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
     restoreNumber: (svcnum, holder, state, now) => conditional(db.send(new UpdateCommand({
       TableName: tables.numbers,
       Key: { svcnum },
-      UpdateExpression: 'SET #state = :state, svcnumId = :holder, updatedAt = :now REMOVE pool, availableAt, quarantinedUntil, previousSvcnumId',
+      UpdateExpression: 'SET #state = :state, svcnumId = :holder, updatedAt = :now REMOVE poolKey, availableAt, quarantinedUntil, previousSvcnumId',
       ConditionExpression: '#state = :quarantined AND previousSvcnumId = :holder',
       ExpressionAttributeNames: { '#state': 'state' },
       ExpressionAttributeValues: { ':state': state, ':holder': holder, ':now': now, ':quarantined': 'quarantined' },

@@ -23,6 +23,13 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
       })));
       if (!created) throw new Error(`client ${client.clientId} already exists`);
     },
+    setClientSecret: (clientId, secretHash) => conditional(db.send(new UpdateCommand({
+      TableName: tables.clients,
+      Key: { clientId },
+      UpdateExpression: 'SET secretHash = :hash',
+      ConditionExpression: 'attribute_exists(secretHash)',
+      ExpressionAttributeValues: { ':hash': secretHash },
+    }))),
     async deleteClient(clientId) {
       await db.send(new DeleteCommand({ TableName: tables.clients, Key: { clientId } }));
     },

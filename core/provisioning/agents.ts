@@ -85,7 +85,10 @@ export function createAgents(deps: {
   async function provisionAgent(input: AgentInput, owner: { ownerId: string; parentId?: string; kind: AgentKind; quotaOwner: User; caller: Caller }) {
     const displayName = displayNameField(input.displayName, true)!;
     const capabilities = capabilitiesField(input.capabilities);
-    const scopes = agentScopeField(input.scope);
+    // A dependent of an agent can do no more than its owner agent.
+    const ceiling = owner.quotaOwner.accountType === 'ai_agent' ? owner.quotaOwner.scopes ?? [] : undefined;
+    const scopes = input.scope?.trim() || !ceiling ? agentScopeField(input.scope) : [...ceiling];
+    if (ceiling && !isSubset(scopes, ceiling)) throw invalidArgument(`scope must stay within the owner agent's scopes: ${formatScope(ceiling)}`);
     const limit = owner.kind === 'independent'
       ? owner.quotaOwner.independentAgentQuota ?? config.independentAgentQuota
       : owner.quotaOwner.dependentAgentQuota ?? config.dependentAgentQuota;
@@ -132,10 +135,13 @@ export function createAgents(deps: {
           const { agent, clientSecret } = await provisionAgent(input, { ownerId: caller.ownerId, kind: 'independent', quotaOwner: owner, caller });
           return { id: agent.svcnumId, result: { agent: agentView(agent), clientId: agent.clientId!, clientSecret: clientSecret! } };
         },
-        // A retry gets the agent again, but never the secret: it was shown once and is stored hashed.
+        // A retry gets the same agent. The first secret cannot be shown again (it is stored hashed),
+        // so the agent gets a new one and the earlier one stops working: the caller always ends
+        // up holding working credentials.
         async (id) => {
           const agent = await owned(caller, id);
-          return { agent: agentView(agent), clientId: agent.clientId ?? '', clientSecret: '' };
+          const clientSecret = await accounts.rotateClientSecret(agent.clientId!);
+          return { agent: agentView(agent), clientId: agent.clientId!, clientSecret };
         });
     },
 

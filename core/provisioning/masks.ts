@@ -89,12 +89,12 @@ export function createMasks(deps: { store: Store; clock: Clock; random: Random; 
       return pageOf(page, (mask) => maskView(mask, now));
     },
 
-    /** Early close: expired at once; its number's cool-off starts now. */
+    /** Early close: expired at once, its number's cool-off starts now. Closing an expired mask changes nothing. */
     async close(caller: Caller, maskId: string | undefined): Promise<MaskView> {
       const mask = await owned(caller, maskId);
       const now = clock.now();
       const closed = await store.closeMask(mask.maskId, now);
-      if (!closed) throw failedPrecondition(`mask ${mask.maskId} has already expired`);
+      if (!closed) return maskView(mask, now);
       await store.confirmNumber(mask.svcnum, mask.maskId, 'active', now, now + config.coolOff);
       return maskView(closed, now);
     },

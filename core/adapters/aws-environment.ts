@@ -1,0 +1,52 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KMSClient } from '@aws-sdk/client-kms';
+import { DAY, serviceConfig } from '../config';
+import { defaultProvisioningConfig } from '../provisioning/config';
+import { createCore, type Core } from '../service';
+import { tableNames } from '../tables';
+import { createDynamoStore } from './dynamo-store';
+import { documentClient } from './dynamo-schema';
+import { createKmsKeyRing } from './kms-keys';
+import { systemClock, systemRandom } from './system';
+
+// How a process in AWS (a Lambda container, a Fargate task) builds the core: once, from its
+// environment, on first use.
+//   ISSUER               the issuer URL (https://…)
+//   TABLE_PREFIX         physical table name prefix of the environment
+//   KMS_KEY_ID           the KMS key (id, ARN or alias) that signs
+//   KMS_VERIFY_KEY_IDS   comma-separated further keys published in the JWKS (rotation)
+//   NUMBER_COOL_OFF_DAYS cool-off of retired numbers (default 90)
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`environment variable ${name} is not set`);
+  return value;
+}
+
+export function coolOffFromEnvironment(): number {
+  const days = process.env.NUMBER_COOL_OFF_DAYS;
+  if (days === undefined || days === '') return defaultProvisioningConfig.coolOff;
+  const parsed = Number(days);
+  if (!Number.isFinite(parsed) || parsed < 0) throw new Error(`NUMBER_COOL_OFF_DAYS must be a non-negative number, got '${days}'`);
+  return parsed * DAY;
+}
+
+let core: Core | undefined;
+
+export function coreFromEnvironment(): Core {
+  if (core) return core;
+  const keys = createKmsKeyRing({
+    client: new KMSClient({}),
+    activeKeyId: required('KMS_KEY_ID'),
+    additionalKeyIds: (process.env.KMS_VERIFY_KEY_IDS ?? '').split(',').map((id) => id.trim()).filter(Boolean),
+  });
+  core = createCore({
+    store: createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(required('TABLE_PREFIX'))),
+    keys,
+    clock: systemClock,
+    random: systemRandom,
+    config: serviceConfig(required('ISSUER')),
+    provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
+  });
+  return core;
+}

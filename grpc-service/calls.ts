@@ -1,0 +1,90 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import type { ProvisioningScope } from '../core/scopes';
+import { ProvisioningError, type ProvisioningErrorCode } from '../core/provisioning/errors';
+import type { Caller } from '../core/provisioning/programmable';
+import type { Core } from '../core/service';
+import { InvalidTokenError } from '../core/tokens';
+
+// Every RPC goes through `unary`: authenticate the bearer token, check the RPC's prov:* scope,
+// run the core call, and turn failures into gRPC statuses with messages a developer can act on.
+// One structured log line per call; never a token or secret.
+
+export const logger = new Logger({ serviceName: 'svcnum-provisioning' });
+
+const CODES: Record<ProvisioningErrorCode, status> = {
+  invalid_argument: status.INVALID_ARGUMENT,
+  not_found: status.NOT_FOUND,
+  already_exists: status.ALREADY_EXISTS,
+  failed_precondition: status.FAILED_PRECONDITION,
+  resource_exhausted: status.RESOURCE_EXHAUSTED,
+  permission_denied: status.PERMISSION_DENIED,
+  aborted: status.ABORTED,
+  unavailable: status.UNAVAILABLE,
+};
+
+export class CallError extends Error {
+  constructor(readonly code: status, message: string, readonly trailers?: Metadata) {
+    super(message);
+  }
+}
+
+function serviceError(error: CallError): Partial<ServiceError> {
+  return { code: error.code, details: error.message, ...(error.trailers ? { metadata: error.trailers } : {}) };
+}
+
+const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i;
+
+/** The provisioning client behind the call, or UNAUTHENTICATED / PERMISSION_DENIED. */
+export async function authenticate(core: Core, metadata: Metadata, scope: ProvisioningScope): Promise<Caller> {
+  const values = metadata.get('authorization');
+  if (values.length !== 1 || typeof values[0] !== 'string') throw new CallError(status.UNAUTHENTICATED, 'send one "authorization: Bearer <access token>" header (client_credentials grant)');
+  const match = BEARER.exec(values[0].trim());
+  if (!match) throw new CallError(status.UNAUTHENTICATED, 'the authorization header must be "Bearer <access token>"');
+  let claims;
+  try {
+    claims = await core.verifyAccessToken(match[1]!);
+  } catch (error) {
+    if (error instanceof InvalidTokenError) throw new CallError(status.UNAUTHENTICATED, error.message);
+    throw error;
+  }
+  const client = await core.getClient(claims.client_id);
+  if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
+    throw new CallError(status.UNAUTHENTICATED, 'the token does not belong to an enabled provisioning client');
+  }
+  if (!claims.scope.split(' ').includes(scope)) throw new CallError(status.PERMISSION_DENIED, `this call needs a token with the ${scope} scope`);
+  return { ownerId: client.ownerId, clientId: client.clientId };
+}
+
+/** A core failure as the status the caller gets; anything unexpected becomes INTERNAL, logged here only. */
+function toCallError(error: unknown, method: string): CallError {
+  if (error instanceof CallError) return error;
+  if (error instanceof ProvisioningError) {
+    if (!error.oauthError) return new CallError(CODES[error.code], error.message);
+    // RFC 8693 error code, machine-readable next to the status.
+    const trailers = new Metadata();
+    trailers.set('oauth-error', error.oauthError);
+    return new CallError(CODES[error.code], error.message, trailers);
+  }
+  logger.error('call failed', { method, error: error as Error });
+  return new CallError(status.INTERNAL, 'the service failed; retry the call');
+}
+
+export function unary<Request, Response>(core: Core, method: string, scope: ProvisioningScope, run: (caller: Caller, request: Request) => Promise<Response>) {
+  return (call: ServerUnaryCall<Request, Response>, callback: sendUnaryData<Response>) => {
+    const started = performance.now();
+    authenticate(core, call.metadata, scope)
+      .then((caller) => run(caller, call.request))
+      .then(
+        (response) => {
+          logger.info('call', { method, code: 'OK', durationMs: Math.round((performance.now() - started) * 10) / 10 });
+          callback(null, response);
+        },
+        (error: unknown) => {
+          const failure = toCallError(error, method);
+          logger.info('call', { method, code: status[failure.code], durationMs: Math.round((performance.now() - started) * 10) / 10 });
+          callback(serviceError(failure), null);
+        },
+      );
+  };
+}

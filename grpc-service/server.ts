@@ -1,0 +1,86 @@
+import { Server, ServerCredentials, type ChannelOptions } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import type { Core } from '../core/service';
+import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_service';
+import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
+import { NumberServiceService } from './gen/svcnum/provisioning/v1alpha1/number_service';
+import { logger } from './calls';
+import { agentService } from './services/agents';
+import { maskService } from './services/masks';
+import { numberService } from './services/numbers';
+
+// The provisioning gRPC server: our three services, grpc.health.v1 and server reflection.
+
+export const SERVICE_NAMES = [
+  'svcnum.provisioning.v1alpha1.NumberService',
+  'svcnum.provisioning.v1alpha1.MaskService',
+  'svcnum.provisioning.v1alpha1.AgentService',
+] as const;
+
+/**
+ * Connection management behind an AWS NLB, which silently drops flows idle for 350 s: the server
+ * pings every 60 s (also without calls), so long-lived streams and idle channels stay open, and
+ * a peer that stops answering is dropped after 20 s. Connections are recycled after 30 minutes
+ * (with a grace for calls in flight) so new tasks get their share after a scale-out.
+ */
+export const serverOptions: ChannelOptions = {
+  'grpc.keepalive_time_ms': 60_000,
+  'grpc.keepalive_timeout_ms': 20_000,
+  'grpc.keepalive_permit_without_calls': 1,
+  'grpc.max_connection_age_ms': 30 * 60_000,
+  'grpc.max_connection_age_grace_ms': 5 * 60_000,
+  'grpc.max_receive_message_length': 1024 * 1024,
+};
+
+/** The .proto sources, loaded for server reflection (the same files the code is generated from). */
+function protoDefinitions(protoRoot: string) {
+  const folder = join(protoRoot, 'svcnum/provisioning/v1alpha1');
+  const files = readdirSync(folder).filter((file) => file.endsWith('.proto')).map((file) => join(folder, file));
+  return loadSync(files, { includeDirs: [protoRoot], keepCase: true, longs: String, enums: String, defaults: true });
+}
+
+export interface RunningGrpcServer {
+  port: number;
+  server: Server;
+  /** Graceful drain: NOT_SERVING at once, then let calls finish for up to `graceMs`, then stop. */
+  drain(graceMs?: number): Promise<void>;
+}
+
+export async function startGrpcServer(core: Core, options: { port: number; host?: string; protoRoot?: string }): Promise<RunningGrpcServer> {
+  const server = new Server(serverOptions);
+  server.addService(NumberServiceService, numberService(core));
+  server.addService(MaskServiceService, maskService(core));
+  server.addService(AgentServiceService, agentService(core));
+  const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
+  health.addToServer(server);
+  const protoRoot = options.protoRoot ?? fileURLToPath(new URL('../proto', import.meta.url));
+  new ReflectionService(protoDefinitions(protoRoot)).addToServer(server);
+
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${options.host ?? '0.0.0.0'}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+  });
+  return {
+    port,
+    server,
+    drain(graceMs = 25_000) {
+      for (const name of ['', ...SERVICE_NAMES]) health.setStatus(name, 'NOT_SERVING');
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          logger.warn('drain timed out; closing remaining calls', { graceMs });
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        timer.unref();
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,32 @@
+import type { MaskView } from '../../core/provisioning/masks';
+import type { Core } from '../../core/service';
+import type { Mask, MaskServiceServer } from '../gen/svcnum/provisioning/v1alpha1/mask_service';
+import { unary } from '../calls';
+import { numberState, timestamp } from './convert';
+
+const toProto = (mask: MaskView): Mask => ({
+  maskId: mask.maskId,
+  svcnum: mask.svcnum,
+  participantA: mask.participantA,
+  participantB: mask.participantB,
+  scope: mask.scope,
+  state: numberState(mask.state),
+  createTime: timestamp(mask.createTime),
+  expireTime: timestamp(mask.expireTime),
+});
+
+export function maskService(core: Core): MaskServiceServer {
+  const { masks } = core.provisioning;
+  return {
+    createMask: unary(core, 'MaskService.CreateMask', 'prov:masks', async (caller, request) => toProto(await masks.create(caller, {
+      requestId: request.requestId, ttlSeconds: request.ttlSeconds, participantA: request.participantA,
+      participantB: request.participantB, scope: request.scope,
+    }))),
+    getMask: unary(core, 'MaskService.GetMask', 'prov:masks', async (caller, request) => toProto(await masks.get(caller, request.maskId))),
+    listMasks: unary(core, 'MaskService.ListMasks', 'prov:masks', async (caller, request) => {
+      const page = await masks.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });
+      return { masks: page.items.map(toProto), nextPageToken: page.nextPageToken };
+    }),
+    closeMask: unary(core, 'MaskService.CloseMask', 'prov:masks', async (caller, request) => toProto(await masks.close(caller, request.maskId))),
+  };
+}

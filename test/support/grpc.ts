@@ -1,0 +1,89 @@
+import { credentials, Metadata, type Client as GrpcClient, type ServiceError } from '@grpc/grpc-js';
+import { AgentServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import { MaskServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import { NumberServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import type { AccountType, User } from '../../core/model';
+import { postForm } from './flow';
+import type { TestService } from './service';
+
+// A provisioning app as a test sees it: an owner account, a provisioning client registered for
+// it, a client_credentials token, and the generated gRPC clients on loopback.
+
+let counter = 0;
+
+/**
+ * Calls a unary RPC of a generated client and resolves with its response (or rejects with the
+ * ServiceError). Build requests with the generated `X.fromPartial({...})`: the encoder needs every field.
+ */
+export function call<Request, Response>(
+  client: GrpcClient,
+  method: string,
+  request: Request,
+  token?: string,
+): Promise<Response> {
+  const metadata = new Metadata();
+  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
+  return new Promise((resolve, reject) => {
+    const rpc = (client as unknown as Record<string, Function>)[method]!.bind(client);
+    rpc(request, metadata, (error: ServiceError | null, response: Response) => (error ? reject(error) : resolve(response)));
+  });
+}
+
+/** The failure of a call that must fail: its status code, details and trailers. */
+export async function failure(promise: Promise<unknown>): Promise<ServiceError> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as ServiceError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+export async function clientCredentialsToken(service: TestService, clientId: string, clientSecret: string, scope?: string): Promise<string> {
+  const reply = await postForm(`${service.issuer}/oauth/token`, {
+    grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, ...(scope ? { scope } : {}),
+  });
+  if (reply.status !== 200) throw new Error(`token: ${reply.text}`);
+  return String(reply.json.access_token);
+}
+
+export interface ProvisioningApp {
+  owner: User;
+  clientId: string;
+  clientSecret: string;
+  token: string;
+  numbers: NumberServiceClient;
+  masks: MaskServiceClient;
+  agents: AgentServiceClient;
+  close(): void;
+}
+
+/**
+ * An owner account (business by default: it may hold every prov:* scope) with a provisioning
+ * client and its token, plus generated clients connected to the service's gRPC port.
+ */
+export async function provisioningApp(service: TestService, options: { accountType?: AccountType; scope?: string } = {}): Promise<ProvisioningApp> {
+  const accountType = options.accountType ?? 'business';
+  const owner = await service.core.accounts.createUser({ email: `owner${++counter}-${Date.now()}@example.com`, password: 'owner password 1', accountType });
+  const scope = options.scope ?? (accountType === 'business' ? 'prov:numbers prov:masks prov:agents' : 'prov:agents');
+  const { client, clientSecret } = await service.core.accounts.createProvisioningClient({ name: `Provisioning app ${counter}`, scope, ownerId: owner.svcnumId });
+  const token = await clientCredentialsToken(service, client.clientId, clientSecret!);
+  const address = `127.0.0.1:${service.grpcPort}`;
+  const insecure = credentials.createInsecure();
+  const numbers = new NumberServiceClient(address, insecure);
+  const masks = new MaskServiceClient(address, insecure);
+  const agents = new AgentServiceClient(address, insecure);
+  return {
+    owner, clientId: client.clientId, clientSecret: clientSecret!, token, numbers, masks, agents,
+    close() {
+      numbers.close();
+      masks.close();
+      agents.close();
+    },
+  };
+}
+
+/** Adds `count` numbers to the pool, from a range no other test file uses (`prefix` picks it). */
+export async function seedPool(service: TestService, prefix: string, count: number) {
+  return service.core.provisioning.lifecycle.seed(`${prefix}${'0'.repeat(11 - prefix.length)}`, count);
+}
