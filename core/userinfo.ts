@@ -18,6 +18,9 @@ export interface UserInfoResponse {
   account_type?: string;
 }
 
+/** Accounts that no person operates: UserInfo names their type (spec 2.5). */
+const NON_HUMAN: ReadonlySet<User['accountType']> = new Set(['ai_agent', 'programmable']);
+
 /** Spec 2.5: exactly these fields; email only with `email`; account_type only for non-human accounts. */
 export function userInfoClaims(user: User, scopes: readonly string[]): UserInfoResponse {
   return {
@@ -25,7 +28,7 @@ export function userInfoClaims(user: User, scopes: readonly string[]): UserInfoR
     svcnum: user.svcnum,
     ...(scopes.includes('email') && user.email ? { email: user.email, email_verified: true as const } : {}),
     created_at: new Date(user.createdAt).toISOString(),
-    ...(user.accountType === 'ai_agent' ? { account_type: user.accountType } : {}),
+    ...(NON_HUMAN.has(user.accountType) ? { account_type: user.accountType } : {}),
   };
 }
 
