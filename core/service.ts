@@ -22,24 +22,33 @@ export interface CoreDeps {
 /** How long a client record is trusted from memory; a disabled client stops working within this. */
 const CLIENT_CACHE_TTL = 30_000;
 
-/** Per-process client cache: client records are read on every request and change rarely. */
+/**
+ * Per-process client cache: client records are read on every request and change rarely. `fresh`
+ * bypasses it (and refreshes it) where staleness is not acceptable: checking a client secret, so
+ * that a rotated secret works, and the old one stops, at once.
+ */
 function cachedClients(store: Store) {
   const cache = new Map<string, { client: Client | undefined; at: number }>();
-  return async (clientId: string): Promise<Client | undefined> => {
-    const hit = cache.get(clientId);
-    if (hit && Date.now() - hit.at < CLIENT_CACHE_TTL) return hit.client;
+  async function fresh(clientId: string): Promise<Client | undefined> {
     const client = await store.getClient(clientId);
     if (cache.size > 10_000) cache.clear();
     // Unknown ids are cached too (briefly), so random ids cannot force a read per request.
     cache.set(clientId, { client, at: Date.now() });
     return client;
-  };
+  }
+  async function cached(clientId: string): Promise<Client | undefined> {
+    const hit = cache.get(clientId);
+    if (hit && Date.now() - hit.at < CLIENT_CACHE_TTL) return hit.client;
+    return fresh(clientId);
+  }
+  return { cached, fresh };
 }
 
 /** The domain core, built once per process (Lambda container, gRPC task, local runner). */
 export function createCore(deps: CoreDeps) {
   const { store, keys, clock, random, config } = deps;
-  const getClient = cachedClients(store);
+  const clients = cachedClients(store);
+  const getClient = clients.cached;
   const accounts = createAccounts(store, clock, random);
   const issuer = createTokenIssuer(config, keys, clock, random);
   const verifyAccessToken = createAccessTokenVerifier(config, keys, clock);
@@ -49,7 +58,7 @@ export function createCore(deps: CoreDeps) {
     accounts,
     issuer,
     authorization: createAuthorization({ store, config, clock, random, accounts, getClient }),
-    tokens: createTokenService({ store, clock, random, issuer, getClient }),
+    tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh: clients.fresh }),
     verifyAccessToken,
     provisioning: createProvisioning({
       store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: deps.provisioning ?? defaultProvisioningConfig,

@@ -43,8 +43,10 @@ export function createTokenService(deps: {
   random: Random;
   issuer: TokenIssuer;
   getClient: (clientId: string) => Promise<Client | undefined>;
+  /** An uncached read, for secret checks (a rotated secret takes effect at once). */
+  getClientFresh: (clientId: string) => Promise<Client | undefined>;
 }) {
-  const { store, clock, random, issuer, getClient } = deps;
+  const { store, clock, random, issuer, getClient, getClientFresh } = deps;
 
   /**
    * Who is calling. Confidential clients (External API, provisioning) prove a secret, by Basic or
@@ -62,7 +64,7 @@ export function createTokenService(deps: {
     const usedBasic = basic !== undefined;
     // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
     if (clientId === undefined || clientId === '') throw new InvalidClientError('client authentication is required (client_id)', usedBasic);
-    const client = clientId.length <= 128 ? await getClient(clientId) : undefined;
+    const client = clientId.length > 128 ? undefined : secret === undefined ? await getClient(clientId) : await getClientFresh(clientId);
     if (!client || client.disabled) throw new InvalidClientError('unknown or disabled client', usedBasic);
     if (secret === undefined) {
       if (client.secretHash) throw new InvalidClientError('this client must authenticate with its client secret', usedBasic);

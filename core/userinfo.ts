@@ -37,5 +37,6 @@ export async function userInfo(store: Store, claims: AccessTokenClaims): Promise
   if (!scopes.includes('openid')) throw new UserInfoError('insufficient_scope', 'UserInfo needs a token with the openid scope');
   const user = await store.getUser(claims.sub);
   if (!user || user.status === 'disabled') throw new UserInfoError('invalid_token', 'the account behind this token no longer exists');
+  if ((user.numberState ?? 'active') !== 'active') throw new UserInfoError('invalid_token', `the account behind this token is ${user.numberState}`);
   return userInfoClaims(user, scopes);
 }

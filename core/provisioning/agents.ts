@@ -1,5 +1,5 @@
 import type { Accounts } from '../accounts';
-import { newUlid } from '../ids';
+import { newUlid, ULID_PATTERN } from '../ids';
 import type { AgentKind, NumberState, User } from '../model';
 import type { Clock, Random } from '../ports';
 import { formatScope, isSubset, parseScope } from '../scopes';
@@ -11,6 +11,7 @@ import { decodePageToken, pageOf, pageSize } from './pages';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { Quota } from './quota';
+import type { PageKey } from './store';
 import type { RequestLog } from './requests';
 import { Steps } from './steps';
 import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
@@ -48,6 +49,24 @@ export function agentView(agent: User): AgentView {
     clientId: agent.clientId ?? '',
     createTime: agent.createdAt,
   };
+}
+
+/** The field of a ListAgents page token that names the kind filter it was issued for. */
+const TOKEN_KIND = 'listKind';
+
+/**
+ * Where a ListAgents page continues: only a key this RPC returned for the same kind (not one of
+ * ListNumbers, another kind, or an edited one, which the store would refuse with an internal error).
+ */
+function listStartKey(token: PageKey | undefined, kind: AgentKind | 'all'): PageKey | undefined {
+  if (!token) return undefined;
+  const { [TOKEN_KIND]: tokenKind, ...key } = token;
+  const names = Object.keys(key).sort().join(',');
+  const wellFormed = names === 'ownerId,ownerSort,svcnumId' && typeof key.svcnumId === 'string' && ULID_PATTERN.test(key.svcnumId)
+    && key.ownerSort === `ai_agent#${key.svcnumId}`;
+  if (!wellFormed) throw invalidArgument('page_token was not returned by ListAgents; start again without it');
+  if (tokenKind !== kind) throw invalidArgument('page_token was returned for a different kind; send the same kind or start again without it');
+  return key;
 }
 
 export interface AgentInput {
@@ -167,15 +186,22 @@ export function createAgents(deps: {
 
     async list(caller: Caller, input: { pageSize?: number; pageToken?: string; kind?: AgentKind }) {
       const size = pageSize(input.pageSize);
-      let startKey = decodePageToken(input.pageToken, caller.ownerId);
-      // A kind filter reads on until the page is full (or the list ends).
+      const kind = input.kind ?? 'all';
+      let startKey = listStartKey(decodePageToken(input.pageToken, caller.ownerId), kind);
+      // Reads one matching agent more than the page holds (a kind filter reads on until then, or
+      // until the list ends), so that a page that ends the list carries no next_page_token.
       const agents: User[] = [];
       do {
-        const page = await store.listOwned(caller.ownerId, 'ai_agent', size - agents.length, startKey);
+        const page = await store.listOwned(caller.ownerId, 'ai_agent', size + 1 - agents.length, startKey);
         agents.push(...page.items.filter((agent) => !input.kind || agent.agentKind === input.kind));
         startKey = page.nextKey;
-      } while (startKey && agents.length < size);
-      return pageOf({ items: agents, ...(startKey ? { nextKey: startKey } : {}) }, agentView);
+      } while (startKey && agents.length <= size);
+      if (agents.length <= size) return pageOf({ items: agents }, agentView);
+      const items = agents.slice(0, size);
+      const last = items[size - 1]!;
+      // The token names the kind it was issued for: it continues only a listing of that kind.
+      const nextKey = { svcnumId: last.svcnumId, ownerId: caller.ownerId, ownerSort: last.ownerSort ?? `ai_agent#${last.svcnumId}`, [TOKEN_KIND]: kind };
+      return pageOf({ items, nextKey }, agentView);
     },
 
     /** A token for one of the caller's independent agents (dependents get theirs by exchange). */

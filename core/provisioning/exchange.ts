@@ -38,6 +38,8 @@ export interface ExchangeResult {
   scope: string;
 }
 
+const isActive = (entity: User) => entity.status === 'active' && (entity.numberState ?? 'active') === 'active';
+
 const invalidRequest = (message: string) => new ProvisioningError('invalid_argument', message, 'invalid_request');
 
 export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
@@ -63,7 +65,7 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
     if (!agent || agent.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) {
       throw invalidRequest('actor_token does not belong to an agent of your account');
     }
-    if (agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {
+    if (!isActive(agent)) {
       throw new ProvisioningError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, 'invalid_request');
     }
     return agent;
@@ -89,10 +91,15 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
     if (!input.subjectToken) throw invalidRequest('subject_token is required');
     if (input.subjectTokenType !== TOKEN_TYPE_SVCNUM_ID) throw invalidRequest(`subject_token_type must be ${TOKEN_TYPE_SVCNUM_ID}`);
     const subject = await store.getUser(input.subjectToken.slice(0, 64));
-    if (!subject || subject.ownerId !== caller.ownerId || !['programmable', 'ai_agent'].includes(subject.accountType)) {
-      throw new ProvisioningError('not_found', 'subject_token names no number or agent of your account', 'invalid_request');
+    const yours = subject !== undefined && subject.ownerId === caller.ownerId;
+    if (!yours || !(subject.accountType === 'programmable' || (subject.accountType === 'ai_agent' && subject.agentKind === 'dependent'))) {
+      // The contract: NOT_FOUND for anything but a programmable number or a dependent agent of the caller.
+      const independent = yours && subject.accountType === 'ai_agent';
+      throw new ProvisioningError('not_found', independent
+        ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
+        : 'subject_token names no programmable number or dependent agent of your account', 'invalid_request');
     }
-    if (subject.status !== 'active' || (subject.numberState ?? 'active') !== 'active') {
+    if (!isActive(subject)) {
       throw new ProvisioningError('failed_precondition', `subject ${subject.svcnumId} is not active`, 'invalid_request');
     }
     const actor = await actorClaims(input);
@@ -109,6 +116,12 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
       if (actor) {
         await actorAgent(caller, actor);
         if (actor.sub !== subject.parentId) throw invalidRequest('actor_token must be the token of the dependent agent\'s owner');
+      } else if (subject.parentId && subject.parentId !== caller.ownerId) {
+        // The owner agent acts (act.sub) even without its token: it must be active too.
+        const owner = await store.getUser(subject.parentId);
+        if (!owner || !isActive(owner)) {
+          throw new ProvisioningError('failed_precondition', `the owner agent ${subject.parentId} is not active`, 'invalid_request');
+        }
       }
       const allowed = (subject.scopes ?? []).filter((scope) => !actor || actor.scope.split(' ').includes(scope));
       scopes = narrowed(input.scope, allowed);
