@@ -16,6 +16,8 @@ export interface LoadOptions {
   request: () => Promise<number | typeof EXHAUSTED>;
   /** Which statuses count as success. Default 2xx. */
   ok?: (status: number) => boolean;
+  /** The key a failed status is counted under in `errorKinds`. Default "status <n>". */
+  statusName?: (status: number) => string;
   /** A process (the server) whose CPU use during the measured run is reported too. */
   serverPid?: number;
   /** Ends the run at once, rejecting with the signal's reason (e.g. the server died). */
@@ -27,7 +29,7 @@ export interface LoadResult {
   count: number;
   /** Requests that did not succeed (unexpected status or thrown). */
   errors: number;
-  /** Errors by status ("status 400") or message ("Error: socket hang up"). */
+  /** Errors by status ("status 400", or `statusName`'s name) or message ("Error: socket hang up"). */
   errorKinds: Record<string, number>;
   /** Wall time of the measured run, until the last in-flight request finished. */
   seconds: number;
@@ -66,6 +68,7 @@ interface Phase {
 
 async function phase(options: LoadOptions, seconds: number): Promise<Phase> {
   const ok = options.ok ?? ((status: number) => status >= 200 && status < 300);
+  const statusName = options.statusName ?? ((status: number) => `status ${status}`);
   let latencies = new Float64Array(1 << 14);
   let count = 0;
   let errors = 0;
@@ -101,7 +104,7 @@ async function phase(options: LoadOptions, seconds: number): Promise<Phase> {
         exhausted = true;
         break;
       }
-      record(performance.now() - begin, ok(outcome) ? undefined : `status ${outcome}`);
+      record(performance.now() - begin, ok(outcome) ? undefined : statusName(outcome));
     }
   };
   await Promise.all(Array.from({ length: options.concurrency }, worker));

@@ -36,6 +36,9 @@ export function table(headers: string[], rows: string[][]): string {
 
 export const loadHeaders = ['endpoint', 'requests', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors', 'CPU srv/gen'];
 
+/** The same columns for gRPC runs (one row per RPC; every call is one unary RPC). */
+export const rpcHeaders = ['RPC', 'calls', 'RPCs/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors', 'CPU srv/gen'];
+
 export function loadRow(name: string, result: LoadResult): string[] {
   const cpu = `${result.cpu.serverPercent ?? '?'}% / ${result.cpu.loadGeneratorPercent}%`;
   return [name, fmt(result.count), fmt(result.rps, 1), fmt(result.p50, 2), fmt(result.p90, 2), fmt(result.p99, 2), fmt(result.max, 1), fmt(result.errors), cpu];

@@ -1,13 +1,18 @@
-// `npm run bench`: sign-in throughput of the local runner and the signing primitives under it.
+// `npm run bench`: sign-in throughput of the local runner, the gRPC provisioning API, and the
+// signing primitives under them.
 //
 //   BENCH_SECONDS         measured seconds per HTTP run (default 10)
 //   BENCH_WARMUP_SECONDS  warm-up seconds before each HTTP run (default 2)
-//   BENCH_CONCURRENCY     requests in flight (default 16)
+//   BENCH_CONCURRENCY     requests (HTTP) / calls (gRPC) in flight (default 16)
 //   BENCH_CRYPTO_SECONDS  seconds per in-process crypto measurement (default 3)
 //   BENCH_HTTP_CLIENT     http (node:http keep-alive Agent, default) or fetch (undici)
 //   BENCH_MAX_CODES       cap on authorization codes minted for the exchange run (default 200000)
+//   BENCH_POOL_NUMBERS    numbers seeded into the pool for CreateMask (default: sized from
+//                         BENCH_SECONDS + BENCH_WARMUP_SECONDS, see provisioning.ts poolNumbersFor)
 //
-// Prints tables on stdout (progress on stderr) and writes bench/results/signin.json.
+// Prints tables on stdout (progress on stderr) and writes bench/results/signin.json and
+// bench/results/provisioning.json. Sign-in and provisioning each get a fresh server process:
+// the provisioning one seeds its pool first, which the sign-in numbers should not pay for.
 // To add a benchmark: a module that returns plain results (see load.ts `runLoad`, crypto.ts
 // `measureSync`/`measureAsync`), called below, with its rows added to the tables and the JSON.
 
@@ -20,11 +25,13 @@ import { cleanupOnSignals, runCleanup } from './cleanup';
 import { cryptoBenchmarks } from './crypto';
 import type { HttpClientKind } from './http-client';
 import type { LoadResult } from './load';
-import { errorLines, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, table, writeJson } from './report';
+import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResult } from './provisioning';
+import { errorLines, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
 import { startBenchServer } from './server-process';
 import { signInBenchmarks } from './signin';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.url));
+const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
 const round2 = (value: number) => Math.round(value * 100) / 100;
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 
@@ -37,6 +44,7 @@ async function main() {
     maxCodes: numberFromEnv('BENCH_MAX_CODES', 200_000, { integer: true }),
     httpClient: (process.env.BENCH_HTTP_CLIENT?.trim() || 'http') as HttpClientKind,
   };
+  const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), { integer: true, min: SETUP_NUMBERS });
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
   const date = new Date().toISOString();
   const host = machine();
@@ -52,6 +60,13 @@ async function main() {
   const signin = await signInBenchmarks(server.info, { ...settings, log, signal: server.died });
   await server.stop();
 
+  log(`starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it is ready`);
+  const grpcServer = await startBenchServer({ poolNumbers });
+  const seeded = grpcServer.info.provisioning.pool;
+  log(`server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ${seeded.added} numbers in ${seeded.seconds} s`);
+  const provisioning = await provisioningBenchmarks(grpcServer.info, { concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died });
+  await grpcServer.stop();
+
   const runs: Array<[string, LoadResult]> = [
     ['POST /oauth/token (authorization_code)', signin.codeExchange],
     ['POST /oauth/token (refresh_token)', signin.refresh],
@@ -60,6 +75,13 @@ async function main() {
   ];
   const loadAverage = { start: round2(loadAverageAtStart), end: round2(loadavg()[0]!) };
   const failedRequests = runs.reduce((sum, [, run]) => sum + run.errors + run.warmupErrors, 0);
+  const rpcRuns: Array<[string, RpcLoadResult]> = [
+    ['MaskService.CreateMask', provisioning.createMask],
+    ['AgentService.IssueAgentToken', provisioning.issueAgentToken],
+    ['AgentService.ExchangeToken', provisioning.exchangeToken],
+  ];
+  const failedCalls = rpcRuns.reduce((sum, [, run]) => sum + run.errors + run.warmupErrors, 0);
+  const pool = provisioning.pool;
 
   const result = {
     benchmark: 'signin',
@@ -80,10 +102,28 @@ async function main() {
   };
   await writeJson(RESULT_FILE, result);
 
+  await writeJson(PROVISIONING_RESULT_FILE, {
+    benchmark: 'provisioning',
+    date,
+    ...host,
+    settings: { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency, poolNumbers },
+    loadAverage,
+    /** Calls that ended in a non-OK status (or failed otherwise) over all runs, warm-ups included. */
+    failedCalls,
+    grpc: {
+      server: 'local runner (local/runner.ts) in a separate process, fresh for these runs: embedded dynalite, local Ed25519 key; gRPC on 127.0.0.1',
+      channel: provisioning.channel,
+      pool: { description: 'numbers seeded through the core (provisioning.lifecycle.seed) before the server reported ready; CreateMask takes one per OK call', ...pool },
+      createMask: { description: 'MaskService.CreateMask, ttl 3600 s, participant pairs round-robin; each OK call leases a number from the pool', ...provisioning.createMask },
+      issueAgentToken: { description: 'AgentService.IssueAgentToken for one independent agent created at setup', ...provisioning.issueAgentToken },
+      exchangeToken: { description: 'AgentService.ExchangeToken (RFC 8693): subject = a programmable number (svcnum-id token type), actor = the agent\'s access token from IssueAgentToken', ...provisioning.exchangeToken },
+    },
+  });
+
   const exchange = signin.codeExchange;
   const out = [
     '',
-    `Sign-in benchmark, ${date}`,
+    `Sign-in and provisioning benchmark, ${date}`,
     `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
     '',
     `HTTP: local runner in a child process; concurrency ${settings.concurrency}, ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up; client ${signin.httpClient}`,
@@ -95,6 +135,20 @@ async function main() {
     '  CPU srv/gen: server process (runner + dynalite) / load generator, percent of one core during the measured run',
     ...(failedRequests > 0 ? [`  WARNING: ${failedRequests} requests failed (included in the counts and latencies above):`, ...errorLines(runs)] : []),
     '',
+    `gRPC provisioning API: a fresh local runner in a child process; ${settings.concurrency} unary calls in flight over ONE shared grpc-js channel per service client`
+      + ` (one HTTP/2 connection each, calls multiplexed as streams); ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up`,
+    table(rpcHeaders, rpcRuns.map(([name, run]) => loadRow(name, run))),
+    `  pool: ${seeded.added.toLocaleString('en-US')} numbers seeded through the core before the server was ready, in ${seeded.seconds} s`
+      + ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
+    `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left`
+      + (pool.ranDry ? ' — RAN DRY: CreateMask failed with an empty pool (raise BENCH_POOL_NUMBERS)' : ' (never ran dry)'),
+    '  errors: calls that ended in a non-OK gRPC status, by status name',
+    ...(failedCalls > 0 ? [
+      `  WARNING: ${failedCalls} calls failed (included in the counts and latencies above):`,
+      ...errorLines(rpcRuns),
+      ...rpcRuns.flatMap(([name, run]) => Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`)),
+    ] : []),
+    '',
     `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing input, ${crypto.messageBytes} bytes)`,
     table(opsHeaders, [
       opsRow('Ed25519 sign (node:crypto)', crypto.ed25519Sign),
@@ -104,7 +158,7 @@ async function main() {
       opsRow('JWT verify (core/tokens.ts createAccessTokenVerifier)', crypto.accessTokenVerifier),
     ]),
     '',
-    `Written to ${RESULT_FILE}`,
+    `Written to ${RESULT_FILE} and ${PROVISIONING_RESULT_FILE}`,
     '',
   ];
   process.stdout.write(out.join('\n'));

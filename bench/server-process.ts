@@ -19,6 +19,37 @@ export interface BenchServerInfo {
   scope: string;
   email: string;
   password: string;
+  /** Port of the gRPC provisioning API (127.0.0.1). */
+  grpcPort: number;
+  /** A business owner's provisioning client, the mask participants and the seeded pool. */
+  provisioning: {
+    clientId: string;
+    clientSecret: string;
+    scope: string;
+    ownerId: string;
+    /** svcnum_ids of person accounts, for CreateMask. */
+    participants: string[];
+    pool: BenchPoolInfo;
+  };
+}
+
+/** The numbers bench/server.ts seeded into the pool before it was ready. */
+export interface BenchPoolInfo {
+  first: string;
+  /** Numbers asked for (BENCH_POOL_NUMBERS); added + skipped (already there). */
+  requested: number;
+  added: number;
+  skipped: number;
+  /** Ranges seeded side by side. */
+  concurrency: number;
+  /** Wall time of the seeding. */
+  seconds: number;
+  numbersPerSecond: number;
+}
+
+export interface BenchServerOptions {
+  /** Numbers to seed into the pool before the server reports ready (default 0). */
+  poolNumbers?: number;
 }
 
 export interface BenchServer {
@@ -31,11 +62,15 @@ export interface BenchServer {
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_ENTRY = fileURLToPath(new URL('./server.ts', import.meta.url));
 const START_TIMEOUT_MS = 60_000;
+/** Extra start-up time allowed per seeded number (seeding runs before the ready line). */
+const SEED_TIMEOUT_MS_PER_NUMBER = 5;
 const STOP_GRACE_MS = 5_000;
 
 const running = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
 
-export async function startBenchServer(): Promise<BenchServer> {
+export async function startBenchServer(options: BenchServerOptions = {}): Promise<BenchServer> {
+  const poolNumbers = options.poolNumbers ?? 0;
+  const startTimeoutMs = START_TIMEOUT_MS + poolNumbers * SEED_TIMEOUT_MS_PER_NUMBER;
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-'));
   let child: ChildProcess | undefined;
   let stopping = false;
@@ -74,6 +109,7 @@ export async function startBenchServer(): Promise<BenchServer> {
       env: {
         ...process.env,
         DATA_DIR: dataDir,
+        BENCH_POOL_NUMBERS: String(poolNumbers),
         // BENCH_SERVER_LOG_LEVEL=ERROR shows why requests fail: the child's log lines are then copied to stderr.
         POWERTOOLS_LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || 'SILENT',
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
@@ -90,7 +126,7 @@ export async function startBenchServer(): Promise<BenchServer> {
     });
 
     const info = await new Promise<BenchServerInfo>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`bench server did not start within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS);
+      const timer = setTimeout(() => reject(new Error(`bench server did not start within ${startTimeoutMs / 1000} s`)), startTimeoutMs);
       const lines = createInterface({ input: spawned.stdout! });
       lines.on('line', (line) => {
         let parsed: unknown;
