@@ -12,10 +12,22 @@ import type { LeaseResolver, NumberPool } from './pool';
 
 const SERVICE_NUMBER = /^\d{11,15}$/;
 
+/** The stored state as it stands at `now`. */
+function stateAt(number: NumberRecord, now: number, coolOff: number | undefined): NumberRecord['state'] | 'available' {
+  const until = number.quarantinedUntil;
+  if (number.state === 'quarantined') return (until ?? 0) > now ? 'quarantined' : 'available';
+  // A mask's number stays `active` in storage, back in the pool from `until` (the mask's expiry
+  // plus the cool-off): it cools off once its mask expired (or was closed), then it is free.
+  if (number.entityType === 'mask' && number.state === 'active' && until !== undefined) {
+    if (until <= now) return 'available';
+    if (coolOff !== undefined && until - coolOff <= now) return 'quarantined';
+  }
+  return number.state;
+}
+
 /** The state a number shows at `now`: cool-offs and mask expiry take effect on read. */
-export function numberView(number: NumberRecord, now: number) {
-  const coolingOff = number.state === 'quarantined' && (number.quarantinedUntil ?? 0) > now;
-  const state = number.state === 'quarantined' && !coolingOff ? 'available' : number.state;
+export function numberView(number: NumberRecord, now: number, coolOff?: number) {
+  const state = stateAt(number, now, coolOff);
   return {
     svcnum: number.svcnum,
     state,
@@ -27,7 +39,8 @@ export function numberView(number: NumberRecord, now: number) {
 }
 
 export function createNumberLifecycle(deps: { store: Store; clock: Clock; config: ProvisioningConfig; pool: NumberPool }) {
-  const { store, clock, pool } = deps;
+  const { store, clock, pool, config } = deps;
+  const view = (number: NumberRecord) => numberView(number, clock.now(), config.coolOff);
 
   async function existing(svcnum: string): Promise<NumberRecord> {
     if (!SERVICE_NUMBER.test(svcnum)) throw invalidArgument('a service number is 11 to 15 digits');
@@ -49,7 +62,7 @@ export function createNumberLifecycle(deps: { store: Store; clock: Clock; config
     const changed = await store.transitionNumber(svcnum, from, to, clock.now());
     if (!changed) throw failedPrecondition(`number ${svcnum} is ${number.state}; it must be ${from.join(' or ')}`);
     await mirror(changed, to);
-    return numberView(changed, clock.now());
+    return view(changed);
   }
 
   return {
@@ -68,7 +81,7 @@ export function createNumberLifecycle(deps: { store: Store; clock: Clock; config
       return { added, skipped: skipped.length, first, last: (start + BigInt(count - 1)).toString().padStart(first.length, '0') };
     },
 
-    show: async (svcnum: string) => numberView(await existing(svcnum), clock.now()),
+    show: async (svcnum: string) => view(await existing(svcnum)),
     suspend: (svcnum: string) => transition(svcnum, ['active'], 'suspended'),
     reactivate: (svcnum: string) => transition(svcnum, ['suspended'], 'active'),
 
@@ -85,7 +98,7 @@ export function createNumberLifecycle(deps: { store: Store; clock: Clock; config
       }
       const holder = number.svcnumId;
       if (holder && !(await pool.quarantine(svcnum, holder))) throw failedPrecondition(`number ${svcnum} changed meanwhile; retry`);
-      return numberView((await store.getNumber(svcnum))!, clock.now());
+      return view((await store.getNumber(svcnum))!);
     },
   };
 }

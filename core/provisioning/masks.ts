@@ -1,10 +1,10 @@
-import { newUlid } from '../ids';
+import { newUlid, ULID_PATTERN } from '../ids';
 import type { Mask } from '../model';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from './errors';
-import { decodePageToken, pageOf, pageSize } from './pages';
+import { hasStringAttributes, listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { RequestLog } from './requests';
@@ -37,6 +37,12 @@ export const maskView = (mask: Mask, now: number): MaskView => ({
   createTime: mask.createdAt,
   expireTime: mask.expiresAt,
 });
+
+/** Page keys of ListMasks: the byOwner index of the masks table. */
+const maskPages: PagedList<Mask> = {
+  keyOf: (mask) => ({ maskId: mask.maskId, ownerId: mask.ownerId }),
+  accepts: (key) => hasStringAttributes(key, ['maskId', 'ownerId']) && ULID_PATTERN.test(key.maskId as string),
+};
 
 export function createMasks(deps: { store: Store; clock: Clock; random: Random; pool: NumberPool; once: RequestLog; config: ProvisioningConfig }) {
   const { store, clock, random, pool, once, config } = deps;
@@ -84,9 +90,8 @@ export function createMasks(deps: { store: Store; clock: Clock; random: Random; 
     get: async (caller: Caller, maskId: string | undefined) => maskView(await owned(caller, maskId), clock.now()),
 
     async list(caller: Caller, input: { pageSize?: number; pageToken?: string }) {
-      const page = await store.listMasks(caller.ownerId, pageSize(input.pageSize), decodePageToken(input.pageToken, caller.ownerId));
       const now = clock.now();
-      return pageOf(page, (mask) => maskView(mask, now));
+      return listPage(input, caller.ownerId, maskPages, (limit, startKey) => store.listMasks(caller.ownerId, limit, startKey), (mask) => maskView(mask, now));
     },
 
     /** Early close: expired at once, its number's cool-off starts now. Closing an expired mask changes nothing. */

@@ -1,10 +1,10 @@
-import { newUlid } from '../ids';
+import { newUlid, ULID_PATTERN } from '../ids';
 import type { NumberState, User } from '../model';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from './errors';
-import { decodePageToken, pageOf, pageSize } from './pages';
+import { hasStringAttributes, listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { RequestLog } from './requests';
 import { Steps } from './steps';
@@ -28,6 +28,16 @@ export interface ProgrammableNumberView {
 }
 
 export const CONFIG_FIELDS = ['auto_reply', 'forward_to_svcnum_id'] as const;
+
+/** Length in characters (code points), as the API documents its bounds, not UTF-16 code units. */
+const characters = (text: string) => [...text].length;
+
+/** Page keys of ListNumbers: the byOwner index of the users table, programmable numbers only. */
+const numberPages: PagedList<User> = {
+  keyOf: (entity) => ({ svcnumId: entity.svcnumId, ownerId: entity.ownerId, ownerSort: entity.ownerSort }),
+  accepts: (key) => hasStringAttributes(key, ['svcnumId', 'ownerId', 'ownerSort'])
+    && ULID_PATTERN.test(key.svcnumId as string) && key.ownerSort === `programmable#${key.svcnumId as string}`,
+};
 
 export function programmableView(entity: User): ProgrammableNumberView {
   return {
@@ -60,7 +70,7 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; ra
     const changes: Partial<User> = {};
     if (all || paths.includes('auto_reply')) {
       const reply = config.autoReply ?? '';
-      if (reply.length > provisioningLimits.autoReplyMax) throw invalidArgument(`auto_reply is longer than ${provisioningLimits.autoReplyMax} characters`);
+      if (characters(reply) > provisioningLimits.autoReplyMax) throw invalidArgument(`auto_reply is longer than ${provisioningLimits.autoReplyMax} characters`);
       changes.autoReply = reply === '' ? undefined : reply;
     }
     if (all || paths.includes('forward_to_svcnum_id')) {
@@ -82,7 +92,9 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; ra
     /** Takes a number from the pool for the caller's account. */
     provision(caller: Caller, input: { requestId?: string; displayName?: string; config?: Partial<ProgrammableConfig> }): Promise<ProgrammableNumberView> {
       const displayName = displayNameField(input.displayName, false);
-      return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request: { displayName, config: input.config ?? {} } },
+      // What a retry must repeat: an absent config and one with empty fields are the same request.
+      const request = { displayName: displayName ?? '', config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' } };
+      return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request },
         () => Steps.all(async (steps) => {
           const svcnumId = newUlid(clock, random);
           const changes = await configChanges(svcnumId, input.config ?? {}, []);
@@ -103,10 +115,8 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; ra
 
     get: async (caller: Caller, svcnumId: string | undefined) => programmableView(await owned(caller, svcnumId)),
 
-    async list(caller: Caller, input: { pageSize?: number; pageToken?: string }) {
-      const page = await store.listOwned(caller.ownerId, 'programmable', pageSize(input.pageSize), decodePageToken(input.pageToken, caller.ownerId));
-      return pageOf(page, programmableView);
-    },
+    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(input, caller.ownerId, numberPages,
+      (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey), programmableView),
 
     async configure(caller: Caller, input: { svcnumId?: string; config?: Partial<ProgrammableConfig>; updatePaths?: readonly string[] }): Promise<ProgrammableNumberView> {
       const entity = await owned(caller, input.svcnumId);

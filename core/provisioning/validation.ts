@@ -17,7 +17,7 @@ export function displayNameField(value: string | undefined, required: boolean): 
     if (required) throw invalidArgument('display_name is required');
     return undefined;
   }
-  if (trimmed.length > provisioningLimits.displayNameMax) throw invalidArgument(`display_name is longer than ${provisioningLimits.displayNameMax} characters`);
+  if ([...trimmed].length > provisioningLimits.displayNameMax) throw invalidArgument(`display_name is longer than ${provisioningLimits.displayNameMax} characters`);
   if (/[\u0000-\u001f\u007f]/.test(trimmed)) throw invalidArgument('display_name must not contain control characters');
   return trimmed;
 }
