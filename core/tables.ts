@@ -51,6 +51,26 @@ export const tableDefinitions = {
     partitionKey: 'slotKey',
     description: 'Agent quota: one item per used slot (`owner#kind#n`), claimed with a lease',
   },
+  inboxes: {
+    partitionKey: 'svcnumId',
+    description: 'Per-recipient message counter: the last sequence number handed out (orders an inbox)',
+  },
+  messages: {
+    partitionKey: 'inboxId',
+    sortKey: 'seq',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'Messages by recipient and sequence (zero-padded), kept 30 days',
+  },
+  aliases: {
+    partitionKey: 'alias',
+    indexes: [{ name: 'byEntity', partitionKey: 'svcnumId', sortKey: 'alias' }],
+    description: 'Public aliases of numbers (normalised, unique) → svcnum_id',
+  },
+  capabilities: {
+    partitionKey: 'capability',
+    sortKey: 'svcnumId',
+    description: 'Discover index: one item per capability of each discoverable agent',
+  },
   requests: {
     partitionKey: 'requestKey',
     ttlAttribute: TTL_ATTRIBUTE,
