@@ -183,6 +183,10 @@ export function createTokenService(deps: {
     const scopes = requestedScopes(params, client.scopes) ?? client.scopes;
     // An agent's client acts as the agent (its svcnum_id is the subject); others act as themselves.
     const subject = client.kind === 'agent' && client.subjectId ? client.subjectId : client.clientId;
+    if (client.kind === 'provisioning') {
+      const owner = client.ownerId ? await store.getUser(client.ownerId) : undefined;
+      if (owner?.status !== 'active') throw new OAuthError('invalid_grant', 'the account of this provisioning client is not active');
+    }
     if (client.kind === 'agent') {
       const agent = await store.getUser(subject);
       if (!agent || agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {

@@ -35,8 +35,31 @@ function serviceError(error: CallError): Partial<ServiceError> {
 
 const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i;
 
-/** The provisioning client behind the call, or UNAUTHENTICATED / PERMISSION_DENIED. */
-export async function authenticate(core: Core, metadata: Metadata, scope: ProvisioningScope): Promise<Caller> {
+/** How long an owner account's status is trusted from memory (like the client cache of the core). */
+const OWNER_CACHE_TTL = 30_000;
+const ownerStatus = new WeakMap<Core, Map<string, { active: boolean; at: number }>>();
+
+/** Whether the owner account of a provisioning client is active (a disabled account's clients stop). */
+async function ownerActive(core: Core, ownerId: string): Promise<boolean> {
+  let cache = ownerStatus.get(core);
+  if (!cache) ownerStatus.set(core, (cache = new Map()));
+  const hit = cache.get(ownerId);
+  if (hit && Date.now() - hit.at < OWNER_CACHE_TTL) return hit.active;
+  const active = (await core.store.getUser(ownerId))?.status === 'active';
+  if (cache.size > 10_000) cache.clear();
+  cache.set(ownerId, { active, at: Date.now() });
+  return active;
+}
+
+/** A caller and the scopes its token carries (for RPCs whose scope depends on the resource). */
+export type ScopedCaller = Caller & { scopes: readonly string[] };
+
+/**
+ * The provisioning client behind the call, or UNAUTHENTICATED / PERMISSION_DENIED. `scope` is the
+ * scope the RPC needs, or a list of which the token must carry at least one (the core then
+ * checks the one the resource needs).
+ */
+export async function authenticate(core: Core, metadata: Metadata, scope: ProvisioningScope | readonly ProvisioningScope[]): Promise<ScopedCaller> {
   const values = metadata.get('authorization');
   if (values.length !== 1 || typeof values[0] !== 'string') throw new CallError(status.UNAUTHENTICATED, 'send one "authorization: Bearer <access token>" header (client_credentials grant)');
   const match = BEARER.exec(values[0].trim());
@@ -52,8 +75,11 @@ export async function authenticate(core: Core, metadata: Metadata, scope: Provis
   if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
     throw new CallError(status.UNAUTHENTICATED, 'the token does not belong to an enabled provisioning client');
   }
-  if (!claims.scope.split(' ').includes(scope)) throw new CallError(status.PERMISSION_DENIED, `this call needs a token with the ${scope} scope`);
-  return { ownerId: client.ownerId, clientId: client.clientId };
+  const granted = claims.scope.split(' ');
+  const anyOf: readonly ProvisioningScope[] = typeof scope === 'string' ? [scope] : scope;
+  if (!anyOf.some((needed) => granted.includes(needed))) throw new CallError(status.PERMISSION_DENIED, `this call needs a token with the ${anyOf.join(' or ')} scope`);
+  if (!(await ownerActive(core, client.ownerId))) throw new CallError(status.PERMISSION_DENIED, 'the account of this provisioning client is not active');
+  return { ownerId: client.ownerId, clientId: client.clientId, scopes: granted };
 }
 
 /** A core failure as the status the caller gets; anything unexpected becomes INTERNAL, logged here only. */
@@ -70,7 +96,7 @@ function toCallError(error: unknown, method: string): CallError {
   return new CallError(status.INTERNAL, 'the service failed; retry the call');
 }
 
-export function unary<Request, Response>(core: Core, method: string, scope: ProvisioningScope, run: (caller: Caller, request: Request) => Promise<Response>) {
+export function unary<Request, Response>(core: Core, method: string, scope: ProvisioningScope | readonly ProvisioningScope[], run: (caller: ScopedCaller, request: Request) => Promise<Response>) {
   return (call: ServerUnaryCall<Request, Response>, callback: sendUnaryData<Response>) => {
     const started = performance.now();
     authenticate(core, call.metadata, scope)

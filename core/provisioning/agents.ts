@@ -245,18 +245,24 @@ export function createAgents(deps: {
         );
         await steps.run(
           async () => {
-            if (!(await store.transitionNumber(oldFallback, ['reserved', 'active'], 'active', now, agent.svcnumId))) {
-              throw new Error(`fallback ${oldFallback} is not reserved for agent ${agent.svcnumId}`);
-            }
+            const activate = () => store.transitionNumber(oldFallback, ['reserved', 'active'], 'active', now, agent.svcnumId);
+            if (await activate()) return;
+            // A previous rotation may have committed without confirming this fallback: confirm it, retry.
+            await store.confirmNumber(oldFallback, agent.svcnumId, 'reserved', now);
+            if (!(await activate())) throw new Error(`fallback ${oldFallback} is not reserved for agent ${agent.svcnumId}`);
           },
           () => store.transitionNumber(oldFallback, ['active'], 'reserved', clock.now(), agent.svcnumId),
         );
-        const switched = await steps.commit(() => store.updateEntity(
-          agent.svcnumId,
-          { svcnum: oldFallback, fallbackSvcnum: newFallback, numberState: 'active', updatedAt: now },
-          { svcnum: oldNumber, fallbackSvcnum: oldFallback },
-        ));
-        if (!switched) throw new ProvisioningError('aborted', 'the agent changed during rotation; retry');
+        // The commit: if another rotation won the race, this one throws before its undo list is dropped.
+        const switched = await steps.commit(async () => {
+          const updated = await store.updateEntity(
+            agent.svcnumId,
+            { svcnum: oldFallback, fallbackSvcnum: newFallback, numberState: 'active', updatedAt: now },
+            { svcnum: oldNumber, fallbackSvcnum: oldFallback },
+          );
+          if (!updated) throw new ProvisioningError('aborted', 'the agent changed during rotation; retry');
+          return updated;
+        });
         await steps.afterCommit(() => pool.confirm(newFallback, agent.svcnumId, 'reserved'));
         return agentView(switched);
       });

@@ -1,7 +1,6 @@
 import type { Clock } from '../ports';
 import type { ProvisioningConfig } from './config';
 import { ProvisioningError } from './errors';
-import { shuffled } from './pool';
 import type { ProvisioningStore } from './store';
 
 // Exact quotas without transactions: a quota of N is N slot items (`owner#kind#0` … `#N-1`),
@@ -19,8 +18,8 @@ export function createQuota(store: ProvisioningStore, clock: Clock, config: Prov
   return {
     /** Claims a free slot for `holder`; RESOURCE_EXHAUSTED when all `limit` slots are held. */
     async claim(ownerId: string, kind: AgentQuotaKind, holder: string, limit: number): Promise<string> {
-      const order = shuffled(Array.from({ length: limit }, (_, index) => index));
-      for (const index of order) {
+      // Lowest free slot first: a quota lowered below slots still held cannot be exceeded.
+      for (let index = 0; index < limit; index++) {
         const key = slotKey(ownerId, kind, index);
         const now = clock.now();
         const claim = await store.claimSlot(key, holder, now + config.lease, now);

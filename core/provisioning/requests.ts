@@ -32,14 +32,21 @@ export function createRequestLog(store: ProvisioningStore, clock: Clock, config:
       if (record.state === 'pending' || !record.resourceId) throw new ProvisioningError('aborted', 'a call with this request_id is still in progress; retry later');
       return replay(record.resourceId);
     }
+    let created: { id: string; result: T };
     try {
-      const { id, result } = await create();
-      await store.completeRequest(requestKey, id);
-      return result;
+      created = await create();
     } catch (error) {
       await store.abandonRequest(requestKey).catch(() => undefined);
       throw error;
     }
+    // The resource exists from here on, so the caller gets it even if recording it fails (one
+    // retry, then given up). Never abandon the record now: that would let a retry of this
+    // request_id create a second resource at once. Left pending, a retry gets ABORTED until the
+    // record's lease lapses.
+    await store.completeRequest(requestKey, created.id)
+      .catch(() => store.completeRequest(requestKey, created.id))
+      .catch(() => undefined);
+    return created.result;
   };
 }
 
