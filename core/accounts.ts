@@ -148,7 +148,14 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
 
   return {
     createLoginClient: (input: { name: string; scope: string; redirectUris: string[] }) => createClient('login', input),
-    createApiClient: (input: { name: string; scope: string }) => createClient('api', input),
+    /** An External API client; with an owner account it may send messages from that account's numbers. */
+    async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
+      if (input.ownerId) {
+        const owner = await store.getUser(input.ownerId);
+        if (!owner || owner.status !== 'active') throw new InvalidInputError(`no active account ${input.ownerId}`);
+      }
+      return createClient('api', input);
+    },
     createProvisioningClient: (input: { name: string; scope: string; ownerId: string }) => createClient('provisioning', input),
     createClient,
     createUser,

@@ -1,6 +1,9 @@
 import { createAccounts } from './accounts';
 import { createAuthorization } from './authorization';
 import type { ServiceConfig } from './config';
+import { createDirectory } from './directory';
+import { createMessaging, InboxNotifier } from './messaging/send';
+import { createMessageHub } from './messaging/stream';
 import type { Client } from './model';
 import type { Clock, KeyRing, Random } from './ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
@@ -17,6 +20,8 @@ export interface CoreDeps {
   config: ServiceConfig;
   /** Cool-off, leases and quotas of the provisioning API (defaults: 90-day cool-off, 10/10 agents). */
   provisioning?: ProvisioningConfig;
+  /** How often this process polls the inboxes its open streams watch (default 250 ms). */
+  messagePollIntervalMs?: number;
 }
 
 /** How long a client record is trusted from memory; a disabled client stops working within this. */
@@ -52,6 +57,9 @@ export function createCore(deps: CoreDeps) {
   const accounts = createAccounts(store, clock, random);
   const issuer = createTokenIssuer(config, keys, clock, random);
   const verifyAccessToken = createAccessTokenVerifier(config, keys, clock);
+  // Wakes streams of this process at once when this process accepts a message.
+  const notifier = new InboxNotifier();
+  const provisioningConfig = deps.provisioning ?? defaultProvisioningConfig;
   return {
     ...deps,
     getClient,
@@ -61,8 +69,12 @@ export function createCore(deps: CoreDeps) {
     tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh: clients.fresh }),
     verifyAccessToken,
     provisioning: createProvisioning({
-      store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: deps.provisioning ?? defaultProvisioningConfig,
+      store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig,
     }),
+    messaging: createMessaging({ store, clock, random, notifier, getClient }),
+    /** Open streams of this process and what they watch (created lazily by the first stream). */
+    messageHub: createMessageHub(store, notifier, deps.messagePollIntervalMs),
+    directory: createDirectory({ store, clock, random, coolOff: provisioningConfig.coolOff }),
   };
 }
 

@@ -1,3 +1,5 @@
+import type { MessagingStore } from './messaging/store';
+import type { DirectoryStore } from './directory/store';
 import type { ProvisioningStore } from './provisioning/store';
 import type {
   AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User, UserStatus,
@@ -86,4 +88,4 @@ export interface AuthStore {
 }
 
 /** Everything the core keeps: the sign-in side and the provisioning side. */
-export type Store = AuthStore & ProvisioningStore;
+export type Store = AuthStore & ProvisioningStore & MessagingStore & DirectoryStore;

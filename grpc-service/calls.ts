@@ -1,5 +1,6 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
+import { once } from 'node:events';
 import type { ProvisioningScope } from '../core/scopes';
 import { ProvisioningError, type ProvisioningErrorCode } from '../core/provisioning/errors';
 import type { Caller } from '../core/provisioning/programmable';
@@ -112,5 +113,42 @@ export function unary<Request, Response>(core: Core, method: string, scope: Prov
           callback(serviceError(failure), null);
         },
       );
+  };
+}
+
+/**
+ * A server-streaming RPC: authenticated like `unary`; `run` writes through `send` (which waits
+ * when the client reads slowly) until it returns, the client cancels, or `closing` (server
+ * drain) aborts; then the call ends normally. Failures become statuses as in `unary`.
+ */
+export function serverStream<Request, Response>(
+  core: Core, method: string, scope: ProvisioningScope, closing: AbortSignal,
+  run: (caller: Caller, request: Request, send: (response: Response) => Promise<void>, signal: AbortSignal) => Promise<void>,
+) {
+  return (call: ServerWritableStream<Request, Response>) => {
+    const started = performance.now();
+    const stop = new AbortController();
+    const abort = () => stop.abort();
+    call.on('cancelled', abort);
+    closing.addEventListener('abort', abort);
+    let sent = 0;
+    const send = async (response: Response) => {
+      sent++;
+      if (!call.write(response)) await once(call, 'drain', { signal: stop.signal }).catch(() => undefined);
+    };
+    authenticate(core, call.metadata, scope)
+      .then((caller) => run(caller, call.request, send, stop.signal))
+      .then(
+        () => {
+          logger.info('stream', { method, code: 'OK', messages: sent, durationMs: Math.round(performance.now() - started) });
+          if (!call.cancelled) call.end();
+        },
+        (error: unknown) => {
+          const failure = toCallError(error, method);
+          logger.info('stream', { method, code: status[failure.code], messages: sent, durationMs: Math.round(performance.now() - started) });
+          if (!call.cancelled) call.emit('error', serviceError(failure));
+        },
+      )
+      .finally(() => closing.removeEventListener('abort', abort));
   };
 }

@@ -7,19 +7,22 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import type { Core } from '../core/service';
 import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_service';
+import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceService } from './gen/svcnum/provisioning/v1alpha1/number_service';
 import { logger } from './calls';
 import { agentService } from './services/agents';
+import { aliasService } from './services/aliases';
 import { maskService } from './services/masks';
 import { numberService } from './services/numbers';
 
-// The provisioning gRPC server: our three services, grpc.health.v1 and server reflection.
+// The provisioning gRPC server: our services (numbers, masks, agents, aliases), grpc.health.v1 and server reflection.
 
 export const SERVICE_NAMES = [
   'svcnum.provisioning.v1alpha1.NumberService',
   'svcnum.provisioning.v1alpha1.MaskService',
   'svcnum.provisioning.v1alpha1.AgentService',
+  'svcnum.provisioning.v1alpha1.AliasService',
 ] as const;
 
 /**
@@ -53,9 +56,11 @@ export interface RunningGrpcServer {
 
 export async function startGrpcServer(core: Core, options: { port: number; host?: string; protoRoot?: string }): Promise<RunningGrpcServer> {
   const server = new Server(serverOptions);
-  server.addService(NumberServiceService, numberService(core));
+  const closing = new AbortController();
+  server.addService(NumberServiceService, numberService(core, closing.signal));
   server.addService(MaskServiceService, maskService(core));
   server.addService(AgentServiceService, agentService(core));
+  server.addService(AliasServiceService, aliasService(core));
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
   health.addToServer(server);
   const protoRoot = options.protoRoot ?? fileURLToPath(new URL('../proto', import.meta.url));
@@ -69,6 +74,8 @@ export async function startGrpcServer(core: Core, options: { port: number; host?
     server,
     drain(graceMs = 25_000) {
       for (const name of ['', ...SERVICE_NAMES]) health.setStatus(name, 'NOT_SERVING');
+      // Open message streams end now (clients resume with their cursor on another task).
+      closing.abort();
       return new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           logger.warn('drain timed out; closing remaining calls', { graceMs });

@@ -1,6 +1,8 @@
 import type { Core } from '../core/service';
 import { createBrowserHandler } from './browser';
 import { createDiscoveryHandler } from './discovery';
+import { createMessagesHandler } from './messages';
+import { createPublicHandler } from './public';
 import { createTokenHandler } from './token';
 import { createUserInfoHandler } from './userinfo';
 
@@ -31,10 +33,20 @@ export const routeGroups = {
     create: createUserInfoHandler,
     routes: { '/oauth/userinfo': ['GET', 'POST'] },
   },
+  messages: {
+    entry: 'lambdas/messages.ts',
+    create: createMessagesHandler,
+    routes: { '/api/messages': ['POST'] },
+  },
   discovery: {
     entry: 'lambdas/discovery.ts',
     create: createDiscoveryHandler,
     routes: { '/.well-known/openid-configuration': ['GET'], '/.well-known/jwks.json': ['GET'] },
+  },
+  public: {
+    entry: 'lambdas/public.ts',
+    create: createPublicHandler,
+    routes: { '/api/resolve': ['GET'], '/api/discover': ['GET'] },
   },
 } as const satisfies Record<string, { entry: string; create: (core: Core) => unknown; routes: Record<string, readonly ('GET' | 'POST')[]> }>;
 

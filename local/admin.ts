@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { createAccounts, InvalidInputError, publicClient, publicUser } from '../core/accounts';
 import { createCore } from '../core/service';
 import { serviceConfig } from '../core/config';
+import { OPERATOR, type AliasView } from '../core/directory/aliases';
 import { ProvisioningError } from '../core/provisioning/errors';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
@@ -18,6 +19,8 @@ import { tableNames } from '../core/tables';
 import { localDynamoClient, startEmbeddedDynamo } from './embedded-dynamo';
 import { localEnvironment } from './environment';
 import { LOCAL_TABLE_PREFIX } from './runner';
+import { withDeployedStore } from './deployed';
+import type { EnvironmentName } from '../lib/config';
 
 // The admin CLI: `npm run --silent admin -- <command>`. Prints one JSON object on stdout and
 // exits 0, or one line on stderr and exits non-zero (1: the command failed, 2: usage).
@@ -26,13 +29,14 @@ const USAGE = `usage: npm run --silent admin -- <command> [options]
 
   client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email"
   client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID
-  api-client create --name N --scope "messaging poll"
+  api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from the owner's numbers)
   prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"
   user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]
   user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID
   number seed --from NUMBER --count N      add consecutive numbers to the pool
   number show|suspend|reactivate|deactivate NUMBER
   quota set --owner SVCNUM_ID [--independent N] [--dependent N]
+  alias add --svcnum-id SVCNUM_ID --alias A | alias remove A | alias list --svcnum-id SVCNUM_ID
   key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)
 
 options: --env sandbox|production  act on a deployed environment instead of the local data
@@ -45,7 +49,7 @@ const clientJson = (client: Client) => {
   return {
     client_id: shown.clientId, kind: shown.kind, name: shown.name,
     ...(client.kind === 'login' ? { redirect_uris: shown.redirectUris } : {}),
-    scope: shown.scopes.join(' '), disabled: shown.disabled, created_at: shown.createdAt,
+    scope: shown.scopes.join(' '), ...(client.ownerId ? { owner: client.ownerId } : {}), disabled: shown.disabled, created_at: shown.createdAt,
   };
 };
 
@@ -117,6 +121,8 @@ async function run(argv: string[]): Promise<unknown> {
       count: { type: 'string' },
       independent: { type: 'string' },
       dependent: { type: 'string' },
+      'svcnum-id': { type: 'string' },
+      alias: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -125,8 +131,9 @@ async function run(argv: string[]): Promise<unknown> {
   if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
   if (values.env !== undefined) {
     if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');
-    throw new Error(`--env ${values.env}: deployed environments are not available yet; they arrive with the CDK stacks`);
   }
+  // --env: the environment's real tables, named by its stack outputs (local/deployed.ts).
+  const deployed = values.env as EnvironmentName | undefined;
   const env = localEnvironment();
   const need = (value: string | undefined, what: string) => {
     if (value === undefined || value === '') throw new UsageError(`${noun} ${verb} needs ${what}`);
@@ -134,6 +141,7 @@ async function run(argv: string[]): Promise<unknown> {
   };
 
   if (noun === 'key') {
+    if (deployed) throw new UsageError('key commands manage the local keys; a deployed environment signs with KMS keys (README: "Rotating the signing key")');
     const keys = await openLocalKeyStore(join(env.dataDir, 'keys'));
     switch (verb) {
       case 'list': return { keys: await keys.list() };
@@ -144,13 +152,18 @@ async function run(argv: string[]): Promise<unknown> {
     }
   }
 
-  return withLocalStore(env.dataDir, env.dynamoPort, async (store) => {
+  const withStore = <T>(work: (store: Store) => Promise<T>) =>
+    (deployed ? withDeployedStore(deployed, work) : withLocalStore(env.dataDir, env.dynamoPort, work));
+  return withStore(async (store) => {
     const accounts = createAccounts(store, systemClock, systemRandom);
-    // The provisioning lifecycle needs no keys: a key ring that is never asked.
-    const lifecycle = () => createCore({
+    // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
+    const offlineCore = () => createCore({
       store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
       keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
-    }).provisioning.lifecycle;
+    });
+    const lifecycle = () => offlineCore().provisioning.lifecycle;
+    const aliases = () => offlineCore().directory.aliases;
+    const aliasJson = (alias: AliasView) => ({ alias: alias.alias, svcnum_id: alias.svcnumId, created_at: new Date(alias.createTime).toISOString() });
     const integer = (value: string | undefined, what: string) => {
       if (value === undefined) return undefined;
       if (!/^\d{1,6}$/.test(value)) throw new UsageError(`${what} must be a whole number`);
@@ -168,14 +181,16 @@ async function run(argv: string[]): Promise<unknown> {
         return clientJson(client);
       }
       case 'api-client create': {
-        const { client, clientSecret } = await accounts.createApiClient({ name: need(values.name, '--name'), scope: need(values.scope, '--scope') });
+        const { client, clientSecret } = await accounts.createApiClient({
+          name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ...(values.owner ? { ownerId: values.owner } : {}),
+        });
         return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
       }
       case 'prov-client create': {
         const { client, clientSecret } = await accounts.createProvisioningClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ownerId: need(values.owner, '--owner'),
         });
-        return { ...clientJson(client), owner: client.ownerId, client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+        return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
       }
       case 'number seed': return lifecycle().seed(need(values.from, '--from'), integer(need(values.count, '--count'), '--count')!);
       case 'number show': return lifecycle().show(need(argument, 'a NUMBER'));
@@ -191,6 +206,13 @@ async function run(argv: string[]): Promise<unknown> {
           ...(dependent !== undefined ? { dependentAgentQuota: dependent } : {}),
         }), 'account');
         return { svcnum_id: owner.svcnumId, independent_agent_quota: owner.independentAgentQuota ?? null, dependent_agent_quota: owner.dependentAgentQuota ?? null };
+      }
+      // Operators may alias any entity (people included) and use reserved names.
+      case 'alias add': return aliasJson(await aliases().create(OPERATOR, { svcnumId: need(values['svcnum-id'], '--svcnum-id'), alias: need(values.alias, '--alias') }));
+      case 'alias remove': return { ...aliasJson(await aliases().remove(OPERATOR, need(argument, 'an ALIAS'))), removed: true };
+      case 'alias list': {
+        const svcnumId = need(values['svcnum-id'], '--svcnum-id');
+        return { svcnum_id: svcnumId, aliases: (await aliases().list(OPERATOR, svcnumId)).map(aliasJson) };
       }
       case 'client list': return { clients: (await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson) };
       case 'client show': return clientJson(found(await store.getClient(need(argument, 'a CLIENT_ID')), 'client'));

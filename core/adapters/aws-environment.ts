@@ -16,6 +16,7 @@ import { systemClock, systemRandom } from './system';
 //   KMS_KEY_ID           the KMS key (id, ARN or alias) that signs
 //   KMS_VERIFY_KEY_IDS   comma-separated further keys published in the JWKS (rotation)
 //   NUMBER_COOL_OFF_DAYS cool-off of retired numbers (default 90)
+//   MESSAGE_POLL_INTERVAL_MS how often open message streams poll their inboxes (default 250)
 
 function required(name: string): string {
   const value = process.env[name];
@@ -29,6 +30,14 @@ export function coolOffFromEnvironment(): number {
   const parsed = Number(days);
   if (!Number.isFinite(parsed) || parsed < 0) throw new Error(`NUMBER_COOL_OFF_DAYS must be a non-negative number, got '${days}'`);
   return parsed * DAY;
+}
+
+export function pollIntervalFromEnvironment(): number | undefined {
+  const value = process.env.MESSAGE_POLL_INTERVAL_MS;
+  if (value === undefined || value === '') return undefined;
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 20 || parsed > 60_000) throw new Error(`MESSAGE_POLL_INTERVAL_MS must be 20-60000, got '${value}'`);
+  return parsed;
 }
 
 let core: Core | undefined;
@@ -47,6 +56,7 @@ export function coreFromEnvironment(): Core {
     random: systemRandom,
     config: serviceConfig(required('ISSUER')),
     provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
+    ...(pollIntervalFromEnvironment() ? { messagePollIntervalMs: pollIntervalFromEnvironment()! } : {}),
   });
   return core;
 }

@@ -6,7 +6,9 @@ import type {
 } from '../model';
 import type { CodeBinding, RedeemResult, Store } from '../store';
 import type { TableNames } from '../tables';
+import { createDynamoDirectoryStore } from './dynamo-directory-store';
 import { conditional, dynamoOps, ttlSeconds } from './dynamo-ops';
+import { createDynamoMessagingStore } from './dynamo-messaging-store';
 import { createDynamoProvisioningStore } from './dynamo-provisioning-store';
 
 const DAY_MS = 86_400_000;
@@ -16,6 +18,8 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
 
   return {
     ...createDynamoProvisioningStore(db, tables),
+    ...createDynamoDirectoryStore(db, tables),
+    ...createDynamoMessagingStore(db, tables),
     // clients
     async createClient(client) {
       const created = await conditional(db.send(new PutCommand({

@@ -1,4 +1,5 @@
 import type { Accounts } from '../accounts';
+import { indexAgent } from '../directory/discover';
 import { newUlid, ULID_PATTERN } from '../ids';
 import type { AgentKind, NumberState, User } from '../model';
 import type { Clock, Random } from '../ports';
@@ -134,6 +135,8 @@ export function createAgents(deps: {
       await steps.afterCommit(() => pool.confirm(svcnum, svcnumId, 'active'));
       await steps.afterCommit(() => pool.confirm(fallback, svcnumId, 'reserved'));
       await steps.afterCommit(() => quota.confirm(slot, svcnumId));
+      // The discover index (discoverable agents only); readers re-check the agent, so a lost write only hides it.
+      await steps.afterCommit(() => indexAgent(store, agent, now));
       return { agent, clientSecret: credentials?.clientSecret };
     });
   }

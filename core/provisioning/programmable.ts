@@ -115,6 +115,18 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; ra
 
     get: async (caller: Caller, svcnumId: string | undefined) => programmableView(await owned(caller, svcnumId)),
 
+    /** Every programmable number of the caller's account (the inboxes its message stream follows). */
+    async allIds(caller: Caller): Promise<string[]> {
+      const ids: string[] = [];
+      let startKey;
+      do {
+        const page = await store.listOwned(caller.ownerId, 'programmable', 100, startKey);
+        ids.push(...page.items.map((entity) => entity.svcnumId));
+        startKey = page.nextKey;
+      } while (startKey);
+      return ids;
+    },
+
     list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(input, caller.ownerId, numberPages,
       (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey), programmableView),
 

@@ -1,7 +1,10 @@
 import type { ProgrammableNumberView } from '../../core/provisioning/programmable';
 import type { Core } from '../../core/service';
-import type { NumberServiceServer, ProgrammableNumber } from '../gen/svcnum/provisioning/v1alpha1/number_service';
-import { CallError, unary } from '../calls';
+import { MessageKind, type IncomingMessage, type NumberServiceServer, type ProgrammableNumber } from '../gen/svcnum/provisioning/v1alpha1/number_service';
+import { EntityType } from '../gen/svcnum/provisioning/v1alpha1/common';
+import type { MessageKind as CoreMessageKind, SenderEntityType, StoredMessage } from '../../core/messaging/store';
+import { decodeCursor, followInboxes, InvalidCursorError } from '../../core/messaging/stream';
+import { CallError, serverStream, unary } from '../calls';
 import { status } from '@grpc/grpc-js';
 import { numberState, timestamp } from './convert';
 
@@ -15,7 +18,35 @@ const toProto = (number: ProgrammableNumberView): ProgrammableNumber => ({
   updateTime: timestamp(number.updateTime),
 });
 
-export function numberService(core: Core): NumberServiceServer {
+const SENDER_TYPES: Record<SenderEntityType, EntityType> = {
+  person: EntityType.ENTITY_TYPE_PERSON,
+  business: EntityType.ENTITY_TYPE_BUSINESS,
+  programmable: EntityType.ENTITY_TYPE_PROGRAMMABLE,
+  ai_agent: EntityType.ENTITY_TYPE_AI_AGENT,
+  mask: EntityType.ENTITY_TYPE_MASK,
+};
+
+const KINDS: Record<CoreMessageKind, MessageKind> = {
+  message: MessageKind.MESSAGE_KIND_MESSAGE,
+  auto_reply: MessageKind.MESSAGE_KIND_AUTO_REPLY,
+  forward: MessageKind.MESSAGE_KIND_FORWARD,
+};
+
+const incoming = (message: StoredMessage, cursor: string): IncomingMessage => ({
+  messageId: message.messageId,
+  cursor,
+  toSvcnumId: message.inboxId,
+  toSvcnum: message.toSvcnum,
+  fromSvcnum: message.fromSvcnum,
+  senderEntityType: SENDER_TYPES[message.senderEntityType],
+  kind: KINDS[message.kind],
+  text: message.text,
+  createTime: timestamp(message.acceptedAt),
+  forwardedBy: message.forwardedBy ?? '',
+});
+
+/** `closing` aborts when the server drains: open streams end, clients resume elsewhere with their cursor. */
+export function numberService(core: Core, closing: AbortSignal = new AbortController().signal): NumberServiceServer {
   const { numbers } = core.provisioning;
   return {
     provisionNumber: unary(core, 'NumberService.ProvisionNumber', 'prov:numbers', async (caller, request) => toProto(await numbers.provision(caller, {
@@ -26,6 +57,20 @@ export function numberService(core: Core): NumberServiceServer {
     listNumbers: unary(core, 'NumberService.ListNumbers', 'prov:numbers', async (caller, request) => {
       const page = await numbers.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });
       return { numbers: page.items.map(toProto), nextPageToken: page.nextPageToken };
+    }),
+    streamAllMessages: serverStream(core, 'NumberService.StreamAllMessages', 'prov:numbers', closing, async (caller, request, send, signal) => {
+      let positions;
+      try {
+        positions = decodeCursor(request.resumeCursor, caller.ownerId);
+      } catch (error) {
+        if (error instanceof InvalidCursorError) throw new CallError(status.INVALID_ARGUMENT, error.message);
+        throw error;
+      }
+      const deliveries = followInboxes({
+        store: core.store, hub: core.messageHub, clock: core.clock, ownerId: caller.ownerId, positions, signal,
+        listInboxes: () => core.provisioning.numbers.allIds(caller),
+      });
+      for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));
     }),
     configureProgrammable: unary(core, 'NumberService.ConfigureProgrammable', 'prov:numbers', async (caller, request) => {
       if (!request.config) throw new CallError(status.INVALID_ARGUMENT, 'config is required');

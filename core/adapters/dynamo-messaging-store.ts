@@ -1,0 +1,64 @@
+import { BatchGetCommand, PutCommand, QueryCommand, UpdateCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { InboxEntry, MessagingStore } from '../messaging/store';
+import type { TableNames } from '../tables';
+import { conditional, record, ttlSeconds } from './dynamo-ops';
+
+/** Sort key of messages: the sequence, zero-padded so string order is numeric order. */
+export const seqKey = (seq: number) => String(seq).padStart(12, '0');
+
+const BATCH_GET_LIMIT = 100;
+
+export function createDynamoMessagingStore(db: DynamoDBDocumentClient, tables: TableNames): MessagingStore {
+  return {
+    async nextSeq(inboxId) {
+      const out = await db.send(new UpdateCommand({
+        TableName: tables.inboxes,
+        Key: { svcnumId: inboxId },
+        UpdateExpression: 'ADD lastSeq :one',
+        ExpressionAttributeValues: { ':one': 1 },
+        ReturnValues: 'UPDATED_NEW',
+      }));
+      return Number(out.Attributes?.lastSeq);
+    },
+
+    appendMessage: (message, retainUntil) => conditional(db.send(new PutCommand({
+      TableName: tables.messages,
+      Item: { ...message, seq: seqKey(message.seq), ttl: ttlSeconds(retainUntil) },
+      ConditionExpression: 'attribute_not_exists(seq)',
+    }))),
+
+    tombstone: (inboxId, seq, retainUntil) => conditional(db.send(new PutCommand({
+      TableName: tables.messages,
+      Item: { inboxId, seq: seqKey(seq), tombstone: true, ttl: ttlSeconds(retainUntil) },
+      ConditionExpression: 'attribute_not_exists(seq)',
+    }))),
+
+    async readInbox(inboxId, afterSeq, limit) {
+      const page = await db.send(new QueryCommand({
+        TableName: tables.messages,
+        KeyConditionExpression: 'inboxId = :inbox AND seq > :after',
+        ExpressionAttributeValues: { ':inbox': inboxId, ':after': seqKey(afterSeq) },
+        ConsistentRead: true,
+        Limit: limit,
+      }));
+      return (page.Items ?? []).map((item) => {
+        const entry = record<Record<string, unknown>>(item)!;
+        return { ...entry, seq: Number(entry.seq) } as unknown as InboxEntry;
+      });
+    },
+
+    async inboxHeads(inboxIds) {
+      const heads = new Map<string, number>(inboxIds.map((id) => [id, 0]));
+      for (let start = 0; start < inboxIds.length; start += BATCH_GET_LIMIT) {
+        let keys: Array<Record<string, unknown>> | undefined = inboxIds.slice(start, start + BATCH_GET_LIMIT).map((svcnumId) => ({ svcnumId }));
+        // Unprocessed keys (throttling) are retried until none are left.
+        while (keys && keys.length > 0) {
+          const out: BatchGetCommandOutput = await db.send(new BatchGetCommand({ RequestItems: { [tables.inboxes]: { Keys: keys, ConsistentRead: true } } }));
+          for (const item of out.Responses?.[tables.inboxes] ?? []) heads.set(String(item.svcnumId), Number(item.lastSeq ?? 0));
+          keys = out.UnprocessedKeys?.[tables.inboxes]?.Keys;
+        }
+      }
+      return heads;
+    },
+  };
+}

@@ -1,0 +1,101 @@
+import { ULID_PATTERN } from '../ids';
+import type { User } from '../model';
+import { invalidArgument } from '../provisioning/errors';
+import type { PageKey } from '../provisioning/store';
+import { capabilitiesField } from '../provisioning/validation';
+import type { Store } from '../store';
+import { directoryLimits } from './config';
+import type { CapabilityEntry } from './store';
+
+// GET /api/discover: agents that offer a capability and opted in (`discoverable`). The index
+// (table `capabilities`) is written after an agent is committed, one entry per capability. It
+// may hold entries of agents that are gone, suspended or no longer discoverable: readers
+// re-check every agent, so an entry can never show more than the agent itself allows. An index
+// write that is lost leaves the agent out of discover (never a dangling entry that shows).
+
+export interface DiscoveredAgent {
+  svcnum: string;
+  display_name: string;
+  capabilities: string[];
+}
+
+/** Writes the discover index of a newly committed agent (idempotent). */
+export async function indexAgent(store: Store, agent: User, now: number): Promise<void> {
+  if (!agent.discoverable || !agent.capabilities?.length) return;
+  await store.indexCapabilities(agent.svcnumId, agent.capabilities, now);
+}
+
+/** Whether an agent may be shown for `capability` right now. */
+export function discoverable(agent: User | undefined, capability: string): agent is User {
+  return agent?.accountType === 'ai_agent' && agent.status === 'active' && (agent.numberState ?? 'active') === 'active'
+    && agent.discoverable === true && (agent.capabilities ?? []).includes(capability);
+}
+
+const publicAgent = (agent: User): DiscoveredAgent => ({
+  svcnum: agent.svcnum, display_name: agent.displayName ?? '', capabilities: [...(agent.capabilities ?? [])],
+});
+
+/** page_token: where the listing of one capability continues (the last svcnum_id shown or read). */
+const encodeToken = (capability: string, svcnumId: string) => Buffer.from(JSON.stringify({ c: capability, k: svcnumId }), 'utf8').toString('base64url');
+
+function decodeToken(token: string | undefined, capability: string): PageKey | undefined {
+  if (!token) return undefined;
+  try {
+    const parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { c?: unknown; k?: unknown };
+    if (parsed && parsed.c === capability && typeof parsed.k === 'string' && ULID_PATTERN.test(parsed.k)) return { capability, svcnumId: parsed.k };
+  } catch {
+    // falls through
+  }
+  throw invalidArgument('page_token is not one this endpoint returned for this capability; start again without it');
+}
+
+function pageSizeParam(value: string | undefined): number {
+  const { discoverPageDefault: fallback, discoverPageMax: max } = directoryLimits;
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d{1,6}$/.test(value)) throw invalidArgument(`page_size must be a whole number from 1 to ${max}`);
+  const size = Number(value);
+  if (size === 0) return fallback;
+  return Math.min(size, max);
+}
+
+export function createDiscovery(deps: { store: Store }) {
+  const { store } = deps;
+  return {
+    /**
+     * One page of discoverable agents offering `capability`, oldest first. Reads at most
+     * `discoverScanMax` index entries; a page may then be short and still carry a token.
+     */
+    async discover(input: { capability?: string; pageToken?: string; pageSize?: string }): Promise<{ agents: DiscoveredAgent[]; next_page_token: string }> {
+      if (!input.capability) throw invalidArgument('capability is required');
+      const [capability] = capabilitiesField([input.capability]);
+      const size = pageSizeParam(input.pageSize);
+      let startKey = decodeToken(input.pageToken, capability!);
+      const shown: Array<{ entry: CapabilityEntry; agent: User }> = [];
+      let lastRead: CapabilityEntry | undefined;
+      let scanned = 0;
+      do {
+        const page = await store.listCapability(capability!, Math.min(size + 1 - shown.length, directoryLimits.discoverScanMax - scanned), startKey);
+        const agents = new Map((await store.getEntities(page.items.map((entry) => entry.svcnumId))).map((agent) => [agent.svcnumId, agent]));
+        for (const entry of page.items) {
+          const agent = agents.get(entry.svcnumId);
+          if (discoverable(agent, capability!)) shown.push({ entry, agent });
+        }
+        scanned += page.items.length;
+        lastRead = page.items.at(-1) ?? lastRead;
+        startKey = page.nextKey;
+      } while (startKey && shown.length <= size && scanned < directoryLimits.discoverScanMax);
+
+      if (shown.length > size) {
+        const items = shown.slice(0, size);
+        return { agents: items.map(({ agent }) => publicAgent(agent)), next_page_token: encodeToken(capability!, items.at(-1)!.entry.svcnumId) };
+      }
+      // The end of the index, or the scan budget is spent: continue after the last entry read.
+      return {
+        agents: shown.map(({ agent }) => publicAgent(agent)),
+        next_page_token: startKey && lastRead ? encodeToken(capability!, lastRead.svcnumId) : '',
+      };
+    },
+  };
+}
+
+export type Discovery = ReturnType<typeof createDiscovery>;

@@ -1,0 +1,18 @@
+import type { Clock, Random } from '../ports';
+import type { Store } from '../store';
+import { createAliases } from './aliases';
+import { createDiscovery } from './discover';
+import { createResolver } from './resolve';
+
+/** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
+export function createDirectory(deps: { store: Store; clock: Clock; random: Random; coolOff: number }) {
+  const { store, clock, random, coolOff } = deps;
+  const aliases = createAliases({ store, clock, random });
+  return {
+    aliases,
+    ...createResolver({ store, clock, coolOff, aliases }),
+    ...createDiscovery({ store }),
+  };
+}
+
+export type Directory = ReturnType<typeof createDirectory>;

@@ -1,0 +1,163 @@
+import { EventEmitter } from 'node:events';
+import { newUlid } from '../ids';
+import type { Client, User } from '../model';
+import type { Clock, Random } from '../ports';
+import type { Store } from '../store';
+import type { AccessTokenClaims } from '../tokens';
+import type { MessageKind, SenderEntityType, StoredMessage } from './store';
+
+// The message path: who is sending (from the token), where a message goes (a number's holder, or
+// through a mask to the other participant), and what a programmable number does on arrival
+// (auto_reply, forward_to_svcnum_id). A message is stored in its recipient's inbox before the
+// sender gets an answer.
+
+/** Messages are kept this long; streams resume within it. */
+export const MESSAGE_RETENTION_MS = 30 * 86_400_000;
+/** Derived messages (auto-replies, forwards) form chains of at most this many steps: no loops. */
+export const MAX_DERIVED_HOPS = 3;
+export const MAX_TEXT_LENGTH = 2000;
+
+export class MessagingError extends Error {
+  override name = 'MessagingError';
+  constructor(
+    readonly status: 400 | 403 | 404 | 409 | 410,
+    readonly error: 'invalid_request' | 'insufficient_scope' | 'forbidden' | 'not_found' | 'not_in_service' | 'gone',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface Sender { svcnumId: string; svcnum: string; entityType: SenderEntityType }
+
+export interface AcceptedMessage { messageId: string; from: string; to: string; acceptedAt: number }
+
+/** In-process wake-ups for open streams: "inbox X got a message". Other processes poll. */
+export class InboxNotifier extends EventEmitter {
+  appended(inboxId: string) {
+    this.emit('append', inboxId);
+  }
+}
+
+const SENDER_TYPES: ReadonlySet<string> = new Set(['person', 'business', 'programmable', 'ai_agent']);
+
+/** Digits of a number as people write it: +, spaces, dashes, dots and parentheses are dropped. */
+export function normaliseNumber(value: string): string | undefined {
+  if (!/^\+?[\d\s().-]+$/.test(value)) return undefined;
+  const digits = value.replace(/\D/g, '');
+  return /^\d{11,15}$/.test(digits) ? digits : undefined;
+}
+
+const inService = (entity: User | undefined) => entity && entity.status === 'active' && (entity.numberState ?? 'active') === 'active';
+
+export function createMessaging(deps: {
+  store: Store; clock: Clock; random: Random; notifier: InboxNotifier;
+  getClient: (clientId: string) => Promise<Client | undefined>;
+}) {
+  const { store, clock, random, notifier, getClient } = deps;
+
+  /** Appends to an inbox at the next sequence; a sequence a reader gave up on is retried. */
+  async function append(inboxId: string, fields: Omit<StoredMessage, 'inboxId' | 'seq' | 'messageId' | 'acceptedAt'>): Promise<StoredMessage> {
+    const messageId = newUlid(clock, random);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const seq = await store.nextSeq(inboxId);
+      const acceptedAt = clock.now();
+      const message: StoredMessage = { inboxId, seq, messageId, acceptedAt, ...fields };
+      if (await store.appendMessage(message, acceptedAt + MESSAGE_RETENTION_MS)) {
+        notifier.appended(inboxId);
+        return message;
+      }
+    }
+    throw new Error(`could not append to inbox ${inboxId}`);
+  }
+
+  /** Where a message to `to` goes, as whom it appears, or why it cannot go. */
+  async function route(sender: Sender, to: string) {
+    const number = await store.getNumber(to);
+    if (!number?.svcnumId || !['active', 'suspended'].includes(number.state)) throw new MessagingError(404, 'not_found', `number ${to} is not in service`);
+    if (number.state === 'suspended') throw new MessagingError(409, 'not_in_service', `number ${to} is suspended`);
+    if (number.entityType === 'mask') {
+      const mask = await store.getMask(number.svcnumId);
+      if (!mask || mask.svcnum !== to) throw new MessagingError(404, 'not_found', `number ${to} is not in service`);
+      if (mask.expiresAt <= clock.now()) throw new MessagingError(410, 'gone', `mask ${to} has expired`);
+      const other = sender.svcnumId === mask.participantA ? mask.participantB : sender.svcnumId === mask.participantB ? mask.participantA : undefined;
+      if (!other) throw new MessagingError(403, 'forbidden', `only the two participants of mask ${to} can send to it`);
+      const recipient = await store.getUser(other);
+      if (!inService(recipient)) throw new MessagingError(409, 'not_in_service', 'the other participant cannot receive messages now');
+      // Bridged: the recipient sees the mask's number, never the sender's number or id.
+      return { recipient: recipient!, fromSvcnum: mask.svcnum, senderEntityType: 'mask' as const, toSvcnum: mask.svcnum };
+    }
+    const recipient = await store.getUser(number.svcnumId);
+    if (!recipient || recipient.svcnum !== to || recipient.status !== 'active') throw new MessagingError(404, 'not_found', `number ${to} is not in service`);
+    return { recipient, fromSvcnum: sender.svcnum, senderEntityType: sender.entityType, toSvcnum: to };
+  }
+
+  /** Delivers to `to` and runs the recipient's programmable behaviour. */
+  async function deliver(sender: Sender, to: string, text: string, kind: MessageKind, hops: number): Promise<StoredMessage> {
+    const { recipient, ...addressing } = await route(sender, to);
+    const message = await append(recipient.svcnumId, { ...addressing, text, kind, hops });
+    if (recipient.accountType === 'programmable') await behave(recipient, message);
+    return message;
+  }
+
+  /** auto_reply answers direct messages only; forwards are bounded by the hop budget. */
+  async function behave(number: User, message: StoredMessage) {
+    if (message.hops >= MAX_DERIVED_HOPS) return;
+    const self: Sender = { svcnumId: number.svcnumId, svcnum: number.svcnum, entityType: 'programmable' };
+    // Derived messages are best effort: the original is already stored and acknowledged.
+    if (number.autoReply && message.kind === 'message') {
+      await deliver(self, message.fromSvcnum, number.autoReply, 'auto_reply', message.hops + 1).catch(() => undefined);
+    }
+    if (number.forwardToSvcnumId) {
+      const target = await store.getUser(number.forwardToSvcnumId);
+      if (inService(target) && target!.svcnumId !== number.svcnumId) {
+        const copy = await append(target!.svcnumId, {
+          fromSvcnum: message.fromSvcnum, senderEntityType: message.senderEntityType, toSvcnum: target!.svcnum,
+          text: message.text, kind: 'forward', hops: message.hops + 1, forwardedBy: number.svcnum,
+        }).catch(() => undefined);
+        if (copy && target!.accountType === 'programmable') await behave(target!, copy);
+      }
+    }
+  }
+
+  return {
+    /**
+     * The sender behind a token with the `messaging` scope: an entity's own token (an agent, a
+     * lent number, a dependent) sends as that entity; an External API client's token sends from
+     * `from`, which must be a number its owner account controls.
+     */
+    async sender(claims: AccessTokenClaims, from: string | undefined): Promise<Sender> {
+      if (!claims.scope.split(' ').includes('messaging')) throw new MessagingError(403, 'insufficient_scope', 'sending needs a token with the messaging scope');
+      const fromNumber = from === undefined ? undefined : normaliseNumber(from);
+      if (from !== undefined && !fromNumber) throw new MessagingError(400, 'invalid_request', 'from must be a number of 11 to 15 digits');
+      let entity: User | undefined;
+      const client = await getClient(claims.client_id);
+      if (client && claims.sub === client.clientId) {
+        if (client.kind !== 'api' || !client.ownerId) throw new MessagingError(403, 'forbidden', 'this client has no owner account, so it has no number to send from');
+        if (!fromNumber) throw new MessagingError(400, 'invalid_request', 'from is required: a number of the account this client belongs to');
+        const holder = (await store.getNumber(fromNumber))?.svcnumId;
+        entity = holder ? await store.getUser(holder) : undefined;
+        const controlled = entity && entity.svcnum === fromNumber && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
+        if (!controlled) throw new MessagingError(403, 'forbidden', `number ${fromNumber} is not a number of this client's account`);
+      } else {
+        entity = await store.getUser(claims.sub);
+        if (!entity) throw new MessagingError(403, 'forbidden', 'the token does not name an account that can send');
+        if (fromNumber && fromNumber !== entity.svcnum) throw new MessagingError(403, 'forbidden', `this token sends as ${entity.svcnum} only`);
+      }
+      if (!SENDER_TYPES.has(entity!.accountType)) throw new MessagingError(403, 'forbidden', 'this account cannot send messages');
+      if (!inService(entity)) throw new MessagingError(409, 'not_in_service', `number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);
+      return { svcnumId: entity!.svcnumId, svcnum: entity!.svcnum, entityType: entity!.accountType as SenderEntityType };
+    },
+
+    async send(sender: Sender, input: { to?: unknown; text?: unknown }): Promise<AcceptedMessage> {
+      if (typeof input.to !== 'string' || !normaliseNumber(input.to)) throw new MessagingError(400, 'invalid_request', 'to must be a number of 11 to 15 digits');
+      if (typeof input.text !== 'string' || input.text.length === 0) throw new MessagingError(400, 'invalid_request', 'text is required');
+      if ([...input.text].length > MAX_TEXT_LENGTH) throw new MessagingError(400, 'invalid_request', `text is longer than ${MAX_TEXT_LENGTH} characters`);
+      const to = normaliseNumber(input.to)!;
+      const message = await deliver(sender, to, input.text, 'message', 0);
+      return { messageId: message.messageId, from: sender.svcnum, to, acceptedAt: message.acceptedAt };
+    },
+  };
+}
+
+export type Messaging = ReturnType<typeof createMessaging>;

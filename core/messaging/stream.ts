@@ -1,0 +1,206 @@
+import type { Clock } from '../ports';
+import type { Store } from '../store';
+import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
+import { isTombstone, type StoredMessage } from './store';
+
+// Delivery to open streams, across processes, without webhooks.
+//
+// Every process that holds streams runs one MessageHub. The hub learns that an inbox changed in
+// two ways: from the in-process notifier (a message accepted by this very process, at once), and
+// by polling the inbox counters of every inbox any of its streams watches: one strongly
+// consistent BatchGetItem per 100 watched inboxes per poll interval, whatever the number of
+// streams or messages. A woken stream reads its inboxes from its cursor.
+//
+// Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
+// a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
+// GAP_GRACE_MS, its writer gave up (or died), and the reader tombstones n with a conditional put.
+// A late writer's put then fails and it retries with a new sequence, so nothing is lost and
+// nothing is delivered twice past a cursor.
+
+export const POLL_INTERVAL_MS = 250;
+export const GAP_GRACE_MS = 3_000;
+/** Streams re-list their numbers this often, so newly provisioned numbers join open streams. */
+export const INBOX_REFRESH_MS = 30_000;
+const READ_BATCH = 100;
+
+export function createMessageHub(store: Store, notifier: InboxNotifier, pollIntervalMs = POLL_INTERVAL_MS) {
+  const watchers = new Map<string, Set<() => void>>();
+  const heads = new Map<string, number>();
+  let timer: NodeJS.Timeout | undefined;
+  let polling = false;
+
+  const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback());
+  notifier.on('append', wake);
+
+  async function poll() {
+    if (polling || watchers.size === 0) return;
+    polling = true;
+    try {
+      const latest = await store.inboxHeads([...watchers.keys()]);
+      for (const [inboxId, head] of latest) {
+        if (head !== heads.get(inboxId)) {
+          heads.set(inboxId, head);
+          wake(inboxId);
+        }
+      }
+    } catch {
+      // A failed poll is retried at the next tick; streams also re-check on their own timers.
+    } finally {
+      polling = false;
+    }
+  }
+
+  return {
+    /** Calls `onChange` whenever one of `inboxIds` may have new messages; returns the unsubscribe. */
+    watch(inboxIds: readonly string[], onChange: () => void): () => void {
+      for (const id of inboxIds) {
+        let set = watchers.get(id);
+        if (!set) watchers.set(id, (set = new Set()));
+        set.add(onChange);
+      }
+      if (!timer) {
+        timer = setInterval(() => void poll(), pollIntervalMs);
+        timer.unref();
+      }
+      return () => {
+        for (const id of inboxIds) {
+          const set = watchers.get(id);
+          set?.delete(onChange);
+          if (set?.size === 0) {
+            watchers.delete(id);
+            heads.delete(id);
+          }
+        }
+        if (watchers.size === 0 && timer) {
+          clearInterval(timer);
+          timer = undefined;
+        }
+      };
+    },
+    /** How many inboxes this process watches (for the docs' cost figures and tests). */
+    watchedInboxes: () => watchers.size,
+    close() {
+      notifier.off('append', wake);
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      watchers.clear();
+    },
+  };
+}
+
+export type MessageHub = ReturnType<typeof createMessageHub>;
+
+/** Resume position: the last sequence delivered per inbox, bound to the owner it was issued to. */
+export type Positions = Map<string, number>;
+
+export function encodeCursor(ownerId: string, positions: Positions): string {
+  return Buffer.from(JSON.stringify({ o: ownerId, p: Object.fromEntries(positions) }), 'utf8').toString('base64url');
+}
+
+export class InvalidCursorError extends Error {}
+
+export function decodeCursor(cursor: string | undefined, ownerId: string): Positions {
+  if (!cursor) return new Map();
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { o?: unknown; p?: unknown };
+    if (parsed.o === ownerId && parsed.p && typeof parsed.p === 'object') {
+      const entries = Object.entries(parsed.p as Record<string, unknown>);
+      if (entries.every(([, seq]) => Number.isSafeInteger(seq) && (seq as number) >= 0)) return new Map(entries as Array<[string, number]>);
+    }
+  } catch {
+    // falls through
+  }
+  throw new InvalidCursorError('resume_cursor is not a cursor of this account; start without one');
+}
+
+export interface Delivery { message: StoredMessage; cursor: string }
+
+/**
+ * The messages of an owner's inboxes from `positions` on: first the backlog, then live, until
+ * `signal` aborts. At least once, in order per inbox; a cursor comes with every message.
+ */
+export async function* followInboxes(deps: {
+  store: Store; hub: MessageHub; clock: Clock; ownerId: string;
+  listInboxes: () => Promise<string[]>; positions: Positions; signal: AbortSignal;
+}): AsyncGenerator<Delivery> {
+  const { store, hub, clock, ownerId, positions, signal } = deps;
+  const gapSince = new Map<string, number>();
+  let inboxes: string[] = [];
+  let unwatch: (() => void) | undefined;
+  let listedAt = -Infinity;
+  let pending = true;
+  let wakeUp: (() => void) | undefined;
+  const onChange = () => {
+    pending = true;
+    wakeUp?.();
+  };
+  const onAbort = () => wakeUp?.();
+  signal.addEventListener('abort', onAbort);
+
+  try {
+    while (!signal.aborted) {
+      if (Date.now() - listedAt >= INBOX_REFRESH_MS) {
+        const listed = await deps.listInboxes();
+        if (listed.join() !== inboxes.join()) {
+          unwatch?.();
+          inboxes = listed;
+          unwatch = hub.watch(inboxes, onChange);
+          pending = true;
+        }
+        listedAt = Date.now();
+      }
+      let waitingOnGap = false;
+      if (pending) {
+        pending = false;
+        for (const inboxId of inboxes) {
+          for (;;) {
+            const from = positions.get(inboxId) ?? 0;
+            const entries = await store.readInbox(inboxId, from, READ_BATCH);
+            let position = from;
+            let blocked = false;
+            for (const entry of entries) {
+              if (entry.seq !== position + 1) {
+                // A sequence is missing: its writer is in flight, or gave up.
+                const since = gapSince.get(inboxId) ?? clock.now();
+                gapSince.set(inboxId, since);
+                if (clock.now() - since < GAP_GRACE_MS) {
+                  blocked = true;
+                  break;
+                }
+                let filled = false;
+                for (let seq = position + 1; seq < entry.seq; seq++) {
+                  if (!(await store.tombstone(inboxId, seq, clock.now() + MESSAGE_RETENTION_MS))) filled = true;
+                }
+                gapSince.delete(inboxId);
+                if (filled) break; // a late message appeared: read again from `position`
+                position = entry.seq - 1;
+              }
+              gapSince.delete(inboxId);
+              position = entry.seq;
+              positions.set(inboxId, position);
+              if (!isTombstone(entry)) yield { message: entry, cursor: encodeCursor(ownerId, positions) };
+              if (signal.aborted) return;
+            }
+            if (blocked) waitingOnGap = true;
+            if (blocked || entries.length < READ_BATCH || position === from) break;
+          }
+        }
+      }
+      if (signal.aborted) break;
+      // Sleep until a change, a pending gap's grace, or the next list refresh.
+      await new Promise<void>((resolve) => {
+        wakeUp = resolve;
+        const timeout = setTimeout(() => {
+          if (waitingOnGap) pending = true;
+          resolve();
+        }, waitingOnGap ? 500 : INBOX_REFRESH_MS);
+        timeout.unref();
+        if (pending) resolve();
+      });
+      wakeUp = undefined;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    unwatch?.();
+  }
+}

@@ -1,0 +1,54 @@
+import { MessagingError } from '../core/messaging/send';
+import type { Core } from '../core/service';
+import { InvalidTokenError } from '../core/tokens';
+import { edgeHandler } from './edge';
+import { header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
+import { lazyHandler } from './runtime';
+
+// POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
+// scope sends a message; it is stored in the recipient's inbox before the answer (202).
+
+const bearerChallenge = (error?: string) => ['Bearer realm="messaging"', error && `error="${error}"`].filter(Boolean).join(', ');
+
+function refused(status: number, error: string, description: string, challenge = false): HttpResult {
+  return json(status, { error, error_description: description }, challenge ? { 'WWW-Authenticate': bearerChallenge(status === 401 ? error : undefined) } : {});
+}
+
+export function createMessagesHandler(core: Core) {
+  async function send(event: HttpEvent): Promise<HttpResult> {
+    const authorization = header(event, 'authorization');
+    const match = authorization === undefined ? undefined : /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim());
+    if (!match) return refused(401, 'invalid_token', 'send "Authorization: Bearer <access token>" with the messaging scope', true);
+    let claims;
+    try {
+      claims = await core.verifyAccessToken(match[1]!);
+    } catch (error) {
+      if (error instanceof InvalidTokenError) return refused(401, 'invalid_token', error.message, true);
+      throw error;
+    }
+    const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (contentType !== 'application/json') return refused(415, 'invalid_request', 'the body must be application/json');
+    const body = rawBody(event);
+    if (Buffer.byteLength(body) > MAX_BODY_BYTES) return refused(413, 'invalid_request', 'the request body is too large');
+    let input: unknown;
+    try {
+      input = JSON.parse(body);
+    } catch {
+      return refused(400, 'invalid_request', 'the body is not valid JSON');
+    }
+    if (!input || typeof input !== 'object' || Array.isArray(input)) return refused(400, 'invalid_request', 'the body must be a JSON object: { "to", "text", "from"? }');
+    const { to, text, from } = input as Record<string, unknown>;
+    if (from !== undefined && typeof from !== 'string') return refused(400, 'invalid_request', 'from must be a string');
+    try {
+      const sender = await core.messaging.sender(claims, from as string | undefined);
+      const accepted = await core.messaging.send(sender, { to, text });
+      return json(202, { message_id: accepted.messageId, from: accepted.from, to: accepted.to, accepted_at: new Date(accepted.acceptedAt).toISOString() });
+    } catch (error) {
+      if (error instanceof MessagingError) return refused(error.status, error.error, error.message, error.status === 403 && error.error === 'insufficient_scope');
+      throw error;
+    }
+  }
+  return edgeHandler({ '/api/messages': { POST: send } });
+}
+
+export const handler = lazyHandler(createMessagesHandler);

@@ -1,0 +1,82 @@
+import { directoryLimits } from '../core/directory/config';
+import { clientKey, createRateLimiter, rateLimitFromEnvironment, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
+import { optionalParam } from '../core/params';
+import { ProvisioningError } from '../core/provisioning/errors';
+import type { Core } from '../core/service';
+import { edgeHandler, type Route } from './edge';
+import { json, queryParams, type HttpEvent, type HttpResult } from './http';
+import { lazyHandler } from './runtime';
+
+// The public, read-only endpoints (spec 4.4): no credential, limited per client IP.
+//   GET /api/resolve?alias=…                                  alias or formatted number → number, entity type, state
+//   GET /api/discover?capability=…&page_size=…&page_token=…  discoverable agents offering a capability
+// Answers are JSON and readable from any origin (no credential is involved). Successful answers
+// may be cached briefly (resolve 10 s, never past an active mask's expiry; discover 30 s);
+// errors and 429s are never cached.
+
+export interface PublicOptions {
+  /** Limits of the per-IP token bucket (default: from the environment, see rate-limit.ts). */
+  rateLimit?: RateLimitConfig;
+  /** A ready limiter (tests); it wins over `rateLimit`. */
+  limiter?: RateLimiter;
+}
+
+const CORS = { 'Access-Control-Allow-Origin': '*' };
+
+const cacheable = (body: unknown, maxAgeSeconds: number): HttpResult =>
+  json(200, body, { ...CORS, 'Cache-Control': maxAgeSeconds >= 1 ? `public, max-age=${maxAgeSeconds}` : 'no-store' });
+
+const failure = (status: number, error: string, description: string, headers: Record<string, string> = {}) =>
+  json(status, { error, error_description: description }, { ...CORS, ...headers });
+
+/** The directory's refusals as HTTP answers; anything else is the edge's 500. */
+function answer(error: unknown): HttpResult {
+  if (error instanceof ProvisioningError && error.code === 'invalid_argument') return failure(400, 'invalid_request', error.message);
+  if (error instanceof ProvisioningError && error.code === 'not_found') return failure(404, 'not_found', error.message);
+  throw error;
+}
+
+/** One parameter, at most once (a repeated one is a 400 like everywhere else). */
+function param(event: HttpEvent, name: string): string | undefined {
+  try {
+    return optionalParam(queryParams(event), name);
+  } catch {
+    throw new ProvisioningError('invalid_argument', `${name} must not be repeated and at most 4096 characters`);
+  }
+}
+
+export function createPublicHandler(core: Core, options: PublicOptions = {}) {
+  const limiter = options.limiter ?? createRateLimiter(options.rateLimit ?? rateLimitFromEnvironment(), core.clock);
+
+  /** Every public route: one token from the client's bucket first, then the route. */
+  const limited = (route: Route): Route => async (event) => {
+    const decision = limiter.take(clientKey(event.requestContext?.identity?.sourceIp));
+    if (!decision.allowed) {
+      const seconds = decision.retryAfterSeconds;
+      return failure(429, 'rate_limited', `too many requests from this address; retry in ${seconds} s`, { 'Retry-After': String(seconds) });
+    }
+    try {
+      return await route(event);
+    } catch (error) {
+      return answer(error);
+    }
+  };
+
+  return edgeHandler({
+    '/api/resolve': {
+      GET: limited(async (event) => {
+        const { resolved, validFor } = await core.directory.resolve(param(event, 'alias'));
+        // Never cached past the moment an active mask expires.
+        const maxAge = validFor === undefined ? directoryLimits.resolveMaxAge : Math.min(directoryLimits.resolveMaxAge, Math.floor(validFor / 1000));
+        return cacheable(resolved, maxAge);
+      }),
+    },
+    '/api/discover': {
+      GET: limited(async (event) => cacheable(await core.directory.discover({
+        capability: param(event, 'capability'), pageToken: param(event, 'page_token'), pageSize: param(event, 'page_size'),
+      }), directoryLimits.discoverMaxAge)),
+    },
+  });
+}
+
+export const handler = lazyHandler(createPublicHandler);

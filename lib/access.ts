@@ -1,0 +1,164 @@
+// Who may do what: the least-privilege mapping of every compute unit (one Lambda per route group,
+// and the Fargate task) to the DynamoDB tables, indexes and KMS operations its code paths use.
+// Derived from the code, call by call (core/adapters/dynamo-store.ts and
+// dynamo-provisioning-store.ts are the only places that talk to DynamoDB):
+//
+// browser  (/oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet)
+//   clients       GetItem                       getClient (authorize, consent page, account page)
+//   users         GetItem, UpdateItem           getUser; beginSignInAttempt, lockAccount, clearFailedSignIns
+//   emails        GetItem                       findSvcnumIdByEmail (sign-in by email)
+//   numbers       GetItem                       getNumber (sign-in by number)
+//   authRequests  GetItem, PutItem, UpdateItem, DeleteItem   park, read, markSignedIn, finish
+//   codes         PutItem                       putCode (issuing only; redemption is the token endpoint's)
+//   consents      GetItem, PutItem, Query, DeleteItem        remember, list (/account), forget
+//   grants        UpdateItem + Query bySubject  /account/revoke: listGrants, revokeGrant
+//   sessions      GetItem, PutItem, DeleteItem  sign-in, every page, sign-out
+//   KMS           none: the pages never sign or verify a JWT.
+//
+// token    (/oauth/token, /oauth/revoke)
+//   clients       GetItem                       authenticate (cached and fresh reads)
+//   codes         GetItem, UpdateItem           redeemCode: one conditional update (+ a read on failure)
+//   grants        GetItem, PutItem, UpdateItem  createGrant, getGrant (refresh), touchGrant, revokeGrant
+//   users         GetItem                       account still active (code exchange, agent and provisioning clients)
+//   KMS           Sign, GetPublicKey            signs access and ID tokens (the kid comes from GetPublicKey)
+//
+// userinfo (/oauth/userinfo)
+//   users         GetItem                       the claims
+//   KMS           GetPublicKey                  verifies the access token locally from public keys
+//
+// discovery (/.well-known/openid-configuration, /.well-known/jwks.json)
+//   no table;     KMS GetPublicKey              publishes the JWKS
+//
+// public   (/api/resolve, /api/discover: no credential, rate-limited per IP by the WAF)
+//   aliases       GetItem                       alias → entity
+//   numbers       GetItem                       the number's public state
+//   users         GetItem, BatchGetItem         the entity (resolve); the agents of a discover page
+//   masks         GetItem                       a mask number's state (never its participants)
+//   capabilities  Query                         discover: agents by capability (base table)
+//   KMS           none
+//
+// messages (POST /api/messages: the Messaging External API's ingress)
+//   clients       GetItem                       the sending client (cached)
+//   numbers       GetItem                       the recipient number, a sender's own number
+//   users         GetItem                       recipient, sender entity, forwarding target
+//   masks         GetItem                       a mask number's participants
+//   inboxes       UpdateItem                    nextSeq: the recipient inbox's counter
+//   messages      PutItem                       appendMessage (conditional, retried on a lost sequence)
+//   KMS           GetPublicKey                  verifies the bearer access token locally
+//
+// provisioning (the Fargate gRPC task: NumberService, MaskService, AgentService, AliasService)
+//   clients       GetItem, PutItem, UpdateItem, DeleteItem   caller lookup; agents' own clients
+//                                               (create, rotate secret, compensate)
+//   users         GetItem, PutItem, UpdateItem + Query byOwner   entities (numbers, agents), owner
+//                                               status, alias claims, lists
+//   numbers       UpdateItem + Query pool       lease, confirm, return, quarantine, restore, transition; free pool
+//   masks         GetItem, PutItem, UpdateItem + Query byOwner   create, read, close, list
+//   quotaSlots    GetItem, PutItem, UpdateItem, DeleteItem   claim, take over, confirm, release
+//   requests      GetItem, PutItem, UpdateItem, DeleteItem   request_id idempotency
+//   aliases       GetItem, PutItem, DeleteItem  claim, take over a lapsed claim, remove
+//   capabilities  PutItem                       the discover index of a new discoverable agent
+//   KMS           Sign, GetPublicKey            verifies callers' tokens; signs agent and exchanged tokens
+//
+// Nothing deployed scans a table, deletes a user or writes email/number claims: those are
+// operator actions of the admin CLI (`--env`), which runs with the operator's own credentials.
+// The message-flow tables (inboxes, messages) are created but granted to no one until the
+// handlers that use them are deployed.
+
+import type { RouteGroup } from '../lambdas/routes';
+import type { TableKey } from '../core/tables';
+
+export type DynamoAction = 'GetItem' | 'BatchGetItem' | 'PutItem' | 'UpdateItem' | 'DeleteItem' | 'Query';
+
+export interface TableAccess {
+  /** Item actions on the table itself (Query here means a query of the base table). */
+  readonly actions: readonly DynamoAction[];
+  /** Global secondary indexes queried (Query on the index ARN only). */
+  readonly queryIndexes?: readonly string[];
+}
+
+export type KeyUse = 'sign' | 'verify' | 'none';
+
+export interface ComputeAccess {
+  readonly tables: Partial<Record<TableKey, TableAccess>>;
+  /**
+   * sign: kms:Sign + kms:GetPublicKey; verify: kms:GetPublicKey only. Granted on the environment's
+   * signing keys only (active and published), never on `*`.
+   */
+  readonly keys: KeyUse;
+}
+
+export type ComputeUnit = RouteGroup | 'provisioning';
+
+export const access: Record<ComputeUnit, ComputeAccess> = {
+  browser: {
+    tables: {
+      clients: { actions: ['GetItem'] },
+      users: { actions: ['GetItem', 'UpdateItem'] },
+      emails: { actions: ['GetItem'] },
+      numbers: { actions: ['GetItem'] },
+      authRequests: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'] },
+      codes: { actions: ['PutItem'] },
+      consents: { actions: ['GetItem', 'PutItem', 'Query', 'DeleteItem'] },
+      grants: { actions: ['UpdateItem'], queryIndexes: ['bySubject'] },
+      sessions: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
+    },
+    keys: 'none',
+  },
+  token: {
+    tables: {
+      clients: { actions: ['GetItem'] },
+      codes: { actions: ['GetItem', 'UpdateItem'] },
+      grants: { actions: ['GetItem', 'PutItem', 'UpdateItem'] },
+      users: { actions: ['GetItem'] },
+    },
+    keys: 'sign',
+  },
+  userinfo: {
+    tables: { users: { actions: ['GetItem'] } },
+    keys: 'verify',
+  },
+  discovery: {
+    tables: {},
+    keys: 'verify',
+  },
+  public: {
+    tables: {
+      aliases: { actions: ['GetItem'] },
+      numbers: { actions: ['GetItem'] },
+      users: { actions: ['GetItem', 'BatchGetItem'] },
+      masks: { actions: ['GetItem'] },
+      capabilities: { actions: ['Query'] },
+    },
+    keys: 'none',
+  },
+  messages: {
+    tables: {
+      clients: { actions: ['GetItem'] },
+      numbers: { actions: ['GetItem'] },
+      users: { actions: ['GetItem'] },
+      masks: { actions: ['GetItem'] },
+      inboxes: { actions: ['UpdateItem'] },
+      messages: { actions: ['PutItem'] },
+    },
+    keys: 'verify',
+  },
+  provisioning: {
+    tables: {
+      clients: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'] },
+      users: { actions: ['GetItem', 'PutItem', 'UpdateItem'], queryIndexes: ['byOwner'] },
+      numbers: { actions: ['UpdateItem'], queryIndexes: ['pool'] },
+      masks: { actions: ['GetItem', 'PutItem', 'UpdateItem'], queryIndexes: ['byOwner'] },
+      quotaSlots: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'] },
+      requests: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'] },
+      aliases: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
+      capabilities: { actions: ['PutItem'] },
+    },
+    keys: 'sign',
+  },
+};
+
+export const keyActions: Record<KeyUse, readonly string[]> = {
+  sign: ['kms:Sign', 'kms:GetPublicKey'],
+  verify: ['kms:GetPublicKey'],
+  none: [],
+};

@@ -1,0 +1,281 @@
+// The one typed configuration of each deployed environment. Plain data (no aws-cdk-lib import), so
+// the admin CLI and the benchmarks can read it without loading the CDK.
+//
+// Values marked PLACEHOLDER let `cdk synth` run offline; set real ones before `cdk deploy`
+// (README, "Deploying to AWS"). The stack warns at synth while a placeholder is left.
+
+import type { RouteGroup } from '../lambdas/routes';
+
+export const environmentNames = ['sandbox', 'production'] as const;
+export type EnvironmentName = (typeof environmentNames)[number];
+
+export const isEnvironmentName = (value: string): value is EnvironmentName =>
+  (environmentNames as readonly string[]).includes(value);
+
+/** CloudFormation stack name of an environment: `svcnum-sandbox`, `svcnum-production`. */
+export const stackName = (environment: EnvironmentName) => `svcnum-${environment}`;
+
+/** Physical table name prefix of an environment (core/tables.ts `tableNames(prefix)`). */
+export const tablePrefix = (environment: EnvironmentName) => `${stackName(environment)}-`;
+
+/** Stack outputs that operators and the admin CLI (`--env`) read. */
+export const outputNames = {
+  tablePrefix: 'TablePrefix',
+  region: 'Region',
+  issuer: 'Issuer',
+  apiUrl: 'ApiStageUrl',
+  apiDomainTarget: 'ApiDomainTarget',
+  grpcEndpoint: 'GrpcEndpoint',
+  loadBalancerDnsName: 'GrpcLoadBalancerDnsName',
+  signingKeyArn: 'SigningKeyArn',
+  signingKeyAlias: 'SigningKeyAlias',
+  alarmTopicArn: 'AlarmTopicArn',
+  dashboardName: 'DashboardName',
+} as const;
+
+/** CloudWatch Logs retention periods that CloudWatch accepts. */
+export const logRetentionDayValues = [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653] as const;
+export type LogRetentionDays = (typeof logRetentionDayValues)[number];
+
+export interface HostedZone {
+  /** Route 53 hosted zone id, e.g. Z0123456789ABCDEFGHIJ. */
+  readonly id: string;
+  /** The zone's domain name, e.g. svcnum.example. */
+  readonly name: string;
+}
+
+export interface CustomDomain {
+  readonly domainName: string;
+  /** ACM certificate in the stack's region covering domainName. */
+  readonly certificateArn: string;
+  /** When set, the stack creates the alias record; otherwise point a CNAME at the stack output. */
+  readonly hostedZone?: HostedZone;
+}
+
+export interface FunctionSettings {
+  readonly memoryMiB: number;
+  readonly timeoutSeconds: number;
+}
+
+export interface EnvironmentConfig {
+  readonly name: EnvironmentName;
+  readonly account: string;
+  readonly region: string;
+  /**
+   * The two AZs of the VPC. Default: the region's first two (Fn::GetAZs at deploy time), which
+   * needs no context lookup at synth. Name them only to pin specific zones.
+   */
+  readonly availabilityZones?: readonly [string, string];
+
+  readonly http: {
+    /**
+     * Custom domain of the REST API (optional). Without one the issuer is the execute-api stage
+     * URL, and the browser pages, which redirect to root-relative paths (/login, /consent), only
+     * work behind a custom domain: configure one wherever people sign in.
+     */
+    readonly customDomain?: CustomDomain;
+    readonly stageName: string;
+    /** Stage-wide API Gateway throttling (requests per second, burst). */
+    readonly throttle: { readonly rateLimit: number; readonly burstLimit: number };
+    /** X-Ray active tracing of the Lambda functions and the stage. */
+    readonly tracing: boolean;
+    readonly functions: Record<RouteGroup, FunctionSettings>;
+  };
+
+  readonly waf: {
+    /** Requests per IP per evaluation window to /api/resolve and /api/discover; then 429. */
+    readonly publicApiRateLimit: number;
+    /** Backstop: requests per IP per evaluation window to any path. */
+    readonly perIpRateLimit: number;
+    readonly evaluationWindowSeconds: 60 | 120 | 300 | 600;
+    /** Retry-After (seconds) sent with the 429 of the rate rules. */
+    readonly retryAfterSeconds: number;
+  };
+
+  readonly signingKeys: {
+    /** Version of the key that signs (a KMS key `signing-<version>` in this stack). */
+    readonly active: string;
+    /** Further key versions published in the JWKS only: one being introduced or retired. */
+    readonly published: readonly string[];
+  };
+
+  readonly provisioning: {
+    /** The gRPC endpoint's name; the NLB TLS certificate must cover it. */
+    readonly domainName: string;
+    /** ACM certificate of the NLB's TLS listener (required). */
+    readonly certificateArn: string;
+    readonly hostedZone?: HostedZone;
+    /** Who may reach the NLB on 443. */
+    readonly allowedCidrs: readonly string[];
+    readonly cpu: 256 | 512 | 1024 | 2048 | 4096;
+    readonly memoryMiB: number;
+    readonly minTasks: number;
+    readonly maxTasks: number;
+    readonly cpuTargetPercent: number;
+    /** Calls in flight get this long after SIGTERM (DRAIN_SECONDS); also the NLB deregistration delay. */
+    readonly drainSeconds: number;
+    /** ECS stopTimeout: SIGKILL this long after SIGTERM; must exceed drainSeconds. */
+    readonly stopTimeoutSeconds: number;
+  };
+
+  /** Cool-off of retired numbers before reuse (NUMBER_COOL_OFF_DAYS). */
+  readonly numberCoolOffDays: number;
+  readonly logRetentionDays: LogRetentionDays;
+  readonly logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+
+  readonly alarms: {
+    /** Each address gets an SNS email subscription (confirm the mail once). */
+    readonly emails: readonly string[];
+    /** Existing SNS topics (chat, paging) that also receive every alarm. */
+    readonly topicArns: readonly string[];
+    /** API Gateway 5xx answers, percent of requests over 5 minutes. */
+    readonly api5xxPercent: number;
+    /** Lambda errors per function in 5 minutes. */
+    readonly lambdaErrors: number;
+    /** p99 latency of POST /oauth/token, milliseconds. */
+    readonly tokenP99Ms: number;
+  };
+
+  /** Retain tables, keys and logs when the stack or a resource is deleted. */
+  readonly retainData: boolean;
+  /** DynamoDB and NLB deletion protection. */
+  readonly deletionProtection: boolean;
+}
+
+const PLACEHOLDER_ACCOUNT = '123456789012';
+export const PLACEHOLDER_CERTIFICATE_ID = '00000000-0000-0000-0000-000000000000';
+
+const certificate = (account: string, region: string) =>
+  `arn:aws:acm:${region}:${account}:certificate/${PLACEHOLDER_CERTIFICATE_ID}`;
+
+/** Where each environment lives unless SVCNUM_<ENV>_REGION says otherwise. */
+const DEFAULT_REGION: Record<EnvironmentName, string> = { sandbox: 'eu-central-1', production: 'eu-central-1' };
+
+/**
+ * The account comes from SVCNUM_<ENV>_ACCOUNT, else the CDK CLI's CDK_DEFAULT_ACCOUNT (the
+ * credentials in use), else a placeholder so that synth works anywhere. The region is
+ * SVCNUM_<ENV>_REGION or the default above, deliberately not CDK_DEFAULT_REGION: the CLI always
+ * sets that one (us-east-1 without a profile), which would silently move an environment.
+ */
+function target(environment: EnvironmentName, env: Record<string, string | undefined>) {
+  const upper = environment.toUpperCase();
+  const account = env[`SVCNUM_${upper}_ACCOUNT`] || env.CDK_DEFAULT_ACCOUNT || PLACEHOLDER_ACCOUNT;
+  const region = env[`SVCNUM_${upper}_REGION`] || DEFAULT_REGION[environment];
+  return { account, region };
+}
+
+export function environmentConfig(environment: EnvironmentName, env: Record<string, string | undefined> = process.env): EnvironmentConfig {
+  const { account, region } = target(environment, env);
+  const config: Record<EnvironmentName, EnvironmentConfig> = {
+    sandbox: {
+      name: 'sandbox',
+      account,
+      region,
+      http: {
+        // PLACEHOLDER domain and certificate.
+        customDomain: { domainName: 'id.sandbox.svcnum.example', certificateArn: certificate(account, region) },
+        stageName: 'v1',
+        throttle: { rateLimit: 100, burstLimit: 200 },
+        tracing: true,
+        functions: {
+          // scrypt (N=2^17, r=8) needs 128 MiB per password check; Lambda CPU grows with memory,
+          // so 1024 MiB (~0.6 vCPU) keeps a sign-in near half a second.
+          browser: { memoryMiB: 1024, timeoutSeconds: 10 },
+          token: { memoryMiB: 512, timeoutSeconds: 6 },
+          userinfo: { memoryMiB: 256, timeoutSeconds: 5 },
+          discovery: { memoryMiB: 256, timeoutSeconds: 5 },
+          public: { memoryMiB: 256, timeoutSeconds: 5 },
+          messages: { memoryMiB: 512, timeoutSeconds: 6 },
+        },
+      },
+      waf: { publicApiRateLimit: 300, perIpRateLimit: 3000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      signingKeys: { active: 'v1', published: [] },
+      provisioning: {
+        // PLACEHOLDER domain and certificate.
+        domainName: 'grpc.sandbox.svcnum.example',
+        certificateArn: certificate(account, region),
+        allowedCidrs: ['0.0.0.0/0'],
+        cpu: 256,
+        memoryMiB: 512,
+        minTasks: 1,
+        maxTasks: 2,
+        cpuTargetPercent: 60,
+        drainSeconds: 25,
+        stopTimeoutSeconds: 30,
+      },
+      numberCoolOffDays: 1,
+      logRetentionDays: 14,
+      logLevel: 'DEBUG',
+      alarms: { emails: ['svcnum-sandbox-alarms@example.com'], topicArns: [], api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
+      retainData: false,
+      deletionProtection: false,
+    },
+    production: {
+      name: 'production',
+      account,
+      region,
+      http: {
+        // PLACEHOLDER domain and certificate.
+        customDomain: { domainName: 'id.svcnum.example', certificateArn: certificate(account, region) },
+        stageName: 'v1',
+        throttle: { rateLimit: 1000, burstLimit: 2000 },
+        tracing: true,
+        functions: {
+          browser: { memoryMiB: 1024, timeoutSeconds: 10 },
+          token: { memoryMiB: 1024, timeoutSeconds: 6 },
+          userinfo: { memoryMiB: 512, timeoutSeconds: 5 },
+          discovery: { memoryMiB: 256, timeoutSeconds: 5 },
+          public: { memoryMiB: 512, timeoutSeconds: 5 },
+          messages: { memoryMiB: 1024, timeoutSeconds: 6 },
+        },
+      },
+      waf: { publicApiRateLimit: 300, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      signingKeys: { active: 'v1', published: [] },
+      provisioning: {
+        // PLACEHOLDER domain and certificate.
+        domainName: 'grpc.svcnum.example',
+        certificateArn: certificate(account, region),
+        allowedCidrs: ['0.0.0.0/0'],
+        cpu: 512,
+        memoryMiB: 1024,
+        minTasks: 2,
+        maxTasks: 8,
+        cpuTargetPercent: 60,
+        drainSeconds: 25,
+        stopTimeoutSeconds: 30,
+      },
+      numberCoolOffDays: 90,
+      logRetentionDays: 365,
+      logLevel: 'INFO',
+      alarms: { emails: ['svcnum-oncall@example.com'], topicArns: [], api5xxPercent: 1, lambdaErrors: 1, tokenP99Ms: 1000 },
+      retainData: true,
+      deletionProtection: true,
+    },
+  };
+  return validate(config[environment]);
+}
+
+/** The configuration mistakes that would only show at deploy time (or in production). */
+export function validate(config: EnvironmentConfig): EnvironmentConfig {
+  const problems: string[] = [];
+  const { provisioning: p, signingKeys: k } = config;
+  if (!/^\d{12}$/.test(config.account)) problems.push(`account must be 12 digits, got '${config.account}'`);
+  if (p.drainSeconds >= p.stopTimeoutSeconds) problems.push('provisioning.drainSeconds must be below stopTimeoutSeconds (ECS kills the task at stopTimeout)');
+  if (p.stopTimeoutSeconds > 120) problems.push('provisioning.stopTimeoutSeconds is at most 120 on Fargate');
+  if (p.minTasks < 1 || p.maxTasks < p.minTasks) problems.push('provisioning: need 1 <= minTasks <= maxTasks');
+  if (!/^[a-z0-9-]{1,20}$/.test(k.active)) problems.push(`signingKeys.active must be a short version label, got '${k.active}'`);
+  if (k.published.includes(k.active) || new Set(k.published).size !== k.published.length) problems.push('signingKeys.published must not repeat a version or the active one');
+  for (const version of k.published) if (!/^[a-z0-9-]{1,20}$/.test(version)) problems.push(`signing key version '${version}' is not a short label`);
+  if (!Number.isFinite(config.numberCoolOffDays) || config.numberCoolOffDays < 0) problems.push('numberCoolOffDays must be a non-negative number');
+  if (!(logRetentionDayValues as readonly number[]).includes(config.logRetentionDays)) problems.push(`logRetentionDays ${config.logRetentionDays} is not a CloudWatch retention period`);
+  if (config.waf.publicApiRateLimit < 10 || config.waf.perIpRateLimit < 10) problems.push('WAF rate limits must be at least 10');
+  if (config.http.functions.browser.memoryMiB < 512) problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');
+  for (const [group, settings] of Object.entries(config.http.functions)) {
+    if (settings.timeoutSeconds > 29) problems.push(`${group}: API Gateway waits at most 29 s, so a longer timeout is pointless`);
+  }
+  if (problems.length) throw new Error(`configuration of ${config.name} is invalid:\n  ${problems.join('\n  ')}`);
+  return config;
+}
+
+/** Whether a certificate ARN is still the placeholder of this file. */
+export const isPlaceholderCertificate = (arn: string) => arn.endsWith(`/${PLACEHOLDER_CERTIFICATE_ID}`);

@@ -1,0 +1,340 @@
+import { join } from 'node:path';
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import {
+  AccessLogField, AccessLogFormat, DomainName, EndpointType, LambdaIntegration, LogGroupLogDestination, MethodLoggingLevel,
+  ResponseType, RestApi, SecurityPolicy,
+} from 'aws-cdk-lib/aws-apigateway';
+import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
+import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup } from 'aws-cdk-lib/aws-logs';
+import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
+import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
+import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
+import { Construct } from 'constructs';
+import type { TableKey } from '../core/tables';
+import { routeGroups, type RouteGroup } from '../lambdas/routes';
+import { access, type ComputeUnit } from './access';
+import { lambdaBundle } from './bundling';
+import type { EnvironmentConfig } from './config';
+import { grantTableAccess, type GrantTarget } from './grants';
+import type { SigningKeys } from './keys';
+import { logRetention, repoRoot } from './util';
+
+// The HTTP face: an API Gateway REST API (WAF attaches to REST APIs, not HTTP APIs) with every
+// route of lambdas/routes.ts mapped to its route group's function, a regional WAF web ACL,
+// access logs, stage throttling and an optional custom domain.
+
+export interface HttpApiProps {
+  readonly config: EnvironmentConfig;
+  readonly tables: Record<TableKey, GrantTarget>;
+  readonly tablePrefix: string;
+  readonly keys: SigningKeys;
+  /** Environment shared by the Lambda functions and the Fargate task (ISSUER excluded). */
+  readonly sharedEnvironment: Record<string, string>;
+}
+
+/** Paths rate-limited per IP by the WAF (the public endpoints; served from a later issue). */
+export const PUBLIC_API_PATHS = ['/api/resolve', '/api/discover'] as const;
+
+export class HttpApi extends Construct {
+  readonly api: RestApi;
+  readonly functions: Record<RouteGroup, NodejsFunction>;
+  readonly webAcl: CfnWebACL;
+  readonly issuer: string;
+  readonly domain?: DomainName;
+
+  constructor(scope: Construct, id: string, props: HttpApiProps) {
+    super(scope, id);
+    const { config } = props;
+    const stack = Stack.of(this);
+    const prefix = `svcnum-${config.name}`;
+    const removalPolicy = config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+    const customDomain = config.http.customDomain;
+
+    const accessLogs = new LogGroup(this, 'AccessLogs', {
+      logGroupName: `/aws/apigateway/${prefix}/access`,
+      retention: logRetention(config.logRetentionDays),
+      removalPolicy,
+    });
+
+    this.api = new RestApi(this, 'Api', {
+      restApiName: prefix,
+      description: `svcnum ${config.name}: OAuth 2.0 / OpenID Connect endpoints and sign-in pages`,
+      // Regional, not edge-optimised: the WAF's per-IP rules must see the caller's address,
+      // not a CloudFront edge's.
+      endpointConfiguration: { types: [EndpointType.REGIONAL] },
+      // With a custom domain the issuer is that domain; the execute-api URL would be a second,
+      // wrong issuer, so it is switched off.
+      disableExecuteApiEndpoint: customDomain !== undefined,
+      // The account-level role that lets API Gateway write execution logs (ERROR level below).
+      cloudWatchRole: true,
+      cloudWatchRoleRemovalPolicy: RemovalPolicy.RETAIN,
+      deployOptions: {
+        stageName: config.http.stageName,
+        accessLogDestination: new LogGroupLogDestination(accessLogs),
+        // No query string, header or body: they may carry codes, tokens or personal data.
+        accessLogFormat: AccessLogFormat.custom(JSON.stringify({
+          requestId: AccessLogField.contextRequestId(),
+          extendedRequestId: AccessLogField.contextExtendedRequestId(),
+          ip: AccessLogField.contextIdentitySourceIp(),
+          requestTime: AccessLogField.contextRequestTimeEpoch(),
+          method: AccessLogField.contextHttpMethod(),
+          resource: AccessLogField.contextResourcePath(),
+          status: AccessLogField.contextStatus(),
+          responseLength: AccessLogField.contextResponseLength(),
+          responseLatency: AccessLogField.contextResponseLatency(),
+          integrationLatency: AccessLogField.contextIntegrationLatency(),
+          wafStatus: AccessLogField.contextWafResponseCode(),
+          userAgent: AccessLogField.contextIdentityUserAgent(),
+        })),
+        loggingLevel: MethodLoggingLevel.ERROR,
+        dataTraceEnabled: false,
+        metricsEnabled: false,
+        tracingEnabled: config.http.tracing,
+        throttlingRateLimit: config.http.throttle.rateLimit,
+        throttlingBurstLimit: config.http.throttle.burstLimit,
+        // Per-method metrics only where an alarm needs them: the token endpoint's p99 latency.
+        // (A method's own setting replaces the stage's, so it repeats logging and throttling.)
+        methodOptions: {
+          '/oauth/token/POST': {
+            metricsEnabled: true,
+            loggingLevel: MethodLoggingLevel.ERROR,
+            dataTraceEnabled: false,
+            throttlingRateLimit: config.http.throttle.rateLimit,
+            throttlingBurstLimit: config.http.throttle.burstLimit,
+          },
+        },
+      },
+    });
+    // The stack exports its own URLs (lib/service-stack.ts); with a custom domain the
+    // execute-api URL is switched off and must not be advertised.
+    this.api.node.tryRemoveChild('Endpoint');
+    // Unknown paths: the same JSON 404 the handlers give, not API Gateway's misleading 403.
+    this.api.addGatewayResponse('NotFound', {
+      type: ResponseType.MISSING_AUTHENTICATION_TOKEN,
+      statusCode: '404',
+      responseHeaders: { 'Content-Type': "'application/json'", 'Cache-Control': "'no-store'" },
+      templates: { 'application/json': '{"error":"not_found","error_description":"no such endpoint"}' },
+    });
+
+    this.issuer = customDomain
+      ? `https://${customDomain.domainName}`
+      : `https://${this.api.restApiId}.execute-api.${stack.region}.${stack.urlSuffix}/${config.http.stageName}`;
+
+    const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
+    const functions = {} as Record<RouteGroup, NodejsFunction>;
+    for (const group of Object.keys(routeGroups) as RouteGroup[]) {
+      const fn = this.routeGroupFunction(group, config, environment, removalPolicy);
+      grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
+      props.keys.grant(fn, accessKeyUse(group));
+      const integration = new LambdaIntegration(fn, { allowTestInvoke: false });
+      for (const [path, methods] of Object.entries(routeGroups[group].routes)) {
+        const resource = this.api.root.resourceForPath(path);
+        for (const method of methods as readonly string[]) resource.addMethod(method, integration);
+      }
+      functions[group] = fn;
+    }
+    this.functions = functions;
+
+    if (customDomain) {
+      this.domain = new DomainName(this, 'Domain', {
+        domainName: customDomain.domainName,
+        certificate: Certificate.fromCertificateArn(this, 'Certificate', customDomain.certificateArn),
+        endpointType: EndpointType.REGIONAL,
+        securityPolicy: SecurityPolicy.TLS_1_2,
+        mapping: this.api,
+      });
+      if (customDomain.hostedZone) {
+        new ARecord(this, 'DomainRecord', {
+          zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', { hostedZoneId: customDomain.hostedZone.id, zoneName: customDomain.hostedZone.name }),
+          recordName: customDomain.domainName,
+          target: RecordTarget.fromAlias(new ApiGatewayDomain(this.domain)),
+        });
+      }
+    }
+
+    this.webAcl = this.firewall(config, prefix);
+    new CfnWebACLAssociation(this, 'WebAclAssociation', {
+      resourceArn: this.api.deploymentStage.stageArn,
+      webAclArn: this.webAcl.attrArn,
+    });
+  }
+
+  private routeGroupFunction(group: RouteGroup, config: EnvironmentConfig, environment: Record<string, string>, removalPolicy: RemovalPolicy) {
+    const name = `svcnum-${config.name}-${group}`;
+    const settings = config.http.functions[group];
+    const logGroup = new LogGroup(this, `${pascal(group)}Logs`, {
+      logGroupName: `/aws/lambda/${name}`,
+      retention: logRetention(config.logRetentionDays),
+      removalPolicy,
+    });
+    // An own role instead of AWSLambdaBasicExecutionRole: logs go to this function's group only.
+    const role = new Role(this, `${pascal(group)}Role`, {
+      assumedBy: new ServicePrincipal('lambda.amazonaws.com'),
+      description: `svcnum ${config.name}: the ${group} route group function`,
+    });
+    role.addToPolicy(new PolicyStatement({
+      actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+      resources: [logGroup.logGroupArn],
+    }));
+    return new NodejsFunction(this, `${pascal(group)}Function`, {
+      functionName: name,
+      description: `svcnum ${config.name}: ${Object.keys(routeGroups[group].routes).join(', ')}`,
+      entry: join(repoRoot, routeGroups[group].entry),
+      handler: 'handler',
+      projectRoot: repoRoot,
+      depsLockFilePath: join(repoRoot, 'package-lock.json'),
+      runtime: Runtime.NODEJS_22_X,
+      architecture: Architecture.ARM_64,
+      memorySize: settings.memoryMiB,
+      timeout: Duration.seconds(settings.timeoutSeconds),
+      role,
+      logGroup,
+      tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
+      environment: { ...environment, POWERTOOLS_SERVICE_NAME: `svcnum-${group}` },
+      bundling: {
+        // No Docker here or in CI: bundle with the esbuild installed in node_modules.
+        forceDockerBundling: false,
+        format: lambdaBundle.format === 'esm' ? OutputFormat.ESM : OutputFormat.CJS,
+        target: lambdaBundle.target,
+        minify: lambdaBundle.minify,
+        keepNames: lambdaBundle.keepNames,
+        sourceMap: lambdaBundle.sourceMap,
+        mainFields: [...lambdaBundle.mainFields],
+        banner: lambdaBundle.banner,
+        externalModules: [...lambdaBundle.externalModules],
+      },
+    });
+  }
+
+  /** The regional web ACL: per-IP rate rules and AWS's managed rule groups. */
+  private firewall(config: EnvironmentConfig, prefix: string): CfnWebACL {
+    const visibility = (metricName: string) => ({ cloudWatchMetricsEnabled: true, sampledRequestsEnabled: true, metricName: `${prefix}-${metricName}` });
+    const rateLimited = {
+      block: {
+        customResponse: {
+          responseCode: 429,
+          customResponseBodyKey: 'rate-limited',
+          responseHeaders: [{ name: 'Retry-After', value: String(config.waf.retryAfterSeconds) }],
+        },
+      },
+    };
+    // The path as API Gateway will route it: decoded, normalised, lower case. CONTAINS also
+    // covers the stage prefix of the execute-api URL (/v1/api/resolve).
+    const pathContains = (path: string): CfnWebACL.StatementProperty => ({
+      byteMatchStatement: {
+        fieldToMatch: { uriPath: {} },
+        positionalConstraint: 'CONTAINS',
+        searchString: path,
+        textTransformations: [
+          { priority: 0, type: 'URL_DECODE' },
+          { priority: 1, type: 'NORMALIZE_PATH' },
+          { priority: 2, type: 'LOWERCASE' },
+        ],
+      },
+    });
+    const count = (name: string) => ({ name, actionToUse: { count: {} } });
+
+    const acl = new CfnWebACL(this, 'WebAcl', {
+      name: `${prefix}-api`,
+      scope: 'REGIONAL',
+      defaultAction: { allow: {} },
+      visibilityConfig: visibility('web-acl'),
+      customResponseBodies: {
+        'rate-limited': {
+          contentType: 'APPLICATION_JSON',
+          content: '{"error":"rate_limited","error_description":"too many requests from this address; retry later"}',
+        },
+      },
+      rules: [
+        {
+          name: 'public-api-per-ip',
+          priority: 0,
+          action: rateLimited,
+          statement: {
+            rateBasedStatement: {
+              limit: config.waf.publicApiRateLimit,
+              aggregateKeyType: 'IP',
+              evaluationWindowSec: config.waf.evaluationWindowSeconds,
+              scopeDownStatement: { orStatement: { statements: PUBLIC_API_PATHS.map(pathContains) } },
+            },
+          },
+          visibilityConfig: visibility('public-api-per-ip'),
+        },
+        {
+          name: 'any-path-per-ip',
+          priority: 1,
+          action: rateLimited,
+          statement: {
+            rateBasedStatement: {
+              limit: config.waf.perIpRateLimit,
+              aggregateKeyType: 'IP',
+              evaluationWindowSec: config.waf.evaluationWindowSeconds,
+            },
+          },
+          visibilityConfig: visibility('any-path-per-ip'),
+        },
+        {
+          name: 'aws-common-rule-set',
+          priority: 2,
+          overrideAction: { none: {} },
+          statement: {
+            managedRuleGroupStatement: {
+              vendorName: 'AWS',
+              name: 'AWSManagedRulesCommonRuleSet',
+              ruleActionOverrides: [
+                // /oauth/authorize legitimately carries up to 2048 characters of `state` plus a
+                // nonce and a challenge: more than this rule's 2 KiB query string limit.
+                count('SizeRestrictions_QUERYSTRING'),
+                // Loopback redirect URIs (http://127.0.0.1:…/callback, RFC 8252 native apps) in
+                // /oauth/authorize queries and /oauth/token bodies look like remote file inclusion.
+                count('GenericRFI_QUERYARGUMENTS'),
+                count('GenericRFI_BODY'),
+                // POST /api/messages carries arbitrary user text (up to 2000 characters, which a
+                // client may send \u-escaped: more than 8 KiB); the handlers cap bodies at 64 KiB.
+                count('SizeRestrictions_BODY'),
+                // Message texts and passwords are free text ("<b>", "<script>" included). The pages
+                // escape all output and send CSP default-src 'none' (no script at all).
+                count('CrossSiteScripting_BODY'),
+              ],
+            },
+          },
+          visibilityConfig: visibility('aws-common-rule-set'),
+        },
+        {
+          name: 'aws-known-bad-inputs',
+          priority: 3,
+          overrideAction: { none: {} },
+          statement: { managedRuleGroupStatement: { vendorName: 'AWS', name: 'AWSManagedRulesKnownBadInputsRuleSet' } },
+          visibilityConfig: visibility('aws-known-bad-inputs'),
+        },
+      ],
+    });
+
+    // WAF logs: every blocked or counted request, without the credentials a request may carry.
+    const wafLogs = new LogGroup(this, 'WafLogs', {
+      logGroupName: `aws-waf-logs-${prefix}`,
+      retention: logRetention(config.logRetentionDays),
+      removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+    });
+    const logging = new CfnLoggingConfiguration(this, 'WafLogging', {
+      resourceArn: acl.attrArn,
+      // WAF wants the log group ARN without the `:*` suffix of Fn::GetAtt Arn.
+      logDestinationConfigs: [Stack.of(this).formatArn({ service: 'logs', resource: 'log-group', resourceName: wafLogs.logGroupName, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
+      redactedFields: [
+        { singleHeader: { Name: 'authorization' } },
+        { singleHeader: { Name: 'cookie' } },
+        { queryString: {} },
+      ],
+    });
+    logging.node.addDependency(wafLogs);
+    return acl;
+  }
+}
+
+/** What each route group does with the signing keys (lib/access.ts). */
+const accessKeyUse = (unit: ComputeUnit) => access[unit].keys;
+
+const pascal = (name: string) => `${name[0]!.toUpperCase()}${name.slice(1)}`;

@@ -1,0 +1,63 @@
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
+import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
+import { Construct } from 'constructs';
+import { keyActions, type KeyUse } from './access';
+
+// The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
+// leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
+// in the JWKS (a key being introduced before it signs, or one being retired after it signed).
+// Rotation is a configuration change and a deploy per step (README, "Rotating the signing key").
+
+export interface SigningKeysProps {
+  readonly environment: string;
+  readonly active: string;
+  readonly published: readonly string[];
+  readonly retain: boolean;
+}
+
+export class SigningKeys extends Construct {
+  readonly active: Key;
+  readonly published: Key[];
+  readonly activeAlias: Alias;
+
+  constructor(scope: Construct, id: string, props: SigningKeysProps) {
+    super(scope, id);
+    const create = (version: string) => {
+      const key = new Key(this, `Signing-${version}`, {
+        description: `svcnum ${props.environment}: JWT signing key ${version} (Ed25519)`,
+        keySpec: KeySpec.ECC_NIST_EDWARDS25519,
+        keyUsage: KeyUsage.SIGN_VERIFY,
+        // Asymmetric keys cannot rotate automatically; rotation is by adding a version.
+        enableKeyRotation: false,
+        removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+        pendingWindow: Duration.days(props.retain ? 30 : 7),
+      });
+      new Alias(this, `Alias-${version}`, { aliasName: `alias/svcnum-${props.environment}/signing-${version}`, targetKey: key });
+      return key;
+    };
+    this.active = create(props.active);
+    this.published = props.published.map(create);
+    // The stable name operators look for; it follows the active key. Processes are given the key
+    // ARN, not this alias: a cached public key (kid) must always belong to the key that signs.
+    this.activeAlias = new Alias(this, 'ActiveAlias', { aliasName: `alias/svcnum-${props.environment}/signing`, targetKey: this.active });
+  }
+
+  /** Every key verifiers must accept: the active one first, then the published ones. */
+  get all(): Key[] {
+    return [this.active, ...this.published];
+  }
+
+  /**
+   * Grants `use` on the environment's keys only. Signers may sign with every key of the ring, not
+   * only the active one: during the deploy that switches keys, Lambda containers and Fargate tasks
+   * still running the previous configuration keep signing with the previous key until replaced.
+   */
+  grant(grantee: IGrantable, use: KeyUse): void {
+    if (use === 'none') return;
+    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({
+      actions: [...keyActions[use]],
+      resources: this.all.map((key) => key.keyArn),
+    }));
+  }
+}

@@ -1,0 +1,166 @@
+import { Duration } from 'aws-cdk-lib';
+import type { RestApi } from 'aws-cdk-lib/aws-apigateway';
+import {
+  Alarm, AlarmStatusWidget, ComparisonOperator, Dashboard, GraphWidget, MathExpression, Metric, TextWidget, TreatMissingData,
+  type IAlarmAction, type IMetric,
+} from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type { Table } from 'aws-cdk-lib/aws-dynamodb';
+import type { FargateService } from 'aws-cdk-lib/aws-ecs';
+import type { NetworkLoadBalancer, NetworkTargetGroup } from 'aws-cdk-lib/aws-elasticloadbalancingv2';
+import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Key } from 'aws-cdk-lib/aws-kms';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import { Construct } from 'constructs';
+import type { TableKey } from '../core/tables';
+import type { RouteGroup } from '../lambdas/routes';
+import type { EnvironmentConfig } from './config';
+
+// Alarms (to one SNS topic, mailed to the configured addresses) and one dashboard per environment.
+
+export interface MonitoringProps {
+  readonly config: EnvironmentConfig;
+  readonly api: RestApi;
+  readonly functions: Record<RouteGroup, IFunction>;
+  readonly tables: Record<TableKey, Table>;
+  readonly service: FargateService;
+  readonly loadBalancer: NetworkLoadBalancer;
+  readonly targetGroup: NetworkTargetGroup;
+}
+
+const FIVE_MINUTES = Duration.minutes(5);
+const ONE_MINUTE = Duration.minutes(1);
+
+export class Monitoring extends Construct {
+  readonly topic: Topic;
+  readonly alarms: Alarm[] = [];
+  readonly dashboard: Dashboard;
+
+  constructor(scope: Construct, id: string, props: MonitoringProps) {
+    super(scope, id);
+    const { config, api } = props;
+    const prefix = `svcnum-${config.name}`;
+
+    // SNS encrypts with a key of ours: CloudWatch cannot use the AWS-managed SNS key.
+    const topicKey = new Key(this, 'TopicKey', {
+      description: `${prefix}: encrypts the alarm topic`,
+      enableKeyRotation: true,
+    });
+    topicKey.addToResourcePolicy(new PolicyStatement({
+      principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+      actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+      resources: ['*'],
+    }));
+    this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
+    for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
+    const actions: IAlarmAction[] = [
+      new SnsAction(this.topic),
+      ...config.alarms.topicArns.map((arn, index) => new SnsAction(Topic.fromTopicArn(this, `ExtraTopic${index}`, arn))),
+    ];
+
+    const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean } = {}) => {
+      const created = new Alarm(this, id, {
+        alarmName: `${prefix}-${id}`,
+        alarmDescription: description,
+        metric,
+        threshold,
+        evaluationPeriods: options.periods ?? 1,
+        datapointsToAlarm: options.datapoints ?? options.periods ?? 1,
+        comparisonOperator: options.below ? ComparisonOperator.LESS_THAN_THRESHOLD : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
+      });
+      for (const action of actions) {
+        created.addAlarmAction(action);
+        created.addOkAction(action);
+      }
+      this.alarms.push(created);
+      return created;
+    };
+
+    // HTTP: the share of 5xx answers, and the token endpoint's p99 latency.
+    const api5xxPercent = new MathExpression({
+      expression: '100 * errors',
+      usingMetrics: { errors: api.metricServerError({ statistic: 'Average', period: FIVE_MINUTES }) },
+      label: '5xx, % of requests',
+      period: FIVE_MINUTES,
+    });
+    alarm('Api5xxRate', `More than ${config.alarms.api5xxPercent}% of API requests answered 5xx`, api5xxPercent, config.alarms.api5xxPercent, { periods: 3, datapoints: 2 });
+    const tokenLatency = new Metric({
+      namespace: 'AWS/ApiGateway',
+      metricName: 'Latency',
+      dimensionsMap: { ApiName: api.restApiName, Stage: api.deploymentStage.stageName, Resource: '/oauth/token', Method: 'POST' },
+      statistic: 'p99',
+      period: FIVE_MINUTES,
+      label: 'POST /oauth/token p99 (ms)',
+    });
+    alarm('TokenLatencyP99', `p99 latency of POST /oauth/token above ${config.alarms.tokenP99Ms} ms`, tokenLatency, config.alarms.tokenP99Ms, { periods: 3, datapoints: 2 });
+
+    // Lambda: errors and throttles of every function.
+    for (const [group, fn] of Object.entries(props.functions)) {
+      const name = group[0]!.toUpperCase() + group.slice(1);
+      alarm(`${name}Errors`, `The ${group} function failed ${config.alarms.lambdaErrors}+ times in 5 minutes`, fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }), config.alarms.lambdaErrors);
+      alarm(`${name}Throttles`, `The ${group} function was throttled`, fn.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' }), 1);
+    }
+
+    // DynamoDB: throttled reads or writes on any table (on-demand tables throttle on hot
+    // partitions or account limits).
+    const throttleMetrics: IMetric[] = [];
+    for (const [key, table] of Object.entries(props.tables)) {
+      const name = key[0]!.toUpperCase() + key.slice(1);
+      const throttles = new MathExpression({
+        // Ids unique per table: the dashboard graphs every table's expression together.
+        expression: `FILL(reads_${key}, 0) + FILL(writes_${key}, 0)`,
+        usingMetrics: {
+          [`reads_${key}`]: table.metric('ReadThrottleEvents', { statistic: 'Sum', period: FIVE_MINUTES }),
+          [`writes_${key}`]: table.metric('WriteThrottleEvents', { statistic: 'Sum', period: FIVE_MINUTES }),
+        },
+        label: key,
+        period: FIVE_MINUTES,
+      });
+      throttleMetrics.push(throttles);
+      alarm(`${name}TableThrottles`, `DynamoDB throttled requests on ${table.tableName}`, throttles, 1);
+    }
+
+    // gRPC: unhealthy targets, and no healthy target at all.
+    const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });
+    const healthy = props.targetGroup.metrics.healthyHostCount({ statistic: 'Minimum', period: ONE_MINUTE });
+    alarm('GrpcUnhealthyTargets', 'A gRPC task fails the NLB health check', unhealthy, 1, { periods: 3, datapoints: 2 });
+    alarm('GrpcNoHealthyTargets', 'No gRPC task is healthy: the provisioning API is down', healthy, 1, { periods: 2, below: true });
+
+    const fns = Object.entries(props.functions);
+    this.dashboard = new Dashboard(this, 'Dashboard', {
+      dashboardName: prefix,
+      defaultInterval: Duration.hours(3),
+      widgets: [
+        [new TextWidget({ markdown: `# svcnum ${config.name}\nHTTP (API Gateway → Lambda), gRPC (NLB → Fargate), DynamoDB, alarms.`, width: 24, height: 2 })],
+        [new AlarmStatusWidget({ title: 'Alarms', alarms: this.alarms, width: 24, height: 4 })],
+        [
+          new GraphWidget({ title: 'API requests', left: [api.metricCount({ period: ONE_MINUTE })], right: [api.metricClientError({ period: ONE_MINUTE }), api.metricServerError({ period: ONE_MINUTE })], width: 8 }),
+          new GraphWidget({ title: 'API 5xx %', left: [api5xxPercent], width: 8 }),
+          new GraphWidget({ title: 'Token endpoint latency', left: [tokenLatency, tokenLatency.with({ statistic: 'p50', label: 'p50 (ms)' })], width: 8 }),
+        ],
+        [
+          new GraphWidget({ title: 'Lambda invocations', left: fns.map(([group, fn]) => fn.metricInvocations({ period: ONE_MINUTE, label: group })), width: 8 }),
+          new GraphWidget({ title: 'Lambda errors / throttles', left: fns.map(([group, fn]) => fn.metricErrors({ period: ONE_MINUTE, label: `${group} errors` })), right: fns.map(([group, fn]) => fn.metricThrottles({ period: ONE_MINUTE, label: `${group} throttles` })), width: 8 }),
+          new GraphWidget({ title: 'Lambda duration p99 (ms)', left: fns.map(([group, fn]) => fn.metricDuration({ period: ONE_MINUTE, statistic: 'p99', label: group })), width: 8 }),
+        ],
+        [
+          new GraphWidget({ title: 'gRPC targets', left: [healthy.with({ label: 'healthy' }), unhealthy.with({ label: 'unhealthy' })], width: 8 }),
+          new GraphWidget({ title: 'NLB flows', left: [props.loadBalancer.metrics.activeFlowCount({ period: ONE_MINUTE }), props.loadBalancer.metrics.newFlowCount({ period: ONE_MINUTE })], right: [props.loadBalancer.metrics.tcpTargetResetCount({ period: ONE_MINUTE })], width: 8 }),
+          new GraphWidget({ title: 'Fargate CPU / memory %', left: [props.service.metricCpuUtilization({ period: ONE_MINUTE }), props.service.metricMemoryUtilization({ period: ONE_MINUTE })], width: 8 }),
+        ],
+        [
+          new GraphWidget({ title: 'DynamoDB throttled requests', left: throttleMetrics, width: 12 }),
+          new GraphWidget({
+            title: 'DynamoDB consumed capacity (hot tables)',
+            left: (['codes', 'grants', 'users', 'sessions'] as const).filter((key) => key in props.tables).map((key) => props.tables[key].metricConsumedReadCapacityUnits({ period: ONE_MINUTE, label: `${key} read` })),
+            right: (['codes', 'grants', 'users', 'sessions'] as const).filter((key) => key in props.tables).map((key) => props.tables[key].metricConsumedWriteCapacityUnits({ period: ONE_MINUTE, label: `${key} write` })),
+            width: 12,
+          }),
+        ],
+      ],
+    });
+  }
+}

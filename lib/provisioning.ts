@@ -1,0 +1,252 @@
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import {
+  FlowLogDestination, FlowLogTrafficType, GatewayVpcEndpointAwsService, InterfaceVpcEndpointAwsService, IpAddresses, Peer, Port,
+  SecurityGroup, SubnetType, Vpc,
+} from 'aws-cdk-lib/aws-ec2';
+import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
+import {
+  Cluster, ContainerImage, ContainerInsights, CpuArchitecture, FargatePlatformVersion, FargateService, FargateTaskDefinition,
+  LogDrivers, OperatingSystemFamily, PropagatedTagSource, Protocol as EcsProtocol,
+} from 'aws-cdk-lib/aws-ecs';
+import {
+  AlpnPolicy, ListenerCertificate, NetworkLoadBalancer, NetworkTargetGroup, Protocol, SslPolicy, TargetType,
+} from 'aws-cdk-lib/aws-elasticloadbalancingv2';
+import { AnyPrincipal, PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { LogGroup } from 'aws-cdk-lib/aws-logs';
+import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
+import { LoadBalancerTarget } from 'aws-cdk-lib/aws-route53-targets';
+import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
+import { Construct } from 'constructs';
+import type { TableKey } from '../core/tables';
+import { access } from './access';
+import type { EnvironmentConfig } from './config';
+import { grantTableAccess, type GrantTarget } from './grants';
+import type { SigningKeys } from './keys';
+import { logRetention, repoRoot } from './util';
+
+// The provisioning face: the grpc-js server (grpc-service/) as a Fargate service behind an
+// internet-facing Network Load Balancer. TLS ends at the NLB (ALPN h2); the task speaks
+// plaintext HTTP/2 on GRPC_PORT inside the VPC.
+//
+// Networking: the tasks run in isolated subnets with no route to the internet at all (no NAT
+// gateway). Everything they need is reached through VPC endpoints: DynamoDB and S3 (ECR image
+// layers) through free gateway endpoints, KMS, ECR and CloudWatch Logs through interface
+// endpoints. Compared with NAT gateways (one per AZ, ~USD 32/month each plus data processing)
+// the four interface endpoints cost about the same in two AZs, but leave the tasks no egress path
+// to anywhere else: a compromised task cannot reach the internet.
+
+export const GRPC_PORT = 50051;
+
+export interface ProvisioningProps {
+  readonly config: EnvironmentConfig;
+  readonly tables: Record<TableKey, GrantTarget>;
+  readonly tablePrefix: string;
+  readonly keys: SigningKeys;
+  readonly environment: Record<string, string>;
+}
+
+export class Provisioning extends Construct {
+  readonly vpc: Vpc;
+  readonly cluster: Cluster;
+  readonly service: FargateService;
+  readonly loadBalancer: NetworkLoadBalancer;
+  readonly targetGroup: NetworkTargetGroup;
+  readonly endpoint: string;
+
+  constructor(scope: Construct, id: string, props: ProvisioningProps) {
+    super(scope, id);
+    const { config } = props;
+    const p = config.provisioning;
+    const stack = Stack.of(this);
+    const prefix = `svcnum-${config.name}`;
+    const removalPolicy = config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+
+    const flowLogs = new LogGroup(this, 'FlowLogs', { retention: logRetention(config.logRetentionDays), removalPolicy });
+    this.vpc = new Vpc(this, 'Vpc', {
+      ipAddresses: IpAddresses.cidr('10.40.0.0/16'),
+      // Two AZs from the stack (lib/service-stack.ts): configured, or Fn::GetAZs; never a lookup.
+      maxAzs: 2,
+      natGateways: 0,
+      subnetConfiguration: [
+        { name: 'public', subnetType: SubnetType.PUBLIC, cidrMask: 24, mapPublicIpOnLaunch: false },
+        { name: 'tasks', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 22 },
+      ],
+      restrictDefaultSecurityGroup: true,
+      flowLogs: { all: { destination: FlowLogDestination.toCloudWatchLogs(flowLogs), trafficType: FlowLogTrafficType.ALL } },
+    });
+    const isolated = { subnetType: SubnetType.PRIVATE_ISOLATED };
+
+    const nlbSecurityGroup = new SecurityGroup(this, 'NlbSecurityGroup', {
+      vpc: this.vpc,
+      description: `${prefix}: gRPC clients to the NLB (TLS 443)`,
+      allowAllOutbound: false,
+    });
+    for (const cidr of p.allowedCidrs) nlbSecurityGroup.addIngressRule(Peer.ipv4(cidr), Port.tcp(443), 'gRPC over TLS');
+    const taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
+      vpc: this.vpc,
+      description: `${prefix}: gRPC tasks, reachable from the NLB only`,
+      // The isolated subnets route nowhere but to the VPC endpoints.
+      allowAllOutbound: true,
+    });
+    taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(GRPC_PORT), 'gRPC (plaintext h2) and TCP health checks from the NLB');
+
+    // Interface endpoints, reachable from the tasks only (not from the whole VPC).
+    const endpointSecurityGroup = new SecurityGroup(this, 'EndpointSecurityGroup', {
+      vpc: this.vpc,
+      description: `${prefix}: VPC interface endpoints (KMS, ECR, Logs), from the gRPC tasks only`,
+      allowAllOutbound: false,
+    });
+    endpointSecurityGroup.connections.allowFrom(taskSecurityGroup, Port.tcp(443), 'HTTPS from the gRPC tasks');
+    for (const [name, service] of [
+      ['Kms', InterfaceVpcEndpointAwsService.KMS],
+      ['EcrApi', InterfaceVpcEndpointAwsService.ECR],
+      ['EcrDocker', InterfaceVpcEndpointAwsService.ECR_DOCKER],
+      ['Logs', InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS],
+    ] as const) {
+      this.vpc.addInterfaceEndpoint(name, { service, subnets: isolated, privateDnsEnabled: true, open: false, securityGroups: [endpointSecurityGroup] });
+    }
+
+    // Gateway endpoints, each limited by its policy to what the tasks need.
+    const dynamo = this.vpc.addGatewayEndpoint('DynamoDb', { service: GatewayVpcEndpointAwsService.DYNAMODB, subnets: [isolated] });
+    dynamo.addToPolicy(new PolicyStatement({
+      principals: [new AnyPrincipal()],
+      // The union of what the task is granted (lib/access.ts), on this environment's tables only.
+      actions: [...new Set(Object.values(access.provisioning.tables).flatMap((table) => [...table.actions, ...(table.queryIndexes?.length ? ['Query'] : [])]))]
+        .map((action) => `dynamodb:${action}`),
+      resources: [stack.formatArn({ service: 'dynamodb', resource: 'table', resourceName: `${props.tablePrefix}*` })],
+    }));
+    const s3 = this.vpc.addGatewayEndpoint('S3', { service: GatewayVpcEndpointAwsService.S3, subnets: [isolated] });
+    s3.addToPolicy(new PolicyStatement({
+      principals: [new AnyPrincipal()],
+      actions: ['s3:GetObject'],
+      // Where ECR keeps image layers (AWS documentation: "Amazon ECR interface VPC endpoints").
+      resources: [`arn:${stack.partition}:s3:::prod-${stack.region}-starport-layer-bucket/*`],
+    }));
+    this.cluster = new Cluster(this, 'Cluster', {
+      vpc: this.vpc,
+      clusterName: prefix,
+      containerInsightsV2: ContainerInsights.ENABLED,
+    });
+
+    const taskDefinition = new FargateTaskDefinition(this, 'Task', {
+      family: `${prefix}-provisioning`,
+      cpu: p.cpu,
+      memoryLimitMiB: p.memoryMiB,
+      runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
+    });
+    const taskLogs = new LogGroup(this, 'TaskLogs', {
+      logGroupName: `/aws/ecs/${prefix}/provisioning`,
+      retention: logRetention(config.logRetentionDays),
+      removalPolicy,
+    });
+    taskDefinition.addContainer('grpc', {
+      // Built from the repository root like `docker build -f grpc-service/Dockerfile .`; at synth
+      // the context is only staged into cdk.out (no Docker needed), `cdk deploy` builds it.
+      image: ContainerImage.fromAsset(repoRoot, {
+        file: 'grpc-service/Dockerfile',
+        platform: Platform.LINUX_ARM64,
+        // On top of .dockerignore: what the image never needs, kept out of the asset hash.
+        exclude: ['cdk.out', 'test', 'bench', 'bin', 'lib', 'local', 'lambdas', 'README.md', '.ci', 'coverage', '*.log'],
+      }),
+      logging: LogDrivers.awsLogs({ streamPrefix: 'grpc', logGroup: taskLogs }),
+      environment: {
+        ...props.environment,
+        GRPC_PORT: String(GRPC_PORT),
+        DRAIN_SECONDS: String(p.drainSeconds),
+        PROTO_ROOT: '/app/proto',
+        POWERTOOLS_SERVICE_NAME: 'svcnum-provisioning',
+      },
+      portMappings: [{ containerPort: GRPC_PORT, protocol: EcsProtocol.TCP, name: 'grpc' }],
+      // SIGTERM, then DRAIN_SECONDS for calls in flight, then SIGKILL at stopTimeout.
+      stopTimeout: Duration.seconds(p.stopTimeoutSeconds),
+      readonlyRootFilesystem: true,
+    });
+    grantTableAccess(taskDefinition.taskRole, 'provisioning', props.tables);
+    props.keys.grant(taskDefinition.taskRole, access.provisioning.keys);
+
+    this.service = new FargateService(this, 'Service', {
+      serviceName: `${prefix}-provisioning`,
+      cluster: this.cluster,
+      taskDefinition,
+      desiredCount: p.minTasks,
+      vpcSubnets: isolated,
+      assignPublicIp: false,
+      securityGroups: [taskSecurityGroup],
+      platformVersion: FargatePlatformVersion.LATEST,
+      circuitBreaker: { enable: true, rollback: true },
+      minHealthyPercent: 100,
+      maxHealthyPercent: 200,
+      healthCheckGracePeriod: Duration.seconds(30),
+      enableECSManagedTags: true,
+      propagateTags: PropagatedTagSource.SERVICE,
+    });
+    this.service.autoScaleTaskCount({ minCapacity: p.minTasks, maxCapacity: p.maxTasks }).scaleOnCpuUtilization('Cpu', {
+      targetUtilizationPercent: p.cpuTargetPercent,
+      scaleOutCooldown: Duration.seconds(60),
+      scaleInCooldown: Duration.seconds(300),
+    });
+
+    const accessLogs = new Bucket(this, 'NlbAccessLogs', {
+      encryption: BucketEncryption.S3_MANAGED,
+      blockPublicAccess: BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      enforceSSL: true,
+      lifecycleRules: [{ expiration: Duration.days(config.logRetentionDays) }],
+      // Kept when the stack goes: access logs are audit records (the lifecycle rule expires them).
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    this.loadBalancer = new NetworkLoadBalancer(this, 'Nlb', {
+      loadBalancerName: `${prefix}-grpc`,
+      vpc: this.vpc,
+      internetFacing: true,
+      vpcSubnets: { subnetType: SubnetType.PUBLIC },
+      securityGroups: [nlbSecurityGroup],
+      crossZoneEnabled: true,
+      deletionProtection: config.deletionProtection,
+    });
+    this.loadBalancer.logAccessLogs(accessLogs, 'nlb');
+
+    this.targetGroup = new NetworkTargetGroup(this, 'Targets', {
+      vpc: this.vpc,
+      port: GRPC_PORT,
+      // TLS terminates at the NLB; the targets get the decrypted HTTP/2 stream over TCP.
+      protocol: Protocol.TCP,
+      targetType: TargetType.IP,
+      preserveClientIp: false,
+      // ECS deregisters a stopping task first, waits this long, then sends SIGTERM; the server then
+      // answers GOAWAY and drains for DRAIN_SECONDS. The same figure keeps the two phases aligned.
+      deregistrationDelay: Duration.seconds(p.drainSeconds),
+      connectionTermination: false,
+      // NLB health checks speak TCP or HTTP, not gRPC: a TCP connect on the traffic port.
+      // Clients can ask grpc.health.v1.Health/Check through the listener.
+      healthCheck: {
+        protocol: Protocol.TCP,
+        port: 'traffic-port',
+        interval: Duration.seconds(10),
+        healthyThresholdCount: 2,
+        unhealthyThresholdCount: 2,
+      },
+    });
+    this.targetGroup.addTarget(this.service.loadBalancerTarget({ containerName: 'grpc', containerPort: GRPC_PORT }));
+
+    this.loadBalancer.addListener('Tls', {
+      port: 443,
+      protocol: Protocol.TLS,
+      certificates: [ListenerCertificate.fromArn(p.certificateArn)],
+      sslPolicy: SslPolicy.RECOMMENDED_TLS,
+      // gRPC is HTTP/2 only; clients negotiate h2 by ALPN.
+      alpnPolicy: AlpnPolicy.HTTP2_ONLY,
+      defaultTargetGroups: [this.targetGroup],
+    });
+
+    if (p.hostedZone) {
+      new ARecord(this, 'GrpcRecord', {
+        zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', { hostedZoneId: p.hostedZone.id, zoneName: p.hostedZone.name }),
+        recordName: p.domainName,
+        target: RecordTarget.fromAlias(new LoadBalancerTarget(this.loadBalancer)),
+      });
+    }
+    this.endpoint = `${p.domainName}:443`;
+  }
+}

@@ -1,0 +1,105 @@
+import { Annotations, CfnOutput, Fn, Stack, Tags, type StackProps } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import { type EnvironmentConfig, isPlaceholderCertificate, outputNames, stackName, tablePrefix } from './config';
+import { Data } from './data';
+import { HttpApi } from './http-api';
+import { SigningKeys } from './keys';
+import { Monitoring } from './monitoring';
+import { applyNagSuppressions } from './nag';
+import { Provisioning } from './provisioning';
+
+// One environment of the service: data, keys, the HTTP API, the provisioning API, monitoring.
+
+export interface ServiceStackProps extends StackProps {
+  readonly config: EnvironmentConfig;
+}
+
+export class ServiceStack extends Stack {
+  readonly data: Data;
+  readonly keys: SigningKeys;
+  readonly http: HttpApi;
+  readonly provisioning: Provisioning;
+  readonly monitoring: Monitoring;
+  private readonly zones: string[];
+
+  constructor(scope: Construct, props: ServiceStackProps) {
+    const { config } = props;
+    super(scope, stackName(config.name), {
+      ...props,
+      env: { account: config.account, region: config.region },
+      description: `svcnum ${config.name}: sign-in (OAuth 2.0 / OIDC) and number provisioning`,
+      terminationProtection: config.deletionProtection,
+    });
+    // Without configured AZs, the region's first two as resolved at deploy time (like an
+    // environment-agnostic stack): no availability-zones context lookup, no credentials at synth.
+    this.zones = config.availabilityZones ? [...config.availabilityZones] : [0, 1].map((index) => Fn.select(index, Fn.getAzs()));
+    Tags.of(this).add('service', 'svcnum');
+    Tags.of(this).add('environment', config.name);
+
+    const prefix = tablePrefix(config.name);
+    this.data = new Data(this, 'Data', { tablePrefix: prefix, retain: config.retainData, deletionProtection: config.deletionProtection });
+    this.keys = new SigningKeys(this, 'Keys', {
+      environment: config.name,
+      active: config.signingKeys.active,
+      published: config.signingKeys.published,
+      retain: config.retainData,
+    });
+
+    // What every process in AWS reads (core/adapters/aws-environment.ts), except ISSUER.
+    const shared = {
+      TABLE_PREFIX: prefix,
+      KMS_KEY_ID: this.keys.active.keyArn,
+      KMS_VERIFY_KEY_IDS: this.keys.published.map((key) => key.keyArn).join(','),
+      NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
+      POWERTOOLS_LOG_LEVEL: config.logLevel,
+      POWERTOOLS_METRICS_NAMESPACE: 'svcnum',
+    };
+
+    this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, sharedEnvironment: shared });
+    this.provisioning = new Provisioning(this, 'Provisioning', {
+      config,
+      tables: this.data.tables,
+      tablePrefix: prefix,
+      keys: this.keys,
+      environment: { ...shared, ISSUER: this.http.issuer },
+    });
+    this.monitoring = new Monitoring(this, 'Monitoring', {
+      config,
+      api: this.http.api,
+      functions: this.http.functions,
+      tables: this.data.tables,
+      service: this.provisioning.service,
+      loadBalancer: this.provisioning.loadBalancer,
+      targetGroup: this.provisioning.targetGroup,
+    });
+
+    const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });
+    output(outputNames.tablePrefix, prefix, 'Physical table name prefix (core/tables.ts tableNames)');
+    output(outputNames.region, this.region, 'Region of the tables, keys and endpoints');
+    output(outputNames.issuer, this.http.issuer, 'OAuth issuer: discovery at /.well-known/openid-configuration');
+    if (!this.http.domain) output(outputNames.apiUrl, this.http.api.url, 'The REST API stage URL');
+    if (this.http.domain) output(outputNames.apiDomainTarget, this.http.domain.domainNameAliasDomainName, `Point ${config.http.customDomain!.domainName} here (CNAME or alias)`);
+    output(outputNames.grpcEndpoint, this.provisioning.endpoint, 'gRPC provisioning API (TLS, HTTP/2)');
+    output(outputNames.loadBalancerDnsName, this.provisioning.loadBalancer.loadBalancerDnsName, `Point ${config.provisioning.domainName} here (CNAME or alias)`);
+    output(outputNames.signingKeyArn, this.keys.active.keyArn, 'The KMS key that signs (KMS_KEY_ID)');
+    output(outputNames.signingKeyAlias, this.keys.activeAlias.aliasName, 'Alias that follows the active signing key');
+    output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
+    output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
+
+    // Offline synth needs placeholders; deploying them would fail late, so say so early.
+    const placeholders = [
+      config.http.customDomain && isPlaceholderCertificate(config.http.customDomain.certificateArn) ? 'http.customDomain.certificateArn' : undefined,
+      isPlaceholderCertificate(config.provisioning.certificateArn) ? 'provisioning.certificateArn' : undefined,
+    ].filter(Boolean);
+    if (placeholders.length) {
+      Annotations.of(this).addWarningV2('svcnum:placeholder-config', `lib/config.ts (${config.name}): ${placeholders.join(', ')} still a placeholder; set real values before cdk deploy`);
+    }
+
+    applyNagSuppressions(this, config);
+  }
+
+  /** The VPC's AZs (see the constructor): never a context lookup. */
+  override get availabilityZones(): string[] {
+    return this.zones;
+  }
+}

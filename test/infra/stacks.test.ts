@@ -1,0 +1,528 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Match } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../../core/tables';
+import { routeGroups, type RouteGroup } from '../../lambdas/routes';
+import { access, keyActions, type ComputeUnit } from '../../lib/access';
+import { environmentNames, outputNames, stackName, tablePrefix, type EnvironmentName } from '../../lib/config';
+import { PUBLIC_API_PATHS } from '../../lib/http-api';
+import { acknowledgments } from '../../lib/nag';
+import { GRPC_PORT } from '../../lib/provisioning';
+import { repoRoot } from '../../lib/util';
+import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
+
+// Both stacks, synthesized once (beforeAll) with the cdk-nag plugin on, checked resource by
+// resource against the sources they are built from: core/tables.ts, lambdas/routes.ts,
+// lib/access.ts and lib/config.ts.
+
+let synth: Synthesized;
+beforeAll(() => {
+  synth = synthesize();
+}, 120_000);
+afterAll(() => synth?.cleanup());
+
+const groups = Object.keys(routeGroups) as RouteGroup[];
+const tableKeys = Object.keys(tableDefinitions) as TableKey[];
+
+describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
+  const template = () => synth.templates[environment];
+  const stack = () => synth.stacks[environment];
+  const config = () => synth.configs[environment];
+
+  it('is svcnum-<env> in the configured account and region', () => {
+    expect(stack().stackName).toBe(stackName(environment));
+    expect(stack().account).toBe(config().account);
+    expect(stack().region).toBe(config().region);
+  });
+
+  describe('data', () => {
+    it('has exactly the tables of core/tables.ts, named with the environment prefix', () => {
+      template().resourceCountIs('AWS::DynamoDB::Table', tableKeys.length);
+      const names = tableNames(tablePrefix(environment));
+      for (const key of tableKeys) {
+        template().hasResourceProperties('AWS::DynamoDB::Table', { TableName: names[key] });
+      }
+    });
+
+    it('builds keys, indexes and TTL exactly from the definitions; on demand; PITR on', () => {
+      const tables = resources(template(), 'AWS::DynamoDB::Table');
+      for (const key of tableKeys) {
+        const definition: TableDefinition = tableDefinitions[key];
+        const table = tables[logicalId(stack().data.tables[key])]!.Properties!;
+        const keySchema = (partitionKey: string, sortKey?: string) => [
+          { AttributeName: partitionKey, KeyType: 'HASH' },
+          ...(sortKey ? [{ AttributeName: sortKey, KeyType: 'RANGE' }] : []),
+        ];
+        expect(table.KeySchema, key).toStrictEqual(keySchema(definition.partitionKey, definition.sortKey));
+        expect(table.BillingMode, key).toBe('PAY_PER_REQUEST');
+        expect(table.PointInTimeRecoverySpecification, key).toStrictEqual({ PointInTimeRecoveryEnabled: true });
+        // TTL where the definition has one, and nowhere else.
+        if (definition.ttlAttribute) expect(table.TimeToLiveSpecification, key).toStrictEqual({ AttributeName: definition.ttlAttribute, Enabled: true });
+        else expect(table.TimeToLiveSpecification, key).toBeUndefined();
+        const indexes = (table.GlobalSecondaryIndexes as Json[] | undefined) ?? [];
+        expect(indexes.map((index) => ({ name: index.IndexName, keys: index.KeySchema, projection: index.Projection })), key).toStrictEqual(
+          (definition.indexes ?? []).map((index) => ({ name: index.name, keys: keySchema(index.partitionKey, index.sortKey), projection: { ProjectionType: 'ALL' } })),
+        );
+        const attributes = new Set([definition.partitionKey, definition.sortKey, ...(definition.indexes ?? []).flatMap((index) => [index.partitionKey, index.sortKey])].filter(Boolean));
+        expect((table.AttributeDefinitions as Json[]).map((attribute) => attribute.AttributeName).sort(), key).toStrictEqual([...attributes].sort());
+        expect((table.AttributeDefinitions as Json[]).every((attribute) => attribute.AttributeType === 'S'), key).toBe(true);
+      }
+    });
+
+    it(environment === 'production' ? 'retains and deletion-protects every table' : 'lets the sandbox tables go with the stack', () => {
+      for (const table of Object.values(resources(template(), 'AWS::DynamoDB::Table'))) {
+        if (environment === 'production') {
+          expect(table.DeletionPolicy).toBe('Retain');
+          expect(table.UpdateReplacePolicy).toBe('Retain');
+          expect(table.Properties!.DeletionProtectionEnabled).toBe(true);
+        } else {
+          expect(table.DeletionPolicy).toBe('Delete');
+          expect(table.Properties!.DeletionProtectionEnabled).toBe(false);
+        }
+      }
+    });
+  });
+
+  describe('keys', () => {
+    it('signs with a KMS Ed25519 key (ECC_NIST_EDWARDS25519 / SIGN_VERIFY) and an alias per environment', () => {
+      const keys = resources(template(), 'AWS::KMS::Key');
+      const signing = keys[logicalId(stack().keys.active)]!.Properties!;
+      expect(signing.KeySpec).toBe('ECC_NIST_EDWARDS25519');
+      expect(signing.KeyUsage).toBe('SIGN_VERIFY');
+      expect(signing.EnableKeyRotation).toBe(false);
+      // Its key policy names nobody but the account (IAM policies grant the rest).
+      const principals = list((signing.KeyPolicy as { Statement: Array<{ Principal: unknown }> }).Statement).map((statement) => statement.Principal);
+      expect(principals).toStrictEqual([{ AWS: `arn:aws:iam::${config().account}:root` }]);
+      const signingKeys = Object.values(keys).filter((key) => key.Properties!.KeySpec === 'ECC_NIST_EDWARDS25519');
+      expect(signingKeys).toHaveLength(1 + config().signingKeys.published.length);
+      template().hasResourceProperties('AWS::KMS::Alias', {
+        AliasName: `alias/svcnum-${environment}/signing-${config().signingKeys.active}`,
+        TargetKeyId: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
+      });
+      template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/signing` });
+    });
+  });
+
+  describe('IAM least privilege', () => {
+    const names = () => {
+      const map = new Map<string, string>();
+      for (const key of tableKeys) map.set(logicalId(stack().data.tables[key]), `table:${key}`);
+      for (const key of stack().keys.all) map.set(logicalId(key), 'signing-key');
+      return map;
+    };
+    // Actions IAM only offers on "*" (no resource-level permissions).
+    const starOnly = new Set(['xray:PutTraceSegments', 'xray:PutTelemetryRecords', 'ecr:GetAuthorizationToken']);
+
+    it('walks every statement: no wildcard action, "*" only where IAM has no resource type, no Not*', () => {
+      const statements = iamStatements(template());
+      expect(statements.length).toBeGreaterThan(10);
+      for (const { where, statement } of statements) {
+        expect(statement.NotAction, where).toBeUndefined();
+        expect(statement.NotResource, where).toBeUndefined();
+        const actions = list(statement.Action);
+        for (const action of actions) {
+          expect(action, where).not.toBe('*');
+          expect(action, `${where}: ${action}`).not.toMatch(/\*/);
+        }
+        for (const resource of list(statement.Resource)) {
+          if (resource === '*') {
+            expect(actions.every((action) => starOnly.has(action)), `${where}: "*" for ${actions.join(', ')}`).toBe(true);
+          } else {
+            // No wildcard inside an ARN either (index/*, table/*, key/*) …
+            const text = JSON.stringify(resource);
+            const logGroupArn = /"Fn::GetAtt":\["[A-Za-z0-9]+","Arn"\]/.test(text) && !text.includes('*');
+            expect(text.includes('*') && !logGroupArn, `${where}: ${text}`).toBe(false);
+          }
+        }
+      }
+    });
+
+    it('attaches no AWS managed policy but the two documented ones', () => {
+      const managed = Object.entries(resources(template(), 'AWS::IAM::Role')).flatMap(([id, role]) =>
+        list(role.Properties!.ManagedPolicyArns as unknown[] | undefined).map((arn) => `${id.replace(/[0-9A-F]{8}$/, '')} ${JSON.stringify(arn).replace(/.*:policy\//, '').replace(/"\]*\}*$/, '')}`));
+      expect(managed.sort()).toStrictEqual([
+        // CDK's provider that empties the VPC's default security group (restrictDefaultSecurityGroup).
+        'CustomVpcRestrictDefaultSGCustomResourceProviderRole service-role/AWSLambdaBasicExecutionRole',
+        // API Gateway's account-level logging role (acknowledged in lib/nag.ts).
+        'HttpApiCloudWatchRole service-role/AmazonAPIGatewayPushToCloudWatchLogs',
+      ]);
+    });
+
+    const grantsOf = (roleLogicalId: string) => {
+      const byName = names();
+      const granted = new Set<string>();
+      for (const { roles, statement } of iamStatements(template())) {
+        if (!roles.includes(roleLogicalId)) continue;
+        for (const action of list(statement.Action)) {
+          if (!/^(dynamodb|kms):/.test(action)) continue;
+          for (const resource of list(statement.Resource)) granted.add(`${action} ${resourceName(resource, byName)}`);
+        }
+      }
+      return [...granted].sort();
+    };
+    const expected = (unit: ComputeUnit) => {
+      const wanted = new Set<string>();
+      for (const [key, tableAccess] of Object.entries(access[unit].tables)) {
+        for (const action of tableAccess.actions) wanted.add(`dynamodb:${action} table:${key}`);
+        for (const index of tableAccess.queryIndexes ?? []) wanted.add(`dynamodb:Query index:${key}/${index}`);
+      }
+      for (const action of keyActions[access[unit].keys]) wanted.add(`${action} signing-key`);
+      return [...wanted].sort();
+    };
+
+    it.each(groups)('grants the %s function exactly its tables, indexes and key use (lib/access.ts)', (group) => {
+      const role = stack().http.functions[group].role!;
+      expect(grantsOf(logicalId(role))).toStrictEqual(expected(group));
+    });
+
+    it('grants the Fargate task role exactly its tables, indexes and key use', () => {
+      const taskRole = stack().provisioning.service.taskDefinition.taskRole;
+      expect(grantsOf(logicalId(taskRole))).toStrictEqual(expected('provisioning'));
+    });
+
+    it('signs only where JWTs are issued: kms:Sign for token and the gRPC task, GetPublicKey for verifiers, nothing for pages', () => {
+      const signers = (Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].keys === 'sign').sort();
+      expect(signers).toStrictEqual(['provisioning', 'token']);
+      expect(access.userinfo.keys).toBe('verify');
+      expect(access.discovery.keys).toBe('verify');
+      expect(access.browser.keys).toBe('none');
+      expect(access.discovery.tables).toStrictEqual({});
+      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users']);
+    });
+  });
+
+  describe('HTTP', () => {
+    it('runs every route group as a nodejs22.x arm64 function with its memory, timeout and environment', () => {
+      const functions = resources(template(), 'AWS::Lambda::Function');
+      for (const group of groups) {
+        const fn = functions[logicalId(stack().http.functions[group])]!.Properties!;
+        const settings = config().http.functions[group];
+        expect(fn.Runtime, group).toBe('nodejs22.x');
+        expect(fn.Architectures, group).toStrictEqual(['arm64']);
+        expect(fn.Handler, group).toBe('index.handler');
+        expect(fn.MemorySize, group).toBe(settings.memoryMiB);
+        expect(fn.Timeout, group).toBe(settings.timeoutSeconds);
+        expect(fn.TracingConfig, group).toStrictEqual({ Mode: config().http.tracing ? 'Active' : 'PassThrough' });
+        const variables = (fn.Environment as { Variables: Json }).Variables;
+        expect(variables, group).toMatchObject({
+          ISSUER: `https://${config().http.customDomain!.domainName}`,
+          TABLE_PREFIX: tablePrefix(environment),
+          KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
+          KMS_VERIFY_KEY_IDS: '',
+          NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
+          POWERTOOLS_SERVICE_NAME: `svcnum-${group}`,
+          POWERTOOLS_LOG_LEVEL: config().logLevel,
+        });
+        expect(fn.LoggingConfig, group).toStrictEqual({ LogGroup: { Ref: logicalId(stack().http.functions[group].logGroup) } });
+      }
+      // Sign-in hashes passwords with scrypt: 128 MiB per hash.
+      expect(config().http.functions.browser.memoryMiB).toBeGreaterThanOrEqual(512);
+    });
+
+    it('keeps every log group for the configured retention', () => {
+      const groupsWithRetention = Object.values(resources(template(), 'AWS::Logs::LogGroup'));
+      expect(groupsWithRetention.length).toBeGreaterThanOrEqual(groups.length + 4);
+      for (const logGroup of groupsWithRetention) expect(logGroup.Properties!.RetentionInDays).toBe(config().logRetentionDays);
+    });
+
+    it('maps every route of lambdas/routes.ts to its group\'s function (proxy integration) and nothing else', () => {
+      const api = template();
+      const methods = Object.values(resources(api, 'AWS::ApiGateway::Method'));
+      const routes = groups.flatMap((group) => Object.entries(routeGroups[group].routes).flatMap(([path, verbs]) => (verbs as readonly string[]).map((verb) => ({ group, path, verb }))));
+      expect(methods).toHaveLength(routes.length);
+      const resourcePaths = new Map<string, string>();
+      const apiResources = resources(api, 'AWS::ApiGateway::Resource');
+      const pathOf = (id: string): string => {
+        const cached = resourcePaths.get(id);
+        if (cached) return cached;
+        const resource = apiResources[id]!.Properties!;
+        const parent = resource.ParentId as { Ref?: string };
+        const path = `${parent.Ref ? pathOf(parent.Ref) : ''}/${resource.PathPart as string}`;
+        resourcePaths.set(id, path);
+        return path;
+      };
+      const actual = methods.map((method) => {
+        const properties = method.Properties!;
+        const integration = properties.Integration as { Type: string; IntegrationHttpMethod: string; Uri: unknown };
+        const fnId = /"([A-Za-z0-9]+Function[0-9A-F]{8})"/.exec(JSON.stringify(integration.Uri))![1]!;
+        expect(integration.Type).toBe('AWS_PROXY');
+        expect(integration.IntegrationHttpMethod).toBe('POST');
+        return { path: pathOf((properties.ResourceId as { Ref: string }).Ref), verb: properties.HttpMethod as string, fn: fnId };
+      });
+      const fnIds = Object.fromEntries(groups.map((group) => [group, logicalId(stack().http.functions[group])]));
+      expect(actual.map((route) => `${route.verb} ${route.path} → ${route.fn}`).sort())
+        .toStrictEqual(routes.map((route) => `${route.verb} ${route.path} → ${fnIds[route.group]}`).sort());
+    });
+
+    it('has a regional REST API with access logging, throttling, ERROR execution logs and the custom domain', () => {
+      template().hasResourceProperties('AWS::ApiGateway::RestApi', {
+        EndpointConfiguration: { Types: ['REGIONAL'] },
+        DisableExecuteApiEndpoint: true,
+      });
+      template().hasResourceProperties('AWS::ApiGateway::Stage', {
+        StageName: config().http.stageName,
+        TracingEnabled: config().http.tracing,
+        AccessLogSetting: { DestinationArn: Match.anyValue(), Format: Match.stringLikeRegexp('"ip":"\\$context.identity.sourceIp"') },
+        MethodSettings: Match.arrayWith([
+          Match.objectLike({ HttpMethod: '*', ResourcePath: '/*', LoggingLevel: 'ERROR', DataTraceEnabled: false, ThrottlingRateLimit: config().http.throttle.rateLimit, ThrottlingBurstLimit: config().http.throttle.burstLimit }),
+          Match.objectLike({ HttpMethod: 'POST', ResourcePath: '/~1oauth~1token', MetricsEnabled: true, LoggingLevel: 'ERROR' }),
+        ]),
+      });
+      // No query string or header in the access log: they can carry codes and tokens.
+      const stage = Object.values(resources(template(), 'AWS::ApiGateway::Stage'))[0]!.Properties!;
+      expect(JSON.stringify((stage.AccessLogSetting as Json).Format)).not.toMatch(/querystring|context\.path|header/i);
+      template().hasResourceProperties('AWS::ApiGateway::DomainName', {
+        DomainName: config().http.customDomain!.domainName,
+        RegionalCertificateArn: config().http.customDomain!.certificateArn,
+        SecurityPolicy: 'TLS_1_2',
+      });
+      template().resourceCountIs('AWS::ApiGateway::BasePathMapping', 1);
+      template().hasResourceProperties('AWS::ApiGateway::GatewayResponse', { ResponseType: 'MISSING_AUTHENTICATION_TOKEN', StatusCode: '404' });
+    });
+
+    it('protects the stage with a regional WAF: per-IP rate rule scoped down to /api/resolve and /api/discover, 429 + Retry-After', () => {
+      template().resourceCountIs('AWS::WAFv2::WebACL', 1);
+      const acl = Object.values(resources(template(), 'AWS::WAFv2::WebACL'))[0]!.Properties!;
+      expect(acl.Scope).toBe('REGIONAL');
+      expect(acl.DefaultAction).toStrictEqual({ Allow: {} });
+      const rules = acl.Rules as Array<{ Name: string; Priority: number; Action?: Json; Statement: Json }>;
+      const rate = rules.find((rule) => rule.Name === 'public-api-per-ip')!;
+      expect(rate.Priority).toBe(0);
+      const statement = rate.Statement.RateBasedStatement as Json;
+      expect(statement.AggregateKeyType).toBe('IP');
+      expect(statement.Limit).toBe(config().waf.publicApiRateLimit);
+      expect(statement.EvaluationWindowSec).toBe(config().waf.evaluationWindowSeconds);
+      const scopeDown = (statement.ScopeDownStatement as { OrStatement: { Statements: Array<{ ByteMatchStatement: Json }> } }).OrStatement.Statements;
+      expect(scopeDown.map((match) => match.ByteMatchStatement.SearchString)).toStrictEqual([...PUBLIC_API_PATHS]);
+      expect(PUBLIC_API_PATHS).toStrictEqual(['/api/resolve', '/api/discover']);
+      for (const { ByteMatchStatement: match } of scopeDown) {
+        expect(match.FieldToMatch).toStrictEqual({ UriPath: {} });
+        expect(match.PositionalConstraint).toBe('CONTAINS');
+        expect((match.TextTransformations as Json[]).map((transformation) => transformation.Type)).toStrictEqual(['URL_DECODE', 'NORMALIZE_PATH', 'LOWERCASE']);
+      }
+      expect(rate.Action).toStrictEqual({
+        Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: 'rate-limited', ResponseHeaders: [{ Name: 'Retry-After', Value: String(config().waf.retryAfterSeconds) }] } },
+      });
+      const managed = rules.filter((rule) => rule.Statement.ManagedRuleGroupStatement).map((rule) => (rule.Statement.ManagedRuleGroupStatement as Json).Name);
+      expect(managed).toContain('AWSManagedRulesCommonRuleSet');
+      // Associated with the stage of this API.
+      template().hasResourceProperties('AWS::WAFv2::WebACLAssociation', {
+        ResourceArn: { 'Fn::Join': ['', Match.arrayWith([Match.stringLikeRegexp('/restapis/'), { Ref: logicalId(stack().http.api) }, '/stages/'])] },
+        WebACLArn: { 'Fn::GetAtt': [logicalId(stack().http.webAcl), 'Arn'] },
+      });
+      // WAF logs leave out credentials.
+      template().hasResourceProperties('AWS::WAFv2::LoggingConfiguration', {
+        RedactedFields: [{ SingleHeader: { Name: 'authorization' } }, { SingleHeader: { Name: 'cookie' } }, { QueryString: {} }],
+      });
+    });
+  });
+
+  describe('provisioning', () => {
+    it('terminates TLS on 443 at an internet-facing NLB with ALPN HTTP/2 and the configured certificate', () => {
+      template().hasResourceProperties('AWS::ElasticLoadBalancingV2::LoadBalancer', {
+        Type: 'network',
+        Scheme: 'internet-facing',
+      });
+      const balancer = Object.values(resources(template(), 'AWS::ElasticLoadBalancingV2::LoadBalancer'))[0]!.Properties!;
+      const attributes = Object.fromEntries((balancer.LoadBalancerAttributes as Array<{ Key: string; Value: unknown }>).map((attribute) => [attribute.Key, attribute.Value]));
+      expect(attributes).toMatchObject({ 'access_logs.s3.enabled': 'true', 'deletion_protection.enabled': String(config().deletionProtection), 'load_balancing.cross_zone.enabled': 'true' });
+      template().resourceCountIs('AWS::ElasticLoadBalancingV2::Listener', 1);
+      template().hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
+        Port: 443,
+        Protocol: 'TLS',
+        AlpnPolicy: ['HTTP2Only'],
+        Certificates: [{ CertificateArn: config().provisioning.certificateArn }],
+        SslPolicy: Match.stringLikeRegexp('^ELBSecurityPolicy-TLS13'),
+        DefaultActions: [{ Type: 'forward', TargetGroupArn: { Ref: logicalId(stack().provisioning.targetGroup) } }],
+      });
+    });
+
+    it('forwards TCP to the tasks on 50051 with TCP health checks and a deregistration delay of DRAIN_SECONDS', () => {
+      template().hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
+        Port: GRPC_PORT,
+        Protocol: 'TCP',
+        TargetType: 'ip',
+        HealthCheckProtocol: 'TCP',
+        HealthCheckPort: 'traffic-port',
+        TargetGroupAttributes: Match.arrayWith([{ Key: 'deregistration_delay.timeout_seconds', Value: String(config().provisioning.drainSeconds) }]),
+      });
+    });
+
+    it('runs the gRPC image (grpc-service/Dockerfile, ARM64) on Fargate with stopTimeout 30 s and the task environment', () => {
+      const task = Object.values(resources(template(), 'AWS::ECS::TaskDefinition'))[0]!.Properties!;
+      expect(task.RuntimePlatform).toStrictEqual({ CpuArchitecture: 'ARM64', OperatingSystemFamily: 'LINUX' });
+      expect(task.Cpu).toBe(String(config().provisioning.cpu));
+      const [container] = task.ContainerDefinitions as Json[];
+      expect(container!.StopTimeout).toBe(30);
+      expect(container!.ReadonlyRootFilesystem).toBe(true);
+      expect(container!.PortMappings).toStrictEqual([{ ContainerPort: GRPC_PORT, Name: 'grpc', Protocol: 'tcp' }]);
+      const environmentVariables = Object.fromEntries((container!.Environment as Array<{ Name: string; Value: unknown }>).map((variable) => [variable.Name, variable.Value]));
+      expect(environmentVariables).toMatchObject({
+        ISSUER: `https://${config().http.customDomain!.domainName}`,
+        TABLE_PREFIX: tablePrefix(environment),
+        KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
+        GRPC_PORT: String(GRPC_PORT),
+        DRAIN_SECONDS: String(config().provisioning.drainSeconds),
+        PROTO_ROOT: '/app/proto',
+        NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
+      });
+      expect(config().provisioning.drainSeconds).toBeLessThan(30);
+      // The asset is the repository root with the gRPC Dockerfile, built for ARM64.
+      const assets = JSON.parse(readFileSync(join(synth.assembly.directory, `${stackName(environment)}.assets.json`), 'utf8')) as { dockerImages: Record<string, { source: Json }> };
+      const images = Object.values(assets.dockerImages);
+      expect(images).toHaveLength(1);
+      expect(images[0]!.source).toMatchObject({ dockerFile: 'grpc-service/Dockerfile', platform: 'linux/arm64' });
+    });
+
+    it('has a circuit breaker with rollback, private tasks, CPU autoscaling within the configured bounds, container insights', () => {
+      template().hasResourceProperties('AWS::ECS::Service', {
+        LaunchType: 'FARGATE',
+        DesiredCount: config().provisioning.minTasks,
+        DeploymentConfiguration: { DeploymentCircuitBreaker: { Enable: true, Rollback: true }, MinimumHealthyPercent: 100, MaximumPercent: 200 },
+        NetworkConfiguration: { AwsvpcConfiguration: Match.objectLike({ AssignPublicIp: 'DISABLED' }) },
+      });
+      template().hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', {
+        MinCapacity: config().provisioning.minTasks,
+        MaxCapacity: config().provisioning.maxTasks,
+      });
+      template().hasResourceProperties('AWS::ApplicationAutoScaling::ScalingPolicy', {
+        TargetTrackingScalingPolicyConfiguration: Match.objectLike({
+          PredefinedMetricSpecification: { PredefinedMetricType: 'ECSServiceAverageCPUUtilization' },
+          TargetValue: config().provisioning.cpuTargetPercent,
+        }),
+      });
+      template().hasResourceProperties('AWS::ECS::Cluster', { ClusterSettings: [{ Name: 'containerInsights', Value: 'enabled' }] });
+    });
+
+    it('uses two AZs, no NAT gateway, and VPC endpoints for DynamoDB, S3 (gateway), KMS, ECR and Logs (interface)', () => {
+      template().resourceCountIs('AWS::EC2::NatGateway', 0);
+      // Two AZs, the region's first two at deploy time (nothing hard-coded, nothing looked up).
+      const subnets = Object.values(resources(template(), 'AWS::EC2::Subnet')).map((subnet) => JSON.stringify(subnet.Properties!.AvailabilityZone));
+      expect(subnets).toHaveLength(4);
+      expect(new Set(subnets)).toStrictEqual(new Set([0, 1].map((index) => JSON.stringify({ 'Fn::Select': [index, { 'Fn::GetAZs': '' }] }))));
+      const endpoints = Object.values(resources(template(), 'AWS::EC2::VPCEndpoint')).map((endpoint) => {
+        // com.amazonaws.<region>.<service>, as a string or as a join around the region.
+        const name = endpoint.Properties!.ServiceName as string | { 'Fn::Join': [string, unknown[]] };
+        const service = typeof name === 'string' ? name.split('.').slice(3).join('.') : String(name['Fn::Join'][1].at(-1)).replace(/^\./, '');
+        return `${endpoint.Properties!.VpcEndpointType as string} ${service}`;
+      });
+      expect(endpoints.sort()).toStrictEqual(['Gateway dynamodb', 'Gateway s3', 'Interface ecr.api', 'Interface ecr.dkr', 'Interface kms', 'Interface logs']);
+      // Tasks reach the NLB-facing port only from the NLB's security group.
+      template().hasResourceProperties('AWS::EC2::SecurityGroupIngress', {
+        FromPort: GRPC_PORT,
+        ToPort: GRPC_PORT,
+        SourceSecurityGroupId: Match.objectLike({ 'Fn::GetAtt': Match.arrayWith([Match.stringLikeRegexp('NlbSecurityGroup')]) }),
+      });
+    });
+  });
+
+  describe('monitoring', () => {
+    it('alarms on API 5xx, token p99, Lambda errors and throttles per function, DynamoDB throttles per table, NLB targets', () => {
+      const alarms = Object.values(resources(template(), 'AWS::CloudWatch::Alarm')).map((alarm) => alarm.Properties!);
+      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2);
+      const named = (suffix: string) => alarms.find((alarm) => alarm.AlarmName === `svcnum-${environment}-${suffix}`);
+      expect(named('Api5xxRate')).toBeDefined();
+      expect(JSON.stringify(named('Api5xxRate')!.Metrics)).toContain('5XXError');
+      const latency = named('TokenLatencyP99')!;
+      expect(latency.Threshold).toBe(config().alarms.tokenP99Ms);
+      const [query] = latency.Metrics as Array<{ MetricStat: { Metric: Json; Stat: string } }>;
+      expect(query!.MetricStat.Stat).toBe('p99');
+      expect(query!.MetricStat.Metric).toMatchObject({ Namespace: 'AWS/ApiGateway', MetricName: 'Latency' });
+      expect(query!.MetricStat.Metric.Dimensions).toEqual(expect.arrayContaining([{ Name: 'Resource', Value: '/oauth/token' }, { Name: 'Method', Value: 'POST' }]));
+      for (const group of groups) {
+        const name = `${group[0]!.toUpperCase()}${group.slice(1)}`;
+        expect(named(`${name}Errors`)?.MetricName, group).toBe('Errors');
+        expect(named(`${name}Throttles`)?.MetricName, group).toBe('Throttles');
+      }
+      for (const key of tableKeys) {
+        const alarm = named(`${key[0]!.toUpperCase()}${key.slice(1)}TableThrottles`);
+        expect(JSON.stringify(alarm?.Metrics), key).toMatch(/ReadThrottleEvents.*WriteThrottleEvents/);
+      }
+      expect(named('GrpcUnhealthyTargets')!.MetricName).toBe('UnHealthyHostCount');
+      expect(named('GrpcNoHealthyTargets')!.MetricName).toBe('HealthyHostCount');
+      // Every alarm notifies the environment's topic.
+      const topic = { Ref: logicalId(stack().monitoring.topic) };
+      for (const alarm of alarms) expect(alarm.AlarmActions, alarm.AlarmName as string).toContainEqual(topic);
+    });
+
+    it('mails the configured addresses from an encrypted topic and has one dashboard', () => {
+      template().hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
+      for (const email of config().alarms.emails) template().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: email });
+      template().resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+      template().hasResourceProperties('AWS::CloudWatch::Dashboard', { DashboardName: `svcnum-${environment}` });
+    });
+  });
+
+  it('exports the outputs the admin CLI and the operators read', () => {
+    const outputs = template().findOutputs('*') as Record<string, { Value: unknown }>;
+    expect(outputs[outputNames.tablePrefix]!.Value).toBe(tablePrefix(environment));
+    expect(outputs[outputNames.region]!.Value).toBe(config().region);
+    expect(outputs[outputNames.issuer]!.Value).toBe(`https://${config().http.customDomain!.domainName}`);
+    for (const name of [outputNames.grpcEndpoint, outputNames.loadBalancerDnsName, outputNames.signingKeyArn, outputNames.alarmTopicArn, outputNames.dashboardName, outputNames.apiDomainTarget]) {
+      expect(outputs[name], name).toBeDefined();
+    }
+    // With a custom domain the execute-api URL is neither served nor advertised.
+    expect(Object.keys(outputs).filter((name) => /Endpoint[0-9A-F]{8}$/.test(name))).toStrictEqual([]);
+  });
+
+  it('passes cdk-nag (AwsSolutions) with zero unacknowledged findings, each acknowledgment with a reason', () => {
+    const report = new AwsSolutionsChecks(synth.stacks[environment]).validateScope(stack());
+    expect(report.violations.map((violation) => `${violation.ruleName}: ${violation.violatingResources.map((resource) => resource.constructPath).join(', ')}`)).toStrictEqual([]);
+    expect(report.success).toBe(true);
+    const errors = synth.assembly.getStackArtifact(stack().artifactId).messages.filter((message) => message.level === 'error');
+    expect(errors).toStrictEqual([]);
+    for (const acknowledgment of acknowledgments(config())) {
+      expect(acknowledgment.reason.length, `${acknowledgment.id} on ${acknowledgment.path}`).toBeGreaterThan(60);
+    }
+  });
+});
+
+describe('both stacks', () => {
+  it('synthesize offline: no context lookup (AZs are configured), nothing missing', () => {
+    expect(synth.assembly.manifest.missing ?? []).toStrictEqual([]);
+  });
+
+  it('warn while lib/config.ts still has placeholder certificates', () => {
+    for (const environment of environmentNames) {
+      const warnings = synth.assembly.getStackArtifact(synth.stacks[environment].artifactId).messages.filter((message) => message.level === 'warning');
+      expect(warnings.map((warning) => String(warning.entry.data))).toEqual([expect.stringContaining('still a placeholder')]);
+    }
+  });
+
+  it('bundles every route group as an ESM module that loads in Node and exports handler', () => {
+    const assets = JSON.parse(readFileSync(join(synth.assembly.directory, 'svcnum-sandbox.assets.json'), 'utf8')) as { files: Record<string, { source: { path: string } }> };
+    const functions = resources(synth.templates.sandbox, 'AWS::Lambda::Function');
+    const bundles = groups.map((group) => {
+      const code = functions[logicalId(synth.stacks.sandbox.http.functions[group])]!.Properties!.Code as { S3Key: string };
+      return join(synth.assembly.directory, assets.files[code.S3Key.replace(/\.zip$/, '')]!.source.path, 'index.mjs');
+    });
+    // A fresh Node process, as Lambda would load them (no vitest transform in between).
+    const output = execFileSync(process.execPath, ['--input-type=module', '-e', `
+      for (const file of ${JSON.stringify(bundles)}) {
+        const module = await import(file);
+        console.log(typeof module.handler);
+      }`], { encoding: 'utf8', env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'SILENT' } });
+    expect(output.trim().split('\n')).toStrictEqual(groups.map(() => 'function'));
+  });
+
+  it('keeps the sources the Dockerfile copies in the image asset', () => {
+    const dockerfile = readFileSync(join(repoRoot, 'grpc-service/Dockerfile'), 'utf8');
+    const copied = dockerfile.split('\n').filter((line) => /^COPY (?!--from)/.test(line)).flatMap((line) => line.replace(/^COPY\s+/, '').split(/\s+/).slice(0, -1));
+    expect(copied).toEqual(expect.arrayContaining(['core', 'grpc-service', 'proto']));
+    const assets = JSON.parse(readFileSync(join(synth.assembly.directory, 'svcnum-sandbox.assets.json'), 'utf8')) as { dockerImages: Record<string, { source: { directory: string } }> };
+    const context = join(synth.assembly.directory, Object.values(assets.dockerImages)[0]!.source.directory);
+    for (const source of copied) expect(existsSync(join(context, source)), source).toBe(true);
+  });
+
+  it('differ where the configuration says: sizes, retention, protection', () => {
+    const { sandbox, production } = synth.configs;
+    expect(sandbox.retainData).toBe(false);
+    expect(production.retainData).toBe(true);
+    expect(production.provisioning.minTasks).toBeGreaterThanOrEqual(2);
+    expect(synth.stacks.production.terminationProtection).toBe(true);
+    expect(synth.stacks.sandbox.terminationProtection).toBe(false);
+  });
+});

@@ -1,0 +1,56 @@
+// A second service process for the multiprocess tests, run as
+//   node --import tsx test/support/second-process.ts
+// with DYNAMO_ENDPOINT, DATA_DIR and ISSUER of a running test service. It builds its own core
+// against the same embedded DynamoDB and the same key folder (so tokens verify here too) and
+// serves the gRPC API plus the message ingress (what another Fargate task and a Lambda would be).
+// Prints one JSON line {"grpcPort", "httpPort"} once listening; SIGTERM drains and exits.
+
+import { join } from 'node:path';
+import { documentClient } from '../../core/adapters/dynamo-schema';
+import { createDynamoStore } from '../../core/adapters/dynamo-store';
+import { openLocalKeyStore } from '../../core/adapters/local-keys';
+import { systemClock, systemRandom } from '../../core/adapters/system';
+import { serviceConfig } from '../../core/config';
+import { createCore } from '../../core/service';
+import { tableNames } from '../../core/tables';
+import { startGrpcServer } from '../../grpc-service/server';
+import { routeGroups } from '../../lambdas/routes';
+import { localDynamoClient } from '../../local/embedded-dynamo';
+import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
+import { LOCAL_TABLE_PREFIX } from '../../local/runner';
+
+const need = (name: string) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is required`);
+  return value;
+};
+
+const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
+const core = createCore({
+  store: createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX)),
+  keys: await openLocalKeyStore(join(need('DATA_DIR'), 'keys')),
+  clock: systemClock,
+  random: systemRandom,
+  config: serviceConfig(need('ISSUER')),
+});
+const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
+const messages = routeGroups.messages;
+const handler = messages.create(core) as LambdaHandler;
+const routes = new Map<string, LocalRoute>(Object.keys(messages.routes).map((path) => [path, { handler, functionName: 'second-messages' }]));
+const http = await startHttpServer(routes, 0, () => Promise.resolve(false));
+process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port, httpPort: http.port })}\n`);
+
+let stopping = false;
+async function stop() {
+  if (stopping) return;
+  stopping = true;
+  await grpc.drain(2_000);
+  http.server.close();
+  http.server.closeAllConnections();
+  client.destroy();
+  process.exit(0);
+}
+process.once('SIGTERM', () => void stop());
+// The parent going away (its stdin pipe closing) also ends this process.
+process.stdin.on('end', () => void stop());
+process.stdin.resume();
