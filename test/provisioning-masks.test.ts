@@ -15,7 +15,7 @@ import {
   CloseMaskRequest, CreateMaskRequest, GetMaskRequest, ListMasksRequest, type ListMasksResponse, type Mask,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { ListNumbersRequest, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp, currentToken } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // MaskService end to end over gRPC on loopback (mask_service.proto is the contract). The pool
@@ -63,39 +63,11 @@ async function someone(): Promise<string> {
 
 // ---- clock: moved by hand; frozen at an exact instant for boundaries, then released forward ----
 
-let release: (() => void) | undefined;
-function freezeClockAt(instant: number, checked = true) {
-  release?.();
-  if (checked) expect(instant).toBeGreaterThanOrEqual(service.clock.now());
-  const running = service.clock.now;
-  service.clock.now = () => instant;
-  release = () => {
-    service.clock.now = running;
-    service.clock.advance(Math.max(0, instant - running()));
-    release = undefined;
-  };
-}
-/** Freezes the clock where it stands (one reading: no race with the millisecond tick). */
-function freezeNow(): number {
-  release?.();
-  const instant = service.clock.now();
-  freezeClockAt(instant, false);
-  return instant;
-}
-afterEach(() => release?.());
+afterEach(() => service.clock.release());
 
 // ---- calls ----
 
-/** A valid token of the app at the service's current time (the clock jumps hours and days here). */
-const issuedAt = new Map<ProvisioningApp, number>();
-async function bearer(of: ProvisioningApp): Promise<string> {
-  const at = issuedAt.get(of);
-  if (at === undefined || service.clock.now() - at > 30 * MINUTE || service.clock.now() < at) {
-    of.token = await clientCredentialsToken(service, of.clientId, of.clientSecret);
-    issuedAt.set(of, service.clock.now());
-  }
-  return of.token;
-}
+const bearer = (of: ProvisioningApp) => currentToken(service, of);
 
 type Input<T extends { fromPartial: (object: never) => unknown }> = Parameters<T['fromPartial']>[0];
 
@@ -149,7 +121,7 @@ const maskCount = async (as = app) => (await listAll(100, as)).flat().length;
 
 describe('CreateMask', () => {
   it('creates an ACTIVE mask with a number from the pool that expires ttl_seconds after creation', async () => {
-    const at = freezeNow();
+    const at = service.clock.freeze();
     const mask = await createMask({ ttlSeconds: 3600, participantA: alice, participantB: bob, scope: 'delivery.order-1234' });
     expect(mask).toEqual({
       maskId: expect.stringMatching(ULID),
@@ -181,10 +153,10 @@ describe('CreateMask', () => {
     }
     expect(await maskCount()).toBe(before);
     for (const ttlSeconds of [TTL_MIN, TTL_MAX]) {
-      const at = freezeNow();
+      const at = service.clock.freeze();
       const mask = await maskOf({ ttlSeconds });
       expect(mask.expireTime!.getTime()).toBe(at + ttlSeconds * SECOND);
-      release!();
+      service.clock.release();
     }
   });
 
@@ -313,7 +285,9 @@ describe('ListMasks', () => {
 
   it('lists masks whose TTL elapsed as EXPIRED, next to the active ones', async () => {
     const at = created[1]!.expireTime!.getTime();
-    freezeClockAt(Math.max(at, service.clock.now()), false);
+    // At the later of `at` and now (freezing at `now` itself: one reading).
+    if (at > service.clock.now()) service.clock.freeze(at);
+    else service.clock.freeze();
     const masks = (await listAll(2, lister)).flat();
     expect(masks.map((mask) => mask.maskId)).toEqual(created.map((mask) => mask.maskId));
     expect(masks.map((mask) => mask.state)).toEqual([1, 5, 1, 1, 1].map((state) => state as NumberState));
@@ -343,16 +317,16 @@ describe('ListMasks', () => {
 
 describe('mask expiry', () => {
   it('is ACTIVE until the last millisecond and EXPIRED at exactly ttl_seconds, whatever DynamoDB TTL does', async () => {
-    const at = freezeNow();
+    const at = service.clock.freeze();
     const mask = await maskOf({ ttlSeconds: 60, scope: 'expiry', requestId: 'expiry-1' });
     expect(mask.expireTime!.getTime()).toBe(at + 60 * SECOND);
 
-    freezeClockAt(at + 60 * SECOND - 1);
+    service.clock.freeze(at + 60 * SECOND - 1);
     expect((await getMask(mask.maskId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
     expect((await lifecycle().show(mask.svcnum)).state).toBe('active');
     expect((await listAll(100)).flat().find((each) => each.maskId === mask.maskId)?.state).toBe(NumberState.NUMBER_STATE_ACTIVE);
 
-    freezeClockAt(at + 60 * SECOND);
+    service.clock.freeze(at + 60 * SECOND);
     expect(await getMask(mask.maskId)).toEqual({ ...mask, state: NumberState.NUMBER_STATE_EXPIRED });
     // The operator sees its number cooling off.
     expect((await lifecycle().show(mask.svcnum)).state).toBe('quarantined');
@@ -370,13 +344,13 @@ describe('CloseMask', () => {
   it('expires a mask at once with expire_time set to the closing time; closing again returns it unchanged', async () => {
     const mask = await maskOf({ ttlSeconds: 86_400, scope: 'close' });
     service.clock.advance(MINUTE);
-    const closedAt = freezeNow();
+    const closedAt = service.clock.freeze();
     const closed = await closeMask(mask.maskId);
     expect(closed).toEqual({ ...mask, state: NumberState.NUMBER_STATE_EXPIRED, expireTime: new Date(closedAt) });
     expect(await getMask(mask.maskId)).toEqual(closed);
     // Its number's cool-off starts now.
     expect(await lifecycle().show(mask.svcnum)).toMatchObject({ state: 'quarantined', holder: mask.maskId, cool_off_until: new Date(closedAt + COOL_OFF).toISOString() });
-    release!();
+    service.clock.release();
     service.clock.advance(HOUR);
     expect(await closeMask(mask.maskId)).toEqual(closed);
     expect(await getMask(mask.maskId)).toEqual(closed);
@@ -478,20 +452,20 @@ describe("a mask number's return to the pool", () => {
     const { added, last } = await seedPool(service, PREFIX, SEEDED + 1);
     expect(added).toBe(1);
 
-    const at = freezeNow();
+    const at = service.clock.freeze();
     const mask = await maskOf({ ttlSeconds: 60, scope: 'recycled' });
     expect(mask.svcnum).toBe(last);
     await rejects(maskOf({ scope: 'none-left' }), status.FAILED_PRECONDITION, NO_FREE_NUMBER);
 
-    freezeClockAt(at + 60 * SECOND);
+    service.clock.freeze(at + 60 * SECOND);
     expect((await getMask(mask.maskId)).state).toBe(NumberState.NUMBER_STATE_EXPIRED);
     await rejects(maskOf({ scope: 'none-left' }), status.FAILED_PRECONDITION, NO_FREE_NUMBER);
 
-    freezeClockAt(at + 60 * SECOND + COOL_OFF - 1);
+    service.clock.freeze(at + 60 * SECOND + COOL_OFF - 1);
     expect((await lifecycle().show(mask.svcnum)).state).toBe('quarantined');
     await rejects(maskOf({ scope: 'none-left' }), status.FAILED_PRECONDITION, NO_FREE_NUMBER);
 
-    freezeClockAt(at + 60 * SECOND + COOL_OFF);
+    service.clock.freeze(at + 60 * SECOND + COOL_OFF);
     expect((await lifecycle().show(mask.svcnum)).state).toBe('available');
     const next = await maskOf({ scope: 'recycled' });
     expect(next.svcnum).toBe(mask.svcnum);

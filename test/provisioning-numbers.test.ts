@@ -11,7 +11,7 @@ import {
   type ListNumbersResponse, type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { createLoginClient } from './support/flow';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp, currentToken } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // NumberService end to end over gRPC on loopback (number_service.proto is the contract), plus
@@ -46,39 +46,11 @@ afterAll(async () => {
 
 // ---- clock: moved by hand; frozen at an exact instant for boundaries, then released forward ----
 
-let release: (() => void) | undefined;
-function freezeClockAt(instant: number, checked = true) {
-  release?.();
-  if (checked) expect(instant).toBeGreaterThanOrEqual(service.clock.now());
-  const running = service.clock.now;
-  service.clock.now = () => instant;
-  release = () => {
-    service.clock.now = running;
-    service.clock.advance(Math.max(0, instant - running()));
-    release = undefined;
-  };
-}
-/** Freezes the clock where it stands (one reading: no race with the millisecond tick). */
-function freezeNow(): number {
-  release?.();
-  const instant = service.clock.now();
-  freezeClockAt(instant, false);
-  return instant;
-}
-afterEach(() => release?.());
+afterEach(() => service.clock.release());
 
 // ---- calls ----
 
-/** A valid token of the app at the service's current time (the clock jumps hours and days here). */
-const issuedAt = new Map<ProvisioningApp, number>();
-async function bearer(of: ProvisioningApp): Promise<string> {
-  const at = issuedAt.get(of);
-  if (at === undefined || service.clock.now() - at > 30 * MINUTE || service.clock.now() < at) {
-    of.token = await clientCredentialsToken(service, of.clientId, of.clientSecret);
-    issuedAt.set(of, service.clock.now());
-  }
-  return of.token;
-}
+const bearer = (of: ProvisioningApp) => currentToken(service, of);
 
 type Input<T extends { fromPartial: (object: never) => unknown }> = Parameters<T['fromPartial']>[0];
 
@@ -512,7 +484,7 @@ describe('number lifecycle (operator)', () => {
   it('deactivates a number: the number is QUARANTINED for the cool-off, the entity DEACTIVATED and no longer configurable', async () => {
     const number = await provision({ displayName: 'Retired', config: { autoReply: 'bye' } });
     await lifecycle().suspend(number.svcnum);
-    const at = freezeNow();
+    const at = service.clock.freeze();
     const shown = await lifecycle().deactivate(number.svcnum);
     expect(shown).toMatchObject({ svcnum: number.svcnum, state: 'quarantined', cool_off_until: new Date(at + COOL_OFF).toISOString() });
     expect(shown).not.toHaveProperty('holder');
@@ -547,17 +519,17 @@ describe('number lifecycle (operator)', () => {
     await rejects(provision(), status.FAILED_PRECONDITION, NO_FREE_NUMBER);
 
     const retired = taken.at(-1)!;
-    const at = freezeNow();
+    const at = service.clock.freeze();
     await lifecycle().deactivate(retired.svcnum);
     const until = at + COOL_OFF;
     expect((await lifecycle().show(retired.svcnum)).cool_off_until).toBe(new Date(until).toISOString());
     await rejects(provision(), status.FAILED_PRECONDITION, NO_FREE_NUMBER);
 
-    freezeClockAt(until - 1);
+    service.clock.freeze(until - 1);
     expect((await lifecycle().show(retired.svcnum)).state).toBe('quarantined');
     await rejects(provision(), status.FAILED_PRECONDITION, NO_FREE_NUMBER);
 
-    freezeClockAt(until);
+    service.clock.freeze(until);
     expect((await lifecycle().show(retired.svcnum)).state).toBe('available');
     const again = await provision({ displayName: 'Second holder' });
     expect(again.svcnum).toBe(retired.svcnum);

@@ -37,30 +37,9 @@ function moveClockTo(target: number) {
   service.clock.advance(delta);
 }
 
-// For boundaries to the millisecond the clock is frozen at an exact instant (the TestClock's
-// `now` is replaced), then released where it stood so that time never runs backwards.
-const runningNow = () => service.clock.now;
-let release: (() => void) | undefined;
-function freezeClockAt(instant: number, checked = true) {
-  release?.();
-  if (checked) expect(instant).toBeGreaterThanOrEqual(service.clock.now());
-  const running = runningNow();
-  service.clock.now = () => instant;
-  release = () => {
-    service.clock.now = running;
-    service.clock.advance(Math.max(0, instant - running()));
-    release = undefined;
-  };
-}
-afterEach(() => release?.());
-
-/** Freezes the clock where it stands and returns that instant (one reading: no race with the ms tick). */
-function freezeNow(): number {
-  release?.();
-  const instant = service.clock.now();
-  freezeClockAt(instant, false);
-  return instant;
-}
+// For boundaries to the millisecond the clock is frozen at an exact instant (TestClock.freeze),
+// then released where it stood so that time never runs backwards.
+afterEach(() => service.clock.release());
 
 /** Direct reads of stored items (what the store port does not expose). */
 let raw: DynamoDBClient | undefined;
@@ -101,24 +80,24 @@ function expectInvalidGrant(reply: Awaited<ReturnType<typeof postForm>>) {
 describe('authorization code: 5 minutes', () => {
   it('is redeemable at 4:59 and refused with invalid_grant at 5:00', async () => {
     expect(limits.authorizationCodeTtl).toBe(5 * MINUTE);
-    const issuedAt = freezeNow();
+    const issuedAt = service.clock.freeze();
     const early = await obtainCode(service, client, login);
     const late = await obtainCode(service, client, login, {}, early.browser);
     expect(await codeExpiresAt(early.code)).toBe(issuedAt + 5 * MINUTE);
     expect(await codeExpiresAt(late.code)).toBe(issuedAt + 5 * MINUTE);
 
-    freezeClockAt(issuedAt + 4 * MINUTE + 59 * SECOND);
+    service.clock.freeze(issuedAt + 4 * MINUTE + 59 * SECOND);
     expect((await exchange(service, client, early.code, early.verifier)).status).toBe(200);
-    freezeClockAt(issuedAt + 5 * MINUTE);
+    service.clock.freeze(issuedAt + 5 * MINUTE);
     expectInvalidGrant(await exchange(service, client, late.code, late.verifier));
     // An expired code is not a replay: presenting it again is refused the same way, nothing else happens.
     expectInvalidGrant(await exchange(service, client, late.code, late.verifier));
   });
 
   it('is still redeemable a millisecond before 5:00 (the boundary is exact)', async () => {
-    const issuedAt = freezeNow();
+    const issuedAt = service.clock.freeze();
     const { code, verifier } = await obtainCode(service, client, login);
-    freezeClockAt(issuedAt + 5 * MINUTE - 1);
+    service.clock.freeze(issuedAt + 5 * MINUTE - 1);
     expect((await exchange(service, client, code, verifier)).status).toBe(200);
   });
 
@@ -140,11 +119,11 @@ describe('access token: 1 hour', () => {
     expect(exp! - iat!).toBe(3600);
 
     for (const instant of [(iat! + 3599) * SECOND, exp! * SECOND - 1]) {
-      freezeClockAt(instant);
+      service.clock.freeze(instant);
       expect((await userinfo(access)).status, `at ${instant - iat! * SECOND} ms`).toBe(200);
     }
 
-    freezeClockAt(exp! * SECOND);
+    service.clock.freeze(exp! * SECOND);
     const after = await userinfo(access);
     expect(after.status).toBe(401);
     expect(after.headers.get('cache-control')).toBe('no-store');
@@ -194,9 +173,9 @@ describe('refresh token: 180 days of inactivity, sliding', () => {
   it('works a millisecond before 180 days idle and fails at 180 days exactly', async () => {
     const early = await freshGrant();
     const exact = await freshGrant();
-    freezeClockAt(await lastUsedAt(early.refresh) + 180 * DAY - 1);
+    service.clock.freeze(await lastUsedAt(early.refresh) + 180 * DAY - 1);
     expect((await refresh(early.refresh)).status).toBe(200);
-    freezeClockAt(await lastUsedAt(exact.refresh) + 180 * DAY);
+    service.clock.freeze(await lastUsedAt(exact.refresh) + 180 * DAY);
     expectInvalidGrant(await refresh(exact.refresh));
   });
 

@@ -87,3 +87,19 @@ export async function provisioningApp(service: TestService, options: { accountTy
 export async function seedPool(service: TestService, prefix: string, count: number) {
   return service.core.provisioning.lifecycle.seed(`${prefix}${'0'.repeat(11 - prefix.length)}`, count);
 }
+
+const tokenIssuedAt = new WeakMap<ProvisioningApp, number>();
+
+/**
+ * The app's token, fetched again when the service clock has moved on (tests jump the clock by
+ * hours and days, and tokens live one hour).
+ */
+export async function currentToken(service: TestService, app: ProvisioningApp): Promise<string> {
+  const at = tokenIssuedAt.get(app);
+  const now = service.clock.now();
+  if (at === undefined || now - at > 30 * 60_000 || now < at) {
+    app.token = await clientCredentialsToken(service, app.clientId, app.clientSecret);
+    tokenIssuedAt.set(app, service.clock.now());
+  }
+  return app.token;
+}
