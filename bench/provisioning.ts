@@ -74,9 +74,9 @@ const POOL_EMPTY = /no number is free in the pool/;
  * Each client gets its own subchannel pool, so it has its own connection instead of sharing
  * grpc-js's process-wide one with the other clients.
  */
-const CHANNEL_OPTIONS: ChannelOptions = { 'grpc.use_local_subchannel_pool': 1 };
+export const CHANNEL_OPTIONS: ChannelOptions = { 'grpc.use_local_subchannel_pool': 1 };
 
-type Unary<Request, Response> = (request: Request, metadata: Metadata, callback: (error: ServiceError | null, response: Response) => void) => ClientUnaryCall;
+export type Unary<Request, Response> = (request: Request, metadata: Metadata, callback: (error: ServiceError | null, response: Response) => void) => ClientUnaryCall;
 
 function isServiceError(error: unknown): error is ServiceError {
   return error instanceof Error && typeof (error as Partial<ServiceError>).code === 'number' && 'details' in error;
@@ -92,7 +92,7 @@ function invoke<Request, Response>(method: Unary<Request, Response>, request: Re
 }
 
 /** A setup call that must succeed. */
-async function setupCall<Request, Response>(name: string, method: Unary<Request, Response>, request: Request, token: string): Promise<Response> {
+export async function setupCall<Request, Response>(name: string, method: Unary<Request, Response>, request: Request, token: string): Promise<Response> {
   try {
     return await invoke(method, request, token);
   } catch (error) {
@@ -125,7 +125,7 @@ function need(value: string | undefined, what: string): void {
 }
 
 /** A client_credentials token of the child's provisioning client, over HTTP. */
-async function provisioningToken(server: BenchServerInfo): Promise<string> {
+export async function provisioningToken(server: BenchServerInfo): Promise<string> {
   const http = createHttpClient('http', server.issuer, 1);
   try {
     const { clientId, clientSecret, scope } = server.provisioning;
@@ -218,7 +218,7 @@ export async function provisioningBenchmarks(server: BenchServerInfo, options: P
   }
 }
 
-function grpcVersion(): string {
+export function grpcVersion(): string {
   try {
     return (createRequire(import.meta.url)('@grpc/grpc-js/package.json') as { version: string }).version;
   } catch {

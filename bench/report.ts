@@ -25,7 +25,7 @@ export function numberFromEnv(name: string, fallback: number, { integer = false,
   return value;
 }
 
-const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '-');
+export const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '-');
 
 /** A right-aligned table, first column left-aligned. */
 export function table(headers: string[], rows: string[][]): string {

@@ -1,5 +1,6 @@
-// `npm run bench`: sign-in throughput of the local runner, the gRPC provisioning API, and the
-// signing primitives under them.
+// `npm run bench`: sign-in throughput of the local runner, the gRPC provisioning API, the message
+// flow (delivery latency, sustained rate into one stream, many open streams), and the signing
+// primitives under them.
 //
 //   BENCH_SECONDS         measured seconds per HTTP run (default 10)
 //   BENCH_WARMUP_SECONDS  warm-up seconds before each HTTP run (default 2)
@@ -9,10 +10,16 @@
 //   BENCH_MAX_CODES       cap on authorization codes minted for the exchange run (default 200000)
 //   BENCH_POOL_NUMBERS    numbers seeded into the pool for CreateMask (default: sized from
 //                         BENCH_SECONDS + BENCH_WARMUP_SECONDS, see provisioning.ts poolNumbersFor)
+//   BENCH_MESSAGES        messages per delivery-latency run (default 300)
+//   BENCH_MESSAGE_INTERVAL_MS  one latency message every this many ms (default 20)
+//   BENCH_STREAMS         streams held open on one gRPC server process (default 1000)
+//   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4)
 //
-// Prints tables on stdout (progress on stderr) and writes bench/results/signin.json and
-// bench/results/provisioning.json. Sign-in and provisioning each get a fresh server process:
-// the provisioning one seeds its pool first, which the sign-in numbers should not pay for.
+// Prints tables on stdout (progress on stderr) and writes bench/results/signin.json,
+// bench/results/provisioning.json and bench/results/messages.json. Sign-in, provisioning and
+// messages each get a fresh server process: the provisioning one seeds its pool first, which the
+// sign-in numbers should not pay for; the messages one gets second gRPC server processes on its
+// DynamoDB (see messages.ts).
 // To add a benchmark: a module that returns plain results (see load.ts `runLoad`, crypto.ts
 // `measureSync`/`measureAsync`), called below, with its rows added to the tables and the JSON.
 
@@ -23,15 +30,21 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { cleanupOnSignals, runCleanup } from './cleanup';
 import { cryptoBenchmarks } from './crypto';
+import { lambdaBundleBenchmarks } from './lambda-bundles';
+import { messageBenchmarks, WARMUP_MESSAGES, type Distribution } from './messages';
 import type { HttpClientKind } from './http-client';
 import type { LoadResult } from './load';
 import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResult } from './provisioning';
-import { errorLines, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
+import { errorLines, fmt, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
 import { startBenchServer } from './server-process';
 import { signInBenchmarks } from './signin';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.url));
 const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
+const MESSAGES_RESULT_FILE = fileURLToPath(new URL('./results/messages.json', import.meta.url));
+/** Pool numbers for the messages runner: ProvisionNumber (1) and CreateAgent (number + fallback), with room to spare. */
+const MESSAGES_POOL_NUMBERS = 10;
+const mb = (bytes: number) => fmt(bytes / 1048576, 1);
 const round2 = (value: number) => Math.round(value * 100) / 100;
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 
@@ -43,6 +56,10 @@ async function main() {
     cryptoSeconds: numberFromEnv('BENCH_CRYPTO_SECONDS', 3),
     maxCodes: numberFromEnv('BENCH_MAX_CODES', 200_000, { integer: true }),
     httpClient: (process.env.BENCH_HTTP_CLIENT?.trim() || 'http') as HttpClientKind,
+    messages: numberFromEnv('BENCH_MESSAGES', 300, { integer: true }),
+    messageIntervalMs: numberFromEnv('BENCH_MESSAGE_INTERVAL_MS', 20),
+    streams: numberFromEnv('BENCH_STREAMS', 1000, { integer: true }),
+    streamChannels: numberFromEnv('BENCH_STREAM_CHANNELS', 4, { integer: true }),
   };
   const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), { integer: true, min: SETUP_NUMBERS });
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
@@ -53,6 +70,8 @@ async function main() {
 
   // Crypto first, while nothing else runs on the machine.
   const crypto = await cryptoBenchmarks(settings.cryptoSeconds, log);
+  // Lambda bundles: size and cold module-load time (prints its own table, writes lambda-bundles.json).
+  await lambdaBundleBenchmarks({ log });
 
   log('starting the local runner in a child process');
   const server = await startBenchServer();
@@ -66,6 +85,16 @@ async function main() {
   log(`server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ${seeded.added} numbers in ${seeded.seconds} s`);
   const provisioning = await provisioningBenchmarks(grpcServer.info, { concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died });
   await grpcServer.stop();
+
+  log('starting a fresh local runner for the message flow');
+  const messagesServer = await startBenchServer({ poolNumbers: MESSAGES_POOL_NUMBERS });
+  log(`server ${messagesServer.info.issuer}, gRPC port ${messagesServer.info.grpcPort} (pid ${messagesServer.info.pid})`);
+  const messages = await messageBenchmarks(messagesServer, {
+    seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
+    messages: settings.messages, intervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
+    log, signal: messagesServer.died,
+  });
+  await messagesServer.stop();
 
   const runs: Array<[string, LoadResult]> = [
     ['POST /oauth/token (authorization_code)', signin.codeExchange],
@@ -120,10 +149,77 @@ async function main() {
     },
   });
 
+  const latency = messages.latency;
+  const rate = messages.throughput;
+  const many = messages.streams;
+  const pollDesign = 'each process with open streams runs one MessageHub: one strongly consistent BatchGetItem per 100 distinct watched inboxes every 250 ms'
+    + ' (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of streams or messages; a message wakes only the streams watching its inbox,'
+    + ' and each woken stream reads each of its inboxes from its cursor (one Query per inbox)';
+  const clocks = 'send → receipt is measured in the bench process on one monotonic clock (performance.now(): the POST start and the stream\'s data event), so no clocks are compared;'
+    + ' create_time → receipt compares the accepting process\'s Date.now() (ms, taken before the DynamoDB put) with performance.timeOrigin + performance.now() here: the same system clock of one machine';
+  await writeJson(MESSAGES_RESULT_FILE, {
+    benchmark: 'messages',
+    date,
+    ...host,
+    settings: {
+      seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
+      messages: settings.messages, messageIntervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
+    },
+    loadAverage,
+    processes: {
+      p1: 'local runner (local/runner.ts) in a child process, fresh for these runs: HTTP ingress (POST /api/messages), embedded dynalite, local Ed25519 key, its own gRPC server',
+      p2: `gRPC server process (pid ${messages.setup.p2Pid}): core against P1's dynalite, P1's keys and issuer, startGrpcServer(core, { port: 0 }) — the cross-process stream`,
+      p3: `a fresh process of the same kind (pid ${messages.setup.p3Pid}) — the ${many.streams} streams`,
+    },
+    clocks,
+    setup: messages.setup,
+    latency: {
+      description: `${settings.messages} messages, one every ${settings.messageIntervalMs} ms (open loop), POST start → receipt on StreamAllMessages, after ${WARMUP_MESSAGES} unmeasured messages; the stream resumes from the previous run's last cursor`,
+      sameProcess: { description: 'stream on P1, messages accepted by P1: woken by P1\'s in-process notifier', ...latency.sameProcess },
+      crossProcess: { description: 'stream on P2, messages accepted by P1: woken by P2\'s poll of the inbox counters (250 ms)', ...latency.crossProcess },
+    },
+    throughput: {
+      description: `${settings.concurrency} senders in a closed loop into ONE stream for ${settings.seconds} s after ${settings.warmupSeconds} s warm-up; received/s counts receipts up to the end of the ingress window`,
+      sameProcess: { description: 'stream on P1, ingress P1', ...rate.sameProcess },
+      crossProcess: { description: 'stream on P2, ingress P1', ...rate.crossProcess },
+    },
+    streams: {
+      description: `${many.streams} concurrent StreamAllMessages calls (one owner, one programmable number) from the bench over ${many.channels} channels to P3; memory of P3 after a full GC (child runs with --expose-gc)`,
+      ...many,
+      polling: { design: pollDesign, ...many.polling },
+    },
+    strayMessages: messages.strayMessages,
+  });
+
+  const dist = (value: Distribution) => `${fmt(value.p50, 1)} / ${fmt(value.p99, 1)}`;
+  const latencyRow = (name: string, run: typeof latency.sameProcess) => [
+    name, fmt(run.received), fmt(run.sendToReceipt.p50, 1), fmt(run.sendToReceipt.p90, 1), fmt(run.sendToReceipt.p99, 1), fmt(run.sendToReceipt.max, 1),
+    dist(run.sendToAccepted), dist(run.createTimeToReceipt), fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.missing), fmt(run.duplicates),
+    `${run.cpu.ingressPercent ?? '?'}% / ${run.cpu.streamPercent ?? '?'}% / ${run.cpu.benchPercent}%`,
+  ];
+  const rateRow = (name: string, run: typeof rate.sameProcess) => [
+    name, fmt(run.accepted), fmt(run.acceptedPerSecond, 1), fmt(run.receivedPerSecond, 1), `${fmt(run.ingress.p50, 1)} / ${fmt(run.ingress.p99, 1)}`,
+    dist(run.lag), fmt(run.lag.max, 1), `${dist(run.lagAfterAccepted)} / ${fmt(run.lagAfterAccepted.max, 1)}`, fmt(run.maxBacklog), fmt(run.drainMs, 0),
+    fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.ingress.errors + run.missing),
+    `${run.ingress.cpu.serverPercent ?? '?'}% / ${run.streamCpuPercent ?? '?'}% / ${run.ingress.cpu.loadGeneratorPercent}%`,
+  ];
+  const memoryRow = (name: string, value: typeof many.memory.before) => [name, mb(value.rss), mb(value.heapUsed), mb(value.heapTotal), mb(value.external)];
+  const streamErrors = Object.entries(many.streamErrors);
+  const messageProblems = [
+    ...[['same process', latency.sameProcess], ['across processes', latency.crossProcess]].flatMap(([name, run]) => {
+      const result = run as typeof latency.sameProcess;
+      return Object.keys(result.errorKinds).length ? [`  WARNING: latency ${name as string}: POSTs failed: ${JSON.stringify(result.errorKinds)}`] : [];
+    }),
+    ...errorLines([['rate, same process', rate.sameProcess.ingress], ['rate, across processes', rate.crossProcess.ingress]]),
+    ...(streamErrors.length ? [`  WARNING: streams failed: ${streamErrors.map(([kind, count]) => `${kind} ×${count}`).join(', ')}`] : []),
+    ...(many.live < many.streams ? [`  WARNING: only ${many.live} of ${many.streams} streams received the readiness probe`] : []),
+    ...(messages.strayMessages ? [`  WARNING: ${messages.strayMessages} stream messages belonged to no run`] : []),
+  ];
+
   const exchange = signin.codeExchange;
   const out = [
     '',
-    `Sign-in and provisioning benchmark, ${date}`,
+    `Sign-in, provisioning and message flow benchmark, ${date}`,
     `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
     '',
     `HTTP: local runner in a child process; concurrency ${settings.concurrency}, ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up; client ${signin.httpClient}`,
@@ -149,6 +245,37 @@ async function main() {
       ...rpcRuns.flatMap(([name, run]) => Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`)),
     ] : []),
     '',
+    `Message flow: POST /api/messages on the runner (P1) → StreamAllMessages; P2/P3: gRPC server processes on P1's DynamoDB; one owner, one programmable number, one sending agent`,
+    `Delivery latency: ${settings.messages} messages, one every ${settings.messageIntervalMs} ms (achieved ${fmt(latency.sameProcess.sendRatePerSecond, 1)}/s and ${fmt(latency.crossProcess.sendRatePerSecond, 1)}/s), POST start → receipt on the stream, ms`,
+    table(['path', 'received', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'POST→202 p50/p99', 'created→recv p50/p99', 'reads/msg', 'missing', 'dup', 'CPU in/stream/gen'], [
+      latencyRow('same process (P1 notifier)', latency.sameProcess),
+      latencyRow('across processes (P2 polls)', latency.crossProcess),
+    ]),
+    `  clocks: ${clocks}`,
+    '  reads/msg: inbox Queries the streaming process made per message (store counters in the child); CPU in/stream/gen: P1 / streaming process / bench, percent of one core',
+    `  received before their own 202: ${latency.sameProcess.receivedBeforeResponse} (same process), ${latency.crossProcess.receivedBeforeResponse} (across processes)`,
+    '',
+    `Sustained rate into ONE stream: ${settings.concurrency} senders, closed loop, ${settings.seconds} s after ${settings.warmupSeconds} s warm-up; lag = POST start → receipt`,
+    table(['path', 'accepted', 'accepted/s', 'received/s', 'POST p50/p99 ms', 'lag p50/p99 ms', 'max lag ms', '202→recv p50/p99/max', 'max backlog', 'drain ms', 'reads/msg', 'errors', 'CPU in/stream/gen'], [
+      rateRow('same process', rate.sameProcess),
+      rateRow('across processes', rate.crossProcess),
+    ]),
+    '  received/s: receipts up to the end of the ingress window; drain: from its end until the last message arrived; backlog: accepted (202) but not yet received;',
+    '  202→recv: how far the stream trails the ingress (negative: received before the POST\'s 202 reached the bench)',
+    '',
+    `${fmt(many.streams)} open streams on one gRPC server process (P3), from the bench over ${many.channels} channels: ${fmt(many.live)} live after ${many.openSeconds} s; memory after a full GC`,
+    table(['P3', 'RSS MB', 'heapUsed MB', 'heapTotal MB', 'external MB'], [
+      memoryRow('no stream', many.memory.before),
+      memoryRow(`${fmt(many.streams)} streams open`, many.memory.open),
+      memoryRow('all closed again', many.memory.closed),
+    ]),
+    `  per stream: RSS ${fmt(many.memory.perStream.rss / 1024, 1)} KB, heapUsed ${fmt(many.memory.perStream.heapUsed / 1024, 1)} KB, external ${fmt(many.memory.perStream.external / 1024, 1)} KB ((open − none) / ${fmt(many.streams)})`,
+    `  fan-out of one message to all ${fmt(many.streams)} (polling path), POST start → receipt: p50 ${fmt(many.fanOut.p50, 1)} ms, p99 ${fmt(many.fanOut.p99, 1)} ms, last ${fmt(many.fanOut.max, 1)} ms; ${fmt(many.fanOut.streamQueries)} inbox Queries (one per stream)`,
+    `  polling while idle: the hub watches ${many.polling.watchedInboxes} inbox(es) for ${fmt(many.streams)} streams; measured ${fmt(many.polling.pollsPerSecond, 2)} polls/s = ${fmt(many.polling.batchGetItemsPerSecond, 2)} BatchGetItem/s`
+      + ` (${fmt(many.polling.idsPerPoll, 1)} ids each), ${fmt(many.polling.streamQueriesPerSecond, 2)} stream Queries/s`,
+    `  design: ${pollDesign}`,
+    ...messageProblems,
+    '',
     `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing input, ${crypto.messageBytes} bytes)`,
     table(opsHeaders, [
       opsRow('Ed25519 sign (node:crypto)', crypto.ed25519Sign),
@@ -158,7 +285,7 @@ async function main() {
       opsRow('JWT verify (core/tokens.ts createAccessTokenVerifier)', crypto.accessTokenVerifier),
     ]),
     '',
-    `Written to ${RESULT_FILE} and ${PROVISIONING_RESULT_FILE}`,
+    `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,
     '',
   ];
   process.stdout.write(out.join('\n'));

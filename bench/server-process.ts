@@ -5,13 +5,17 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { onCleanup } from './cleanup';
+import type { StoreCounters } from './store-counters';
 
-// Parent side of bench/server.ts: a fresh data folder, the child process, its ready line, and a
-// stop that always ends the child (SIGTERM, then SIGKILL) and removes the folder.
+// Parent side of bench/server.ts: a fresh data folder, the child process, its ready line, stats
+// requests over its stdin, and a stop that always ends the child (SIGTERM, then SIGKILL) and
+// removes the folder. A grpc child (startBenchGrpcServer) shares a runner's folder and never
+// removes it.
 
-/** The JSON line bench/server.ts prints once it is serving. */
+/** The JSON line bench/server.ts prints once it is serving (runner role). */
 export interface BenchServerInfo {
   ready: true;
+  role: 'runner';
   pid: number;
   issuer: string;
   clientId: string;
@@ -21,6 +25,10 @@ export interface BenchServerInfo {
   password: string;
   /** Port of the gRPC provisioning API (127.0.0.1). */
   grpcPort: number;
+  /** The runner's embedded DynamoDB (dynalite, in the runner process), its table prefix and data folder (signing keys in keys/). */
+  dynamoEndpoint: string;
+  tablePrefix: string;
+  dataDir: string;
   /** A business owner's provisioning client, the mask participants and the seeded pool. */
   provisioning: {
     clientId: string;
@@ -47,17 +55,42 @@ export interface BenchPoolInfo {
   numbersPerSecond: number;
 }
 
+/** The ready line of a grpc child: a gRPC server sharing a runner's tables, keys and issuer. */
+export interface BenchGrpcInfo {
+  ready: true;
+  role: 'grpc';
+  pid: number;
+  grpcPort: number;
+}
+
+/** A child's answer to a stats request (bench/server.ts answerStats). */
+export interface BenchChildStats {
+  pid: number;
+  /** A full GC ran first (asked for, and the child runs with --expose-gc). */
+  gcRun: boolean;
+  memory: NodeJS.MemoryUsage;
+  /** The child's MessageHub: distinct inboxes its open streams watch, and its poll interval. */
+  hub: { watchedInboxes: number; pollIntervalMs: number };
+  /** Message-path store calls since the child started (bench/store-counters.ts). */
+  store: StoreCounters;
+}
+
 export interface BenchServerOptions {
   /** Numbers to seed into the pool before the server reports ready (default 0). */
   poolNumbers?: number;
 }
 
-export interface BenchServer {
-  info: BenchServerInfo;
+interface BenchChild<Info> {
+  info: Info;
   /** Aborted if the server exits before stop() is called; pass it to runLoad. */
   died: AbortSignal;
+  /** The child's memory, hub and store counters; `gc`: after a full GC. */
+  stats(options?: { gc?: boolean }): Promise<BenchChildStats>;
   stop(): Promise<void>;
 }
+
+export type BenchServer = BenchChild<BenchServerInfo>;
+export type BenchGrpcServer = BenchChild<BenchGrpcInfo>;
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_ENTRY = fileURLToPath(new URL('./server.ts', import.meta.url));
@@ -65,13 +98,36 @@ const START_TIMEOUT_MS = 60_000;
 /** Extra start-up time allowed per seeded number (seeding runs before the ready line). */
 const SEED_TIMEOUT_MS_PER_NUMBER = 5;
 const STOP_GRACE_MS = 5_000;
+const STATS_TIMEOUT_MS = 30_000;
 
 const running = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
 
 export async function startBenchServer(options: BenchServerOptions = {}): Promise<BenchServer> {
   const poolNumbers = options.poolNumbers ?? 0;
-  const startTimeoutMs = START_TIMEOUT_MS + poolNumbers * SEED_TIMEOUT_MS_PER_NUMBER;
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-'));
+  return spawnChild<BenchServerInfo>({
+    dataDir,
+    ownsDataDir: true,
+    env: { BENCH_ROLE: 'runner', BENCH_POOL_NUMBERS: String(poolNumbers) },
+    startTimeoutMs: START_TIMEOUT_MS + poolNumbers * SEED_TIMEOUT_MS_PER_NUMBER,
+  });
+}
+
+/**
+ * A second gRPC server process against `runner`'s embedded DynamoDB, with its signing keys and
+ * issuer: a message accepted by the runner reaches streams here only through the tables.
+ */
+export function startBenchGrpcServer(runner: BenchServerInfo): Promise<BenchGrpcServer> {
+  return spawnChild<BenchGrpcInfo>({
+    dataDir: runner.dataDir,
+    ownsDataDir: false,
+    env: { BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix },
+    startTimeoutMs: START_TIMEOUT_MS,
+  });
+}
+
+async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean; env: Record<string, string>; startTimeoutMs: number }): Promise<BenchChild<Info>> {
+  const { dataDir, startTimeoutMs } = options;
   let child: ChildProcess | undefined;
   let stopping = false;
   let exited: Promise<void> = Promise.resolve();
@@ -97,19 +153,30 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
         }
       }
       process.off('exit', killOnExit);
-      await rm(dataDir, { recursive: true, force: true });
+      if (options.ownsDataDir) await rm(dataDir, { recursive: true, force: true });
     })();
     return stopped;
   };
   onCleanup(stop);
 
+  // Stats requests in flight, by id; answered by {"reply":id,"stats":…} lines.
+  const pending = new Map<number, { resolve: (stats: BenchChildStats) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  let nextId = 0;
+  const failPending = (error: Error) => {
+    for (const [id, waiter] of pending) {
+      clearTimeout(waiter.timer);
+      waiter.reject(error);
+      pending.delete(id);
+    }
+  };
+
   try {
-    child = spawn(process.execPath, ['--import', 'tsx', SERVER_ENTRY], {
+    child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', SERVER_ENTRY], {
       cwd: ROOT,
       env: {
         ...process.env,
+        ...options.env,
         DATA_DIR: dataDir,
-        BENCH_POOL_NUMBERS: String(poolNumbers),
         // BENCH_SERVER_LOG_LEVEL=ERROR shows why requests fail: the child's log lines are then copied to stderr.
         POWERTOOLS_LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || 'SILENT',
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
@@ -122,10 +189,14 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
     const spawned = child;
     exited = new Promise<void>((resolve) => spawned.once('exit', () => resolve()));
     spawned.once('exit', (code, signal) => {
-      if (!stopping) death.abort(new Error(`bench server exited unexpectedly (code ${code}, signal ${signal})`));
+      const error = new Error(`bench server exited unexpectedly (code ${code}, signal ${signal})`);
+      failPending(error);
+      if (!stopping) death.abort(error);
     });
+    // A write to the stdin of a child that just died must not crash the bench.
+    spawned.stdin!.on('error', () => undefined);
 
-    const info = await new Promise<BenchServerInfo>((resolve, reject) => {
+    const info = await new Promise<Info>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`bench server did not start within ${startTimeoutMs / 1000} s`)), startTimeoutMs);
       const lines = createInterface({ input: spawned.stdout! });
       lines.on('line', (line) => {
@@ -135,9 +206,15 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
         } catch {
           // not our line
         }
-        if (parsed && typeof parsed === 'object' && (parsed as { ready?: unknown }).ready === true) {
+        const object = parsed && typeof parsed === 'object' ? parsed as { ready?: unknown; reply?: unknown; stats?: unknown } : undefined;
+        if (object?.ready === true) {
           clearTimeout(timer);
-          resolve(parsed as BenchServerInfo);
+          resolve(parsed as Info);
+        } else if (typeof object?.reply === 'number' && pending.has(object.reply)) {
+          const waiter = pending.get(object.reply)!;
+          pending.delete(object.reply);
+          clearTimeout(waiter.timer);
+          waiter.resolve(object.stats as BenchChildStats);
         } else if (forwardLogs) {
           process.stderr.write(`[server] ${line}\n`);
         }
@@ -151,7 +228,21 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
         reject(new Error(`bench server exited before it was ready (code ${code}, signal ${signal})`));
       });
     });
-    return { info, died: death.signal, stop };
+
+    const stats = ({ gc = false } = {}) => new Promise<BenchChildStats>((resolve, reject) => {
+      if (!running(spawned)) {
+        reject(new Error('bench server is not running'));
+        return;
+      }
+      const id = ++nextId;
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`bench server did not answer a stats request within ${STATS_TIMEOUT_MS / 1000} s`));
+      }, STATS_TIMEOUT_MS);
+      pending.set(id, { resolve, reject, timer });
+      spawned.stdin!.write(`${JSON.stringify({ id, cmd: 'stats', gc })}\n`);
+    });
+    return { info, died: death.signal, stats, stop };
   } catch (error) {
     await stop();
     throw error;

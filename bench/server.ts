@@ -1,21 +1,36 @@
 // The service under load, in its own process (spawned by bench/run.ts through bench/server-process.ts):
 // a load generator sharing the event loop with the server would measure itself.
 //
-// Starts the local runner on free ports in DATA_DIR (created and removed by the parent), creates
-// one login client and one user (sign-in benchmarks), a business owner with a provisioning
-// client and a few mask participants (provisioning benchmarks), seeds BENCH_POOL_NUMBERS numbers
-// into the pool through the core (timed), and prints a single JSON line on stdout:
-//   {"ready":true,"issuer":…,"clientId":…,"redirectUri":…,"scope":…,"email":…,"password":…,
-//    "grpcPort":…,"provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
+// Two roles (BENCH_ROLE):
+//   runner (default)  Starts the local runner on free ports in DATA_DIR (created and removed by the
+//                     parent), creates one login client and one user (sign-in benchmarks), a business
+//                     owner with a provisioning client and a few mask participants (provisioning and
+//                     messages benchmarks), seeds BENCH_POOL_NUMBERS numbers into the pool through the
+//                     core (timed), and prints a single JSON line on stdout:
+//     {"ready":true,"role":"runner","issuer":…,"clientId":…,"redirectUri":…,"scope":…,"email":…,"password":…,
+//      "grpcPort":…,"dynamoEndpoint":…,"dataDir":…,"provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
+//   grpc              A second gRPC task: only the gRPC server, with a core built against a runner's
+//                     embedded DynamoDB (BENCH_DYNAMO_ENDPOINT), the runner's signing keys (DATA_DIR/keys)
+//                     and issuer (BENCH_ISSUER), as a Fargate task shares the tables with the Lambdas.
+//     {"ready":true,"role":"grpc","pid":…,"grpcPort":…}
+// Both answer stats requests on stdin: a line {"id":n,"cmd":"stats","gc":true} is answered on stdout
+// with {"reply":n,"stats":{pid, memory: process.memoryUsage() (after a full GC when asked; the
+// child runs with --expose-gc), hub: watched inboxes and poll interval, store: message-path call
+// counters}}.
 // It stops on SIGTERM/SIGINT, and also when its stdin closes, so it never outlives the bench
-// (then it removes DATA_DIR itself, since the parent is gone).
+// (then the runner removes DATA_DIR itself, since the parent is gone; a grpc child never does).
 
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import type { BenchPoolInfo, BenchServerInfo } from './server-process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { POLL_INTERVAL_MS } from '../core/messaging/stream';
+import type { Core } from '../core/service';
+import type { BenchChildStats, BenchGrpcInfo, BenchPoolInfo, BenchServerInfo } from './server-process';
+import { countingStore, type StoreCounters } from './store-counters';
 
 const REDIRECT_URI = 'https://client.example/callback';
 const SCOPE = 'openid profile email';
@@ -56,24 +71,49 @@ async function seedPool(seed: (first: string, count: number) => Promise<{ added:
   };
 }
 
-async function main() {
-  const dataDir = process.env.DATA_DIR;
-  if (!dataDir) throw new Error('DATA_DIR is required');
-  const poolNumbers = Number(process.env.BENCH_POOL_NUMBERS ?? '0');
-  if (!Number.isInteger(poolNumbers) || poolNumbers < 0) throw new Error(`BENCH_POOL_NUMBERS must be a whole number, got '${process.env.BENCH_POOL_NUMBERS}'`);
-  // Imported after the environment is set: the handlers build their logger at load time.
-  const { startLocal } = await import('../local/runner');
-  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0 });
+/**
+ * Answers {"id":n,"cmd":"stats","gc":bool} lines on stdin with {"reply":n,"stats":…} on stdout.
+ * stdin closing still stops the process (see `lifetime`).
+ */
+function answerStats(core: Core, counters: StoreCounters) {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    let request: { id?: unknown; cmd?: unknown; gc?: unknown };
+    try {
+      request = JSON.parse(line) as typeof request;
+    } catch {
+      return;
+    }
+    if (request.cmd !== 'stats') return;
+    void (async () => {
+      if (request.gc && gc) {
+        // Two full collections with a turn of the event loop between them (finalizers, weak refs).
+        gc();
+        await new Promise((resolve) => setImmediate(resolve));
+        gc();
+      }
+      const stats: BenchChildStats = {
+        pid: process.pid,
+        gcRun: Boolean(request.gc && gc),
+        memory: process.memoryUsage(),
+        hub: { watchedInboxes: core.messageHub.watchedInboxes(), pollIntervalMs: core.messagePollIntervalMs ?? POLL_INTERVAL_MS },
+        store: { ...counters },
+      };
+      process.stdout.write(`${JSON.stringify({ reply: request.id, stats })}\n`);
+    })();
+  });
+}
 
+/** Stops on SIGTERM/SIGINT or when stdin closes (the parent is gone). */
+function lifetime(close: () => Promise<void>, onOrphaned: () => Promise<void>) {
   let stopping = false;
-  /** `orphaned`: the parent is gone (stdin closed), so nobody else will remove DATA_DIR. */
   const stop = (orphaned: boolean) => {
     if (stopping) return;
     stopping = true;
     const timer = setTimeout(() => process.exit(1), 3000);
     timer.unref();
-    service.close()
-      .then(() => (orphaned ? rm(dataDir, { recursive: true, force: true }) : undefined))
+    close()
+      .then(() => (orphaned ? onOrphaned() : undefined))
       .then(() => process.exit(0), () => process.exit(1));
   };
   process.on('SIGTERM', () => stop(false));
@@ -81,7 +121,56 @@ async function main() {
   process.stdin.on('end', () => stop(true));
   process.stdin.on('close', () => stop(true));
   process.stdin.resume();
+}
 
+/** The grpc role: a gRPC server process sharing a runner's tables, keys and issuer. */
+async function grpcMain(dataDir: string) {
+  const endpoint = process.env.BENCH_DYNAMO_ENDPOINT;
+  const issuer = process.env.BENCH_ISSUER;
+  const tablePrefix = process.env.BENCH_TABLE_PREFIX;
+  if (!endpoint || !issuer || !tablePrefix) throw new Error('BENCH_DYNAMO_ENDPOINT, BENCH_ISSUER and BENCH_TABLE_PREFIX are required for BENCH_ROLE=grpc');
+  // Only what a gRPC task loads (not local/runner, which pulls in every Lambda handler, nor
+  // dynalite): the process's memory is one of the measurements.
+  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore }, { systemClock, systemRandom }, { serviceConfig }, { createCore }, { tableNames }, { startGrpcServer }] = await Promise.all([
+    import('@aws-sdk/client-dynamodb'), import('../core/adapters/dynamo-store'), import('../core/adapters/dynamo-schema'), import('../core/adapters/local-keys'),
+    import('../core/adapters/system'), import('../core/config'), import('../core/service'), import('../core/tables'), import('../grpc-service/server'),
+  ]);
+  // As local/embedded-dynamo.ts localDynamoClient (not imported: it loads dynalite).
+  const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, maxAttempts: 3 });
+  const { store, counters } = countingStore(createDynamoStore(documentClient(client), tableNames(tablePrefix)));
+  // The runner's key folder: tokens it issued verify here (the folder is only read: it already has its key).
+  const keys = await openLocalKeyStore(join(dataDir, 'keys'));
+  const core = createCore({ store, keys, clock: systemClock, random: systemRandom, config: serviceConfig(issuer) });
+  const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
+  lifetime(async () => {
+    await grpc.drain(2_000);
+    core.messageHub.close();
+    client.destroy();
+  }, async () => undefined);
+  answerStats(core, counters);
+  const info: BenchGrpcInfo = { ready: true, role: 'grpc', pid: process.pid, grpcPort: grpc.port };
+  process.stdout.write(`${JSON.stringify(info)}\n`);
+}
+
+async function main() {
+  const dataDir = process.env.DATA_DIR;
+  if (!dataDir) throw new Error('DATA_DIR is required');
+  if ((process.env.BENCH_ROLE ?? 'runner') === 'grpc') return grpcMain(dataDir);
+  const poolNumbers = Number(process.env.BENCH_POOL_NUMBERS ?? '0');
+  if (!Number.isInteger(poolNumbers) || poolNumbers < 0) throw new Error(`BENCH_POOL_NUMBERS must be a whole number, got '${process.env.BENCH_POOL_NUMBERS}'`);
+  // Imported after the environment is set: the handlers build their logger at load time.
+  const { startLocal, LOCAL_TABLE_PREFIX } = await import('../local/runner');
+  let counters: StoreCounters | undefined;
+  const service = await startLocal({
+    dataDir, port: 0, dynamoPort: 0, grpcPort: 0,
+    wrapStore: (store) => {
+      const counted = countingStore(store);
+      counters = counted.counters;
+      return counted.store;
+    },
+  });
+  lifetime(() => service.close(), () => rm(dataDir, { recursive: true, force: true }));
+  answerStats(service.core, counters!);
   const { client } = await service.core.accounts.createLoginClient({ name: 'Bench app', scope: SCOPE, redirectUris: [REDIRECT_URI] });
   const email = `bench-${Date.now()}@example.com`;
   const password = randomBytes(12).toString('base64url');
@@ -98,8 +187,8 @@ async function main() {
     : { first: POOL_FIRST, requested: 0, added: 0, skipped: 0, concurrency: 0, seconds: 0, numbersPerSecond: 0 };
 
   const info: BenchServerInfo = {
-    ready: true, pid: process.pid, issuer: service.issuer, clientId: client.clientId, redirectUri: REDIRECT_URI, scope: SCOPE, email, password,
-    grpcPort: service.grpcPort,
+    ready: true, role: 'runner', pid: process.pid, issuer: service.issuer, clientId: client.clientId, redirectUri: REDIRECT_URI, scope: SCOPE, email, password,
+    grpcPort: service.grpcPort, dynamoEndpoint: service.dynamoEndpoint, tablePrefix: LOCAL_TABLE_PREFIX, dataDir,
     provisioning: { clientId: provisioning.client.clientId, clientSecret: provisioning.clientSecret!, scope: PROVISIONING_SCOPE, ownerId: owner.svcnumId, participants, pool },
   };
   process.stdout.write(`${JSON.stringify(info)}\n`);

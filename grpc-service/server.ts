@@ -2,6 +2,7 @@ import { Server, ServerCredentials, type ChannelOptions } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
+import { setMaxListeners } from 'node:events';
 import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
@@ -57,6 +58,8 @@ export interface RunningGrpcServer {
 export async function startGrpcServer(core: Core, options: { port: number; host?: string; protoRoot?: string }): Promise<RunningGrpcServer> {
   const server = new Server(serverOptions);
   const closing = new AbortController();
+  // Every open stream listens for the drain: no listener limit on this signal.
+  setMaxListeners(0, closing.signal);
   server.addService(NumberServiceService, numberService(core, closing.signal));
   server.addService(MaskServiceService, maskService(core));
   server.addService(AgentServiceService, agentService(core));

@@ -8,17 +8,24 @@ import { lazyHandler } from './runtime';
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
 // scope sends a message; it is stored in the recipient's inbox before the answer (202).
 
-const bearerChallenge = (error?: string) => ['Bearer realm="messaging"', error && `error="${error}"`].filter(Boolean).join(', ');
+/** RFC 6750 §3: the error code in the challenge, and for insufficient_scope the scope needed. */
+const bearerChallenge = (error?: string) => [
+  'Bearer realm="messaging"', error && `error="${error}"`, error === 'insufficient_scope' && 'scope="messaging"',
+].filter(Boolean).join(', ');
 
 function refused(status: number, error: string, description: string, challenge = false): HttpResult {
-  return json(status, { error, error_description: description }, challenge ? { 'WWW-Authenticate': bearerChallenge(status === 401 ? error : undefined) } : {});
+  return json(status, { error, error_description: description }, challenge ? { 'WWW-Authenticate': bearerChallenge(error) } : {});
 }
 
 export function createMessagesHandler(core: Core) {
   async function send(event: HttpEvent): Promise<HttpResult> {
     const authorization = header(event, 'authorization');
-    const match = authorization === undefined ? undefined : /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim());
-    if (!match) return refused(401, 'invalid_token', 'send "Authorization: Bearer <access token>" with the messaging scope', true);
+    // RFC 6750 §3.1: no credential (or another scheme) gets a bare challenge, without error code.
+    if (authorization === undefined || !/^Bearer(\s|$)/i.test(authorization.trim())) {
+      return json(401, { error: 'invalid_token', error_description: 'send "Authorization: Bearer <access token>" with the messaging scope' }, { 'WWW-Authenticate': bearerChallenge() });
+    }
+    const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim());
+    if (!match) return refused(401, 'invalid_token', 'the Authorization header must be: Bearer <access token>', true);
     let claims;
     try {
       claims = await core.verifyAccessToken(match[1]!);
@@ -44,7 +51,7 @@ export function createMessagesHandler(core: Core) {
       const accepted = await core.messaging.send(sender, { to, text });
       return json(202, { message_id: accepted.messageId, from: accepted.from, to: accepted.to, accepted_at: new Date(accepted.acceptedAt).toISOString() });
     } catch (error) {
-      if (error instanceof MessagingError) return refused(error.status, error.error, error.message, error.status === 403 && error.error === 'insufficient_scope');
+      if (error instanceof MessagingError) return refused(error.status, error.error, error.message, error.status === 401 || error.error === 'insufficient_scope');
       throw error;
     }
   }

@@ -1,7 +1,7 @@
 // Who may do what: the least-privilege mapping of every compute unit (one Lambda per route group,
 // and the Fargate task) to the DynamoDB tables, indexes and KMS operations its code paths use.
-// Derived from the code, call by call (core/adapters/dynamo-store.ts and
-// dynamo-provisioning-store.ts are the only places that talk to DynamoDB):
+// Derived from the code, call by call (core/adapters/dynamo-*.ts are the only places that talk
+// to DynamoDB):
 //
 // browser  (/oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet)
 //   clients       GetItem                       getClient (authorize, consent page, account page)
@@ -46,7 +46,8 @@
 //   messages      PutItem                       appendMessage (conditional, retried on a lost sequence)
 //   KMS           GetPublicKey                  verifies the bearer access token locally
 //
-// provisioning (the Fargate gRPC task: NumberService, MaskService, AgentService, AliasService)
+// provisioning (the Fargate gRPC task: NumberService incl. StreamAllMessages, MaskService, AgentService,
+//               AliasService)
 //   clients       GetItem, PutItem, UpdateItem, DeleteItem   caller lookup; agents' own clients
 //                                               (create, rotate secret, compensate)
 //   users         GetItem, PutItem, UpdateItem + Query byOwner   entities (numbers, agents), owner
@@ -57,12 +58,14 @@
 //   requests      GetItem, PutItem, UpdateItem, DeleteItem   request_id idempotency
 //   aliases       GetItem, PutItem, DeleteItem  claim, take over a lapsed claim, remove
 //   capabilities  PutItem                       the discover index of a new discoverable agent
+//   inboxes       BatchGetItem                  StreamAllMessages: polls the watched inboxes' counters
+//   messages      Query, PutItem                StreamAllMessages: reads an inbox from a cursor; a tombstone
+//                                               fills a sequence whose writer gave up
 //   KMS           Sign, GetPublicKey            verifies callers' tokens; signs agent and exchanged tokens
 //
 // Nothing deployed scans a table, deletes a user or writes email/number claims: those are
 // operator actions of the admin CLI (`--env`), which runs with the operator's own credentials.
-// The message-flow tables (inboxes, messages) are created but granted to no one until the
-// handlers that use them are deployed.
+// A new store call in a deployed code path needs its line here, or it fails with AccessDenied.
 
 import type { RouteGroup } from '../lambdas/routes';
 import type { TableKey } from '../core/tables';
@@ -152,6 +155,8 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       requests: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'] },
       aliases: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
       capabilities: { actions: ['PutItem'] },
+      inboxes: { actions: ['BatchGetItem'] },
+      messages: { actions: ['Query', 'PutItem'] },
     },
     keys: 'sign',
   },

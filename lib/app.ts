@@ -17,14 +17,16 @@ export interface ServiceAppOptions extends AppProps {
   readonly configs?: Partial<Record<EnvironmentName, EnvironmentConfig>>;
   /** Run the cdk-nag AwsSolutions pack (default true). */
   readonly nag?: boolean;
+  /** Which stacks to build (default: both). */
+  readonly environments?: readonly EnvironmentName[];
 }
 
 /** The CDK app: one stack per environment, `svcnum-sandbox` and `svcnum-production`. */
 export function createServiceApp(options: ServiceAppOptions = {}) {
-  const { configs = {}, nag = true, ...appProps } = options;
+  const { configs = {}, nag = true, environments = environmentNames, ...appProps } = options;
   const app = new App({ ...appProps, context: { ...cdkJsonContext(), ...appProps.context } });
   const stacks = {} as Record<EnvironmentName, ServiceStack>;
-  for (const name of environmentNames) {
+  for (const name of environments) {
     stacks[name] = new ServiceStack(app, { config: configs[name] ?? environmentConfig(name) });
   }
   // cdk-nag 3: a policy validation plugin; any unacknowledged finding fails the synth.

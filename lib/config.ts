@@ -83,9 +83,15 @@ export interface EnvironmentConfig {
   };
 
   readonly waf: {
-    /** Requests per IP per evaluation window to /api/resolve and /api/discover; then 429. */
+    /**
+     * Requests per IP per evaluation window to /api/resolve and /api/discover; then 429. The
+     * public function's in-process limiter gets the same rate per minute (PUBLIC_RATE_LIMIT_PER_MINUTE).
+     */
     readonly publicApiRateLimit: number;
-    /** Backstop: requests per IP per evaluation window to any path. */
+    /**
+     * Backstop: requests per IP per evaluation window to any path (floods, credential stuffing).
+     * Keep it well above what one busy API client sends from one address.
+     */
     readonly perIpRateLimit: number;
     readonly evaluationWindowSeconds: 60 | 120 | 300 | 600;
     /** Retry-After (seconds) sent with the 429 of the rate rules. */
@@ -188,7 +194,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           messages: { memoryMiB: 512, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 300, perIpRateLimit: 3000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: { publicApiRateLimit: 1500, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         // PLACEHOLDER domain and certificate.
@@ -229,7 +235,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           messages: { memoryMiB: 1024, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 300, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: { publicApiRateLimit: 1500, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         // PLACEHOLDER domain and certificate.

@@ -193,7 +193,7 @@ export class HttpApi extends Construct {
       role,
       logGroup,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
-      environment: { ...environment, POWERTOOLS_SERVICE_NAME: `svcnum-${group}` },
+      environment: { ...environment, ...groupEnvironment(group, config), POWERTOOLS_SERVICE_NAME: `svcnum-${group}` },
       bundling: {
         // No Docker here or in CI: bundle with the esbuild installed in node_modules.
         forceDockerBundling: false,
@@ -336,5 +336,15 @@ export class HttpApi extends Construct {
 
 /** What each route group does with the signing keys (lib/access.ts). */
 const accessKeyUse = (unit: ComputeUnit) => access[unit].keys;
+
+/**
+ * Environment only one group reads: the public endpoints' in-process per-IP limiter (the second
+ * line behind the WAF rule) gets the WAF's rate, per minute, so that the two lines agree.
+ */
+function groupEnvironment(group: RouteGroup, config: EnvironmentConfig): Record<string, string> {
+  if (group !== 'public') return {};
+  const perMinute = Math.max(1, Math.round((config.waf.publicApiRateLimit * 60) / config.waf.evaluationWindowSeconds));
+  return { PUBLIC_RATE_LIMIT_PER_MINUTE: String(perMinute) };
+}
 
 const pascal = (name: string) => `${name[0]!.toUpperCase()}${name.slice(1)}`;

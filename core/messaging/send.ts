@@ -16,12 +16,14 @@ export const MESSAGE_RETENTION_MS = 30 * 86_400_000;
 /** Derived messages (auto-replies, forwards) form chains of at most this many steps: no loops. */
 export const MAX_DERIVED_HOPS = 3;
 export const MAX_TEXT_LENGTH = 2000;
+/** How long an owner account's status is trusted from memory (as the client cache does for clients). */
+const OWNER_CACHE_TTL = 30_000;
 
 export class MessagingError extends Error {
   override name = 'MessagingError';
   constructor(
-    readonly status: 400 | 403 | 404 | 409 | 410,
-    readonly error: 'invalid_request' | 'insufficient_scope' | 'forbidden' | 'not_found' | 'not_in_service' | 'gone',
+    readonly status: 400 | 401 | 403 | 404 | 409 | 410,
+    readonly error: 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'forbidden' | 'not_found' | 'not_in_service' | 'gone',
     message: string,
   ) {
     super(message);
@@ -100,24 +102,40 @@ export function createMessaging(deps: {
     return message;
   }
 
-  /** auto_reply answers direct messages only; forwards are bounded by the hop budget. */
+  /**
+   * auto_reply answers direct messages only; forwards are bounded by the hop budget. Never
+   * throws: derived messages are best effort, the message they derive from is already stored,
+   * and a failure here must not turn its acceptance into an error (the sender would retry and
+   * store it twice).
+   */
   async function behave(number: User, message: StoredMessage) {
     if (message.hops >= MAX_DERIVED_HOPS) return;
     const self: Sender = { svcnumId: number.svcnumId, svcnum: number.svcnum, entityType: 'programmable' };
-    // Derived messages are best effort: the original is already stored and acknowledged.
     if (number.autoReply && message.kind === 'message') {
       await deliver(self, message.fromSvcnum, number.autoReply, 'auto_reply', message.hops + 1).catch(() => undefined);
     }
-    if (number.forwardToSvcnumId) {
-      const target = await store.getUser(number.forwardToSvcnumId);
-      if (inService(target) && target!.svcnumId !== number.svcnumId) {
-        const copy = await append(target!.svcnumId, {
-          fromSvcnum: message.fromSvcnum, senderEntityType: message.senderEntityType, toSvcnum: target!.svcnum,
-          text: message.text, kind: 'forward', hops: message.hops + 1, forwardedBy: number.svcnum,
-        }).catch(() => undefined);
-        if (copy && target!.accountType === 'programmable') await behave(target!, copy);
-      }
-    }
+    if (number.forwardToSvcnumId) await forward(number, number.forwardToSvcnumId, message).catch(() => undefined);
+  }
+
+  async function forward(number: User, targetId: string, message: StoredMessage) {
+    const target = await store.getUser(targetId);
+    if (!inService(target) || target!.svcnumId === number.svcnumId) return;
+    const copy = await append(target!.svcnumId, {
+      fromSvcnum: message.fromSvcnum, senderEntityType: message.senderEntityType, toSvcnum: target!.svcnum,
+      text: message.text, kind: 'forward', hops: message.hops + 1, forwardedBy: number.svcnum,
+    });
+    if (target!.accountType === 'programmable') await behave(target!, copy);
+  }
+
+  /** Whether an owner account is active; remembered briefly (read on every send of its API clients). */
+  const owners = new Map<string, { active: boolean; at: number }>();
+  async function ownerActive(ownerId: string): Promise<boolean> {
+    const hit = owners.get(ownerId);
+    if (hit && Date.now() - hit.at < OWNER_CACHE_TTL) return hit.active;
+    const active = (await store.getUser(ownerId))?.status === 'active';
+    if (owners.size > 10_000) owners.clear();
+    owners.set(ownerId, { active, at: Date.now() });
+    return active;
   }
 
   return {
@@ -133,12 +151,17 @@ export function createMessaging(deps: {
       let entity: User | undefined;
       const client = await getClient(claims.client_id);
       if (client && claims.sub === client.clientId) {
+        // A disabled client stops sending within the client cache's lifetime, whatever its tokens' lifetime.
+        if (client.disabled) throw new MessagingError(401, 'invalid_token', 'this client is disabled');
         if (client.kind !== 'api' || !client.ownerId) throw new MessagingError(403, 'forbidden', 'this client has no owner account, so it has no number to send from');
         if (!fromNumber) throw new MessagingError(400, 'invalid_request', 'from is required: a number of the account this client belongs to');
         const holder = (await store.getNumber(fromNumber))?.svcnumId;
         entity = holder ? await store.getUser(holder) : undefined;
         const controlled = entity && entity.svcnum === fromNumber && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
         if (!controlled) throw new MessagingError(403, 'forbidden', `number ${fromNumber} is not a number of this client's account`);
+        // A disabled account's clients stop sending (as its provisioning clients stop calling).
+        const accountActive = entity!.svcnumId === client.ownerId ? entity!.status === 'active' : await ownerActive(client.ownerId);
+        if (!accountActive) throw new MessagingError(403, 'forbidden', 'the account of this client is not active');
       } else {
         entity = await store.getUser(claims.sub);
         if (!entity) throw new MessagingError(403, 'forbidden', 'the token does not name an account that can send');

@@ -1,7 +1,7 @@
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
-import { isTombstone, type StoredMessage } from './store';
+import { isTombstone, type InboxEntry, type StoredMessage } from './store';
 
 // Delivery to open streams, across processes, without webhooks.
 //
@@ -30,6 +30,9 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
   let polling = false;
 
   const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback());
+  // Streams woken together at the same position share one Query (fan-out to many streams of one
+  // inbox costs one read, not one per stream).
+  const reading = new Map<string, Promise<InboxEntry[]>>();
   notifier.on('append', wake);
 
   async function poll() {
@@ -51,6 +54,16 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
   }
 
   return {
+    /** Entries of an inbox after `afterSeq`; concurrent identical reads share one Query. */
+    read(inboxId: string, afterSeq: number, limit: number): Promise<InboxEntry[]> {
+      const key = `${inboxId}#${afterSeq}#${limit}`;
+      let pending = reading.get(key);
+      if (!pending) {
+        pending = store.readInbox(inboxId, afterSeq, limit).finally(() => reading.delete(key));
+        reading.set(key, pending);
+      }
+      return pending;
+    },
     /** Calls `onChange` whenever one of `inboxIds` may have new messages; returns the unsubscribe. */
     watch(inboxIds: readonly string[], onChange: () => void): () => void {
       for (const id of inboxIds) {
@@ -155,9 +168,10 @@ export async function* followInboxes(deps: {
         for (const inboxId of inboxes) {
           for (;;) {
             const from = positions.get(inboxId) ?? 0;
-            const entries = await store.readInbox(inboxId, from, READ_BATCH);
+            const entries = await hub.read(inboxId, from, READ_BATCH);
             let position = from;
             let blocked = false;
+            let reread = false;
             for (const entry of entries) {
               if (entry.seq !== position + 1) {
                 // A sequence is missing: its writer is in flight, or gave up.
@@ -172,7 +186,13 @@ export async function* followInboxes(deps: {
                   if (!(await store.tombstone(inboxId, seq, clock.now() + MESSAGE_RETENTION_MS))) filled = true;
                 }
                 gapSince.delete(inboxId);
-                if (filled) break; // a late message appeared: read again from `position`
+                if (filled) {
+                  // A late message (or another reader's tombstone) is there now: read again from
+                  // `position` at once. Nothing else would wake this stream: the inbox counter
+                  // did not move, and a writer in another process notifies nobody here.
+                  reread = true;
+                  break;
+                }
                 position = entry.seq - 1;
               }
               gapSince.delete(inboxId);
@@ -182,6 +202,7 @@ export async function* followInboxes(deps: {
               if (signal.aborted) return;
             }
             if (blocked) waitingOnGap = true;
+            if (reread) continue;
             if (blocked || entries.length < READ_BATCH || position === from) break;
           }
         }

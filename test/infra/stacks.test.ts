@@ -218,6 +218,9 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         });
         expect(fn.LoggingConfig, group).toStrictEqual({ LogGroup: { Ref: logicalId(stack().http.functions[group].logGroup) } });
       }
+      // The public endpoints' in-process limiter runs at the WAF rule's rate.
+      const publicVariables = (functions[logicalId(stack().http.functions.public)]!.Properties!.Environment as { Variables: Json }).Variables;
+      expect(publicVariables.PUBLIC_RATE_LIMIT_PER_MINUTE).toBe(String(config().waf.publicApiRateLimit * 60 / config().waf.evaluationWindowSeconds));
       // Sign-in hashes passwords with scrypt: 128 MiB per hash.
       expect(config().http.functions.browser.memoryMiB).toBeGreaterThanOrEqual(512);
     });

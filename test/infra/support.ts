@@ -6,7 +6,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import type { IConstruct } from 'constructs';
 import { createServiceApp } from '../../lib/app';
-import { environmentConfig, type EnvironmentConfig, type EnvironmentName } from '../../lib/config';
+import { environmentConfig, environmentNames, type EnvironmentConfig, type EnvironmentName } from '../../lib/config';
 import type { ServiceStack } from '../../lib/service-stack';
 
 // One synthesis of both stacks per test file (bundling is the slow part), with the cdk-nag
@@ -27,9 +27,9 @@ export const testConfigs = (): Record<EnvironmentName, EnvironmentConfig> => ({
   production: environmentConfig('production', {}),
 });
 
-export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> = testConfigs(), nag = true): Synthesized {
+export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> = testConfigs(), environments: readonly EnvironmentName[] = environmentNames): Synthesized {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-cdk-'));
-  const { app, stacks } = createServiceApp({ outdir, configs, nag });
+  const { app, stacks } = createServiceApp({ outdir, configs, environments });
   const assembly = app.synth();
   const template = (stack: ServiceStack) =>
     Template.fromJSON(JSON.parse(readFileSync(assembly.getStackArtifact(stack.artifactId).templateFullPath, 'utf8')) as Record<string, unknown>);
@@ -37,7 +37,7 @@ export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> =
     assembly,
     stacks,
     configs,
-    templates: { sandbox: template(stacks.sandbox), production: template(stacks.production) },
+    templates: Object.fromEntries(environments.map((name) => [name, template(stacks[name])])) as Record<EnvironmentName, Template>,
     cleanup: () => rmSync(outdir, { recursive: true, force: true }),
   };
 }

@@ -22,7 +22,7 @@ beforeAll(() => {
       hostedZone: { id: 'Z0123456789ABCDEFGHIJ', name: 'svcnum.example' },
     },
   });
-  synth = synthesize({ ...configs, sandbox: config });
+  synth = synthesize({ ...configs, sandbox: config }, ['sandbox']);
 }, 120_000);
 afterAll(() => synth?.cleanup());
 

@@ -1,0 +1,123 @@
+// Lambda bundles: each route group's entry bundled exactly as the stack bundles it (lib/bundling.ts,
+// the options NodejsFunction passes to esbuild), then its size and its cold module-load time in
+// Node: a fresh `node` process imports the bundle, BENCH_COLD_LOADS times (default 15), and the
+// median and p90 of the import alone are reported (Node's own start-up is not counted).
+//
+// Writes bench/results/lambda-bundles.json. Runs on its own: `npx tsx bench/lambda-bundles.ts`.
+
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
+import { build, type Metafile } from 'esbuild';
+import { routeGroups, type RouteGroup } from '../lambdas/routes';
+import { lambdaBundle } from '../lib/bundling';
+import { fmt, machine, numberFromEnv, table, writeJson } from './report';
+
+const RESULT_FILE = fileURLToPath(new URL('./results/lambda-bundles.json', import.meta.url));
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+
+export interface BundleResult {
+  group: RouteGroup;
+  bytes: number;
+  gzipBytes: number;
+  /** Median and p90 of the import in a fresh process, milliseconds. */
+  loadMsMedian: number;
+  loadMsP90: number;
+  loads: number;
+  /** The packages that take the most room in the bundle (bytes in the output). */
+  largest: Array<{ name: string; bytes: number }>;
+}
+
+const run = promisify(execFile);
+
+/** The package a bundled file belongs to (`@aws-sdk/client-dynamodb`), or `(our code)`. */
+function packageOf(input: string): string {
+  const match = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input.split('node_modules/').length > 2 ? input.slice(input.lastIndexOf('node_modules/')) : input);
+  return match ? match[1]! : '(our code)';
+}
+
+function largestPackages(metafile: Metafile, outfile: string, count = 3) {
+  const output = Object.entries(metafile.outputs).find(([path]) => path.endsWith(outfile))?.[1];
+  const sizes = new Map<string, number>();
+  for (const [input, { bytesInOutput }] of Object.entries(output?.inputs ?? {})) {
+    const name = packageOf(input);
+    sizes.set(name, (sizes.get(name) ?? 0) + bytesInOutput);
+  }
+  return [...sizes.entries()].sort((a, b) => b[1] - a[1]).slice(0, count).map(([name, bytes]) => ({ name, bytes }));
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+
+/** One cold import of the bundle in a fresh Node process; the import's own duration in ms. */
+async function coldLoad(file: string): Promise<number> {
+  const script = `const started = performance.now(); const module = await import(${JSON.stringify(pathToFileURL(file).href)});
+if (typeof module.handler !== 'function') throw new Error('no handler export');
+process.stdout.write(String(performance.now() - started));`;
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+  });
+  return Number(stdout);
+}
+
+export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (message: string) => void } = {}): Promise<BundleResult[]> {
+  const loads = options.loads ?? numberFromEnv('BENCH_COLD_LOADS', 15, { integer: true });
+  const log = options.log ?? (() => undefined);
+  const directory = await mkdtemp(join(tmpdir(), 'svcnum-bundles-'));
+  const results: BundleResult[] = [];
+  try {
+    for (const group of Object.keys(routeGroups) as RouteGroup[]) {
+      const outfile = join(directory, group, lambdaBundle.outputFile);
+      // The same options lib/http-api.ts gives NodejsFunction (which runs the esbuild CLI with them).
+      const { metafile } = await build({
+        entryPoints: [join(repoRoot, routeGroups[group].entry)],
+        bundle: true,
+        platform: lambdaBundle.platform,
+        format: lambdaBundle.format,
+        target: lambdaBundle.target,
+        minify: lambdaBundle.minify,
+        keepNames: lambdaBundle.keepNames,
+        sourcemap: lambdaBundle.sourceMap,
+        mainFields: [...lambdaBundle.mainFields],
+        banner: { js: lambdaBundle.banner },
+        external: [...lambdaBundle.externalModules],
+        outfile,
+        metafile: true,
+        logLevel: 'silent',
+      });
+      const bytes = (await stat(outfile)).size;
+      const gzipBytes = gzipSync(await readFile(outfile)).length;
+      log(`lambda bundle ${group}: ${fmt(bytes / 1024)} KiB; ${loads} cold loads`);
+      const times: number[] = [];
+      for (let index = 0; index < loads; index++) times.push(await coldLoad(outfile));
+      times.sort((a, b) => a - b);
+      results.push({
+        group, bytes, gzipBytes, loads,
+        loadMsMedian: Math.round(percentile(times, 50) * 10) / 10,
+        loadMsP90: Math.round(percentile(times, 90) * 10) / 10,
+        largest: largestPackages(metafile, join(group, lambdaBundle.outputFile)),
+      });
+    }
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
+
+  const kib = (value: number) => fmt(value / 1024);
+  process.stdout.write(`\nLambda bundles (esbuild ${lambdaBundle.format}, ${lambdaBundle.target}, minified; cold import in a fresh node ${process.version}, ${loads} runs)\n`);
+  process.stdout.write(`${table(
+    ['route group', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'largest packages (KiB)'],
+    results.map((result) => [
+      result.group, kib(result.bytes), kib(result.gzipBytes), fmt(result.loadMsMedian, 1), fmt(result.loadMsP90, 1),
+      result.largest.map((entry) => `${entry.name} ${kib(entry.bytes)}`).join(', '),
+    ]),
+  )}\n`);
+  await writeJson(RESULT_FILE, { date: new Date().toISOString(), machine: machine(), bundle: lambdaBundle, results });
+  return results;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  await lambdaBundleBenchmarks({ log: (message) => process.stderr.write(`[bench] ${message}\n`) });
+}

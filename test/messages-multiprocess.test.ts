@@ -1,0 +1,212 @@
+import { credentials } from '@grpc/grpc-js';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { POLL_INTERVAL_MS } from '../core/messaging/stream';
+import { EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
+import {
+  MessageKind, NumberServiceClient, type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { openStream, type OpenStream } from './support/messages';
+import { startTestService, type TestService } from './support/service';
+
+// Two service processes sharing one embedded DynamoDB, as several gRPC tasks and Lambdas share
+// one table in AWS: process 1 is the test service (HTTP + gRPC, in this process), process 2 a
+// child started from test/support/second-process.ts (its own core, gRPC server and message
+// ingress). Nothing but DynamoDB connects them: a stream learns of messages accepted elsewhere by
+// polling its inboxes' counters every POLL_INTERVAL_MS.
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+/** "Within a couple of seconds": the poll interval plus a read, with room for a loaded machine. */
+const CROSS_PROCESS_DEADLINE_MS = 2_000;
+
+let service: TestService;
+let child: ChildProcessWithoutNullStreams | undefined;
+let second: { grpcPort: number; httpPort: number; numbers: NumberServiceClient };
+const apps: ProvisioningApp[] = [];
+const streams: OpenStream[] = [];
+
+async function startSecondProcess() {
+  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/second-process.ts'], {
+    cwd: REPO,
+    env: {
+      ...process.env,
+      DYNAMO_ENDPOINT: service.dynamoEndpoint, DATA_DIR: service.dataDir, ISSUER: service.issuer,
+      POWERTOOLS_LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  child = started;
+  let stderr = '';
+  started.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const lines = createInterface({ input: started.stdout });
+  const ready = new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
+    lines.on('line', (line) => {
+      try {
+        const parsed = JSON.parse(line) as { grpcPort?: number; httpPort?: number };
+        if (parsed.grpcPort && parsed.httpPort) resolve({ grpcPort: parsed.grpcPort, httpPort: parsed.httpPort });
+      } catch {
+        // not the ready line
+      }
+    });
+    started.once('exit', (code) => reject(new Error(`second process exited (${code}): ${stderr}`)));
+  });
+  const ports = await ready;
+  return { ...ports, numbers: new NumberServiceClient(`127.0.0.1:${ports.grpcPort}`, credentials.createInsecure()) };
+}
+
+async function stopSecondProcess() {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  await exited;
+}
+
+beforeAll(async () => {
+  service = await startTestService();
+  await seedPool(service, '84', 80);
+  second = await startSecondProcess();
+});
+afterEach(() => {
+  for (const stream of streams.splice(0)) stream.cancel();
+});
+afterAll(async () => {
+  second?.numbers.close();
+  await stopSecondProcess();
+  for (const app of apps) app.close();
+  await service?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Account { app: ProvisioningApp; api: string }
+
+async function account(): Promise<Account> {
+  const app = await provisioningApp(service);
+  apps.push(app);
+  const { client, clientSecret } = await service.core.accounts.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
+  return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
+}
+
+const provision = (owner: Account, displayName: string, config: Partial<ProgrammableConfig> = {}) =>
+  call<ProvisionNumberRequest, ProgrammableNumber>(owner.app.numbers, 'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '', ...config } }), owner.app.token);
+
+type Process = 1 | 2;
+
+/** A stream of the account on process 1 or 2 (cancelled after the test). */
+function streamOn(process: Process, owner: Account, cursor = ''): OpenStream {
+  const opened = openStream({ numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token }, cursor);
+  streams.push(opened);
+  return opened;
+}
+
+/** POST /api/messages on process 1 or 2; expects 202. */
+async function sendVia(process: Process, token: string, body: Record<string, unknown>) {
+  const base = process === 1 ? service.issuer : `http://127.0.0.1:${second.httpPort}`;
+  const response = await fetch(`${base}/api/messages`, {
+    method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const json = await response.json() as { message_id: string };
+  expect(response.status, JSON.stringify(json)).toBe(202);
+  return json;
+}
+
+/** Sends one message at a time and measures how long each takes to show up on `opened`. */
+async function latencies(opened: OpenStream, via: Process, owner: Account, to: ProgrammableNumber, count: number) {
+  const measured: number[] = [];
+  for (let index = 0; index < count; index++) {
+    const before = opened.messages.length;
+    const started = performance.now();
+    const sent = await sendVia(via, owner.api, { from: owner.app.owner.svcnum, to: to.svcnum, text: `p${via} #${index}` });
+    const [received] = (await opened.waitFor(before + 1, CROSS_PROCESS_DEADLINE_MS + 1_000)).slice(before);
+    measured.push(performance.now() - started);
+    expect(received!.messageId).toBe(sent.message_id);
+    await sleep(Math.random() * POLL_INTERVAL_MS); // land at different points of the poll cycle
+  }
+  return measured;
+}
+
+describe('two processes sharing one DynamoDB', () => {
+  it('the second process is a separate process with its own gRPC port', async () => {
+    expect(child!.pid).not.toBe(process.pid);
+    expect(second.grpcPort).not.toBe(service.grpcPort);
+  });
+
+  it('a message accepted by process 1 reaches a stream open on process 2', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Inbox on 2');
+    const opened = streamOn(2, owner);
+    const measured = await latencies(opened, 1, owner, number, 5);
+    expect(Math.max(...measured)).toBeLessThan(CROSS_PROCESS_DEADLINE_MS);
+    expect(opened.messages.map((message) => message.text)).toEqual(['p1 #0', 'p1 #1', 'p1 #2', 'p1 #3', 'p1 #4']);
+    expect(opened.messages[0]).toMatchObject({
+      toSvcnumId: number.svcnumId, fromSvcnum: owner.app.owner.svcnum, senderEntityType: EntityType.ENTITY_TYPE_BUSINESS, kind: MessageKind.MESSAGE_KIND_MESSAGE,
+    });
+  });
+
+  it('a message accepted by process 2 reaches a stream open on process 1', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Inbox on 1');
+    const opened = streamOn(1, owner);
+    const measured = await latencies(opened, 2, owner, number, 5);
+    expect(Math.max(...measured)).toBeLessThan(CROSS_PROCESS_DEADLINE_MS);
+    expect(opened.messages.map((message) => message.text)).toEqual(['p2 #0', 'p2 #1', 'p2 #2', 'p2 #3', 'p2 #4']);
+  });
+
+  it('streams on both processes receive every message, whichever process accepted it, in the same order', async () => {
+    const owner = await account();
+    const [first, other] = [await provision(owner, 'N1'), await provision(owner, 'N2')];
+    const [on1, on2] = [streamOn(1, owner), streamOn(2, owner)];
+    // Concurrent senders through both processes, to both numbers.
+    await Promise.all(([1, 2] as const).map(async (via) => {
+      for (let index = 0; index < 10; index++) {
+        await sendVia(via, owner.api, { from: owner.app.owner.svcnum, to: (index % 2 ? first : other)!.svcnum, text: `via ${via} #${index}` });
+      }
+    }));
+    await Promise.all([on1.waitFor(20), on2.waitFor(20)]);
+    await sleep(2 * POLL_INTERVAL_MS + 200);
+    expect(on1.messages).toHaveLength(20);
+    expect(on2.messages).toHaveLength(20);
+    for (const number of [first!, other!]) {
+      const order = (opened: OpenStream) => opened.messages.filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.messageId);
+      const stored = (await service.core.store.readInbox(number.svcnumId, 0, 100)).map((entry) => ('messageId' in entry ? entry.messageId : 'tombstone'));
+      expect(order(on1)).toEqual(stored);
+      expect(order(on2)).toEqual(stored);
+    }
+  });
+
+  it('an auto-reply produced by process 2 reaches the sender\'s stream on process 1', async () => {
+    const [ownerA, ownerB] = await Promise.all([account(), account()]);
+    const a = await provision(ownerA, 'A', { autoReply: 'A answers' });
+    const b = await provision(ownerB, 'B');
+    const [streamA, streamB] = [streamOn(1, ownerA), streamOn(1, ownerB)];
+    await sendVia(2, ownerB.api, { from: b.svcnum, to: a.svcnum, text: 'question' });
+    const [reply] = await streamB.waitFor(1, CROSS_PROCESS_DEADLINE_MS);
+    expect(reply).toMatchObject({ kind: MessageKind.MESSAGE_KIND_AUTO_REPLY, fromSvcnum: a.svcnum, toSvcnumId: b.svcnumId, text: 'A answers' });
+    expect((await streamA.waitFor(1, CROSS_PROCESS_DEADLINE_MS))[0]).toMatchObject({ kind: MessageKind.MESSAGE_KIND_MESSAGE, fromSvcnum: b.svcnum, text: 'question' });
+  });
+
+  // Last: it stops the second process.
+  it('a draining process ends its streams; the client resumes on the other process, nothing lost or repeated', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Failover');
+    const from = owner.app.owner.svcnum;
+    const on2 = streamOn(2, owner);
+    for (let index = 0; index < 3; index++) await sendVia(1, owner.api, { from, to: number.svcnum, text: `m${index}` });
+    await on2.waitFor(3, CROSS_PROCESS_DEADLINE_MS + 1_000);
+
+    await stopSecondProcess(); // SIGTERM: NOT_SERVING, open streams end, the process exits
+    expect(on2.ended).toBe(true);
+    expect(on2.error).toBeUndefined();
+    for (let index = 3; index < 6; index++) await sendVia(1, owner.api, { from, to: number.svcnum, text: `m${index}` });
+
+    const resumed = streamOn(1, owner, on2.messages.at(-1)!.cursor);
+    await resumed.waitFor(3);
+    await sleep(500);
+    expect([...on2.messages, ...resumed.messages].map((message) => message.text)).toEqual(['m0', 'm1', 'm2', 'm3', 'm4', 'm5']);
+  });
+});
