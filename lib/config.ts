@@ -126,6 +126,8 @@ export interface EnvironmentConfig {
 
   /** Cool-off of retired numbers before reuse (NUMBER_COOL_OFF_DAYS). */
   readonly numberCoolOffDays: number;
+  /** Default agent quotas per owner (AGENT_QUOTA_INDEPENDENT / _DEPENDENT); `admin quota set` overrides per owner. */
+  readonly agentQuotas: { readonly independent: number; readonly dependent: number };
   readonly logRetentionDays: LogRetentionDays;
   readonly logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
 
@@ -210,6 +212,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
         stopTimeoutSeconds: 30,
       },
       numberCoolOffDays: 1,
+      agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 14,
       logLevel: 'DEBUG',
       alarms: { emails: ['svcnum-sandbox-alarms@example.com'], topicArns: [], api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
@@ -251,6 +254,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
         stopTimeoutSeconds: 30,
       },
       numberCoolOffDays: 90,
+      agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 365,
       logLevel: 'INFO',
       alarms: { emails: ['svcnum-oncall@example.com'], topicArns: [], api5xxPercent: 1, lambdaErrors: 1, tokenP99Ms: 1000 },
@@ -273,6 +277,9 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
   if (k.published.includes(k.active) || new Set(k.published).size !== k.published.length) problems.push('signingKeys.published must not repeat a version or the active one');
   for (const version of k.published) if (!/^[a-z0-9-]{1,20}$/.test(version)) problems.push(`signing key version '${version}' is not a short label`);
   if (!Number.isFinite(config.numberCoolOffDays) || config.numberCoolOffDays < 0) problems.push('numberCoolOffDays must be a non-negative number');
+  for (const [kind, quota] of Object.entries(config.agentQuotas)) {
+    if (!Number.isInteger(quota) || quota < 0) problems.push(`agentQuotas.${kind} must be a whole number`);
+  }
   if (!(logRetentionDayValues as readonly number[]).includes(config.logRetentionDays)) problems.push(`logRetentionDays ${config.logRetentionDays} is not a CloudWatch retention period`);
   if (config.waf.publicApiRateLimit < 10 || config.waf.perIpRateLimit < 10) problems.push('WAF rate limits must be at least 10');
   if (config.http.functions.browser.memoryMiB < 512) problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');

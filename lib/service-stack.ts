@@ -51,6 +51,8 @@ export class ServiceStack extends Stack {
       KMS_KEY_ID: this.keys.active.keyArn,
       KMS_VERIFY_KEY_IDS: this.keys.published.map((key) => key.keyArn).join(','),
       NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
+      AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
+      AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
       POWERTOOLS_LOG_LEVEL: config.logLevel,
       POWERTOOLS_METRICS_NAMESPACE: 'svcnum',
     };

@@ -17,6 +17,7 @@ import { systemClock, systemRandom } from './system';
 //   KMS_VERIFY_KEY_IDS   comma-separated further keys published in the JWKS (rotation)
 //   NUMBER_COOL_OFF_DAYS cool-off of retired numbers (default 90)
 //   MESSAGE_POLL_INTERVAL_MS how often open message streams poll their inboxes (default 250)
+//   AGENT_QUOTA_INDEPENDENT, AGENT_QUOTA_DEPENDENT default agent quotas (10, 10)
 
 function required(name: string): string {
   const value = process.env[name];
@@ -40,6 +41,14 @@ export function pollIntervalFromEnvironment(): number | undefined {
   return parsed;
 }
 
+function quotaFromEnvironment(name: string, fallback: number): number {
+  const value = process.env[name];
+  if (value === undefined || value === '') return fallback;
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 0 || parsed > 100_000) throw new Error(`${name} must be a whole number 0-100000, got '${value}'`);
+  return parsed;
+}
+
 let core: Core | undefined;
 
 export function coreFromEnvironment(): Core {
@@ -55,7 +64,12 @@ export function coreFromEnvironment(): Core {
     clock: systemClock,
     random: systemRandom,
     config: serviceConfig(required('ISSUER')),
-    provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
+    provisioning: {
+      ...defaultProvisioningConfig,
+      coolOff: coolOffFromEnvironment(),
+      independentAgentQuota: quotaFromEnvironment('AGENT_QUOTA_INDEPENDENT', defaultProvisioningConfig.independentAgentQuota),
+      dependentAgentQuota: quotaFromEnvironment('AGENT_QUOTA_DEPENDENT', defaultProvisioningConfig.dependentAgentQuota),
+    },
     ...(pollIntervalFromEnvironment() ? { messagePollIntervalMs: pollIntervalFromEnvironment()! } : {}),
   });
   return core;

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { credentials } from '@grpc/grpc-js';
 import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient, ensureTables } from '../../core/adapters/dynamo-schema';
@@ -11,7 +12,7 @@ import { systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
 import { createCore, type Core } from '../../core/service';
 import { tableNames, type TableKey } from '../../core/tables';
-import { AgentServiceClient, CreateAgentRequest, CreateDependentAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest, RotateAgentSvcnumRequest, type CreateAgentResponse, type Agent } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import { CreateAgentRequest, CreateDependentAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest, RotateAgentSvcnumRequest, type CreateAgentResponse, type Agent } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { AliasServiceClient, CreateAliasRequest, DeleteAliasRequest, ListAliasesRequest } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
 import { CloseMaskRequest, CreateMaskRequest, GetMaskRequest, ListMasksRequest, type Mask } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { ConfigureProgrammableRequest, GetNumberRequest, ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
@@ -100,7 +101,7 @@ beforeAll(async () => {
   service = { issuer, port: started.port, grpcPort: grpc.port, dynamoEndpoint: dynamo.endpoint, core: operator, clock, dataDir, close: async () => undefined };
   await seedPool(service, '77', 20);
   app = await provisioningApp(service);
-  aliases = new AliasServiceClient(`127.0.0.1:${grpc.port}`, (await import('@grpc/grpc-js')).credentials.createInsecure());
+  aliases = new AliasServiceClient(`127.0.0.1:${grpc.port}`, credentials.createInsecure());
 }, 60_000);
 
 afterAll(async () => {

@@ -213,6 +213,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
           KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
           KMS_VERIFY_KEY_IDS: '',
           NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
+          AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
+          AGENT_QUOTA_DEPENDENT: String(config().agentQuotas.dependent),
           POWERTOOLS_SERVICE_NAME: `svcnum-${group}`,
           POWERTOOLS_LOG_LEVEL: config().logLevel,
         });
@@ -371,6 +373,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
         PROTO_ROOT: '/app/proto',
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
+        AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
+        AGENT_QUOTA_DEPENDENT: String(config().agentQuotas.dependent),
       });
       expect(config().provisioning.drainSeconds).toBeLessThan(30);
       // The asset is the repository root with the gRPC Dockerfile, built for ARM64.
