@@ -10,6 +10,7 @@ import {
   MessageKind, NumberServiceClient, type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { InboxFaults } from './support/message-faults';
 import { openStream, type OpenStream } from './support/messages';
 import { startTestService, type TestService } from './support/service';
 
@@ -23,6 +24,7 @@ const REPO = fileURLToPath(new URL('..', import.meta.url));
 /** "Within a couple of seconds": the poll interval plus a read, with room for a loaded machine. */
 const CROSS_PROCESS_DEADLINE_MS = 2_000;
 
+const inbox = new InboxFaults();
 let service: TestService;
 let child: ChildProcessWithoutNullStreams | undefined;
 let second: { grpcPort: number; httpPort: number; numbers: NumberServiceClient };
@@ -66,12 +68,13 @@ async function stopSecondProcess() {
 }
 
 beforeAll(async () => {
-  service = await startTestService();
+  service = await startTestService({ wrapStore: inbox.wrap });
   await seedPool(service, '84', 80);
   second = await startSecondProcess();
 });
 afterEach(() => {
   for (const stream of streams.splice(0)) stream.cancel();
+  inbox.reset();
 });
 afterAll(async () => {
   second?.numbers.close();
@@ -188,6 +191,28 @@ describe('two processes sharing one DynamoDB', () => {
     const [reply] = await streamB.waitFor(1, CROSS_PROCESS_DEADLINE_MS);
     expect(reply).toMatchObject({ kind: MessageKind.MESSAGE_KIND_AUTO_REPLY, fromSvcnum: a.svcnum, toSvcnumId: b.svcnumId, text: 'A answers' });
     expect((await streamA.waitFor(1, CROSS_PROCESS_DEADLINE_MS))[0]).toMatchObject({ kind: MessageKind.MESSAGE_KIND_MESSAGE, fromSvcnum: b.svcnum, text: 'question' });
+  });
+
+  it('a message written after the other process saw its sequence counted is still delivered there', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Slow write');
+    const from = owner.app.owner.svcnum;
+    const on2 = streamOn(2, owner);
+    await sendVia(1, owner.api, { from, to: number.svcnum, text: 'first' });
+    await on2.waitFor(1, CROSS_PROCESS_DEADLINE_MS);
+    // Process 1 takes the next sequence and stalls before writing it; process 2 polls the
+    // counter meanwhile, sees it move and reads nothing new. Then the write lands: the counter
+    // does not move again, and process 2 gets no notification.
+    const held = inbox.holdAppend('slow write');
+    const sending = sendVia(1, owner.api, { from, to: number.svcnum, text: 'slow write' });
+    await held.reached;
+    await sleep(3 * POLL_INTERVAL_MS);
+    const released = performance.now();
+    held.release();
+    await sending;
+    await on2.waitFor(2, CROSS_PROCESS_DEADLINE_MS);
+    expect(performance.now() - released).toBeLessThan(CROSS_PROCESS_DEADLINE_MS);
+    expect(on2.messages.map((message) => message.text)).toEqual(['first', 'slow write']);
   });
 
   // Last: it stops the second process.

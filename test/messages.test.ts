@@ -4,7 +4,7 @@ import { systemRandom } from '../core/adapters/system';
 import { newUlid } from '../core/ids';
 import { MAX_DERIVED_HOPS, MESSAGE_RETENTION_MS } from '../core/messaging/send';
 import { isTombstone, type StoredMessage } from '../core/messaging/store';
-import { GAP_GRACE_MS, INBOX_REFRESH_MS } from '../core/messaging/stream';
+import { GAP_GRACE_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS } from '../core/messaging/stream';
 import {
   CreateAgentRequest, type CreateAgentResponse, ExchangeTokenRequest, type ExchangeTokenResponse, IssueAgentTokenRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
@@ -92,10 +92,16 @@ async function stored(inboxId: string): Promise<StoredMessage[]> {
   return (await service.core.store.readInbox(inboxId, 0, 1000)).filter((entry): entry is StoredMessage => !isTombstone(entry));
 }
 
+/**
+ * How long "no more messages follow" is watched: derived messages are stored before the send
+ * is answered, and a stream of this process is woken at once (other processes poll every 250 ms).
+ */
+const SETTLE_MS = 500;
+
 /** The stream receives exactly `count` messages: waits for them, then makes sure no more follow. */
 async function exactly(opened: OpenStream, count: number, timeoutMs = 10_000): Promise<IncomingMessage[]> {
   await opened.waitFor(count, timeoutMs);
-  await sleep(600);
+  await sleep(SETTLE_MS);
   expect(opened.messages.map(summary)).toHaveLength(count);
   return opened.messages;
 }
@@ -175,9 +181,8 @@ describe('send → stream', () => {
     const opened = [stream(owner), stream(owner), stream(owner)];
     const sent = [];
     for (const text of ['one', 'two', 'three']) sent.push((await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text })).message_id);
-    for (const each of opened) {
-      expect((await exactly(each, 3)).map((message) => message.messageId)).toEqual(sent);
-    }
+    await Promise.all(opened.map((each) => exactly(each, 3)));
+    for (const each of opened) expect(each.messages.map((message) => message.messageId)).toEqual(sent);
   });
 
   it('delivers what arrived while no stream was open first, then live, in order', async () => {
@@ -266,7 +271,7 @@ describe('send → stream', () => {
   });
 
   it('refuses a cursor of another account, and one that is not a cursor, with INVALID_ARGUMENT', async () => {
-    const [owner, other] = [await account(), await account()];
+    const [owner, other] = await Promise.all([account(), account()]);
     const number = await provision(owner, 'Cursor owner');
     await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: 'x' });
     const [message] = await stream(owner).waitFor(1);
@@ -325,9 +330,8 @@ describe('gaps in an inbox\'s sequence', () => {
     // In order: nothing past the gap is delivered while its writer may still be in flight.
     await sleep(GAP_GRACE_MS / 2);
     for (const each of opened) expect(each.messages).toHaveLength(1);
-    for (const each of opened) {
-      expect((await exactly(each, 2, GAP_GRACE_MS + 5_000)).map((message) => message.text)).toEqual(['first', 'after the gap']);
-    }
+    await Promise.all(opened.map((each) => exactly(each, 2, GAP_GRACE_MS + 5_000)));
+    for (const each of opened) expect(each.messages.map((message) => message.text)).toEqual(['first', 'after the gap']);
     expect(Date.now() - started).toBeGreaterThanOrEqual(GAP_GRACE_MS - 100);
     const entries = await service.core.store.readInbox(number.svcnumId, 0, 10);
     expect(entries.map((entry) => (isTombstone(entry) ? `${entry.seq} tombstone` : `${entry.seq} ${entry.text}`))).toEqual(['1 first', '2 tombstone', '3 after the gap']);
@@ -409,11 +413,32 @@ describe('gaps in an inbox\'s sequence', () => {
     expect((await exactly(opened, 2, 3_000)).map((message) => message.text)).toEqual(['first, late', 'second']);
     expect(inbox.tombstones).toEqual([{ inboxId: number.svcnumId, seq: 1, written: false }]);
   });
+  it('a message of another process written after the stream saw its sequence counted is still delivered', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Counted first');
+    const from = owner.app.owner.svcnum!;
+    const opened = stream(owner);
+    await send(owner.api, { from, to: number.svcnum, text: 'first' });
+    await opened.waitFor(1);
+    // A writer in another process takes sequence 2; this process polls the counter, sees 2,
+    // reads the inbox and finds nothing new yet...
+    const seq = await inbox.raw.nextSeq(number.svcnumId);
+    expect(seq).toBe(2);
+    await sleep(3 * POLL_INTERVAL_MS);
+    // ...then the message is written. No notification reaches this process, and the counter
+    // does not move again: the stream must still look again.
+    const now = service.clock.now();
+    await inbox.raw.appendMessage({
+      inboxId: number.svcnumId, seq, messageId: newUlid(service.clock, systemRandom), fromSvcnum: from, senderEntityType: 'business',
+      toSvcnum: number.svcnum, text: 'written after the count', kind: 'message', hops: 0, acceptedAt: now,
+    }, now + MESSAGE_RETENTION_MS);
+    expect((await exactly(opened, 2, GAP_GRACE_MS)).map((message) => message.text)).toEqual(['first', 'written after the count']);
+  });
 });
 
 describe('programmable behaviour', () => {
   it('auto_reply answers the sender, once', async () => {
-    const [ownerA, ownerB] = [await account(), await account()];
+    const [ownerA, ownerB] = await Promise.all([account(), account()]);
     const a = await provision(ownerA, 'A', { autoReply: 'A here, thanks' });
     const b = await provision(ownerB, 'B');
     const [streamA, streamB] = [stream(ownerA), stream(ownerB)];
@@ -435,7 +460,7 @@ describe('programmable behaviour', () => {
   });
 
   it('two auto-replying numbers: exactly one auto-reply each way, never a reply to a reply', async () => {
-    const [ownerA, ownerB] = [await account(), await account()];
+    const [ownerA, ownerB] = await Promise.all([account(), account()]);
     const a = await provision(ownerA, 'A', { autoReply: 'auto from A' });
     const b = await provision(ownerB, 'B', { autoReply: 'auto from B' });
     const [streamA, streamB] = [stream(ownerA), stream(ownerB)];
@@ -455,7 +480,7 @@ describe('programmable behaviour', () => {
   });
 
   it('forward_to_svcnum_id forwards a copy; the target does not auto-reply to a copy', async () => {
-    const [owner, other, sender] = [await account(), await account(), await account()];
+    const [owner, other, sender] = await Promise.all([account(), account(), account()]);
     const target = await provision(other, 'Target', { autoReply: 'target auto' });
     const forwarder = await provision(owner, 'Forwarder', { forwardToSvcnumId: target.svcnumId, autoReply: 'forwarder auto' });
     const from = await provision(sender, 'Sender');
@@ -485,7 +510,7 @@ describe('programmable behaviour', () => {
   });
 
   it('a forward loop between two numbers stops after MAX_DERIVED_HOPS copies', async () => {
-    const [owner, sender] = [await account(), await account()];
+    const [owner, sender] = await Promise.all([account(), account()]);
     const a = await provision(owner, 'A');
     const b = await provision(owner, 'B', { forwardToSvcnumId: a.svcnumId });
     await configure(owner, a.svcnumId, { forwardToSvcnumId: b.svcnumId });
@@ -505,7 +530,7 @@ describe('programmable behaviour', () => {
   });
 
   it('a forward cycle of three auto-replying numbers: one auto-reply to the sender, MAX_DERIVED_HOPS copies', async () => {
-    const [owner, sender] = [await account(), await account()];
+    const [owner, sender] = await Promise.all([account(), account()]);
     const a = await provision(owner, 'A', { autoReply: 'auto A' });
     const b = await provision(owner, 'B', { autoReply: 'auto B' });
     const c = await provision(owner, 'C', { autoReply: 'auto C', forwardToSvcnumId: a.svcnumId });
@@ -527,7 +552,7 @@ describe('programmable behaviour', () => {
   });
 
   it('a failing derived message never fails the send it derives from', async () => {
-    const [owner, sender] = [await account(), await account()];
+    const [owner, sender] = await Promise.all([account(), account()]);
     const target = await provision(owner, 'Unreachable target');
     const forwarder = await provision(owner, 'Forwarder', { forwardToSvcnumId: target.svcnumId });
     const opened = stream(owner);
@@ -545,7 +570,7 @@ describe('programmable behaviour', () => {
 describe('masks', () => {
   /** Two accounts with one programmable number each, bridged by a mask that P's account created. */
   async function bridged(ttlSeconds = 600, config: { q?: Partial<ProgrammableConfig> } = {}) {
-    const [ownerP, ownerQ] = [await account(), await account()];
+    const [ownerP, ownerQ] = await Promise.all([account(), account()]);
     const p = await provision(ownerP, 'P');
     const q = await provision(ownerQ, 'Q', config.q ?? {});
     const mask = await createMask(ownerP, p.svcnumId, q.svcnumId, ttlSeconds);
@@ -604,7 +629,7 @@ describe('masks', () => {
       expect(reply.status).toBe(403);
       expect(reply.json).toEqual({ error: 'forbidden', error_description: expect.stringMatching(/participants/) });
     }
-    await sleep(400);
+    await sleep(SETTLE_MS);
     expect(streamQ.messages).toEqual([]);
   });
 
@@ -714,10 +739,17 @@ describe('POST /api/messages refusals', () => {
       later.mockRestore();
     }
 
+    // A disabled account: its API client, its agents and its own number stop sending, although
+    // their tokens are still within their lifetime.
     const third = await account();
     const theirLine = await provision(third, 'Disabled account line');
+    const theirAgent = await createAgent(third, 'Agent of a disabled account');
+    const theirAgentToken = await agentToken(third, theirAgent.agent!.svcnumId);
     await service.core.accounts.disableUser(third.app.owner.svcnumId);
-    await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from: theirLine.svcnum, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
+    for (const from of [theirLine.svcnum, theirAgent.agent!.svcnum, third.app.owner.svcnum]) {
+      await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
+    }
+    await refused(await post({ token: theirAgentToken, contentType: 'application/json', body: JSON.stringify({ to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
   });
 
   it('404 for a number not in service, 409 for a suspended one', async () => {

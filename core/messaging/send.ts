@@ -166,6 +166,8 @@ export function createMessaging(deps: {
         entity = await store.getUser(claims.sub);
         if (!entity) throw new MessagingError(403, 'forbidden', 'the token does not name an account that can send');
         if (fromNumber && fromNumber !== entity.svcnum) throw new MessagingError(403, 'forbidden', `this token sends as ${entity.svcnum} only`);
+        // An agent or lent number of a disabled account stops with it (its tokens may still be valid).
+        if (entity.ownerId && !(await ownerActive(entity.ownerId))) throw new MessagingError(403, 'forbidden', 'the account this number belongs to is not active');
       }
       if (!SENDER_TYPES.has(entity!.accountType)) throw new MessagingError(403, 'forbidden', 'this account cannot send messages');
       if (!inService(entity)) throw new MessagingError(409, 'not_in_service', `number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);

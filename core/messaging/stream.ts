@@ -15,7 +15,9 @@ import { isTombstone, type InboxEntry, type StoredMessage } from './store';
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
 // GAP_GRACE_MS, its writer gave up (or died), and the reader tombstones n with a conditional put.
 // A late writer's put then fails and it retries with a new sequence, so nothing is lost and
-// nothing is delivered twice past a cursor.
+// nothing is delivered twice past a cursor. Likewise a counter seen ahead of what is stored (a
+// writer between its two steps, maybe in another process) is looked at again every 500 ms for up
+// to GAP_GRACE_MS: that write will not move the counter again, so no poll would announce it.
 
 export const POLL_INTERVAL_MS = 250;
 export const GAP_GRACE_MS = 3_000;
@@ -90,6 +92,8 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
         }
       };
     },
+    /** The last counter value the poll saw for an inbox (undefined before its first poll). */
+    head: (inboxId: string): number | undefined => heads.get(inboxId),
     /** How many inboxes this process watches (for the docs' cost figures and tests). */
     watchedInboxes: () => watchers.size,
     close() {
@@ -138,6 +142,8 @@ export async function* followInboxes(deps: {
 }): AsyncGenerator<Delivery> {
   const { store, hub, clock, ownerId, positions, signal } = deps;
   const gapSince = new Map<string, number>();
+  /** Since when the inbox counter is ahead of what is stored (the counter value it was seen at). */
+  const tailSince = new Map<string, { head: number; since: number }>();
   let inboxes: string[] = [];
   let unwatch: (() => void) | undefined;
   let listedAt = -Infinity;
@@ -204,6 +210,19 @@ export async function* followInboxes(deps: {
             if (blocked) waitingOnGap = true;
             if (reread) continue;
             if (blocked || entries.length < READ_BATCH || position === from) break;
+          }
+          // The counter is ahead of what is stored: a writer (maybe in another process) took a
+          // sequence and has not written it yet. Nothing will announce that write here (the
+          // counter has already moved), so look again shortly, as long as a gap is waited for;
+          // a writer that never writes leaves a gap that the next message resolves.
+          const counted = hub.head(inboxId) ?? 0;
+          if ((positions.get(inboxId) ?? 0) < counted) {
+            const tail = tailSince.get(inboxId);
+            const since = tail?.head === counted ? tail.since : clock.now();
+            tailSince.set(inboxId, { head: counted, since });
+            if (clock.now() - since < GAP_GRACE_MS) waitingOnGap = true;
+          } else {
+            tailSince.delete(inboxId);
           }
         }
       }
