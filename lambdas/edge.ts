@@ -1,5 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { OAuthError } from '../core/errors';
@@ -25,6 +27,9 @@ export interface EdgeOptions {
 const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
 
 export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
+  // CloudWatch EMF metrics per route: requests and their outcome class (the local runner turns
+  // them off with POWERTOOLS_METRICS_DISABLED). Built here, not at import, so that setting is read.
+  const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'svcnum', serviceName: 'svcnum-identity' });
   const base = async (event: HttpEvent): Promise<HttpResult> => {
     const started = performance.now();
     const resource = event.resource ?? event.path;
@@ -43,6 +48,9 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
         result = (options.serverError ?? jsonServerError)();
       }
     }
+    metrics.addDimension('route', resource);
+    metrics.addMetric('Requests', MetricUnit.Count, 1);
+    metrics.addMetric(result.statusCode >= 500 ? 'ServerErrors' : result.statusCode >= 400 ? 'ClientErrors' : 'Successes', MetricUnit.Count, 1);
     logger.info('request', {
       method: event.httpMethod,
       resource,
@@ -57,6 +65,7 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
 
   return middy<HttpEvent, HttpResult, Error, Context>(base)
     .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(logMetrics(metrics))
     .before((request) => {
       logger.appendKeys({ requestId: request.event.requestContext?.requestId });
     });

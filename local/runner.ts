@@ -50,6 +50,8 @@ export interface LocalService {
 }
 
 export async function startLocal(options: LocalOptions): Promise<LocalService> {
+  // CloudWatch metrics (EMF lines on stdout) mean nothing on a laptop.
+  process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
   const dynamo: EmbeddedDynamo = await startEmbeddedDynamo(options.dataDir, options.dynamoPort);
   const client = localDynamoClient(dynamo.endpoint);
   let server: Server | undefined;

@@ -270,6 +270,22 @@ describe('send → stream', () => {
     for (const number of numbers) expect(perNumber(replay.messages, number)).toEqual(perNumber([...processed.slice(3), ...rest], number));
   });
 
+  it('a message wakes a stream to read only the inbox it arrived in', async () => {
+    const owner = await account();
+    const numbers: ProgrammableNumber[] = [];
+    for (let index = 0; index < 5; index++) numbers.push(await provision(owner, `Line ${index}`));
+    const from = owner.app.owner.svcnum!;
+    const opened = stream(owner);
+    await send(owner.api, { from, to: numbers[0]!.svcnum, text: 'first' });
+    await opened.waitFor(1);
+    await sleep(SETTLE_MS);
+    inbox.reads.length = 0;
+    await send(owner.api, { from, to: numbers[3]!.svcnum, text: 'second' });
+    await exactly(opened, 2);
+    // One Query for the inbox that changed, not one per number of the account.
+    expect(inbox.reads.map((read) => read.inboxId)).toEqual([numbers[3]!.svcnumId]);
+  });
+
   it('refuses a cursor of another account, and one that is not a cursor, with INVALID_ARGUMENT', async () => {
     const [owner, other] = await Promise.all([account(), account()]);
     const number = await provision(owner, 'Cursor owner');

@@ -36,8 +36,8 @@ export interface AcceptedMessage { messageId: string; from: string; to: string; 
 
 /** In-process wake-ups for open streams: "inbox X got a message". Other processes poll. */
 export class InboxNotifier extends EventEmitter {
-  appended(inboxId: string) {
-    this.emit('append', inboxId);
+  appended(inboxId: string, seq: number) {
+    this.emit('append', inboxId, seq);
   }
 }
 
@@ -66,7 +66,7 @@ export function createMessaging(deps: {
       const acceptedAt = clock.now();
       const message: StoredMessage = { inboxId, seq, messageId, acceptedAt, ...fields };
       if (await store.appendMessage(message, acceptedAt + MESSAGE_RETENTION_MS)) {
-        notifier.appended(inboxId);
+        notifier.appended(inboxId, seq);
         return message;
       }
     }

@@ -9,7 +9,7 @@ import { isTombstone, type InboxEntry, type StoredMessage } from './store';
 // two ways: from the in-process notifier (a message accepted by this very process, at once), and
 // by polling the inbox counters of every inbox any of its streams watches: one strongly
 // consistent BatchGetItem per 100 watched inboxes per poll interval, whatever the number of
-// streams or messages. A woken stream reads its inboxes from its cursor.
+// streams or messages. A woken stream reads the inboxes that changed, from its cursor.
 //
 // Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
@@ -26,16 +26,22 @@ export const INBOX_REFRESH_MS = 30_000;
 const READ_BATCH = 100;
 
 export function createMessageHub(store: Store, notifier: InboxNotifier, pollIntervalMs = POLL_INTERVAL_MS) {
-  const watchers = new Map<string, Set<() => void>>();
+  const watchers = new Map<string, Set<(inboxId: string) => void>>();
   const heads = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
   let polling = false;
 
-  const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback());
+  const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback(inboxId));
+  /** A message of this process: wake at once, and count it, so the next poll does not wake again for it. */
+  const appended = (inboxId: string, seq: number) => {
+    if (!watchers.has(inboxId)) return;
+    if (seq > (heads.get(inboxId) ?? 0)) heads.set(inboxId, seq);
+    wake(inboxId);
+  };
   // Streams woken together at the same position share one Query (fan-out to many streams of one
   // inbox costs one read, not one per stream).
   const reading = new Map<string, Promise<InboxEntry[]>>();
-  notifier.on('append', wake);
+  notifier.on('append', appended);
 
   async function poll() {
     if (polling || watchers.size === 0) return;
@@ -66,8 +72,8 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
       }
       return pending;
     },
-    /** Calls `onChange` whenever one of `inboxIds` may have new messages; returns the unsubscribe. */
-    watch(inboxIds: readonly string[], onChange: () => void): () => void {
+    /** Calls `onChange` with an inbox of `inboxIds` that may have new messages; returns the unsubscribe. */
+    watch(inboxIds: readonly string[], onChange: (inboxId: string) => void): () => void {
       for (const id of inboxIds) {
         let set = watchers.get(id);
         if (!set) watchers.set(id, (set = new Set()));
@@ -97,7 +103,7 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
     /** How many inboxes this process watches (for the docs' cost figures and tests). */
     watchedInboxes: () => watchers.size,
     close() {
-      notifier.off('append', wake);
+      notifier.off('append', appended);
       if (timer) clearInterval(timer);
       timer = undefined;
       watchers.clear();
@@ -148,8 +154,11 @@ export async function* followInboxes(deps: {
   let unwatch: (() => void) | undefined;
   let listedAt = -Infinity;
   let pending = true;
+  /** Inboxes to read at the next wake: those that changed, and those waiting on a gap. */
+  const dirty = new Set<string>();
   let wakeUp: (() => void) | undefined;
-  const onChange = () => {
+  const onChange = (inboxId: string) => {
+    dirty.add(inboxId);
     pending = true;
     wakeUp?.();
   };
@@ -164,6 +173,7 @@ export async function* followInboxes(deps: {
           unwatch?.();
           inboxes = listed;
           unwatch = hub.watch(inboxes, onChange);
+          for (const inboxId of inboxes) dirty.add(inboxId);
           pending = true;
         }
         listedAt = Date.now();
@@ -171,7 +181,9 @@ export async function* followInboxes(deps: {
       let waitingOnGap = false;
       if (pending) {
         pending = false;
-        for (const inboxId of inboxes) {
+        const changed = inboxes.filter((inboxId) => dirty.has(inboxId));
+        dirty.clear();
+        for (const inboxId of changed) {
           for (;;) {
             const from = positions.get(inboxId) ?? 0;
             const entries = await hub.read(inboxId, from, READ_BATCH);
@@ -207,7 +219,10 @@ export async function* followInboxes(deps: {
               if (!isTombstone(entry)) yield { message: entry, cursor: encodeCursor(ownerId, positions) };
               if (signal.aborted) return;
             }
-            if (blocked) waitingOnGap = true;
+            if (blocked) {
+              waitingOnGap = true;
+              dirty.add(inboxId);
+            }
             if (reread) continue;
             if (blocked || entries.length < READ_BATCH || position === from) break;
           }
@@ -220,7 +235,10 @@ export async function* followInboxes(deps: {
             const tail = tailSince.get(inboxId);
             const since = tail?.head === counted ? tail.since : clock.now();
             tailSince.set(inboxId, { head: counted, since });
-            if (clock.now() - since < GAP_GRACE_MS) waitingOnGap = true;
+            if (clock.now() - since < GAP_GRACE_MS) {
+              waitingOnGap = true;
+              dirty.add(inboxId);
+            }
           } else {
             tailSince.delete(inboxId);
           }
