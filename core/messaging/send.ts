@@ -122,7 +122,9 @@ export function createMessaging(deps: {
     if (!inService(target) || target!.svcnumId === number.svcnumId) return;
     const copy = await append(target!.svcnumId, {
       fromSvcnum: message.fromSvcnum, senderEntityType: message.senderEntityType, toSvcnum: target!.svcnum,
-      text: message.text, kind: 'forward', hops: message.hops + 1, forwardedBy: number.svcnum,
+      text: message.text, kind: 'forward', hops: message.hops + 1,
+          // Through a mask, the forwarder is named by the mask's number: a participant's own number never leaks.
+          forwardedBy: message.senderEntityType === 'mask' ? message.toSvcnum : number.svcnum,
     });
     if (target!.accountType === 'programmable') await behave(target!, copy);
   }

@@ -49,7 +49,8 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
     try {
       const latest = await store.inboxHeads([...watchers.keys()]);
       for (const [inboxId, head] of latest) {
-        if (head !== heads.get(inboxId)) {
+        // Counters only grow: a lower value is a read that started before a local append.
+        if (head > (heads.get(inboxId) ?? -1)) {
           heads.set(inboxId, head);
           wake(inboxId);
         }
@@ -138,6 +139,11 @@ export function decodeCursor(cursor: string | undefined, ownerId: string): Posit
 
 export interface Delivery { message: StoredMessage; cursor: string }
 
+/** Older than any writer can live (a Lambda runs 15 minutes at most): a hole before it is history. */
+const SETTLED_AFTER_MS = 60 * 60_000;
+
+const settledGap = (entry: InboxEntry, now: number) => !isTombstone(entry) && now - entry.acceptedAt > SETTLED_AFTER_MS;
+
 /**
  * The messages of an owner's inboxes from `positions` on: first the backlog, then live, until
  * `signal` aborts. At least once, in order per inbox; a cursor comes with every message.
@@ -191,6 +197,11 @@ export async function* followInboxes(deps: {
             let blocked = false;
             let reread = false;
             for (const entry of entries) {
+              if (entry.seq !== position + 1 && settledGap(entry, clock.now())) {
+                // The message after the hole is long settled: no writer can still fill it (the
+                // hole is history swept by DynamoDB's TTL). Skip it, without tombstones.
+                position = entry.seq - 1;
+              }
               if (entry.seq !== position + 1) {
                 // A sequence is missing: its writer is in flight, or gave up.
                 const since = gapSince.get(inboxId) ?? clock.now();
@@ -216,7 +227,10 @@ export async function* followInboxes(deps: {
               gapSince.delete(inboxId);
               position = entry.seq;
               positions.set(inboxId, position);
-              if (!isTombstone(entry)) yield { message: entry, cursor: encodeCursor(ownerId, positions) };
+              // Every read checks expiry: a message past its retention is passed over, whatever the sweeper did.
+              if (!isTombstone(entry) && entry.acceptedAt + MESSAGE_RETENTION_MS > clock.now()) {
+                yield { message: entry, cursor: encodeCursor(ownerId, positions) };
+              }
               if (signal.aborted) return;
             }
             if (blocked) {
