@@ -66,11 +66,17 @@ export interface CreatedClient { client: Client; clientSecret?: string }
 
 export function createAccounts(store: Store, clock: Clock, random: Random) {
   /** A provisioning client acts for an active person or business, and only with scopes the catalog grants that account type. */
-  async function checkProvisioningOwner(ownerId: string | undefined, scopes: string[]) {
-    if (!ownerId) throw new InvalidInputError('a provisioning client needs an owner (--owner SVCNUM_ID)');
+  /** The owner account of a client: it must exist and be active. */
+  async function activeOwner(ownerId: string) {
     const owner = await store.getUser(ownerId);
     if (!owner) throw new InvalidInputError(`no account ${ownerId}`);
     if (owner.status !== 'active') throw new InvalidInputError(`account ${ownerId} is ${owner.status}`);
+    return owner;
+  }
+
+  async function checkProvisioningOwner(ownerId: string | undefined, scopes: string[]) {
+    if (!ownerId) throw new InvalidInputError('a provisioning client needs an owner (--owner SVCNUM_ID)');
+    const owner = await activeOwner(ownerId);
     const grantable = provisioningScopesByAccountType[owner.accountType];
     const refused = scopes.filter((scope) => !(grantable as readonly string[]).includes(scope));
     if (refused.length > 0) {
@@ -150,10 +156,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     createLoginClient: (input: { name: string; scope: string; redirectUris: string[] }) => createClient('login', input),
     /** An External API client; with an owner account it may send messages from that account's numbers. */
     async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
-      if (input.ownerId) {
-        const owner = await store.getUser(input.ownerId);
-        if (!owner || owner.status !== 'active') throw new InvalidInputError(`no active account ${input.ownerId}`);
-      }
+      if (input.ownerId) await activeOwner(input.ownerId);
       return createClient('api', input);
     },
     createProvisioningClient: (input: { name: string; scope: string; ownerId: string }) => createClient('provisioning', input),

@@ -183,3 +183,7 @@ export interface IdempotencyRecord {
   leaseUntil: number;
   expiresAt: number;
 }
+
+/** An entity that may act and be reached: its account active and its number (if any) active. */
+export const inService = (entity: User | undefined): boolean =>
+  entity !== undefined && entity.status === 'active' && (entity.numberState ?? 'active') === 'active';

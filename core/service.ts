@@ -1,10 +1,10 @@
 import { createAccounts } from './accounts';
 import { createAuthorization } from './authorization';
+import { ttlCache } from './cache';
 import type { ServiceConfig } from './config';
 import { createDirectory } from './directory';
 import { createMessaging, InboxNotifier } from './messaging/send';
 import { createMessageHub } from './messaging/stream';
-import type { Client } from './model';
 import type { Clock, KeyRing, Random } from './ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
 import { createProvisioning } from './provisioning';
@@ -24,36 +24,22 @@ export interface CoreDeps {
   messagePollIntervalMs?: number;
 }
 
-/** How long a client record is trusted from memory; a disabled client stops working within this. */
-const CLIENT_CACHE_TTL = 30_000;
-
 /**
- * Per-process client cache: client records are read on every request and change rarely. `fresh`
- * bypasses it (and refreshes it) where staleness is not acceptable: checking a client secret, so
- * that a rotated secret works, and the old one stops, at once.
+ * How long client records and account status are trusted from memory: a disabled client or
+ * account stops working within this. Unknown ids are cached too (briefly), so random ids cannot
+ * force a read per request.
  */
-function cachedClients(store: Store) {
-  const cache = new Map<string, { client: Client | undefined; at: number }>();
-  async function fresh(clientId: string): Promise<Client | undefined> {
-    const client = await store.getClient(clientId);
-    if (cache.size > 10_000) cache.clear();
-    // Unknown ids are cached too (briefly), so random ids cannot force a read per request.
-    cache.set(clientId, { client, at: Date.now() });
-    return client;
-  }
-  async function cached(clientId: string): Promise<Client | undefined> {
-    const hit = cache.get(clientId);
-    if (hit && Date.now() - hit.at < CLIENT_CACHE_TTL) return hit.client;
-    return fresh(clientId);
-  }
-  return { cached, fresh };
-}
+const RECORD_CACHE_TTL = 30_000;
 
 /** The domain core, built once per process (Lambda container, gRPC task, local runner). */
 export function createCore(deps: CoreDeps) {
   const { store, keys, clock, random, config } = deps;
-  const clients = cachedClients(store);
-  const getClient = clients.cached;
+  // Secret checks read the client fresh, so that a rotated secret works (and the old one stops) at once.
+  const clients = ttlCache((clientId) => store.getClient(clientId), RECORD_CACHE_TTL);
+  const getClient = clients.get;
+  /** Whether an account (the owner of a client or an entity) is active; each edge keeps its own cache. */
+  const accountStatus = () => ttlCache(async (svcnumId) => (await store.getUser(svcnumId))?.status === 'active', RECORD_CACHE_TTL).get;
+  const accountActive = accountStatus();
   const accounts = createAccounts(store, clock, random);
   const issuer = createTokenIssuer(config, keys, clock, random);
   const verifyAccessToken = createAccessTokenVerifier(config, keys, clock);
@@ -63,6 +49,7 @@ export function createCore(deps: CoreDeps) {
   return {
     ...deps,
     getClient,
+    accountActive,
     accounts,
     issuer,
     authorization: createAuthorization({ store, config, clock, random, accounts, getClient }),
@@ -71,7 +58,7 @@ export function createCore(deps: CoreDeps) {
     provisioning: createProvisioning({
       store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig,
     }),
-    messaging: createMessaging({ store, clock, random, notifier, getClient }),
+    messaging: createMessaging({ store, clock, random, notifier, getClient, accountActive: accountStatus() }),
     /** Open streams of this process and what they watch (created lazily by the first stream). */
     messageHub: createMessageHub(store, notifier, deps.messagePollIntervalMs),
     directory: createDirectory({ store, clock, random, coolOff: provisioningConfig.coolOff }),

@@ -1,6 +1,6 @@
 import { limits } from './config';
 import { OAuthError } from './errors';
-import type { Client, Grant } from './model';
+import { inService, type Client, type Grant } from './model';
 import { optionalParam, requiredParam, type Params } from './params';
 import type { Clock, Random } from './ports';
 import { formatScope, isSubset, parseScope } from './scopes';
@@ -189,7 +189,7 @@ export function createTokenService(deps: {
     }
     if (client.kind === 'agent') {
       const agent = await store.getUser(subject);
-      if (!agent || agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {
+      if (!inService(agent)) {
         throw new OAuthError('invalid_grant', 'the agent behind this client is not active');
       }
     }

@@ -85,6 +85,11 @@ export interface AccessTokenClaims extends JWTPayload {
   auth_time?: number;
 }
 
+/** RFC 6750 §2.1: the b64token of an `Authorization: Bearer …` value, or undefined if it is not one. */
+export function bearerToken(authorization: string): string | undefined {
+  return /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim())?.[1];
+}
+
 /** Why a token was refused; never shown verbatim beyond these fixed words. */
 export class InvalidTokenError extends Error {
   override name = 'InvalidTokenError';

@@ -5,7 +5,7 @@ import type { ProvisioningScope } from '../core/scopes';
 import { ProvisioningError, type ProvisioningErrorCode } from '../core/provisioning/errors';
 import type { Caller } from '../core/provisioning/programmable';
 import type { Core } from '../core/service';
-import { InvalidTokenError } from '../core/tokens';
+import { bearerToken, InvalidTokenError } from '../core/tokens';
 
 // Every RPC goes through `unary`: authenticate the bearer token, check the RPC's prov:* scope,
 // run the core call, and turn failures into gRPC statuses with messages a developer can act on.
@@ -34,23 +34,7 @@ function serviceError(error: CallError): Partial<ServiceError> {
   return { code: error.code, details: error.message, ...(error.trailers ? { metadata: error.trailers } : {}) };
 }
 
-const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i;
 
-/** How long an owner account's status is trusted from memory (like the client cache of the core). */
-const OWNER_CACHE_TTL = 30_000;
-const ownerStatus = new WeakMap<Core, Map<string, { active: boolean; at: number }>>();
-
-/** Whether the owner account of a provisioning client is active (a disabled account's clients stop). */
-async function ownerActive(core: Core, ownerId: string): Promise<boolean> {
-  let cache = ownerStatus.get(core);
-  if (!cache) ownerStatus.set(core, (cache = new Map()));
-  const hit = cache.get(ownerId);
-  if (hit && Date.now() - hit.at < OWNER_CACHE_TTL) return hit.active;
-  const active = (await core.store.getUser(ownerId))?.status === 'active';
-  if (cache.size > 10_000) cache.clear();
-  cache.set(ownerId, { active, at: Date.now() });
-  return active;
-}
 
 /** A caller and the scopes its token carries (for RPCs whose scope depends on the resource). */
 export type ScopedCaller = Caller & { scopes: readonly string[] };
@@ -63,11 +47,11 @@ export type ScopedCaller = Caller & { scopes: readonly string[] };
 export async function authenticate(core: Core, metadata: Metadata, scope: ProvisioningScope | readonly ProvisioningScope[]): Promise<ScopedCaller> {
   const values = metadata.get('authorization');
   if (values.length !== 1 || typeof values[0] !== 'string') throw new CallError(status.UNAUTHENTICATED, 'send one "authorization: Bearer <access token>" header (client_credentials grant)');
-  const match = BEARER.exec(values[0].trim());
-  if (!match) throw new CallError(status.UNAUTHENTICATED, 'the authorization header must be "Bearer <access token>"');
+  const token = bearerToken(values[0]);
+  if (!token) throw new CallError(status.UNAUTHENTICATED, 'the authorization header must be "Bearer <access token>"');
   let claims;
   try {
-    claims = await core.verifyAccessToken(match[1]!);
+    claims = await core.verifyAccessToken(token);
   } catch (error) {
     if (error instanceof InvalidTokenError) throw new CallError(status.UNAUTHENTICATED, error.message);
     throw error;
@@ -79,7 +63,7 @@ export async function authenticate(core: Core, metadata: Metadata, scope: Provis
   const granted = claims.scope.split(' ');
   const anyOf: readonly ProvisioningScope[] = typeof scope === 'string' ? [scope] : scope;
   if (!anyOf.some((needed) => granted.includes(needed))) throw new CallError(status.PERMISSION_DENIED, `this call needs a token with the ${anyOf.join(' or ')} scope`);
-  if (!(await ownerActive(core, client.ownerId))) throw new CallError(status.PERMISSION_DENIED, 'the account of this provisioning client is not active');
+  if (!(await core.accountActive(client.ownerId))) throw new CallError(status.PERMISSION_DENIED, 'the account of this provisioning client is not active');
   return { ownerId: client.ownerId, clientId: client.clientId, scopes: granted };
 }
 

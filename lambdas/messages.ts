@@ -1,6 +1,6 @@
 import { MessagingError } from '../core/messaging/send';
 import type { Core } from '../core/service';
-import { InvalidTokenError } from '../core/tokens';
+import { bearerToken, InvalidTokenError } from '../core/tokens';
 import { edgeHandler } from './edge';
 import { header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
 import { lazyHandler } from './runtime';
@@ -24,11 +24,11 @@ export function createMessagesHandler(core: Core) {
     if (authorization === undefined || !/^Bearer(\s|$)/i.test(authorization.trim())) {
       return json(401, { error: 'invalid_token', error_description: 'send "Authorization: Bearer <access token>" with the messaging scope' }, { 'WWW-Authenticate': bearerChallenge() });
     }
-    const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim());
-    if (!match) return refused(401, 'invalid_token', 'the Authorization header must be: Bearer <access token>', true);
+    const token = bearerToken(authorization);
+    if (!token) return refused(401, 'invalid_token', 'the Authorization header must be: Bearer <access token>', true);
     let claims;
     try {
-      claims = await core.verifyAccessToken(match[1]!);
+      claims = await core.verifyAccessToken(token);
     } catch (error) {
       if (error instanceof InvalidTokenError) return refused(401, 'invalid_token', error.message, true);
       throw error;

@@ -1,5 +1,5 @@
 import type { Core } from '../core/service';
-import { InvalidTokenError } from '../core/tokens';
+import { bearerToken, InvalidTokenError } from '../core/tokens';
 import { userInfo, UserInfoError } from '../core/userinfo';
 import { edgeHandler } from './edge';
 import { header, json, type HttpEvent, type HttpResult } from './http';
@@ -22,10 +22,10 @@ export function createUserInfoHandler(core: Core) {
     if (authorization === undefined || !/^Bearer(\s|$)/i.test(authorization.trim())) {
       return json(401, { error: 'invalid_token', error_description: 'a Bearer access token is required' }, { 'WWW-Authenticate': challenge() });
     }
-    const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim());
-    if (!match) return refusal(400, 'invalid_request', 'the Authorization header must be: Bearer <access token>');
+    const token = bearerToken(authorization);
+    if (!token) return refusal(400, 'invalid_request', 'the Authorization header must be: Bearer <access token>');
     try {
-      const claims = await core.verifyAccessToken(match[1]!);
+      const claims = await core.verifyAccessToken(token);
       return json(200, await userInfo(core.store, claims));
     } catch (error) {
       if (error instanceof InvalidTokenError) return refusal(401, 'invalid_token', error.message);

@@ -1,12 +1,11 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient } from '../core/adapters/dynamo-schema';
 import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { ProvisioningError } from '../core/provisioning/errors';
-import type { Caller } from '../core/provisioning/programmable';
 import { tableNames } from '../core/tables';
 import { localDynamoClient } from '../local/embedded-dynamo';
 import { LOCAL_TABLE_PREFIX } from '../local/runner';
@@ -15,7 +14,7 @@ import {
   CloseMaskRequest, CreateMaskRequest, GetMaskRequest, ListMasksRequest, type ListMasksResponse, type Mask,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { ListNumbersRequest, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp, currentToken } from './support/grpc';
+import { call, callerOf, clientCredentialsToken, currentToken, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // MaskService end to end over gRPC on loopback (mask_service.proto is the contract). The pool
@@ -100,15 +99,6 @@ async function listAll(pageSize: number, as = app) {
   return pages;
 }
 
-/** The call fails with exactly `code`, and a message matching `message`. */
-async function rejects(promise: Promise<unknown>, code: status, message?: RegExp): Promise<ServiceError> {
-  const error = await failure(promise);
-  expect({ code: status[error.code], details: error.details }).toMatchObject({ code: status[code] });
-  if (message) expect(error.details).toMatch(message);
-  return error;
-}
-
-const callerOf = (of: ProvisioningApp): Caller => ({ ownerId: of.owner.svcnumId, clientId: of.clientId });
 const lifecycle = () => service.core.provisioning.lifecycle;
 
 /** Direct reads of stored items (what the store port does not expose). */

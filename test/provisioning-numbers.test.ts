@@ -1,8 +1,8 @@
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
-import type { Caller, ProgrammableNumberView } from '../core/provisioning/programmable';
+import type { ProgrammableNumberView } from '../core/provisioning/programmable';
 import { ProvisioningError } from '../core/provisioning/errors';
 import { NumberState } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import { ListMasksRequest, type ListMasksResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
@@ -11,7 +11,7 @@ import {
   type ListNumbersResponse, type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { createLoginClient } from './support/flow';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp, currentToken } from './support/grpc';
+import { call, callerOf, clientCredentialsToken, currentToken, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // NumberService end to end over gRPC on loopback (number_service.proto is the contract), plus
@@ -80,15 +80,6 @@ async function listAll(pageSize: number, as = app) {
   return pages;
 }
 
-/** The call fails with exactly `code`, and a message matching `message`. */
-async function rejects(promise: Promise<unknown>, code: status, message?: RegExp): Promise<ServiceError> {
-  const error = await failure(promise);
-  expect({ code: status[error.code], details: error.details }).toMatchObject({ code: status[code] });
-  if (message) expect(error.details).toMatch(message);
-  return error;
-}
-
-const callerOf = (of: ProvisioningApp): Caller => ({ ownerId: of.owner.svcnumId, clientId: of.clientId });
 
 /** Takes every free number of the pool (core calls, no gRPC) for `other`; returns what was taken. */
 async function drainPool(): Promise<ProgrammableNumberView[]> {

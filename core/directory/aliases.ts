@@ -1,5 +1,5 @@
 import { newUlid } from '../ids';
-import type { User } from '../model';
+import { inService, type User } from '../model';
 import type { Clock, Random } from '../ports';
 import type { ProvisioningScope } from '../scopes';
 import type { Store } from '../store';
@@ -113,7 +113,7 @@ export function createAliases(deps: { store: Store; clock: Clock; random: Random
     async create(actor: AliasActor, input: { svcnumId?: string; alias?: string }): Promise<AliasView> {
       const alias = aliasField(input.alias, { allowReserved: 'operator' in actor });
       const { entity } = await entityFor(actor, input.svcnumId);
-      if (entity.status !== 'active' || (entity.numberState ?? 'active') !== 'active') {
+      if (!inService(entity)) {
         throw failedPrecondition(`entity ${entity.svcnumId} is ${entity.status !== 'active' ? entity.status : entity.numberState}; only an active entity can get an alias`);
       }
       const now = clock.now();

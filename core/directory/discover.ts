@@ -1,5 +1,5 @@
 import { ULID_PATTERN } from '../ids';
-import type { User } from '../model';
+import { inService, type User } from '../model';
 import { invalidArgument } from '../provisioning/errors';
 import type { PageKey } from '../provisioning/store';
 import { capabilitiesField } from '../provisioning/validation';
@@ -27,7 +27,7 @@ export async function indexAgent(store: Store, agent: User, now: number): Promis
 
 /** Whether an agent may be shown for `capability` right now. */
 export function discoverable(agent: User | undefined, capability: string): agent is User {
-  return agent?.accountType === 'ai_agent' && agent.status === 'active' && (agent.numberState ?? 'active') === 'active'
+  return agent?.accountType === 'ai_agent' && inService(agent)
     && agent.discoverable === true && (agent.capabilities ?? []).includes(capability);
 }
 

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { newUlid } from '../ids';
-import type { Client, User } from '../model';
+import { inService, type Client, type User } from '../model';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import type { AccessTokenClaims } from '../tokens';
@@ -16,8 +16,6 @@ export const MESSAGE_RETENTION_MS = 30 * 86_400_000;
 /** Derived messages (auto-replies, forwards) form chains of at most this many steps: no loops. */
 export const MAX_DERIVED_HOPS = 3;
 export const MAX_TEXT_LENGTH = 2000;
-/** How long an owner account's status is trusted from memory (as the client cache does for clients). */
-const OWNER_CACHE_TTL = 30_000;
 
 export class MessagingError extends Error {
   override name = 'MessagingError';
@@ -50,13 +48,14 @@ export function normaliseNumber(value: string): string | undefined {
   return /^\d{11,15}$/.test(digits) ? digits : undefined;
 }
 
-const inService = (entity: User | undefined) => entity && entity.status === 'active' && (entity.numberState ?? 'active') === 'active';
 
 export function createMessaging(deps: {
   store: Store; clock: Clock; random: Random; notifier: InboxNotifier;
   getClient: (clientId: string) => Promise<Client | undefined>;
+  /** Whether an account is active (briefly cached: read on every send of its API clients). */
+  accountActive: (svcnumId: string) => Promise<boolean>;
 }) {
-  const { store, clock, random, notifier, getClient } = deps;
+  const { store, clock, random, notifier, getClient, accountActive } = deps;
 
   /** Appends to an inbox at the next sequence; a sequence a reader gave up on is retried. */
   async function append(inboxId: string, fields: Omit<StoredMessage, 'inboxId' | 'seq' | 'messageId' | 'acceptedAt'>): Promise<StoredMessage> {
@@ -129,16 +128,6 @@ export function createMessaging(deps: {
     if (target!.accountType === 'programmable') await behave(target!, copy);
   }
 
-  /** Whether an owner account is active; remembered briefly (read on every send of its API clients). */
-  const owners = new Map<string, { active: boolean; at: number }>();
-  async function ownerActive(ownerId: string): Promise<boolean> {
-    const hit = owners.get(ownerId);
-    if (hit && Date.now() - hit.at < OWNER_CACHE_TTL) return hit.active;
-    const active = (await store.getUser(ownerId))?.status === 'active';
-    if (owners.size > 10_000) owners.clear();
-    owners.set(ownerId, { active, at: Date.now() });
-    return active;
-  }
 
   return {
     /**
@@ -162,14 +151,14 @@ export function createMessaging(deps: {
         const controlled = entity && entity.svcnum === fromNumber && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
         if (!controlled) throw new MessagingError(403, 'forbidden', `number ${fromNumber} is not a number of this client's account`);
         // A disabled account's clients stop sending (as its provisioning clients stop calling).
-        const accountActive = entity!.svcnumId === client.ownerId ? entity!.status === 'active' : await ownerActive(client.ownerId);
-        if (!accountActive) throw new MessagingError(403, 'forbidden', 'the account of this client is not active');
+        const ownerActive = entity!.svcnumId === client.ownerId ? entity!.status === 'active' : await accountActive(client.ownerId);
+        if (!ownerActive) throw new MessagingError(403, 'forbidden', 'the account of this client is not active');
       } else {
         entity = await store.getUser(claims.sub);
         if (!entity) throw new MessagingError(403, 'forbidden', 'the token does not name an account that can send');
         if (fromNumber && fromNumber !== entity.svcnum) throw new MessagingError(403, 'forbidden', `this token sends as ${entity.svcnum} only`);
         // An agent or lent number of a disabled account stops with it (its tokens may still be valid).
-        if (entity.ownerId && !(await ownerActive(entity.ownerId))) throw new MessagingError(403, 'forbidden', 'the account this number belongs to is not active');
+        if (entity.ownerId && !(await accountActive(entity.ownerId))) throw new MessagingError(403, 'forbidden', 'the account this number belongs to is not active');
       }
       if (!SENDER_TYPES.has(entity!.accountType)) throw new MessagingError(403, 'forbidden', 'this account cannot send messages');
       if (!inService(entity)) throw new MessagingError(409, 'not_in_service', `number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);

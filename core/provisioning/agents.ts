@@ -1,18 +1,18 @@
 import type { Accounts } from '../accounts';
 import { indexAgent } from '../directory/discover';
 import { newUlid, ULID_PATTERN } from '../ids';
-import type { AgentKind, NumberState, User } from '../model';
+import { inService, type AgentKind, type NumberState, type User } from '../model';
 import type { Clock, Random } from '../ports';
 import { formatScope, isSubset, parseScope } from '../scopes';
 import type { Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import type { ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound, ProvisioningError } from './errors';
-import { decodePageToken, pageOf, pageSize } from './pages';
+import { hasStringAttributes, listPage, type PagedList } from './pages';
+import type { PageKey } from './store';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { Quota } from './quota';
-import type { PageKey } from './store';
 import type { RequestLog } from './requests';
 import { Steps } from './steps';
 import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
@@ -56,18 +56,15 @@ export function agentView(agent: User): AgentView {
 const TOKEN_KIND = 'listKind';
 
 /**
- * Where a ListAgents page continues: only a key this RPC returned for the same kind (not one of
- * ListNumbers, another kind, or an edited one, which the store would refuse with an internal error).
+ * Page keys of ListAgents: the byOwner index, tagged with the kind filter the token was issued
+ * for, so that a token continues only a listing of that kind.
  */
-function listStartKey(token: PageKey | undefined, kind: AgentKind | 'all'): PageKey | undefined {
-  if (!token) return undefined;
-  const { [TOKEN_KIND]: tokenKind, ...key } = token;
-  const names = Object.keys(key).sort().join(',');
-  const wellFormed = names === 'ownerId,ownerSort,svcnumId' && typeof key.svcnumId === 'string' && ULID_PATTERN.test(key.svcnumId)
-    && key.ownerSort === `ai_agent#${key.svcnumId}`;
-  if (!wellFormed) throw invalidArgument('page_token was not returned by ListAgents; start again without it');
-  if (tokenKind !== kind) throw invalidArgument('page_token was returned for a different kind; send the same kind or start again without it');
-  return key;
+function agentPages(kind: AgentKind | 'all'): PagedList<User> {
+  return {
+    keyOf: (agent) => ({ svcnumId: agent.svcnumId, ownerId: agent.ownerId!, ownerSort: agent.ownerSort ?? `ai_agent#${agent.svcnumId}`, [TOKEN_KIND]: kind }),
+    accepts: (key) => hasStringAttributes(key, [TOKEN_KIND, 'ownerId', 'ownerSort', 'svcnumId']) && key[TOKEN_KIND] === kind
+      && ULID_PATTERN.test(key.svcnumId as string) && key.ownerSort === `ai_agent#${key.svcnumId}`,
+  };
 }
 
 export interface AgentInput {
@@ -93,7 +90,7 @@ export function createAgents(deps: {
   }
 
   function usable(agent: User) {
-    if (agent.status !== 'active' || (agent.numberState ?? 'active') !== 'active') {
+    if (!inService(agent)) {
       throw failedPrecondition(`agent ${agent.svcnumId} is ${agent.numberState ?? agent.status}`);
     }
   }
@@ -187,24 +184,19 @@ export function createAgents(deps: {
 
     get: async (caller: Caller, svcnumId: string | undefined) => agentView(await owned(caller, svcnumId)),
 
-    async list(caller: Caller, input: { pageSize?: number; pageToken?: string; kind?: AgentKind }) {
-      const size = pageSize(input.pageSize);
-      const kind = input.kind ?? 'all';
-      let startKey = listStartKey(decodePageToken(input.pageToken, caller.ownerId), kind);
-      // Reads one matching agent more than the page holds (a kind filter reads on until then, or
-      // until the list ends), so that a page that ends the list carries no next_page_token.
-      const agents: User[] = [];
-      do {
-        const page = await store.listOwned(caller.ownerId, 'ai_agent', size + 1 - agents.length, startKey);
-        agents.push(...page.items.filter((agent) => !input.kind || agent.agentKind === input.kind));
-        startKey = page.nextKey;
-      } while (startKey && agents.length <= size);
-      if (agents.length <= size) return pageOf({ items: agents }, agentView);
-      const items = agents.slice(0, size);
-      const last = items[size - 1]!;
-      // The token names the kind it was issued for: it continues only a listing of that kind.
-      const nextKey = { svcnumId: last.svcnumId, ownerId: caller.ownerId, ownerSort: last.ownerSort ?? `ai_agent#${last.svcnumId}`, [TOKEN_KIND]: kind };
-      return pageOf({ items, nextKey }, agentView);
+    list(caller: Caller, input: { pageSize?: number; pageToken?: string; kind?: AgentKind }) {
+      return listPage(input, caller.ownerId, agentPages(input.kind ?? 'all'), async (limit, startKey) => {
+        // The store knows nothing of the kind tag; a kind filter reads on until `limit` agents match.
+        const { [TOKEN_KIND]: _kind, ...storeKey } = startKey ?? {};
+        let next: PageKey | undefined = startKey ? storeKey : undefined;
+        const agents: User[] = [];
+        do {
+          const page = await store.listOwned(caller.ownerId, 'ai_agent', limit - agents.length, next);
+          agents.push(...page.items.filter((agent) => !input.kind || agent.agentKind === input.kind));
+          next = page.nextKey;
+        } while (next && agents.length < limit);
+        return { items: agents, ...(next ? { nextKey: next } : {}) };
+      }, agentView);
     },
 
     /** A token for one of the caller's independent agents (dependents get theirs by exchange). */

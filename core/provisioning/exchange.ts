@@ -1,4 +1,4 @@
-import type { User } from '../model';
+import { inService, type User } from '../model';
 import type { Clock } from '../ports';
 import { formatScope, isSubset, parseScope } from '../scopes';
 import type { Store } from '../store';
@@ -38,7 +38,6 @@ export interface ExchangeResult {
   scope: string;
 }
 
-const isActive = (entity: User) => entity.status === 'active' && (entity.numberState ?? 'active') === 'active';
 
 const invalidRequest = (message: string) => new ProvisioningError('invalid_argument', message, 'invalid_request');
 
@@ -65,7 +64,7 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
     if (!agent || agent.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) {
       throw invalidRequest('actor_token does not belong to an agent of your account');
     }
-    if (!isActive(agent)) {
+    if (!inService(agent)) {
       throw new ProvisioningError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, 'invalid_request');
     }
     return agent;
@@ -99,7 +98,7 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
         ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
         : 'subject_token names no programmable number or dependent agent of your account', 'invalid_request');
     }
-    if (!isActive(subject)) {
+    if (!inService(subject)) {
       throw new ProvisioningError('failed_precondition', `subject ${subject.svcnumId} is not active`, 'invalid_request');
     }
     const actor = await actorClaims(input);
@@ -119,7 +118,7 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
       } else if (subject.parentId && subject.parentId !== caller.ownerId) {
         // The owner agent acts (act.sub) even without its token: it must be active too.
         const owner = await store.getUser(subject.parentId);
-        if (!owner || !isActive(owner)) {
+        if (!owner || !inService(owner)) {
           throw new ProvisioningError('failed_precondition', `the owner agent ${subject.parentId} is not active`, 'invalid_request');
         }
       }

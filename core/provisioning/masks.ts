@@ -1,5 +1,5 @@
 import { newUlid, ULID_PATTERN } from '../ids';
-import type { Mask } from '../model';
+import { inService, type Mask } from '../model';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
@@ -58,7 +58,7 @@ export function createMasks(deps: { store: Store; clock: Clock; random: Random; 
     const id = svcnumIdField(value, field);
     const entity = await store.getUser(id);
     if (!entity) throw notFound(`${field} ${id} does not exist`);
-    if (entity.status !== 'active' || (entity.numberState && entity.numberState !== 'active')) throw failedPrecondition(`${field} ${id} is not active`);
+    if (!inService(entity)) throw failedPrecondition(`${field} ${id} is not active`);
     return id;
   }
 

@@ -59,7 +59,8 @@ export async function listPage<T, R>(
 ): Promise<{ items: R[]; nextPageToken: string }> {
   const size = pageSize(input.pageSize);
   const page = await query(size + 1, decodePageToken(input.pageToken, ownerId, list));
-  if (page.items.length <= size) return pageOf(page, map);
   const items = page.items.slice(0, size);
-  return pageOf({ items, nextKey: list.keyOf(items[size - 1]!) }, map);
+  // The next token is always built by the list itself, so it is one the list accepts back.
+  const more = page.items.length > size || (page.nextKey !== undefined && items.length > 0);
+  return pageOf({ items, ...(more ? { nextKey: list.keyOf(items[items.length - 1]!) } : {}) }, map);
 }

@@ -1,4 +1,6 @@
-import { credentials, Metadata, type Client as GrpcClient, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type Client as GrpcClient, type ServiceError } from '@grpc/grpc-js';
+import { expect } from 'vitest';
+import type { Caller } from '../../core/provisioning/programmable';
 import { AgentServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { MaskServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
@@ -37,6 +39,14 @@ export async function failure(promise: Promise<unknown>): Promise<ServiceError> 
     return error as ServiceError;
   }
   throw new Error('expected the call to fail');
+}
+
+/** The call fails with exactly `code`, and (if given) a message matching `message`. */
+export async function rejects(promise: Promise<unknown>, code: status, message?: RegExp): Promise<ServiceError> {
+  const error = await failure(promise);
+  expect({ code: status[error.code], details: error.details }).toMatchObject({ code: status[code] });
+  if (message) expect(error.details).toMatch(message);
+  return error;
 }
 
 export async function clientCredentialsToken(service: TestService, clientId: string, clientSecret: string, scope?: string): Promise<string> {
@@ -82,6 +92,9 @@ export async function provisioningApp(service: TestService, options: { accountTy
     },
   };
 }
+
+/** The core's view of an app's calls. */
+export const callerOf = (app: ProvisioningApp): Caller => ({ ownerId: app.owner.svcnumId, clientId: app.clientId });
 
 /** Adds `count` numbers to the pool, from a range no other test file uses (`prefix` picks it). */
 export async function seedPool(service: TestService, prefix: string, count: number) {
