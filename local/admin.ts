@@ -1,7 +1,6 @@
 // Lambda runs Node 22; the SDK's notice about Node 20 is noise on a laptop and in CI.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createAccounts, InvalidInputError, publicClient, publicUser } from '../core/accounts';
@@ -20,27 +19,46 @@ import { localDynamoClient, startEmbeddedDynamo } from './embedded-dynamo';
 import { localEnvironment } from './environment';
 import { LOCAL_TABLE_PREFIX } from './runner';
 import { withDeployedStore } from './deployed';
+import { runningService } from './running';
+import { LocalStartError } from './start-errors';
 import type { EnvironmentName } from '../lib/config';
 
 // The admin CLI: `npm run --silent admin -- <command>`. Prints one JSON object on stdout and
 // exits 0, or one line on stderr and exits non-zero (1: the command failed, 2: usage).
 
-const USAGE = `usage: npm run --silent admin -- <command> [options]
+/** Usage, per command group: `admin help [GROUP]` and `admin GROUP … --help` print it (exit 0). */
+const COMMANDS: Record<string, string[]> = {
+  client: [
+    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email"',
+    'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
+  ],
+  'api-client': ['api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from the owner\'s numbers)'],
+  'prov-client': ['prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"'],
+  user: [
+    'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]',
+    'user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID',
+  ],
+  number: [
+    'number seed --from NUMBER --count N      add consecutive numbers to the pool',
+    'number show|suspend|reactivate|deactivate NUMBER',
+  ],
+  quota: ['quota set --owner SVCNUM_ID [--independent N] [--dependent N]'],
+  alias: ['alias add --svcnum-id SVCNUM_ID --alias A | alias remove A | alias list --svcnum-id SVCNUM_ID'],
+  key: ['key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)'],
+};
 
-  client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email"
-  client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID
-  api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from the owner's numbers)
-  prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"
-  user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]
-  user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID
-  number seed --from NUMBER --count N      add consecutive numbers to the pool
-  number show|suspend|reactivate|deactivate NUMBER
-  quota set --owner SVCNUM_ID [--independent N] [--dependent N]
-  alias add --svcnum-id SVCNUM_ID --alias A | alias remove A | alias list --svcnum-id SVCNUM_ID
-  key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)
+const USAGE_FOOTER = `options: --env sandbox|production  act on a deployed environment instead of the local data
+environment: DATA_DIR (default .data); a running \`npm start\` with the same DATA_DIR is used through the note it leaves there (runner.json)`;
 
-options: --env sandbox|production  act on a deployed environment instead of the local data
-environment: DATA_DIR (default .data), DYNAMODB_PORT (default 8000)`;
+function usage(group?: string): string {
+  const lines = group && COMMANDS[group] ? COMMANDS[group] : Object.values(COMMANDS).flat();
+  return `usage: npm run --silent admin -- <command> [options]\n\n${lines.map((line) => `  ${line}`).join('\n')}\n\n${USAGE_FOOTER}`;
+}
+
+/** Help that was asked for: printed on stdout, exit 0. */
+class HelpRequested {
+  constructor(readonly text: string) {}
+}
 
 class UsageError extends Error {}
 
@@ -68,27 +86,14 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
 }
 
-/** Is the runner's embedded DynamoDB up? Then we must use it: only one process may open the data. */
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ port, host: '127.0.0.1' });
-    socket.once('connect', () => { socket.destroy(); resolve(true); });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-async function withLocalStore<T>(dataDir: string, dynamoPort: number, work: (store: Store) => Promise<T>): Promise<T> {
-  const running = dynamoPort !== 0 && (await listening(dynamoPort));
-  let embedded: Awaited<ReturnType<typeof startEmbeddedDynamo>> | undefined;
-  if (!running) {
-    try {
-      embedded = await startEmbeddedDynamo(dataDir, 0);
-    } catch (error) {
-      if (/lock/i.test(String(error))) throw new Error(`the data in ${dataDir} is in use by another process, and nothing answers on DYNAMODB_PORT ${dynamoPort}`);
-      throw error;
-    }
-  }
-  const client = localDynamoClient(embedded?.endpoint ?? `http://127.0.0.1:${dynamoPort}`);
+/**
+ * The local tables: through the running `npm start` that holds DATA_DIR (its runner.json note says
+ * where its embedded DynamoDB listens), or else by opening DATA_DIR ourselves for this command.
+ */
+async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>): Promise<T> {
+  const running = await runningService(dataDir);
+  const embedded = running ? undefined : await startEmbeddedDynamo(dataDir, 0);
+  const client = localDynamoClient(running?.dynamoEndpoint ?? embedded!.endpoint);
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     await ensureTables(client, tables);
@@ -127,7 +132,9 @@ async function run(argv: string[]): Promise<unknown> {
     },
   });
   const [noun, verb, argument, ...rest] = positionals;
-  if (values.help || noun === undefined || noun === 'help') throw new UsageError(USAGE);
+  if (noun === 'help') return new HelpRequested(usage(verb));
+  if (values.help) return new HelpRequested(usage(noun));
+  if (noun === undefined) throw new UsageError('no command given');
   if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
   if (values.env !== undefined) {
     if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');
@@ -153,7 +160,7 @@ async function run(argv: string[]): Promise<unknown> {
   }
 
   const withStore = <T>(work: (store: Store) => Promise<T>) =>
-    (deployed ? withDeployedStore(deployed, work) : withLocalStore(env.dataDir, env.dynamoPort, work));
+    (deployed ? withDeployedStore(deployed, work) : withLocalStore(env.dataDir, work));
   return withStore(async (store) => {
     const accounts = createAccounts(store, systemClock, systemRandom);
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
@@ -240,11 +247,13 @@ async function run(argv: string[]): Promise<unknown> {
 
 try {
   const result = await run(process.argv.slice(2));
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  process.stdout.write(result instanceof HelpRequested ? `${result.text}\n` : `${JSON.stringify(result, null, 2)}\n`);
 } catch (error) {
-  const usage = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-  const message = error instanceof Error ? error.message : String(error);
-  process.stderr.write(`${usage && !message.startsWith('usage:') ? `${message} (see: admin help)` : message}\n`);
-  if (!usage && !(error instanceof InvalidInputError) && !(error instanceof ProvisioningError) && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
-  process.exitCode = usage ? 2 : 1;
+  const usageError = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  // One line, always: node's parseArgs messages can run over several.
+  const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.replace(/\. To specify a positional argument.*$/, '');
+  process.stderr.write(`${usageError ? `${message} (see: admin help)` : message}\n`);
+  const expected = usageError || error instanceof InvalidInputError || error instanceof ProvisioningError || error instanceof LocalStartError;
+  if (!expected && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
+  process.exitCode = usageError ? 2 : 1;
 }

@@ -3,6 +3,8 @@ import { mkdir } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import dynalite from 'dynalite';
+import { Level } from 'level';
+import { listenOrExplain, LocalStartError } from './start-errors';
 
 // The embedded DynamoDB: dynalite speaks DynamoDB's wire protocol, keeping its data under
 // DATA_DIR/dynamodb. Only one process may open that folder, so everything else (the admin CLI
@@ -10,14 +12,31 @@ import dynalite from 'dynalite';
 
 export interface EmbeddedDynamo { endpoint: string; port: number; close(): Promise<void> }
 
+/**
+ * dynalite opens its LevelDB lazily and throws from inside a request when another process holds
+ * the folder's lock ("Database is closed", uncaught). Opening it once here first turns that into
+ * a clear error before anything depends on it.
+ */
+async function ensureNotInUse(dataDir: string, path: string): Promise<void> {
+  const db = new Level(path);
+  try {
+    await db.open();
+  } catch (error) {
+    if ((error as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') {
+      throw new LocalStartError(`the data in ${dataDir} is in use by another process (is \`npm start\` running with this DATA_DIR?); stop it or set DATA_DIR to another folder`);
+    }
+    throw error;
+  } finally {
+    await db.close();
+  }
+}
+
 export async function startEmbeddedDynamo(dataDir: string, port: number): Promise<EmbeddedDynamo> {
   const path = join(dataDir, 'dynamodb');
   await mkdir(path, { recursive: true });
+  await ensureNotInUse(dataDir, path);
   const server = dynalite({ path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve());
-  });
+  await listenOrExplain(server, port, '127.0.0.1', 'DYNAMODB_PORT');
   const actualPort = (server.address() as AddressInfo).port;
   return {
     endpoint: `http://127.0.0.1:${actualPort}`,

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Context } from 'aws-lambda';
 import type { HttpEvent, HttpResult } from '../lambdas/http';
+import { listenOrExplain } from './start-errors';
 
 // Serves Lambda handlers over plain HTTP by building the API Gateway REST proxy event that AWS
 // would send (resource, multi-value query and headers, body, requestContext) and writing the
@@ -93,7 +94,7 @@ function writeResult(response: ServerResponse, result: HttpResult) {
   response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
 }
 
-export async function startHttpServer(routes: Map<string, LocalRoute>, port: number, extra?: LocalExtra): Promise<{ server: Server; port: number }> {
+export async function startHttpServer(routes: Map<string, LocalRoute>, listen: { port: number; host: string }, extra?: LocalExtra): Promise<{ server: Server; port: number }> {
   const server = createServer(async (request, response) => {
     const requestId = randomUUID();
     try {
@@ -116,9 +117,6 @@ export async function startHttpServer(routes: Map<string, LocalRoute>, port: num
     }
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, resolve);
-  });
+  await listenOrExplain(server, listen.port, listen.host, 'PORT');
   return { server, port: (server.address() as AddressInfo).port };
 }

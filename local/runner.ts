@@ -13,6 +13,8 @@ import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server'
 import { tableNames } from '../core/tables';
 import { routeGroups } from '../lambdas/routes';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
+import { announceRunning, withdrawRunning } from './running';
+import { ensurePortFree } from './start-errors';
 import { startHttpServer, type LambdaHandler, type LocalExtra, type LocalRoute } from './http-server';
 
 // The whole service on one machine: embedded DynamoDB, a local signing key, and every Lambda
@@ -24,6 +26,8 @@ export interface LocalOptions {
   dataDir: string;
   /** HTTP port; 0 picks a free one. */
   port: number;
+  /** Address the HTTP and gRPC servers listen on (default 127.0.0.1: only this machine). */
+  host?: string;
   /** Embedded DynamoDB port; 0 picks a free one. */
   dynamoPort: number;
   /** gRPC port of the provisioning API; 0 picks a free one. */
@@ -42,6 +46,7 @@ export interface LocalOptions {
 
 export interface LocalService {
   issuer: string;
+  host: string;
   port: number;
   grpcPort: number;
   dynamoEndpoint: string;
@@ -52,6 +57,7 @@ export interface LocalService {
 export async function startLocal(options: LocalOptions): Promise<LocalService> {
   // CloudWatch metrics (EMF lines on stdout) mean nothing on a laptop.
   process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
+  const host = options.host ?? '127.0.0.1';
   const dynamo: EmbeddedDynamo = await startEmbeddedDynamo(options.dataDir, options.dynamoPort);
   const client = localDynamoClient(dynamo.endpoint);
   let server: Server | undefined;
@@ -64,7 +70,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     // routes are bound to a core built once the port is known.
     const routes = new Map<string, LocalRoute>();
     let extra: LocalExtra | undefined;
-    const started = await startHttpServer(routes, options.port, (request, url, response) => extra ? extra(request, url, response) : Promise.resolve(false));
+    const started = await startHttpServer(routes, { port: options.port, host }, (request, url, response) => extra ? extra(request, url, response) : Promise.resolve(false));
     server = started.server;
     const issuer = options.issuer ?? `http://localhost:${started.port}`;
     const store = createDynamoStore(documentClient(client), tables);
@@ -81,16 +87,20 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);
-    grpc = await startGrpcServer(core, { port: options.grpcPort, host: '127.0.0.1' });
+    await ensurePortFree(options.grpcPort, host, 'GRPC_PORT');
+    grpc = await startGrpcServer(core, { port: options.grpcPort, host });
     const httpServer = server;
     const grpcServer = grpc;
+    await announceRunning(options.dataDir, { pid: process.pid, issuer, dynamoEndpoint: dynamo.endpoint, grpcAddress: `${host}:${grpc.port}` });
     return {
       issuer,
+      host,
       port: started.port,
       grpcPort: grpc.port,
       dynamoEndpoint: dynamo.endpoint,
       core,
       async close() {
+        await withdrawRunning(options.dataDir);
         await grpcServer.drain(2_000);
         await new Promise<void>((resolve) => {
           httpServer.close(() => resolve());

@@ -4,44 +4,58 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { ensureDemo, demoClient } from './demo';
 import { localEnvironment } from './environment';
-import { startLocal } from './runner';
+import { startLocal, type LocalService } from './runner';
+import { LocalStartError } from './start-errors';
 import { coolOffFromEnvironment } from '../core/adapters/aws-environment';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 
 // `npm start`: the whole service on this machine, no AWS account, no Docker.
 
-const env = localEnvironment();
-let demoExtra: ReturnType<typeof demoClient> | undefined;
-const service = await startLocal({
-  dataDir: env.dataDir,
-  port: env.port,
-  dynamoPort: env.dynamoPort,
-  grpcPort: env.grpcPort,
-  provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
-  ...(env.issuer ? { issuer: env.issuer } : {}),
-  extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
-});
-const demo = await ensureDemo(service.core, env.dataDir, service.issuer);
-demoExtra = demoClient(service.issuer, demo.clientId);
+async function start(): Promise<LocalService> {
+  const env = localEnvironment();
+  let demoExtra: ReturnType<typeof demoClient> | undefined;
+  const service = await startLocal({
+    dataDir: env.dataDir,
+    host: env.host,
+    port: env.port,
+    dynamoPort: env.dynamoPort,
+    grpcPort: env.grpcPort,
+    provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
+    ...(env.issuer ? { issuer: env.issuer } : {}),
+    extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
+  });
+  const demo = await ensureDemo(service.core, env.dataDir, service.issuer);
+  demoExtra = demoClient(service.issuer, demo.clientId);
 
-const lines = [
-  '',
-  `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
-  `  issuer            ${service.issuer}`,
-  `  discovery         ${service.issuer}/.well-known/openid-configuration`,
-  `  gRPC provisioning 127.0.0.1:${service.grpcPort} (health, reflection)`,
-  `  embedded DynamoDB ${service.dynamoEndpoint}`,
-  '',
-  'Try a sign-in:',
-  `  1. open ${service.issuer}/demo`,
-  `  2. sign in as ${demo.email} with password ${demo.password}`,
-  '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
-  `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
-  '',
-  'Register clients and users with: npm run --silent admin -- help',
-  '',
-];
-process.stderr.write(lines.join('\n'));
+  const lines = [
+    '',
+    `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
+    `  issuer            ${service.issuer}   (HTTP listens on ${service.host}:${service.port})`,
+    `  discovery         ${service.issuer}/.well-known/openid-configuration`,
+    `  gRPC provisioning ${service.host}:${service.grpcPort} (plaintext; health, reflection)`,
+    `  embedded DynamoDB ${service.dynamoEndpoint}`,
+    '',
+    'Try a sign-in:',
+    `  1. open ${service.issuer}/demo`,
+    `  2. sign in as ${demo.email} with password ${demo.password}`,
+    '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
+    `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
+    '',
+    'Register clients and users with: npm run --silent admin -- help',
+    '',
+  ];
+  process.stderr.write(lines.join('\n'));
+  return service;
+}
+
+let service: LocalService;
+try {
+  service = await start();
+} catch (error) {
+  // Something a person can fix gets one line; anything else its stack as well.
+  process.stderr.write(error instanceof LocalStartError ? `npm start: ${error.message}\n` : `npm start failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+}
 
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -82,7 +82,7 @@ beforeAll(async () => {
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const clock = new TestClock();
   const routes = new Map<string, LocalRoute>();
-  const started = await startHttpServer(routes, 0);
+  const started = await startHttpServer(routes, { port: 0, host: '127.0.0.1' });
   server = started.server;
   const issuer = `http://localhost:${started.port}`;
   const coreFor = (unit?: ComputeUnit): Core => {
@@ -98,7 +98,7 @@ beforeAll(async () => {
   grpc = await startGrpcServer(coreFor('provisioning'), { port: 0, host: '127.0.0.1' });
   // Set-up (clients, users, the pool) goes through an unrecorded core: the operator's admin CLI.
   const operator = coreFor();
-  service = { issuer, port: started.port, grpcPort: grpc.port, dynamoEndpoint: dynamo.endpoint, core: operator, clock, dataDir, close: async () => undefined };
+  service = { issuer, host: '127.0.0.1', port: started.port, grpcPort: grpc.port, dynamoEndpoint: dynamo.endpoint, core: operator, clock, dataDir, close: async () => undefined };
   await seedPool(service, '77', 20);
   app = await provisioningApp(service);
   aliases = new AliasServiceClient(`127.0.0.1:${grpc.port}`, credentials.createInsecure());

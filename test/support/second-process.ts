@@ -37,7 +37,7 @@ const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
 const messages = routeGroups.messages;
 const handler = messages.create(core) as LambdaHandler;
 const routes = new Map<string, LocalRoute>(Object.keys(messages.routes).map((path) => [path, { handler, functionName: 'second-messages' }]));
-const http = await startHttpServer(routes, 0, () => Promise.resolve(false));
+const http = await startHttpServer(routes, { port: 0, host: '127.0.0.1' }, () => Promise.resolve(false));
 process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port, httpPort: http.port })}\n`);
 
 let stopping = false;

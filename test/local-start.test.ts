@@ -1,0 +1,190 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect, createServer, type Server } from 'node:net';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Level } from 'level';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// `npm start` and the admin CLI as a person meets them: run as processes, with the environment
+// variables of the README, next to each other and next to things that already hold a port.
+
+const run = promisify(execFile);
+const TSX = ['--import', 'tsx'];
+
+interface Started { child: ChildProcess; output: string; issuer: string; grpcPort: number; dynamoPort: number }
+
+/** `npm start` (local/start.ts) with `env`; resolves once it prints that it is running. */
+function startRunner(env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, [...TSX, 'local/start.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start within 30 s:\n${output}`)), 30_000);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const issuer = /issuer\s+(\S+)/.exec(output)?.[1];
+      const grpc = /gRPC provisioning \S+:(\d+)/.exec(output)?.[1];
+      const dynamo = /embedded DynamoDB http:\/\/127\.0\.0\.1:(\d+)/.exec(output)?.[1];
+      if (issuer && grpc && dynamo && output.includes('Register clients')) {
+        clearTimeout(timer);
+        resolve({ child, output, issuer, grpcPort: Number(grpc), dynamoPort: Number(dynamo) });
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code}:\n${output}`));
+    });
+  });
+}
+
+/** A start that must fail: its exit code and what it printed. */
+async function failedStart(env: Record<string, string>) {
+  try {
+    await run(process.execPath, [...TSX, 'local/start.ts'], { env: { ...process.env, ...env }, timeout: 30_000 });
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+  throw new Error('the start did not fail');
+}
+
+async function admin(args: string[], env: Record<string, string>) {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [...TSX, 'local/admin.ts', ...args], { env: { ...process.env, ...env } });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+const stopped = (child: ChildProcess) => new Promise<void>((resolve) => {
+  if (child.exitCode !== null) return resolve();
+  child.once('exit', () => resolve());
+  child.kill('SIGTERM');
+});
+
+const reachable = (host: string, port: number) => new Promise<boolean>((resolve) => {
+  const socket = connect({ host, port });
+  socket.once('connect', () => { socket.destroy(); resolve(true); });
+  socket.once('error', () => resolve(false));
+});
+
+/** One line on stderr, naming what to change; no stack trace. */
+function expectOneLine(stderr: string, pattern: RegExp) {
+  const lines = stderr.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('npm warn'));
+  expect(lines, stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+  expect(stderr).not.toMatch(/\n\s+at /);
+}
+
+let dataDir: string;
+let runner: Started;
+const folders: string[] = [];
+async function freshDir() {
+  const dir = await mkdtemp(join(tmpdir(), 'svcnum-start-'));
+  folders.push(dir);
+  return dir;
+}
+
+beforeAll(async () => {
+  dataDir = await freshDir();
+  // DYNAMODB_PORT 0: not the default, so only the runner's note can tell the admin CLI where it is.
+  runner = await startRunner({ DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: '' });
+}, 60_000);
+afterAll(async () => {
+  if (runner) await stopped(runner.child);
+  for (const dir of folders) await rm(dir, { recursive: true, force: true });
+});
+
+describe('npm start', () => {
+  it('listens on 127.0.0.1 only, HTTP as well as gRPC', async () => {
+    const port = Number(new URL(runner.issuer).port);
+    expect(runner.output).toContain(`HTTP listens on 127.0.0.1:${port}`);
+    expect(await reachable('127.0.0.1', port)).toBe(true);
+    expect(await reachable('127.0.0.1', runner.grpcPort)).toBe(true);
+    const external = Object.values(networkInterfaces()).flat().find((address) => address && address.family === 'IPv4' && !address.internal);
+    if (external) {
+      expect(await reachable(external.address, port)).toBe(false);
+      expect(await reachable(external.address, runner.grpcPort)).toBe(false);
+    }
+  });
+
+  it('names the variable to change when a port is taken, in one line', async () => {
+    const other = await freshDir();
+    const httpPort = new URL(runner.issuer).port;
+    expectOneLine((await failedStart({ DATA_DIR: other, PORT: httpPort, GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, /port \d+ on 127\.0\.0\.1 is already in use; set PORT /);
+    expectOneLine((await failedStart({ DATA_DIR: other, PORT: '0', GRPC_PORT: String(runner.grpcPort), DYNAMODB_PORT: '0' })).stderr, /set GRPC_PORT /);
+    const result = await failedStart({ DATA_DIR: other, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: String(runner.dynamoPort) });
+    expect(result.code).toBe(1);
+    expectOneLine(result.stderr, /set DYNAMODB_PORT /);
+  }, 60_000);
+
+  it('refuses a data folder another runner holds, and a malformed variable, in one line', async () => {
+    expectOneLine((await failedStart({ DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, /data in .* is in use by another process.*DATA_DIR/);
+    expectOneLine((await failedStart({ DATA_DIR: dataDir, PORT: 'eighty' })).stderr, /PORT must be a port number/);
+  }, 60_000);
+});
+
+describe('admin CLI next to npm start', () => {
+  it('finds the running service through DATA_DIR alone, whatever DYNAMODB_PORT says', async () => {
+    const listed = await admin(['user', 'list'], { DATA_DIR: dataDir, DYNAMODB_PORT: '8000' });
+    expect(listed.code, listed.stderr).toBe(0);
+    expect((JSON.parse(listed.stdout) as { users: Array<{ email?: string }> }).users.map((user) => user.email)).toContain('demo@example.com');
+  });
+
+  it('says in one line what to do when the data is held by a process that is not a runner', async () => {
+    const dir = await freshDir();
+    const held = new Level(join(dir, 'dynamodb'));
+    await held.open();
+    try {
+      const result = await admin(['user', 'list'], { DATA_DIR: dir });
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expectOneLine(result.stderr, /in use by another process/);
+    } finally {
+      await held.close();
+    }
+  });
+
+  it('ignores the note of a runner that died without cleaning up (kill -9)', async () => {
+    const dir = await freshDir();
+    let port = 0;
+    const server: Server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    port = (server.address() as { port: number }).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    // A pid that no process has (beyond the kernel's pid_max) and an endpoint nothing answers.
+    await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: 2 ** 30, issuer: 'http://localhost:1', dynamoEndpoint: `http://127.0.0.1:${port}`, grpcAddress: '127.0.0.1:1' }));
+    const result = await admin(['user', 'list'], { DATA_DIR: dir });
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ users: [] });
+  });
+});
+
+describe('admin CLI help', () => {
+  it('prints the usage on stdout and exits 0 for help, help GROUP and --help', async () => {
+    const all = await admin(['help'], {});
+    expect(all.code).toBe(0);
+    expect(all.stderr).toBe('');
+    expect(all.stdout).toMatch(/^usage: npm run --silent admin -- <command>/);
+    for (const group of ['client create', 'user create', 'prov-client create', 'number seed', 'key list']) expect(all.stdout).toContain(group);
+
+    for (const args of [['help', 'user'], ['user', '--help'], ['user', 'create', '--help'], ['user', 'create', '-h']]) {
+      const one = await admin(args, {});
+      expect(one.code, args.join(' ')).toBe(0);
+      expect(one.stdout).toContain('user create --email E');
+      expect(one.stdout).not.toContain('client create');
+    }
+  });
+
+  it('answers argument errors with one line on stderr and exit 2', async () => {
+    for (const args of [[], ['frobnicate'], ['user', 'create', '--bogus'], ['user', 'create', '--email']]) {
+      const result = await admin(args, {});
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stdout).toBe('');
+      expectOneLine(result.stderr, /\(see: admin help\)$/);
+    }
+  });
+});
