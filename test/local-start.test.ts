@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
@@ -6,37 +6,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRunnerProcess, type RunnerProcess } from './support/runner-process';
 
 // `npm start` and the admin CLI as a person meets them: run as processes, with the environment
 // variables of the README, next to each other and next to things that already hold a port.
 
 const run = promisify(execFile);
 const TSX = ['--import', 'tsx'];
-
-interface Started { child: ChildProcess; output: string; issuer: string; grpcPort: number; dynamoPort: number }
-
-/** `npm start` (local/start.ts) with `env`; resolves once it prints that it is running. */
-function startRunner(env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, [...TSX, 'local/start.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start within 30 s:\n${output}`)), 30_000);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const issuer = /issuer\s+(\S+)/.exec(output)?.[1];
-      const grpc = /gRPC provisioning \S+:(\d+)/.exec(output)?.[1];
-      const dynamo = /embedded DynamoDB http:\/\/127\.0\.0\.1:(\d+)/.exec(output)?.[1];
-      if (issuer && grpc && dynamo && output.includes('Register clients')) {
-        clearTimeout(timer);
-        resolve({ child, output, issuer, grpcPort: Number(grpc), dynamoPort: Number(dynamo) });
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited with ${code}:\n${output}`));
-    });
-  });
-}
 
 /** A start that must fail: its exit code and what it printed. */
 async function failedStart(env: Record<string, string>) {
@@ -59,12 +35,6 @@ async function admin(args: string[], env: Record<string, string>) {
   }
 }
 
-const stopped = (child: ChildProcess) => new Promise<void>((resolve) => {
-  if (child.exitCode !== null) return resolve();
-  child.once('exit', () => resolve());
-  child.kill('SIGTERM');
-});
-
 const reachable = (host: string, port: number) => new Promise<boolean>((resolve) => {
   const socket = connect({ host, port });
   socket.once('connect', () => { socket.destroy(); resolve(true); });
@@ -80,7 +50,7 @@ function expectOneLine(stderr: string, pattern: RegExp) {
 }
 
 let dataDir: string;
-let runner: Started;
+let runner: RunnerProcess;
 const folders: string[] = [];
 async function freshDir() {
   const dir = await mkdtemp(join(tmpdir(), 'svcnum-start-'));
@@ -91,10 +61,10 @@ async function freshDir() {
 beforeAll(async () => {
   dataDir = await freshDir();
   // DYNAMODB_PORT 0: not the default, so only the runner's note can tell the admin CLI where it is.
-  runner = await startRunner({ DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: '' });
+  runner = await startRunnerProcess({ DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: '' });
 }, 60_000);
 afterAll(async () => {
-  if (runner) await stopped(runner.child);
+  await runner?.stop();
   for (const dir of folders) await rm(dir, { recursive: true, force: true });
 });
 

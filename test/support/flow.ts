@@ -48,7 +48,12 @@ export function authorizePath(client: Client, params: Record<string, string | un
 
 /** Drives the browser through authorize → sign-in → consent; returns the final redirect to the client. */
 export async function authorizeInBrowser(browser: Browser, client: Client, login: { email: string; password: string }, params: Record<string, string | undefined> = {}) {
-  let step = await browser.request(authorizePath(client, params));
+  return signInFrom(browser, authorizePath(client, params), login);
+}
+
+/** Opens `path` (an authorization URL) and answers the sign-in and consent pages (Allow) until the service sends the browser elsewhere. */
+export async function signInFrom(browser: Browser, path: string, login: { email: string; password: string }) {
+  let step = await browser.request(path);
   for (let hops = 0; hops < 6; hops++) {
     if (step.status !== 302 && step.status !== 303) return step;
     const location = new URL(step.location!, browser.base);
