@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { newUlid } from './ids';
-import type { AccountType, Client, ClientKind, User } from './model';
+import { REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from './model';
 import type { Clock, Random } from './ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from './scopes';
 import { hashPassword, randomSecret, sha256 } from './secrets';
@@ -45,6 +45,11 @@ function checkScopes(kind: ClientKind, scope: string): string[] {
   return scopes;
 }
 
+function checkRefreshResponse(value = 'null'): RefreshResponse {
+  if (!(REFRESH_RESPONSES as readonly string[]).includes(value)) throw new InvalidInputError(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
+  return value as RefreshResponse;
+}
+
 const clientName = z.string().trim().min(1, 'name is required').max(100, 'name is longer than 100 characters');
 const emailSchema = z.email('email is not a valid address').max(254);
 const passwordSchema = z.string().min(8, 'password needs at least 8 characters').max(256, 'password is longer than 256 characters');
@@ -84,7 +89,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     }
   }
 
-  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string }): Promise<CreatedClient> {
+  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string; refreshResponse?: RefreshResponse }): Promise<CreatedClient> {
     const name = parse(clientName, input.name);
     const scopes = checkScopes(kind, input.scope);
     if (kind === 'provisioning') await checkProvisioningOwner(input.ownerId, scopes);
@@ -102,6 +107,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
       ...(clientSecret ? { secretHash: sha256(clientSecret) } : {}),
       ...(input.ownerId ? { ownerId: input.ownerId } : {}),
       ...(input.subjectId ? { subjectId: input.subjectId } : {}),
+      ...(input.refreshResponse ? { refreshResponse: input.refreshResponse } : {}),
       disabled: false,
       createdAt: clock.now(),
     };
@@ -153,7 +159,9 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
   }
 
   return {
-    createLoginClient: (input: { name: string; scope: string; redirectUris: string[] }) => createClient('login', input),
+    /** `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh. */
+    createLoginClient: async (input: { name: string; scope: string; redirectUris: string[]; refreshResponse?: string }) =>
+      createClient('login', { ...input, refreshResponse: checkRefreshResponse(input.refreshResponse) }),
     /** An External API client; with an owner account it may send messages from that account's numbers. */
     async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
       if (input.ownerId) await activeOwner(input.ownerId);

@@ -2,6 +2,13 @@
 
 export type ClientKind = 'login' | 'api' | 'provisioning' | 'agent';
 
+/**
+ * How a refresh response carries `refresh_token`: `null` (the specification's contract) or
+ * `omit` (no member, RFC 6749 §5.1) for RP libraries that refuse `null`.
+ */
+export const REFRESH_RESPONSES = ['null', 'omit'] as const;
+export type RefreshResponse = (typeof REFRESH_RESPONSES)[number];
+
 export interface Client {
   clientId: string;
   kind: ClientKind;
@@ -16,6 +23,8 @@ export interface Client {
   ownerId?: string;
   /** The entity an agent client acts as: tokens from client_credentials carry it as `sub`. */
   subjectId?: string;
+  /** Login clients only; records from before the option have none and mean `null`. */
+  refreshResponse?: RefreshResponse;
   disabled: boolean;
   createdAt: number;
 }

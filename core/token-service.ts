@@ -170,9 +170,10 @@ export function createTokenService(deps: {
       await store.touchGrant(grant.grantId, now, now + limits.refreshIdleTtl);
     }
     const access = await userTokens(grant, scopes);
+    // The same refresh token stays valid: `null` says so per the spec, or the member is left out.
     return {
       access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
-      refresh_token: null, scope: formatScope(scopes),
+      ...(client.refreshResponse === 'omit' ? {} : { refresh_token: null }), scope: formatScope(scopes),
     };
   }
 

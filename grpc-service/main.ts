@@ -9,7 +9,7 @@ import { startGrpcServer } from './server';
 
 const port = Number(process.env.GRPC_PORT ?? 50051);
 const drainSeconds = Number(process.env.DRAIN_SECONDS ?? 25);
-const running = await startGrpcServer(coreFromEnvironment(), { port, protoRoot: process.env.PROTO_ROOT ?? 'proto' });
+const running = await startGrpcServer(coreFromEnvironment(), { port });
 logger.info('listening', { port: running.port });
 
 process.once('SIGTERM', () => {

@@ -1,17 +1,13 @@
 import { Server, ServerCredentials, type ChannelOptions } from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
-import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation } from 'grpc-health-check';
+import { HealthImplementation, service as healthService } from 'grpc-health-check';
 import { setMaxListeners } from 'node:events';
-import { readdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join } from 'node:path';
 import type { Core } from '../core/service';
 import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_service';
 import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceService } from './gen/svcnum/provisioning/v1alpha1/number_service';
 import { logger } from './calls';
+import { addReflection, readDescriptorSet } from './reflection';
 import { agentService } from './services/agents';
 import { aliasService } from './services/aliases';
 import { maskService } from './services/masks';
@@ -41,13 +37,6 @@ export const serverOptions: ChannelOptions = {
   'grpc.max_receive_message_length': 1024 * 1024,
 };
 
-/** The .proto sources, loaded for server reflection (the same files the code is generated from). */
-function protoDefinitions(protoRoot: string) {
-  const folder = join(protoRoot, 'svcnum/provisioning/v1alpha1');
-  const files = readdirSync(folder).filter((file) => file.endsWith('.proto')).map((file) => join(folder, file));
-  return loadSync(files, { includeDirs: [protoRoot], keepCase: true, longs: String, enums: String, defaults: true });
-}
-
 export interface RunningGrpcServer {
   port: number;
   server: Server;
@@ -55,19 +44,21 @@ export interface RunningGrpcServer {
   drain(graceMs?: number): Promise<void>;
 }
 
-export async function startGrpcServer(core: Core, options: { port: number; host?: string; protoRoot?: string }): Promise<RunningGrpcServer> {
+export async function startGrpcServer(core: Core, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
   const server = new Server(serverOptions);
   const closing = new AbortController();
   // Every open stream listens for the drain: no listener limit on this signal.
   setMaxListeners(0, closing.signal);
-  server.addService(NumberServiceService, numberService(core, closing.signal));
-  server.addService(MaskServiceService, maskService(core));
-  server.addService(AgentServiceService, agentService(core));
-  server.addService(AliasServiceService, aliasService(core));
+  const ours = [
+    [NumberServiceService, numberService(core, closing.signal)],
+    [MaskServiceService, maskService(core)],
+    [AgentServiceService, agentService(core)],
+    [AliasServiceService, aliasService(core)],
+  ] as const;
+  for (const [definition, implementation] of ours) server.addService(definition, implementation);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
   health.addToServer(server);
-  const protoRoot = options.protoRoot ?? fileURLToPath(new URL('../proto', import.meta.url));
-  new ReflectionService(protoDefinitions(protoRoot)).addToServer(server);
+  addReflection(server, readDescriptorSet(), [...ours.map(([definition]) => definition), healthService]);
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${options.host ?? '0.0.0.0'}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));

@@ -153,7 +153,6 @@ export class Provisioning extends Construct {
         ...props.environment,
         GRPC_PORT: String(GRPC_PORT),
         DRAIN_SECONDS: String(p.drainSeconds),
-        PROTO_ROOT: '/app/proto',
         POWERTOOLS_SERVICE_NAME: 'svcnum-provisioning',
       },
       portMappings: [{ containerPort: GRPC_PORT, protocol: EcsProtocol.TCP, name: 'grpc' }],

@@ -12,7 +12,7 @@ import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
-import type { AccountType, Client, User } from '../core/model';
+import { REFRESH_RESPONSES, type AccountType, type Client, type User } from '../core/model';
 import type { Store } from '../core/store';
 import { tableNames } from '../core/tables';
 import { localDynamoClient, startEmbeddedDynamo } from './embedded-dynamo';
@@ -29,7 +29,7 @@ import type { EnvironmentName } from '../lib/config';
 /** Usage, per command group: `admin help [GROUP]` and `admin GROUP … --help` print it (exit 0). */
 const COMMANDS: Record<string, string[]> = {
   client: [
-    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email"',
+    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email" [--refresh-response null|omit]',
     'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
   ],
   'api-client': ['api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from the owner\'s numbers)'],
@@ -66,7 +66,8 @@ const clientJson = (client: Client) => {
   const shown = publicClient(client);
   return {
     client_id: shown.clientId, kind: shown.kind, name: shown.name,
-    ...(client.kind === 'login' ? { redirect_uris: shown.redirectUris } : {}),
+    // Records from before the option have none: they answer `null`, the spec's default.
+    ...(client.kind === 'login' ? { redirect_uris: shown.redirectUris, refresh_response: client.refreshResponse ?? 'null' } : {}),
     scope: shown.scopes.join(' '), ...(client.ownerId ? { owner: client.ownerId } : {}), disabled: shown.disabled, created_at: shown.createdAt,
   };
 };
@@ -114,6 +115,7 @@ async function run(argv: string[]): Promise<unknown> {
     options: {
       name: { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
+      'refresh-response': { type: 'string' },
       scope: { type: 'string' },
       email: { type: 'string' },
       password: { type: 'string' },
@@ -182,8 +184,13 @@ async function run(argv: string[]): Promise<unknown> {
     };
     switch (`${noun} ${verb ?? ''}`.trim()) {
       case 'client create': {
+        const refreshResponse = values['refresh-response'];
+        if (refreshResponse !== undefined && !(REFRESH_RESPONSES as readonly string[]).includes(refreshResponse)) {
+          throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
+        }
         const { client } = await accounts.createLoginClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), redirectUris: values['redirect-uri'] ?? [],
+          ...(refreshResponse !== undefined ? { refreshResponse } : {}),
         });
         return clientJson(client);
       }

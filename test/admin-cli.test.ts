@@ -40,7 +40,9 @@ describe('admin CLI against the running local service', () => {
   it('registers a login client and a user that can sign in through the service', async () => {
     const client = await admin(['client', 'create', '--name', 'Shop', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://localhost:8080/cb', '--scope', 'openid profile email'], env);
     expect(client.code).toBe(0);
-    expect(client.json).toMatchObject({ kind: 'login', name: 'Shop', redirect_uris: ['https://shop.example/cb', 'http://localhost:8080/cb'], scope: 'openid profile email', disabled: false });
+    expect(client.json).toMatchObject({
+      kind: 'login', name: 'Shop', redirect_uris: ['https://shop.example/cb', 'http://localhost:8080/cb'], scope: 'openid profile email', refresh_response: 'null', disabled: false,
+    });
     expect(client.json).not.toHaveProperty('client_secret');
 
     const user = await admin(['user', 'create', '--email', 'Shopper@Example.com', '--password-stdin'], env, 'a long enough password\n');
@@ -72,6 +74,24 @@ describe('admin CLI against the running local service', () => {
     expect(shown.stdout).not.toMatch(/secret/i);
     const listed = await admin(['client', 'list'], env);
     expect((listed.json!.clients as Array<{ client_id: string }>).some((c) => c.client_id === clientId)).toBe(true);
+  });
+
+  it('registers a login client with --refresh-response omit, shown by client show and client list; API clients have none', async () => {
+    const created = await admin(['client', 'create', '--name', 'Auth.js app', '--redirect-uri', 'https://authjs.example/cb', '--scope', 'openid email', '--refresh-response', 'omit'], env);
+    expect(created.code).toBe(0);
+    expect(created.json).toMatchObject({ kind: 'login', refresh_response: 'omit' });
+    const clientId = String(created.json!.client_id);
+    expect((await service.core.store.getClient(clientId))!.refreshResponse).toBe('omit');
+    expect((await admin(['client', 'show', clientId], env)).json).toEqual(created.json);
+    // A record stored before the option existed shows the default; only login clients refresh.
+    const { refreshResponse: _, ...older } = (await service.core.store.getClient(clientId))!;
+    await service.core.store.createClient({ ...older, clientId: `legacy-${clientId}` });
+    const { client: apiClient } = await service.core.accounts.createApiClient({ name: 'No refresh', scope: 'poll' });
+    const listed = (await admin(['client', 'list'], env)).json!.clients as Array<Record<string, unknown>>;
+    const listedAs = (id: string) => listed.find((c) => c.client_id === id);
+    expect(listedAs(clientId)).toEqual(created.json);
+    expect(listedAs(`legacy-${clientId}`)).toMatchObject({ kind: 'login', refresh_response: 'null' });
+    expect(listedAs(apiClient.clientId)).not.toHaveProperty('refresh_response');
   });
 
   it('disables a client so that the service refuses it', async () => {
@@ -117,6 +137,7 @@ describe('admin CLI against the running local service', () => {
       [['user', 'create', '--email', 'shopper@example.com', '--password', 'long enough pw'], 1, /already registered/],
       [['client', 'show', 'nope'], 1, /no client/],
       [['client', 'create', '--bogus'], 2, /Unknown option/],
+      [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid', '--refresh-response', 'absent'], 2, /--refresh-response must be null or omit/],
       [['frobnicate'], 2, /unknown command/],
       [['client', 'list', '--env', 'staging'], 2, /sandbox or production/],
     ];

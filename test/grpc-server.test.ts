@@ -1,11 +1,8 @@
-import { credentials, loadPackageDefinition, Metadata, status, type Client as GrpcClient, type ClientDuplexStream, type ClientReadableStream, type ServiceClientConstructor, type ServiceError } from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
-import { protoPath as healthProtoPath } from 'grpc-health-check';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { authenticate, logger } from '../grpc-service/calls';
 import { SERVICE_NAMES, serverOptions, startGrpcServer } from '../grpc-service/server';
+import { HealthClient, healthCheckResponse_ServingStatusToJSON as statusName, type HealthCheckResponse } from '../grpc-service/gen/grpc/health/v1/health';
 import { AgentServiceClient, CreateAgentRequest, type CreateAgentResponse, ListAgentsRequest, type ListAgentsResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { ListNumbersRequest, ProvisionNumberRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
@@ -13,36 +10,15 @@ import { createLoginClient, createUser, exchange, obtainCode, postForm } from '.
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
-// The gRPC server as infrastructure sees it: grpc.health.v1, server reflection, keepalive
-// options behind the NLB, graceful drain; and the call wrapper: authentication edge cases and
-// errors that never leak internals.
+// The gRPC server as infrastructure sees it: grpc.health.v1, keepalive options behind the NLB,
+// graceful drain; and the call wrapper: authentication edge cases and errors that never leak
+// internals. Server reflection: test/grpc-reflection.test.ts.
 
-const require = createRequire(import.meta.url);
-const loaderOptions = { keepCase: true, longs: String, enums: String, defaults: true } as const;
+const healthClient = (port: number) => new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure());
 
-type Health = GrpcClient & {
-  Check(request: { service: string }, callback: (error: ServiceError | null, response?: { status: string }) => void): void;
-  Watch(request: { service: string }): ClientReadableStream<{ status: string }>;
-};
-type Reflection = GrpcClient & { ServerReflectionInfo(): ClientDuplexStream<Record<string, unknown>, ReflectionResponse> };
-interface ReflectionResponse { list_services_response?: { service: Array<{ name: string }> }; error_response?: unknown }
-
-/** A generic grpc-js client constructor for a fully qualified service in a .proto file. */
-function serviceConstructor(protoFile: string, name: string): ServiceClientConstructor {
-  let node: unknown = loadPackageDefinition(loadSync(protoFile, loaderOptions));
-  for (const part of name.split('.')) node = (node as Record<string, unknown>)[part];
-  return node as ServiceClientConstructor;
-}
-
-// grpc-health-check ships health.proto; @grpc/reflection ships grpc/reflection/v1/reflection.proto.
-const HealthClient = serviceConstructor(healthProtoPath, 'grpc.health.v1.Health');
-const reflectionProto = join(dirname(require.resolve('@grpc/reflection')), '../proto/grpc/reflection/v1/reflection.proto');
-const ReflectionClient = serviceConstructor(reflectionProto, 'grpc.reflection.v1.ServerReflection');
-
-const healthClient = (port: number) => new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as Health;
-
-function check(client: Health, service: string): Promise<string> {
-  return new Promise((resolve, reject) => client.Check({ service }, (error, response) => (error ? reject(error) : resolve(response!.status))));
+/** The serving status of `service` by name ("SERVING", "NOT_SERVING", ...). */
+function check(client: HealthClient, service: string): Promise<string> {
+  return new Promise((resolve, reject) => client.check({ service }, (error, response) => (error ? reject(error) : resolve(statusName(response.status)))));
 }
 
 const faults = new StoreFaults();
@@ -58,7 +34,7 @@ afterAll(async () => {
   await service?.close();
 });
 
-describe('grpc.health.v1 and server reflection', () => {
+describe('grpc.health.v1', () => {
   it('reports SERVING overall and for each of our services; NOT_FOUND for an unknown one', async () => {
     const health = healthClient(service.grpcPort);
     try {
@@ -73,26 +49,6 @@ describe('grpc.health.v1 and server reflection', () => {
       expect((await failure(check(health, 'svcnum.provisioning.v1alpha1.Nope'))).code).toBe(status.NOT_FOUND);
     } finally {
       health.close();
-    }
-  });
-
-  it('lists our services through server reflection (v1, list_services)', async () => {
-    const reflection = new ReflectionClient(`127.0.0.1:${service.grpcPort}`, credentials.createInsecure()) as unknown as Reflection;
-    try {
-      const stream = reflection.ServerReflectionInfo();
-      const answer = new Promise<ReflectionResponse>((resolve, reject) => {
-        stream.once('data', resolve);
-        stream.once('error', reject);
-      });
-      stream.write({ host: '', list_services: '*' });
-      const response = await answer;
-      stream.end();
-      const names = response.list_services_response!.service.map((entry) => entry.name);
-      expect(names).toEqual(expect.arrayContaining([...SERVICE_NAMES]));
-      // Only our own services are described (no sample or internal packages).
-      expect(names.filter((name) => name.startsWith('svcnum.'))).toHaveLength(SERVICE_NAMES.length);
-    } finally {
-      reflection.close();
     }
   });
 });
@@ -130,14 +86,15 @@ describe('connection management behind the NLB', () => {
     try {
       expect(await check(health, '')).toBe('SERVING');
       // A health watcher (what a client-side health checker keeps open) sees the switch.
-      const watch = health.Watch({ service: '' });
+      const watch = health.watch({ service: '' });
       const statuses: string[] = [];
       let serving!: () => void;
       const watching = new Promise<void>((resolve) => { serving = resolve; });
-      const notServing = new Promise<void>((resolve) => watch.on('data', (update: { status: string }) => {
-        statuses.push(update.status);
-        if (update.status === 'SERVING') serving();
-        if (update.status === 'NOT_SERVING') resolve();
+      const notServing = new Promise<void>((resolve) => watch.on('data', (update: HealthCheckResponse) => {
+        const name = statusName(update.status);
+        statuses.push(name);
+        if (name === 'SERVING') serving();
+        if (name === 'NOT_SERVING') resolve();
       }));
       watch.on('error', () => undefined);
       await watching;

@@ -292,6 +292,28 @@ describe('grant_type=refresh_token', () => {
     const narrowed = await refresh(token, clientA, { scope: 'profile' });
     expect(narrowed.json).toMatchObject({ scope: 'profile', refresh_token: null });
   });
+
+  it('answers "refresh_token": null by default (the spec), and leaves the member out for a client registered with omit', async () => {
+    const omit = (await service.core.accounts.createLoginClient({ name: 'Omit app', scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit' })).client;
+    expect(omit.refreshResponse).toBe('omit');
+    expect(clientA.refreshResponse).toBe('null');
+    // A record stored before the option existed has no attribute: it gets the default.
+    const { refreshResponse: _, ...older } = clientB;
+    const legacy: Client = { ...older, clientId: randomBytes(16).toString('base64url') };
+    await service.core.store.createClient(legacy);
+    for (const [client, member] of [[clientA, ['refresh_token']], [legacy, ['refresh_token']], [omit, []]] as const) {
+      const { refresh: token } = await tokensFor(client);
+      // The same refresh token keeps working either way (no rotation).
+      for (let use = 0; use < 2; use++) {
+        const reply = await refresh(token, client);
+        expect(reply.status).toBe(200);
+        expect(Object.keys(reply.json).sort()).toEqual(['access_token', 'expires_in', ...member, 'scope', 'token_type']);
+        if (member.length > 0) expect(reply.text).toContain('"refresh_token":null');
+      }
+    }
+    await expect(service.core.accounts.createLoginClient({ name: 'Bad', scope: 'openid', redirectUris: [REDIRECT_URI], refreshResponse: 'absent' }))
+      .rejects.toThrow('refresh response must be null or omit');
+  });
 });
 
 describe('grant_type=client_credentials', () => {

@@ -371,7 +371,6 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
         GRPC_PORT: String(GRPC_PORT),
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
-        PROTO_ROOT: '/app/proto',
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
         AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
         AGENT_QUOTA_DEPENDENT: String(config().agentQuotas.dependent),

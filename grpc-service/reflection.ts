@@ -1,0 +1,110 @@
+import { createFileRegistry, fromBinary, toBinary, type DescFile } from '@bufbuild/protobuf';
+import { nestedTypes } from '@bufbuild/protobuf/reflect';
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
+import { status, type Server, type ServerDuplexStream } from '@grpc/grpc-js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ServerReflectionService as ReflectionV1, type ServerReflectionRequest, type ServerReflectionResponse } from './gen/grpc/reflection/v1/reflection';
+import { ServerReflectionService as ReflectionV1Alpha } from './gen/grpc/reflection/v1alpha/reflection';
+
+// gRPC server reflection (grpc.reflection.v1, and v1alpha for older grpcurl) served from the
+// descriptor set that `buf build` writes at `npm run gen`: every file under its real name, with
+// its real imports (google/protobuf ones included) and its comments. @grpc/reflection cannot do
+// this: it rebuilds files through proto-loader (one merged file per package, imports and
+// comments lost; grpc-node issue #2958), so buf curl and grpcurl fail to resolve our services.
+
+/**
+ * Written next to the generated code by `npm run gen`. This module sits directly in
+ * grpc-service/ and `npm run build:grpc` bundles it to dist/grpc-service/main.mjs with the set
+ * copied to dist/grpc-service/gen/, so the same relative URL holds in source and in the bundle.
+ */
+const descriptorSetFile = fileURLToPath(new URL('./gen/descriptors.binpb', import.meta.url));
+
+/** A grpc-js or proto-loader service definition: its methods' paths are `/package.Service/Method`. */
+type ServiceDefinition = Record<string, { path: string }>;
+
+const serviceNameOf = (definition: ServiceDefinition) => Object.values(definition)[0]!.path.split('/')[1]!;
+
+export function readDescriptorSet(): Uint8Array {
+  try {
+    return readFileSync(descriptorSetFile);
+  } catch (error) {
+    throw new Error(`${descriptorSetFile}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}; \`npm run gen\` writes it`);
+  }
+}
+
+/**
+ * Adds both reflection services to `server`. `served` are the other services the server offers:
+ * list_services names them and the reflection services, and each must be in the descriptor set.
+ */
+export function addReflection(server: Server, descriptorSet: Uint8Array, served: ServiceDefinition[]): void {
+  const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet));
+  const services = [...served, ReflectionV1, ReflectionV1Alpha].map(serviceNameOf);
+  for (const name of services) {
+    if (!registry.getService(name)) throw new Error(`${name} is served but missing from the descriptor set (npm run gen)`);
+  }
+  const encoded = new Map<string, Buffer>();
+  // Every name file_containing_symbol may ask for, as grpc-go resolves them: types, methods,
+  // fields, oneofs, and enum values (which live in the scope around their enum).
+  const fileOfSymbol = new Map<string, DescFile>();
+  for (const file of registry.files) {
+    encoded.set(file.proto.name, Buffer.from(toBinary(FileDescriptorProtoSchema, file.proto)));
+    for (const type of nestedTypes(file)) {
+      fileOfSymbol.set(type.typeName, file);
+      const scope = type.typeName.slice(0, type.typeName.lastIndexOf('.') + 1);
+      const members = type.kind === 'service' ? type.methods.map((method) => `${type.typeName}.${method.name}`)
+        : type.kind === 'message' ? [...type.fields, ...type.oneofs].map((member) => `${type.typeName}.${member.name}`)
+          : type.kind === 'enum' ? type.values.map((value) => `${scope}${value.name}`)
+            : [];
+      for (const member of members) fileOfSymbol.set(member, file);
+    }
+  }
+
+  /** The file itself, then its imports, transitively, that this stream has not had yet (like grpc-go). */
+  function withDependencies(file: DescFile, sent: Set<string>): Buffer[] {
+    const files = [file];
+    sent.add(file.proto.name);
+    for (const current of files) {
+      for (const dependency of current.dependencies) {
+        if (sent.has(dependency.proto.name)) continue;
+        sent.add(dependency.proto.name);
+        files.push(dependency);
+      }
+    }
+    return files.map((each) => encoded.get(each.proto.name)!);
+  }
+
+  function answer(request: ServerReflectionRequest, sent: Set<string>): ServerReflectionResponse {
+    const reply = (fields: Partial<ServerReflectionResponse>): ServerReflectionResponse => ({ validHost: request.host, originalRequest: request, ...fields });
+    const error = (code: status, message: string) => reply({ errorResponse: { errorCode: code, errorMessage: message } });
+    const files = (file: DescFile | undefined, missing: string) =>
+      (file ? reply({ fileDescriptorResponse: { fileDescriptorProto: withDependencies(file, sent) } }) : error(status.NOT_FOUND, missing));
+
+    if (request.listServices !== undefined) return reply({ listServicesResponse: { service: services.map((name) => ({ name })) } });
+    if (request.fileByFilename !== undefined) return files(registry.getFile(request.fileByFilename), `file not found: ${request.fileByFilename}`);
+    if (request.fileContainingSymbol !== undefined) return files(fileOfSymbol.get(request.fileContainingSymbol), `symbol not found: ${request.fileContainingSymbol}`);
+    if (request.fileContainingExtension !== undefined) {
+      const { containingType, extensionNumber } = request.fileContainingExtension;
+      const extendee = registry.getMessage(containingType);
+      return files(extendee && registry.getExtensionFor(extendee, extensionNumber)?.file, `extension not found: ${containingType} ${extensionNumber}`);
+    }
+    if (request.allExtensionNumbersOfType !== undefined) {
+      const baseTypeName = request.allExtensionNumbersOfType;
+      if (!registry.getMessage(baseTypeName)) return error(status.NOT_FOUND, `type not found: ${baseTypeName}`);
+      const extensionNumber = [...registry].flatMap((type) => (type.kind === 'extension' && type.extendee.typeName === baseTypeName ? [type.number] : []));
+      return reply({ allExtensionNumbersResponse: { baseTypeName, extensionNumber } });
+    }
+    return error(status.INVALID_ARGUMENT, 'the request names no message_request');
+  }
+
+  // v1 and v1alpha differ only in their package name: the messages are identical.
+  const implementation = {
+    serverReflectionInfo(call: ServerDuplexStream<ServerReflectionRequest, ServerReflectionResponse>) {
+      const sent = new Set<string>();
+      call.on('data', (request: ServerReflectionRequest) => call.write(answer(request, sent)));
+      call.on('end', () => call.end());
+    },
+  };
+  server.addService(ReflectionV1, implementation);
+  server.addService(ReflectionV1Alpha, implementation);
+}
