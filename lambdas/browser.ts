@@ -2,15 +2,36 @@ import type { AuthorizeOutcome } from '../core/authorization';
 import { limits } from '../core/config';
 import { randomSecret, safeEqual } from '../core/secrets';
 import type { Core } from '../core/service';
-import { edgeHandler } from './edge';
+import { edgeHandler, type Route } from './edge';
 import {
   cookieName, cookies, formParams, header, html, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
 } from './http';
 import { optionalParam } from '../core/params';
-import { accountPage, consentPage, messagePage, signInPage, stylesheet } from './pages';
+import { accountPage, consentPage, favicon, messagePage, revokePage, signInPage, stylesheet } from './pages';
 import { lazyHandler } from './runtime';
 
 // GET /oauth/authorize and the pages a person sees: sign-in, consent, account, sign-out.
+
+/**
+ * Whether a posted form comes from somewhere other than our own pages (CSRF). Browsers say where
+ * a navigation comes from: `Sec-Fetch-Site` (every current engine), else `Origin`, which they
+ * fill with our real origin because our pages use `Referrer-Policy: same-origin` (`Origin: null`
+ * is what a cross-site, sandboxed or `data:` page may send, so it is refused). A client that sends
+ * neither (curl, a very old browser) is judged by the CSRF token alone, which every form carries.
+ */
+export function postedFromElsewhere(event: HttpEvent, ourOrigin: string): boolean {
+  const site = header(event, 'sec-fetch-site');
+  if (site !== undefined) return site !== 'same-origin';
+  const origin = header(event, 'origin');
+  return origin !== undefined && origin !== ourOrigin;
+}
+
+/** A file that never changes between deploys of the same version: cacheable for an hour. */
+const asset = (contentType: string, body: string): HttpResult => ({
+  statusCode: 200,
+  headers: { 'Content-Type': contentType, 'Cache-Control': 'public, max-age=3600', 'X-Content-Type-Options': 'nosniff' },
+  body,
+});
 
 export function createBrowserHandler(core: Core) {
   const { authorization, config } = core;
@@ -24,12 +45,12 @@ export function createBrowserHandler(core: Core) {
   const sessionCookie = (token: string) => setCookie(SESSION, token, { secure, maxAgeSeconds: limits.sessionTtl / 1000 });
   const clearedSession = setCookie(SESSION, '', { secure, maxAgeSeconds: 0 });
 
-  /** A posted form must come from our own pages: Origin check (when sent), then the CSRF token. */
-  function crossSite(event: HttpEvent): boolean {
-    const origin = header(event, 'origin');
-    return origin !== undefined && origin !== issuerOrigin;
-  }
   const forbidden = () => page(403, messagePage('Request refused', 'This form was not sent from our sign-in pages. Go back and try again.'));
+  /**
+   * Every form post is first refused if the browser says it comes from elsewhere, signed in or
+   * not (a cross-site post carries no Lax cookie, yet could still clear one); each route then checks its CSRF token.
+   */
+  const fromOurPages = (route: Route): Route => async (event) => (postedFromElsewhere(event, issuerOrigin) ? forbidden() : route(event));
 
   async function formTargets(clientId: string): Promise<string[]> {
     const client = await core.getClient(clientId);
@@ -68,11 +89,11 @@ export function createBrowserHandler(core: Core) {
     },
     '/login': {
       GET: async (event) => renderSignIn(optionalParam(queryParams(event), 'request'), 200, undefined, undefined, cookies(event).get(CSRF)),
-      POST: async (event) => {
+      POST: fromOurPages(async (event) => {
         const form = formParams(event);
         const csrfCookie = cookies(event).get(CSRF);
         const csrf = optionalParam(form, 'csrf');
-        if (crossSite(event) || !csrfCookie || !csrf || !safeEqual(csrfCookie, csrf)) return forbidden();
+        if (!csrfCookie || !csrf || !safeEqual(csrfCookie, csrf)) return forbidden();
         const requestId = optionalParam(form, 'request');
         const identifier = optionalParam(form, 'identifier') ?? '';
         const result = await authorization.signIn({ ...(requestId ? { requestId } : {}), identifier, password: optionalParam(form, 'password') ?? '' });
@@ -83,7 +104,7 @@ export function createBrowserHandler(core: Core) {
         const setCookies = [sessionCookie(result.sessionToken!), setCookie(CSRF, '', { secure, maxAgeSeconds: 0 })];
         if (outcome.type === 'account') return redirect('/account', 303, setCookies);
         return answer(outcome, 303, setCookies);
-      },
+      }),
     },
     '/consent': {
       GET: async (event) => {
@@ -97,15 +118,15 @@ export function createBrowserHandler(core: Core) {
           scopes: parked.request.scopes, svcnum: signedIn.user.svcnum,
         }), { formTargets: await formTargets(parked.client.clientId) });
       },
-      POST: async (event) => {
+      POST: fromOurPages(async (event) => {
         const form = formParams(event);
         const sessionToken = cookies(event).get(SESSION);
         const signedIn = await authorization.sessionUser(sessionToken);
-        if (crossSite(event) || (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf')))) return forbidden();
+        if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
         const decision = optionalParam(form, 'decision');
         if (decision !== 'allow' && decision !== 'deny') return page(400, messagePage('Choose Allow or Deny', 'Go back and choose one of the buttons.'));
         return answer(await authorization.decideConsent(optionalParam(form, 'request'), sessionToken, decision === 'allow'), 303);
-      },
+      }),
     },
     '/account': {
       GET: async (event) => {
@@ -118,33 +139,37 @@ export function createBrowserHandler(core: Core) {
       },
     },
     '/account/revoke': {
-      POST: async (event) => {
+      // The confirmation step: "Revoke access" on /account is a link here, the form posts below.
+      GET: async (event) => {
+        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+        if (!signedIn) return redirect('/login', 302);
+        const clientId = optionalParam(queryParams(event), 'client_id');
+        const app = (await authorization.connectedApps(signedIn.user.svcnumId)).find((connected) => connected.clientId === clientId);
+        if (!app) return page(404, messagePage('This application is not connected', 'It may have been revoked already.', [{ href: '/account', text: 'Back to your account' }]));
+        return page(200, revokePage({ csrf: signedIn.session.csrfToken, app }));
+      },
+      POST: fromOurPages(async (event) => {
         const form = formParams(event);
         const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
         if (!signedIn) return redirect('/login', 303);
-        if (crossSite(event) || !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
+        if (!authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
         const clientId = optionalParam(form, 'client_id');
         if (clientId) await authorization.revokeApp(signedIn.user.svcnumId, clientId);
         return redirect('/account', 303);
-      },
+      }),
     },
     '/logout': {
-      POST: async (event) => {
+      POST: fromOurPages(async (event) => {
         const form = formParams(event);
         const sessionToken = cookies(event).get(SESSION);
         const signedIn = await authorization.sessionUser(sessionToken);
-        if (signedIn && (crossSite(event) || !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf')))) return forbidden();
+        if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
         await authorization.signOut(sessionToken);
-        return page(200, messagePage('Signed out', 'You are signed out.'), { cookies: [clearedSession] });
-      },
-    },
-    '/assets/style.css': {
-      GET: async () => ({
-        statusCode: 200,
-        headers: { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'public, max-age=3600', 'X-Content-Type-Options': 'nosniff' },
-        body: stylesheet,
+        return page(200, messagePage('Signed out', 'You are signed out.', [{ href: '/login', text: 'Sign in again' }]), { cookies: [clearedSession] });
       }),
     },
+    '/assets/style.css': { GET: async () => asset('text/css; charset=utf-8', stylesheet) },
+    '/assets/favicon.svg': { GET: async () => asset('image/svg+xml', favicon) },
   }, {
     serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')),
     // People see these routes: a malformed form or query gets a page, not JSON.

@@ -10,7 +10,10 @@ export type HttpResult = APIGatewayProxyResult;
 /** Request bodies above this are refused before parsing: no endpoint needs more. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
-/** Every response: nothing here may be cached or framed, and nothing leaks through Referer. */
+/**
+ * Every response: nothing here may be cached or framed, and nothing leaks through Referer.
+ * Redirects keep `no-referrer`: the next request (the client's callback with its code) gets none.
+ */
 const BASE_HEADERS = {
   'Cache-Control': 'no-store',
   Pragma: 'no-cache',
@@ -100,6 +103,13 @@ export function publicJson(body: unknown, maxAgeSeconds: number): HttpResult {
   };
 }
 
+/**
+ * HTML pages: Referer only to ourselves. Under `no-referrer` browsers post our own forms with
+ * `Origin: null`, which cannot be told from a cross-site post; under `same-origin` they send our
+ * real origin, while other sites still get neither the query (/login?request=…) nor the path.
+ */
+export const PAGE_REFERRER_POLICY = 'same-origin';
+
 export interface PageOptions {
   cookies?: string[];
   /** Origins a form on this page may end up at (after the service redirects to the client). */
@@ -113,6 +123,7 @@ export function html(statusCode: number, body: string, options: PageOptions): Ht
     statusCode,
     headers: {
       ...BASE_HEADERS,
+      'Referrer-Policy': PAGE_REFERRER_POLICY,
       'Content-Type': 'text/html; charset=utf-8',
       // No inline script anywhere; styles only from our own stylesheet.
       'Content-Security-Policy': `default-src 'none'; style-src 'self'; img-src 'self'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,

@@ -1,22 +1,31 @@
 import { scopeDescription } from '../core/scopes';
+import { PAGE_REFERRER_POLICY } from './http';
 
-// Server-rendered pages: plain HTML forms, no script, one stylesheet. Labels are part of the
-// contract (design brief §5): "Number or email", "Password", "Sign in", "Allow", "Deny".
+// Server-rendered pages: plain HTML forms, no script, one stylesheet, no inline style (the CSP
+// allows neither). Labels are part of the contract (design brief §5): "Number or email",
+// "Password", "Sign in", "Allow", "Deny".
 
-const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+export const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 
-function layout(title: string, content: string): string {
+export interface Link { href: string; text: string }
+
+const links = (items: Link[]) =>
+  items.length === 0 ? '' : `\n<p class="links">${items.map((link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`).join(' · ')}</p>`;
+
+/** The page frame; `wide` for pages that show data (the local demo client). */
+export function layout(title: string, content: string, options: { wide?: boolean } = {}): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="${PAGE_REFERRER_POLICY}">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/assets/style.css">
+<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
 </head>
 <body>
-<main>
+<main${options.wide ? ' class="wide"' : ''}>
 ${content}
 </main>
 </body>
@@ -69,10 +78,7 @@ export function accountPage(input: { svcnum: string; email?: string; csrf: strin
 ${input.apps.map((app) => `<li>
 <h3>${escapeHtml(app.name)}</h3>
 <p>Can: ${app.scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ')}. Allowed on ${new Date(app.grantedAt).toISOString().slice(0, 10)}.</p>
-<form method="post" action="/account/revoke">
-${hidden('csrf', input.csrf)}${hidden('client_id', app.clientId)}
-<button type="submit" aria-label="Revoke access for ${escapeHtml(app.name)}">Revoke access</button>
-</form>
+<a class="button danger secondary" href="/account/revoke?client_id=${encodeURIComponent(app.clientId)}" aria-label="Revoke access for ${escapeHtml(app.name)}">Revoke access</a>
 </li>`).join('\n')}
 </ul>`;
   return layout('Your account', `<h1>Your account</h1>
@@ -85,10 +91,27 @@ ${hidden('csrf', input.csrf)}
 </form>`);
 }
 
-export function messagePage(title: string, message: string): string {
-  return layout(title, `<h1>${escapeHtml(title)}</h1>
-<p>${escapeHtml(message)}</p>`);
+/** The step between "Revoke access" on /account and the revocation: a page, so no script is needed. */
+export function revokePage(input: { csrf: string; app: ConnectedApp }): string {
+  const name = escapeHtml(input.app.name);
+  return layout(`Revoke access for ${input.app.name}?`, `<h1>Revoke access for <strong>${name}</strong>?</h1>
+<p><strong>${name}</strong> will no longer be able to: ${input.app.scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ')}.
+It can no longer renew its access (an access token it already holds ends within the hour). If you use it again, it will ask for your permission.</p>
+<form method="post" action="/account/revoke">
+${hidden('csrf', input.csrf)}${hidden('client_id', input.app.clientId)}
+<button type="submit" class="danger">Revoke access</button>
+<a class="button secondary" href="/account">Cancel</a>
+</form>`);
 }
+
+export function messagePage(title: string, message: string, onward: Link[] = []): string {
+  return layout(title, `<h1>${escapeHtml(title)}</h1>
+<p>${escapeHtml(message)}</p>${links(onward)}`);
+}
+
+/** The pages' icon: a small SVG, so it is text (no binary media type at API Gateway). */
+export const favicon = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0b57d0"/><path d="M9 17l5 5 9-11" fill="none" stroke="#fff" stroke-width="3.5" stroke-linecap="round" stroke-linejoin="round"/></svg>
+`;
 
 export const stylesheet = `
 body { font-family: system-ui, sans-serif; background: #f5f6f8; color: #1b1d21; margin: 0; }
@@ -96,9 +119,15 @@ main { max-width: 28rem; margin: 3rem auto; background: #fff; padding: 2rem; bor
 h1 { font-size: 1.4rem; margin-top: 0; }
 label { display: block; margin: 1rem 0 .25rem; font-weight: 600; }
 input[type=text], input[type=password] { width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8a8f98; border-radius: 4px; }
-button { margin-top: 1.25rem; margin-right: .5rem; padding: .6rem 1.2rem; font-size: 1rem; border-radius: 4px; border: 1px solid #0b57d0; background: #0b57d0; color: #fff; cursor: pointer; }
-button.secondary { background: #fff; color: #0b57d0; }
-button:focus-visible, input:focus-visible { outline: 3px solid #f4b400; outline-offset: 2px; }
+main.wide { max-width: 48rem; }
+a { color: #0b57d0; }
+button, a.button { display: inline-block; margin-top: 1.25rem; margin-right: .5rem; padding: .6rem 1.2rem; font: inherit; font-size: 1rem; line-height: 1.2; text-decoration: none; border-radius: 4px; border: 1px solid #0b57d0; background: #0b57d0; color: #fff; cursor: pointer; }
+.secondary { background: #fff; color: #0b57d0; }
+.danger { background: #a50e0e; border-color: #a50e0e; color: #fff; }
+.danger.secondary { background: #fff; color: #a50e0e; }
+ul.apps .button { margin-top: 0; padding: .35rem .8rem; font-size: .9rem; }
+button:focus-visible, input:focus-visible, a:focus-visible { outline: 3px solid #f4b400; outline-offset: 2px; }
+pre { overflow-x: auto; background: #f5f6f8; padding: .6rem; border-radius: 4px; }
 .error { color: #a50e0e; background: #fce8e6; padding: .6rem; border-radius: 4px; }
 .note { color: #50545c; font-size: .9rem; }
 ul.apps { list-style: none; padding: 0; }

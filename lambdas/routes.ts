@@ -18,9 +18,10 @@ export const routeGroups = {
       '/login': ['GET', 'POST'],
       '/consent': ['GET', 'POST'],
       '/account': ['GET'],
-      '/account/revoke': ['POST'],
+      '/account/revoke': ['GET', 'POST'],
       '/logout': ['POST'],
       '/assets/style.css': ['GET'],
+      '/assets/favicon.svg': ['GET'],
     },
   },
   token: {

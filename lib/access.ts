@@ -3,7 +3,7 @@
 // Derived from the code, call by call (core/adapters/dynamo-*.ts are the only places that talk
 // to DynamoDB):
 //
-// browser  (/oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet)
+// browser  (/oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet, favicon)
 //   clients       GetItem                       getClient (authorize, consent page, account page)
 //   users         GetItem, UpdateItem           getUser; beginSignInAttempt, lockAccount, clearFailedSignIns
 //   emails        GetItem                       findSvcnumIdByEmail (sign-in by email)

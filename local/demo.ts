@@ -3,6 +3,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
 import type { Core } from '../core/service';
+import { html } from '../lambdas/http';
+import { escapeHtml, layout } from '../lambdas/pages';
 import type { LocalExtra } from './http-server';
 
 // A tiny login client built into the local runner (never deployed), so that a newcomer can see
@@ -36,20 +38,6 @@ export async function ensureDemo(core: Core, dataDir: string, issuer: string): P
   // Local convenience only: the demo password lives in the (git-ignored) data folder, mode 0600.
   if (createdNow) await writeFile(path, JSON.stringify(demo, null, 2), { mode: 0o600 });
   return { clientId: demo.clients[issuer]!, email: demo.email, password: demo.password, createdNow };
-}
-
-const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
-
-const PAGE_HEADERS = {
-  'Content-Type': 'text/html; charset=utf-8',
-  'Cache-Control': 'no-store',
-  'Content-Security-Policy': "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'",
-  'Referrer-Policy': 'no-referrer',
-};
-
-function page(title: string, body: string) {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>`
-    + `<link rel="stylesheet" href="/assets/style.css"></head><body><main style="max-width:48rem">${body}</main></body></html>`;
 }
 
 export function demoClient(issuer: string, clientId: string): LocalExtra {
@@ -99,7 +87,9 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
           + '<p><a href="/account">Your account</a> · <a href="/demo">Sign in again</a></p>';
       }
     }
-    response.writeHead(200, PAGE_HEADERS).end(page('Demo app', body));
+    // The service's own page frame and headers (strict CSP, no inline style).
+    const result = html(200, layout('Demo app', body, { wide: true }), { secure: issuer.startsWith('https:') });
+    response.writeHead(result.statusCode, result.headers as Record<string, string>).end(result.body);
     return true;
   };
 }

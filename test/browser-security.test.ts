@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { limits } from '../core/config';
 import type { Client } from '../core/model';
-import { Browser, pkcePair } from './support/browser';
+import { postedFromElsewhere } from '../lambdas/browser';
+import type { HttpEvent } from '../lambdas/http';
+import { Browser, pkcePair, sameOriginFormHeaders } from './support/browser';
 import { authorizePath, createLoginClient, createUser, exchange, obtainCode, REDIRECT_URI } from './support/flow';
 import { startTestService, type TestService } from './support/service';
 
@@ -26,7 +28,7 @@ beforeAll(async () => {
 });
 afterAll(() => service?.close());
 
-/** Every HTML page: no framing, no caching, no inline script, no sniffing, no Referer. */
+/** Every HTML page: no framing, no caching, no inline script or style, no sniffing, Referer only to ourselves. */
 function expectSecurePage(page: Response) {
   expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
   const csp = page.headers.get('content-security-policy') ?? '';
@@ -39,10 +41,13 @@ function expectSecurePage(page: Response) {
   expect(csp).not.toMatch(/script-src/);
   expect(page.headers.get('x-frame-options')).toBe('DENY');
   expect(page.headers.get('cache-control')).toBe('no-store');
-  expect(page.headers.get('referrer-policy')).toBe('no-referrer');
+  // same-origin, not no-referrer: under no-referrer browsers post our own forms with `Origin: null`.
+  expect(page.headers.get('referrer-policy')).toBe('same-origin');
+  expect(page.body).toContain('<meta name="referrer" content="same-origin">');
   expect(page.headers.get('x-content-type-options')).toBe('nosniff');
   expect(page.body).not.toMatch(/<script/i);
   expect(page.body).not.toMatch(/\son[a-z]+=/i);
+  expect(page.body).not.toMatch(/\sstyle=|<style/i);
   expect(page.body).toMatch(/^<!doctype html>/);
   expect(page.location).toBeUndefined();
 }
@@ -90,6 +95,21 @@ async function expectSignedIn(browser: Browser, response: Response, location: st
   expect(cookie).toBeDefined();
   expect(browser.cookies.get('session')).toMatch(SESSION_TOKEN);
 }
+
+/**
+ * Forms posted from elsewhere, with the headers browsers send (Fetch Metadata and Origin). A
+ * `null` Origin comes from a sandboxed or opaque page, or from a browser without Fetch Metadata
+ * whose page had `Referrer-Policy: no-referrer`.
+ */
+const ELSEWHERE: Record<string, Record<string, string | undefined>> = {
+  'a cross-site page': { Origin: 'https://evil.example', 'Sec-Fetch-Site': 'cross-site' },
+  'a same-site page on another port': { Origin: 'http://localhost:1', 'Sec-Fetch-Site': 'same-site' },
+  'a sandboxed page': { Origin: 'null', 'Sec-Fetch-Site': 'cross-site' },
+  'a browser without Fetch Metadata, cross-site': { Origin: 'https://evil.example', 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined },
+  'a browser without Fetch Metadata, Origin null': { Origin: 'null', 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined },
+};
+/** A client that is no browser (curl, a script): no Origin, no Fetch Metadata. */
+const NOT_A_BROWSER = { Origin: undefined, 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined };
 
 const expectForbidden = (response: Response) => {
   expect(response.status).toBe(403);
@@ -166,6 +186,8 @@ describe('page contract and security headers', () => {
     expect(allowed.status).toBe(303);
     const account = await browser.request('/account');
     pages.push(['account', account, 200]);
+    pages.push(['revoke confirmation', await browser.request(`/account/revoke?client_id=${client.clientId}`), 200]);
+    pages.push(['revoke of an app not connected', await browser.request('/account/revoke?client_id=unknown'), 404]);
     pages.push(['refused revoke', await browser.request('/account/revoke', { form: { csrf: 'forged', client_id: client.clientId } }), 403]);
     pages.push(['authorize error', await browser.request(authorizePath(client, { client_id: 'unknown' })), 400]);
     pages.push(['signed out', await browser.request('/logout', { form: { csrf: Browser.field(account.body, 'csrf') } }), 200]);
@@ -179,6 +201,13 @@ describe('page contract and security headers', () => {
     expect(css.status).toBe(200);
     expect(css.headers.get('content-type')).toBe('text/css; charset=utf-8');
     expect(css.headers.get('x-content-type-options')).toBe('nosniff');
+    // Every page names its icon (else browsers ask for /favicon.ico and log a 404).
+    expect(account.body).toContain('<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">');
+    const icon = await browser.request('/assets/favicon.svg');
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toBe('image/svg+xml');
+    expect(icon.body).toMatch(/^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    expect(icon.body).not.toMatch(/<script|\son[a-z]+=/i);
   });
 
   it('escapes a hostile client name on the sign-in, consent and account pages, and a hostile identifier', async () => {
@@ -208,6 +237,10 @@ describe('page contract and security headers', () => {
     expect(account.body).toContain(`<h3>${escaped}</h3>`);
     expect(account.body).toContain(`aria-label="Revoke access for ${escaped}"`);
     expectSecurePage(account);
+    const confirm = await browser.request(`/account/revoke?client_id=${client.clientId}`);
+    expect(confirm.body).toContain(`<title>Revoke access for ${escaped}?</title>`);
+    expect(confirm.body).toContain(`<h1>Revoke access for <strong>${escaped}</strong>?</h1>`);
+    expectSecurePage(confirm);
   });
 });
 
@@ -287,7 +320,18 @@ describe('malformed page requests', () => {
 });
 
 describe('CSRF and cross-site posts', () => {
-  it('refuses POST /login without the csrf cookie, with a mismatched or missing csrf field, or from another origin', async () => {
+  it('judges where a post comes from by Sec-Fetch-Site, else Origin, else not at all (the CSRF token decides)', () => {
+    const ours = 'https://id.example';
+    const posted = (headers: Record<string, string>) => postedFromElsewhere({ headers } as unknown as HttpEvent, ours);
+    expect(posted({ Origin: ours, 'Sec-Fetch-Site': 'same-origin' })).toBe(false);
+    expect(posted({ 'sec-fetch-site': 'same-origin' })).toBe(false);
+    expect(posted({ Origin: ours })).toBe(false);
+    expect(posted({})).toBe(false);
+    for (const site of ['cross-site', 'same-site', 'none', '']) expect(posted({ Origin: ours, 'Sec-Fetch-Site': site }), site).toBe(true);
+    for (const origin of ['null', 'https://evil.example', 'http://id.example', 'https://id.example:444', 'https://sub.id.example']) expect(posted({ Origin: origin }), origin).toBe(true);
+  });
+
+  it('refuses POST /login without the csrf cookie, with a mismatched or missing csrf field, or from another site', async () => {
     const login = shared;
     const client = await createLoginClient(service);
     const browser = new Browser(service.issuer);
@@ -300,17 +344,22 @@ describe('CSRF and cross-site posts', () => {
     expectForbidden(await browser.request('/login', { form: { ...form, csrf: '' } }));
     const { csrf: _csrf, ...withoutCsrf } = form;
     expectForbidden(await browser.request('/login', { form: withoutCsrf }));
-    expectForbidden(await browser.request('/login', { form, headers: { Origin: 'https://evil.example' } }));
-    expectForbidden(await browser.request('/login', { form, headers: { Origin: 'null' } }));
-    // Same host, other scheme or port: another origin.
-    expectForbidden(await browser.request('/login', { form, headers: { Origin: service.issuer.replace('http:', 'https:') } }));
+    for (const headers of Object.values(ELSEWHERE)) expectForbidden(await browser.request('/login', { form, headers }));
+    // Same host, other scheme: another origin (and, to a browser without Fetch Metadata, another site).
+    expectForbidden(await browser.request('/login', { form, headers: { ...NOT_A_BROWSER, Origin: service.issuer.replace('http:', 'https:') } }));
     expect(browser.cookies.has('session')).toBe(false);
 
-    // The very same form from our own origin works: the refusals above were about CSRF only.
-    await expectSignedIn(browser, await browser.request('/login', { form, headers: { Origin: service.issuer } }), /^\/consent\?request=/);
+    // The very same form as a browser posts it from our page works: the refusals above were about CSRF only.
+    expect(sameOriginFormHeaders(service.issuer)).toMatchObject({ Origin: service.issuer, 'Sec-Fetch-Site': 'same-origin' });
+    await expectSignedIn(browser, await browser.request('/login', { form }), /^\/consent\?request=/);
+    // A client that is no browser sends neither header: the CSRF token alone decides.
+    const script = new Browser(service.issuer);
+    const { page: scriptPage } = await startAuthorize(script, client);
+    expectForbidden(await script.request('/login', { form: { ...signInForm(scriptPage, login), csrf: 'forged' }, headers: NOT_A_BROWSER }));
+    await expectSignedIn(script, await script.request('/login', { form: signInForm(scriptPage, login), headers: NOT_A_BROWSER }), /^\/consent\?request=/);
   });
 
-  it('refuses POST /consent with a wrong csrf or from another origin, and issues no code', async () => {
+  it('refuses POST /consent with a wrong csrf or from another site, and issues no code', async () => {
     const login = shared;
     const client = await createLoginClient(service);
     const browser = new Browser(service.issuer);
@@ -326,12 +375,12 @@ describe('CSRF and cross-site posts', () => {
     const attackerConsent = await attacker.request((await attacker.request('/login', { form: signInForm(attackerPage, login) })).location!);
     const attackerCsrf = Browser.field(attackerConsent.body, 'csrf');
 
-    const attempts: Array<{ form: Record<string, string>; headers?: Record<string, string> }> = [
+    const attempts: Array<{ form: Record<string, string>; headers?: Record<string, string | undefined> }> = [
       { form: { request, csrf: 'forged', decision: 'allow' } },
       { form: { request, csrf: '', decision: 'allow' } },
       { form: { request, decision: 'allow' } },
       { form: { request, csrf: attackerCsrf, decision: 'allow' } },
-      { form: { request, csrf, decision: 'allow' }, headers: { Origin: 'https://evil.example' } },
+      ...Object.values(ELSEWHERE).map((headers) => ({ form: { request, csrf, decision: 'allow' }, headers })),
     ];
     for (const attempt of attempts) {
       const refused = await browser.request('/consent', attempt);
@@ -347,7 +396,7 @@ describe('CSRF and cross-site posts', () => {
     expect(new URL(approved.location!).searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43}$/);
   });
 
-  it('refuses POST /account/revoke and POST /logout with a wrong csrf: the app stays listed, the session stays', async () => {
+  it('refuses POST /account/revoke and POST /logout with a wrong csrf or from another site: the app stays listed, the session stays', async () => {
     const login = shared;
     const client = await createLoginClient(service);
     const { code, verifier, browser } = await obtainCode(service, client, login);
@@ -359,9 +408,13 @@ describe('CSRF and cross-site posts', () => {
 
     expectForbidden(await browser.request('/account/revoke', { form: { csrf: 'forged', client_id: client.clientId } }));
     expectForbidden(await browser.request('/account/revoke', { form: { client_id: client.clientId } }));
-    expectForbidden(await browser.request('/account/revoke', { form: { csrf, client_id: client.clientId }, headers: { Origin: 'https://evil.example' } }));
     expectForbidden(await browser.request('/logout', { form: { csrf: 'forged' } }));
-    expectForbidden(await browser.request('/logout', { form: { csrf }, headers: { Origin: 'https://evil.example' } }));
+    for (const headers of Object.values(ELSEWHERE)) {
+      expectForbidden(await browser.request('/account/revoke', { form: { csrf, client_id: client.clientId }, headers }));
+      expectForbidden(await browser.request('/logout', { form: { csrf }, headers }));
+      // A cross-site post carries no Lax cookie; it must not get to clear one either.
+      expectForbidden(await new Browser(service.issuer).request('/logout', { form: {}, headers }));
+    }
 
     const still = await browser.request('/account');
     expect(still.status).toBe(200);
@@ -377,6 +430,7 @@ describe('CSRF and cross-site posts', () => {
     const anonymous = await new Browser(service.issuer).request('/account/revoke', { form: { csrf, client_id: client.clientId } });
     expect(anonymous.status).toBe(303);
     expect(anonymous.location).toBe('/login');
+    expect((await new Browser(service.issuer).request(`/account/revoke?client_id=${client.clientId}`)).location).toBe('/login');
     expect((await browser.request('/account')).body).toContain(`<h3>${client.name}</h3>`);
   });
 });
@@ -432,6 +486,8 @@ describe('sessions', () => {
     const signedOut = await browser.request('/logout', { form: { csrf: Browser.field(account.body, 'csrf') } });
     expect(signedOut.status).toBe(200);
     expect(signedOut.body).toContain('You are signed out.');
+    // A way onward, not a dead end.
+    expect(signedOut.body).toContain('<a href="/login">Sign in again</a>');
     expect(signedOut.headers.getSetCookie()).toContainEqual(expect.stringMatching(/^session=; .*Max-Age=0/));
     expect(browser.cookies.has('session')).toBe(false);
     const afterwards = await browser.request('/account');

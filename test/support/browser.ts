@@ -1,14 +1,23 @@
 import { createHash, randomBytes } from 'node:crypto';
 
-/** A minimal browser: a cookie jar and manual redirects, over real HTTP. */
+/** What Chromium sends with a form posted from one of our own pages (Referrer-Policy: same-origin). */
+export const sameOriginFormHeaders = (origin: string): Record<string, string> => ({
+  Origin: origin, 'Sec-Fetch-Site': 'same-origin', 'Sec-Fetch-Mode': 'navigate', 'Sec-Fetch-Dest': 'document', 'Sec-Fetch-User': '?1',
+});
+
+/**
+ * A minimal browser: a cookie jar and manual redirects, over real HTTP. Forms are posted with the
+ * headers a real browser adds; `headers` overrides them, and `undefined` leaves one out.
+ */
 export class Browser {
   readonly cookies = new Map<string, string>();
 
   constructor(readonly base: string) {}
 
-  async request(path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {}) {
+  async request(path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string | undefined> } = {}) {
     const url = path.startsWith('http') ? path : `${this.base}${path}`;
-    const headers: Record<string, string> = { ...init.headers };
+    const merged = { ...(init.form ? sameOriginFormHeaders(new URL(this.base).origin) : {}), ...init.headers };
+    const headers = Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
     if (this.cookies.size) headers.Cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
     if (init.form) headers['Content-Type'] = 'application/x-www-form-urlencoded';
     const response = await fetch(url, {
