@@ -9,9 +9,10 @@ import { signInFrom } from './support/flow';
 import { startRunnerProcess, type RunnerProcess } from './support/runner-process';
 
 // The README's shell blocks, run literally in bash against `npm start`, in the order a newcomer
-// meets them: the walk-through, "Getting a provisioning client" and "Sending". Two things are
-// not literal: the port (the runner listens on a free one, not 3000) and the browser step, which
-// a browser of the test's own does where the README asks a person to paste the address.
+// meets them: the walk-through, "Getting a provisioning client", the calls of "Calling it" (with
+// buf curl: grpcurl is not installed here) and "Sending". Two things are not literal: the ports
+// (the runner listens on free ones, not 3000 and 50051) and the browser step, which a browser of
+// the test's own does where the README asks a person to paste the address.
 
 const run = promisify(execFile);
 
@@ -59,13 +60,15 @@ afterAll(async () => {
 });
 
 describe('README', () => {
-  it('walk-through, provisioning client and first message work as written', async () => {
+  it('walk-through, provisioning client, gRPC calls and first message work as written', async () => {
     const readme = await readFile('README.md', 'utf8');
     const port = new URL(runner.issuer).port;
-    const literal = (block: string) => block.replaceAll('http://localhost:3000', runner.issuer).replaceAll('localhost%3A3000', `localhost%3A${port}`);
+    const literal = (block: string) => block.replaceAll('http://localhost:3000', runner.issuer).replaceAll('localhost%3A3000', `localhost%3A${port}`)
+      .replaceAll('127.0.0.1:50051', `127.0.0.1:${runner.grpcPort}`);
     const blocks = [
       ...shellBlocks(readme, '## Walk-through with curl'),
       ...shellBlocks(readme, '### Getting a provisioning client'),
+      ...shellBlocks(readme, '### Calling it').filter((block) => block.includes('call() {')),
       shellBlocks(readme, '### Sending: `POST /api/messages`')[0]!,
     ].map(literal);
     const script = blocks.join('\n');
@@ -89,8 +92,11 @@ describe('README', () => {
     expect(callback.searchParams.get('iss')).toBe(runner.issuer);
 
     const output = await bash(`${state}\nCALLBACK='${callback.href}'\n${afterPaste}`, env);
+    // curl prints one JSON object per line; buf curl and the admin CLI print indented ones.
     const objects = output.split('\n').filter((line) => line.startsWith('{"')).map((line) => JSON.parse(line) as Record<string, unknown>);
     const [tokens, userInfo, refreshed, apiToken, sent] = objects;
+    expect(output).toContain('"status": "SERVING"');
+    expect(output).toContain('"autoReply": "We are closed"');
     expect(tokens).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'openid profile email' });
     expect(typeof tokens!.refresh_token).toBe('string');
     expect(userInfo).toMatchObject({ email: 'me@example.com', email_verified: true });
