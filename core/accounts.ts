@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { newUlid } from './ids';
-import { REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from './model';
+import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from './model';
 import type { Clock, Random } from './ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from './scopes';
 import { hashPassword, randomSecret, sha256 } from './secrets';
@@ -46,8 +46,8 @@ function checkScopes(kind: ClientKind, scope: string): string[] {
 }
 
 function checkRefreshResponse(value = 'null'): RefreshResponse {
-  if (!(REFRESH_RESPONSES as readonly string[]).includes(value)) throw new InvalidInputError(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
-  return value as RefreshResponse;
+  if (!isRefreshResponse(value)) throw new InvalidInputError(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
+  return value;
 }
 
 const clientName = z.string().trim().min(1, 'name is required').max(100, 'name is longer than 100 characters');

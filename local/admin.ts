@@ -12,7 +12,7 @@ import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
-import { REFRESH_RESPONSES, type AccountType, type Client, type User } from '../core/model';
+import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type User } from '../core/model';
 import type { Store } from '../core/store';
 import { tableNames } from '../core/tables';
 import { localDynamoClient, startEmbeddedDynamo } from './embedded-dynamo';
@@ -185,7 +185,7 @@ async function run(argv: string[]): Promise<unknown> {
     switch (`${noun} ${verb ?? ''}`.trim()) {
       case 'client create': {
         const refreshResponse = values['refresh-response'];
-        if (refreshResponse !== undefined && !(REFRESH_RESPONSES as readonly string[]).includes(refreshResponse)) {
+        if (refreshResponse !== undefined && !isRefreshResponse(refreshResponse)) {
           throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
         }
         const { client } = await accounts.createLoginClient({
