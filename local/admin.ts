@@ -55,6 +55,9 @@ function usage(group?: string): string {
   return `usage: npm run --silent admin -- <command> [options]\n\n${lines.map((line) => `  ${line}`).join('\n')}\n\n${USAGE_FOOTER}`;
 }
 
+/** The commands of a group, as its usage lines name them (`client` → create, list, show, …). */
+const commandsOf = (group: string) => (COMMANDS[group] ?? []).flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].map((match) => match[1]!));
+
 /** Help that was asked for: printed on stdout, exit 0. */
 class HelpRequested {
   constructor(readonly text: string) {}
@@ -137,6 +140,7 @@ async function run(argv: string[]): Promise<unknown> {
   if (noun === 'help') return new HelpRequested(usage(verb));
   if (values.help) return new HelpRequested(usage(noun));
   if (noun === undefined) throw new UsageError('no command given');
+  if (verb === undefined && Object.hasOwn(COMMANDS, noun)) throw new UsageError(`${noun} needs one of: ${commandsOf(noun).join(', ')}`);
   if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
   if (values.env !== undefined) {
     if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');

@@ -15,11 +15,16 @@ export interface DemoSetup { clientId: string; email: string; password: string; 
 
 interface DemoFile { email: string; password: string; clients: Record<string, string> }
 
-/** Creates (once per data folder and issuer) the demo login client and the demo user. */
+/**
+ * Creates (once per data folder and issuer) the demo login client and the demo user. Each is
+ * recorded as soon as it exists, so a failure in between (an issuer no login client may redirect
+ * to) leaves nothing that a later start would try to create twice.
+ */
 export async function ensureDemo(core: Core, dataDir: string, issuer: string): Promise<DemoSetup> {
   const path = join(dataDir, 'demo.json');
-  const existing = await readFile(path, 'utf8').then((text) => JSON.parse(text) as DemoFile).catch(() => undefined);
-  let demo = existing;
+  // Local convenience only: the demo password lives in the (git-ignored) data folder, mode 0600.
+  const save = (demo: DemoFile) => writeFile(path, JSON.stringify(demo, null, 2), { mode: 0o600 });
+  let demo = await readFile(path, 'utf8').then((text) => JSON.parse(text) as DemoFile).catch(() => undefined);
   let createdNow = false;
   if (!demo) {
     const email = 'demo@example.com';
@@ -27,6 +32,7 @@ export async function ensureDemo(core: Core, dataDir: string, issuer: string): P
     await core.accounts.createUser({ email, password });
     demo = { email, password, clients: {} };
     createdNow = true;
+    await save(demo);
   }
   if (!demo.clients[issuer]) {
     const { client } = await core.accounts.createLoginClient({
@@ -34,9 +40,8 @@ export async function ensureDemo(core: Core, dataDir: string, issuer: string): P
     });
     demo.clients[issuer] = client.clientId;
     createdNow = true;
+    await save(demo);
   }
-  // Local convenience only: the demo password lives in the (git-ignored) data folder, mode 0600.
-  if (createdNow) await writeFile(path, JSON.stringify(demo, null, 2), { mode: 0o600 });
   return { clientId: demo.clients[issuer]!, email: demo.email, password: demo.password, createdNow };
 }
 
@@ -84,7 +89,7 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
           + `<h2>UserInfo</h2><pre>${escapeHtml(JSON.stringify(userInfo, null, 2))}</pre>`
           + `<h2>ID token claims</h2><pre>${escapeHtml(JSON.stringify(tokens.id_token ? decodeJwt(String(tokens.id_token)) : null, null, 2))}</pre>`
           + `<h2>Token response</h2><pre>${escapeHtml(JSON.stringify(shown, null, 2))}</pre>`
-          + '<p><a href="/account">Your account</a> · <a href="/demo">Sign in again</a></p>';
+          + '<p><a href="/account">Your account</a> · <a href="/demo">Run the demo again</a></p>';
       }
     }
     // The service's own page frame and headers (strict CSP, no inline style).

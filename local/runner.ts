@@ -14,7 +14,7 @@ import { tableNames } from '../core/tables';
 import { routeGroups } from '../lambdas/routes';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
 import { announceRunning, withdrawRunning } from './running';
-import { ensurePortFree } from './start-errors';
+import { ensurePortsFree } from './start-errors';
 import { startHttpServer, type LambdaHandler, type LocalExtra, type LocalRoute } from './http-server';
 
 // The whole service on one machine: embedded DynamoDB, a local signing key, and every Lambda
@@ -58,6 +58,11 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
   // CloudWatch metrics (EMF lines on stdout) mean nothing on a laptop.
   process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
   const host = options.host ?? '127.0.0.1';
+  await ensurePortsFree([
+    { port: options.port, host, variable: 'PORT' },
+    { port: options.grpcPort, host, variable: 'GRPC_PORT' },
+    { port: options.dynamoPort, host: '127.0.0.1', variable: 'DYNAMODB_PORT' },
+  ]);
   const dynamo: EmbeddedDynamo = await startEmbeddedDynamo(options.dataDir, options.dynamoPort);
   const client = localDynamoClient(dynamo.endpoint);
   let server: Server | undefined;
@@ -87,7 +92,6 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);
-    await ensurePortFree(options.grpcPort, host, 'GRPC_PORT');
     grpc = await startGrpcServer(core, { port: options.grpcPort, host });
     const httpServer = server;
     const grpcServer = grpc;

@@ -31,13 +31,29 @@ export function listenOrExplain(server: Server, port: number, host: string, vari
   });
 }
 
+export interface Listener { port: number; host: string; variable: PortVariable }
+
 /**
- * Fails with an explained error if `port` cannot be listened on. For servers that report a taken
- * port in their own words (grpc-js logs "No address added…" before failing): we ask first.
+ * Checks up front that every port can be listened on, so that all taken ports are named in one
+ * line rather than one per attempt (and grpc-js, which logs "No address added…" in its own words
+ * before failing, is never asked to bind a taken port). Port 0 (any free one) needs no check.
  */
-export async function ensurePortFree(port: number, host: string, variable: PortVariable): Promise<void> {
-  if (port === 0) return;
-  const probe = createServer();
-  await listenOrExplain(probe, port, host, variable);
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
+export async function ensurePortsFree(listeners: Listener[]): Promise<void> {
+  const failures = await Promise.all(listeners.filter((listener) => listener.port !== 0).map(async (listener) => {
+    const probe = createServer();
+    try {
+      await listenOrExplain(probe, listener.port, listener.host, listener.variable);
+      await new Promise<void>((resolve) => probe.close(() => resolve()));
+      return undefined;
+    } catch (error) {
+      return { listener, error };
+    }
+  }));
+  const failed = failures.filter((failure) => failure !== undefined);
+  const taken = failed.filter((failure) => /already in use/.test(String((failure.error as Error).message)));
+  if (taken.length > 1) {
+    const names = taken.map(({ listener }) => `${listener.port} on ${listener.host} (${listener.variable})`).join(', ');
+    throw new LocalStartError(`ports already in use: ${names}; set ${taken.map(({ listener }) => listener.variable).join(', ')} to free ports (0 picks one)`);
+  }
+  if (failed[0]) throw failed[0].error;
 }

@@ -6,6 +6,7 @@ import { ensureDemo, demoClient } from './demo';
 import { localEnvironment } from './environment';
 import { startLocal, type LocalService } from './runner';
 import { LocalStartError } from './start-errors';
+import { InvalidInputError } from '../core/accounts';
 import { coolOffFromEnvironment } from '../core/adapters/aws-environment';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 
@@ -24,8 +25,19 @@ async function start(): Promise<LocalService> {
     ...(env.issuer ? { issuer: env.issuer } : {}),
     extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
   });
-  const demo = await ensureDemo(service.core, env.dataDir, service.issuer);
-  demoExtra = demoClient(service.issuer, demo.clientId);
+  // The demo client needs a redirect URI we accept for login clients: https, or http on a
+  // loopback host. An issuer like http://192.0.2.2:3000 (HOST=0.0.0.0) gets no demo, but starts.
+  let demo: Awaited<ReturnType<typeof ensureDemo>> | undefined;
+  try {
+    demo = await ensureDemo(service.core, env.dataDir, service.issuer);
+    demoExtra = demoClient(service.issuer, demo.clientId);
+  } catch (error) {
+    if (!(error instanceof InvalidInputError)) {
+      await service.close();
+      throw error;
+    }
+    process.stderr.write(`demo app not available: ${error.message}\n`);
+  }
 
   const lines = [
     '',
@@ -35,12 +47,14 @@ async function start(): Promise<LocalService> {
     `  gRPC provisioning ${service.host}:${service.grpcPort} (plaintext; health, reflection)`,
     `  embedded DynamoDB ${service.dynamoEndpoint}`,
     '',
-    'Try a sign-in:',
-    `  1. open ${service.issuer}/demo`,
-    `  2. sign in as ${demo.email} with password ${demo.password}`,
-    '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
-    `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
-    '',
+    ...(demo ? [
+      'Try a sign-in:',
+      `  1. open ${service.issuer}/demo`,
+      `  2. sign in as ${demo.email} with password ${demo.password}`,
+      '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
+      `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
+      '',
+    ] : []),
     'Register clients and users with: npm run --silent admin -- help',
     '',
   ];

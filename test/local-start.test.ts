@@ -81,7 +81,7 @@ describe('npm start', () => {
     }
   });
 
-  it('names the variable to change when a port is taken, in one line', async () => {
+  it('names the variable to change when a port is taken, every taken port in one line', async () => {
     const other = await freshDir();
     const httpPort = new URL(runner.issuer).port;
     expectOneLine((await failedStart({ DATA_DIR: other, PORT: httpPort, GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, /port \d+ on 127\.0\.0\.1 is already in use; set PORT /);
@@ -89,6 +89,28 @@ describe('npm start', () => {
     const result = await failedStart({ DATA_DIR: other, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: String(runner.dynamoPort) });
     expect(result.code).toBe(1);
     expectOneLine(result.stderr, /set DYNAMODB_PORT /);
+    // A second `npm start` with the defaults of the first: all three at once, not one per try.
+    const all = await failedStart({ DATA_DIR: other, PORT: httpPort, GRPC_PORT: String(runner.grpcPort), DYNAMODB_PORT: String(runner.dynamoPort) });
+    expectOneLine(all.stderr, new RegExp(`ports already in use: ${httpPort} on 127\\.0\\.0\\.1 \\(PORT\\), ${runner.grpcPort} on 127\\.0\\.0\\.1 \\(GRPC_PORT\\), ${runner.dynamoPort} on 127\\.0\\.0\\.1 \\(DYNAMODB_PORT\\); set PORT, GRPC_PORT, DYNAMODB_PORT to free ports`));
+  }, 60_000);
+
+  it('starts without the demo app for an issuer no login client may redirect to, and keeps the demo user for later', async () => {
+    const dir = await freshDir();
+    // What HOST=0.0.0.0 with ISSUER set to the machine's address looks like: plain http, not loopback.
+    const open = await startRunnerProcess({ DATA_DIR: dir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: 'http://192.0.2.10:3000' });
+    try {
+      expect(open.output).toMatch(/demo app not available: redirect URI .* must use https/);
+      expect(open.output).not.toContain('Try a sign-in');
+      expect(open.output).not.toMatch(/\n\s+at /);
+    } finally {
+      await open.stop();
+    }
+    const local = await startRunnerProcess({ DATA_DIR: dir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: '' });
+    try {
+      expect(local.output).toMatch(/sign in as demo@example\.com with password \S+/);
+    } finally {
+      await local.stop();
+    }
   }, 60_000);
 
   it('refuses a data folder another runner holds, and a malformed variable, in one line', async () => {
@@ -150,7 +172,7 @@ describe('admin CLI help', () => {
   });
 
   it('answers argument errors with one line on stderr and exit 2', async () => {
-    for (const args of [[], ['frobnicate'], ['user', 'create', '--bogus'], ['user', 'create', '--email']]) {
+    for (const args of [[], ['frobnicate'], ['client'], ['user', 'create', '--bogus'], ['user', 'create', '--email']]) {
       const result = await admin(args, {});
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stdout).toBe('');
