@@ -9,7 +9,7 @@ import { escapeHtml } from '../lambdas/pages';
 import { demoClient, ensureDemo, type DemoSetup } from '../local/demo';
 import type { LocalExtra } from '../local/http-server';
 import { startLocal, type LocalService } from '../local/runner';
-import { clickAndWait, fillLabelled, launchChromium, openTab, watchFormPosts, type Tab } from './support/chromium';
+import { button, clickAndWait, launchChromium, link, openTab, signInOnPage, watchFormPosts, type Tab } from './support/chromium';
 
 // The pages in a real Chromium, driven by their labels as a person would use them, with the
 // built-in demo login client as the application. Nothing is intercepted or rewritten. Every page
@@ -87,8 +87,6 @@ async function newUser(): Promise<Login> {
   return login;
 }
 
-const button = (name: string) => `::-p-aria([name="${name}"][role="button"])`;
-const link = (name: string) => `::-p-aria([name="${name}"][role="link"])`;
 const heading = (target: Page) => target.$eval('h1', (element) => element.textContent ?? '');
 const mainText = (target: Page) => target.$eval('main', (element) => element.textContent ?? '');
 const field = (target: Page, name: string) => target.$eval(`input[name="${name}"]`, (element) => element.getAttribute('value') ?? '');
@@ -108,11 +106,7 @@ async function expectIconLoads() {
   expect(icon.width).toBeGreaterThan(0);
 }
 
-async function signIn(login: Login) {
-  await fillLabelled(page, 'Number or email', login.email);
-  await fillLabelled(page, 'Password', login.password);
-  return clickAndWait(page, button('Sign in'));
-}
+const signIn = (login: Login) => signInOnPage(page, login);
 
 /** /demo → sign-in → the consent page for the demo app. */
 async function toConsent(login: Login) {

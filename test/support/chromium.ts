@@ -96,3 +96,14 @@ export async function watchFormPosts(page: Page): Promise<() => SentForm[]> {
   await session.send('Network.enable');
   return () => sent.map(({ requestId, headers }) => ({ url: urls.get(requestId) ?? '?', headers }));
 }
+
+/** Selectors by accessible role and name, as assistive technology (and a person) finds things. */
+export const button = (name: string) => `::-p-aria([name="${name}"][role="button"])`;
+export const link = (name: string) => `::-p-aria([name="${name}"][role="link"])`;
+
+/** Fills in the sign-in form by its labels and presses "Sign in". */
+export async function signInOnPage(page: Page, login: { email: string; password: string }) {
+  await fillLabelled(page, 'Number or email', login.email);
+  await fillLabelled(page, 'Password', login.password);
+  return clickAndWait(page, button('Sign in'));
+}
