@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ServerReflectionService as ReflectionV1, type ServerReflectionRequest, type ServerReflectionResponse } from './gen/grpc/reflection/v1/reflection';
 import { ServerReflectionService as ReflectionV1Alpha } from './gen/grpc/reflection/v1alpha/reflection';
+import { logger } from './calls';
 
 // gRPC server reflection (grpc.reflection.v1, and v1alpha for older grpcurl) served from the
 // descriptor set that `buf build` writes at `npm run gen`: every file under its real name, with
@@ -19,6 +20,9 @@ import { ServerReflectionService as ReflectionV1Alpha } from './gen/grpc/reflect
  * copied to dist/grpc-service/gen/, so the same relative URL holds in source and in the bundle.
  */
 const descriptorSetFile = fileURLToPath(new URL('./gen/descriptors.binpb', import.meta.url));
+
+/** Far more than buf curl or grpcurl ask to resolve every type of our schema on one stream. */
+const MAX_REQUESTS_PER_STREAM = 1000;
 
 /** A grpc-js or proto-loader service definition: its methods' paths are `/package.Service/Method`. */
 type ServiceDefinition = Record<string, { path: string }>;
@@ -36,8 +40,9 @@ export function readDescriptorSet(): Uint8Array {
 /**
  * Adds both reflection services to `server`. `served` are the other services the server offers:
  * list_services names them and the reflection services, and each must be in the descriptor set.
+ * `closing` ends open reflection streams when the server drains.
  */
-export function addReflection(server: Server, descriptorSet: Uint8Array, served: ServiceDefinition[]): void {
+export function addReflection(server: Server, descriptorSet: Uint8Array, served: ServiceDefinition[], options: { closing?: AbortSignal } = {}): void {
   const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet));
   const services = [...served, ReflectionV1, ReflectionV1Alpha].map(serviceNameOf);
   for (const name of services) {
@@ -97,12 +102,39 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
     return error(status.INVALID_ARGUMENT, 'the request names no message_request');
   }
 
-  // v1 and v1alpha differ only in their package name: the messages are identical.
+  // v1 and v1alpha differ only in their package name: the messages are identical. Reflection
+  // needs no token, so a stream is held to what a client reads: while an answer waits in the
+  // transport (`write` returned false), no further request is read, and a stream asks at most
+  // MAX_REQUESTS_PER_STREAM questions (a tool needs a few dozen for our whole schema).
   const implementation = {
     serverReflectionInfo(call: ServerDuplexStream<ServerReflectionRequest, ServerReflectionResponse>) {
       const sent = new Set<string>();
-      call.on('data', (request: ServerReflectionRequest) => call.write(answer(request, sent)));
-      call.on('end', () => call.end());
+      let asked = 0;
+      const stop = () => call.end();
+      options.closing?.addEventListener('abort', stop, { once: true });
+      call.on('data', (request: ServerReflectionRequest) => {
+        if (++asked > MAX_REQUESTS_PER_STREAM) {
+          // Once: the status ends the stream, and what the client still sends is not read.
+          if (asked === MAX_REQUESTS_PER_STREAM + 1) {
+            call.pause();
+            call.emit('error', { code: status.RESOURCE_EXHAUSTED, details: `at most ${MAX_REQUESTS_PER_STREAM} requests per reflection stream; open a new one` });
+          }
+          return;
+        }
+        let reply: ServerReflectionResponse;
+        try {
+          reply = answer(request, sent);
+        } catch (error) {
+          logger.error('reflection request failed', { error: error as Error });
+          reply = { validHost: request.host, originalRequest: request, errorResponse: { errorCode: status.INTERNAL, errorMessage: 'the request could not be answered' } };
+        }
+        if (!call.write(reply)) {
+          call.pause();
+          call.once('drain', () => call.resume());
+        }
+      });
+      call.on('end', stop);
+      call.on('close', () => options.closing?.removeEventListener('abort', stop));
     },
   };
   server.addService(ReflectionV1, implementation);

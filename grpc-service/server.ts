@@ -58,7 +58,7 @@ export async function startGrpcServer(core: Core, options: { port: number; host?
   for (const [definition, implementation] of ours) server.addService(definition, implementation);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
   health.addToServer(server);
-  addReflection(server, readDescriptorSet(), [...ours.map(([definition]) => definition), healthService]);
+  addReflection(server, readDescriptorSet(), [...ours.map(([definition]) => definition), healthService], { closing: closing.signal });
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${options.host ?? '0.0.0.0'}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));

@@ -15,11 +15,11 @@ import { systemClock, systemRandom } from '../core/adapters/system';
 import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type User } from '../core/model';
 import type { Store } from '../core/store';
 import { tableNames } from '../core/tables';
-import { localDynamoClient, startEmbeddedDynamo } from './embedded-dynamo';
+import { DataInUseError, localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
 import { localEnvironment } from './environment';
 import { LOCAL_TABLE_PREFIX } from './runner';
 import { withDeployedStore } from './deployed';
-import { runningService } from './running';
+import { runnerFileName, runnerNote } from './running';
 import { LocalStartError } from './start-errors';
 import type { EnvironmentName } from '../lib/config';
 
@@ -56,7 +56,8 @@ function usage(group?: string): string {
 }
 
 /** The commands of a group, as its usage lines name them (`client` → create, list, show, …). */
-const commandsOf = (group: string) => (COMMANDS[group] ?? []).flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].map((match) => match[1]!));
+const commandsOf = (group: string) => (COMMANDS[group] ?? [])
+  .flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|')));
 
 /** Help that was asked for: printed on stdout, exit 0. */
 class HelpRequested {
@@ -91,16 +92,29 @@ async function readStdin(): Promise<string> {
 }
 
 /**
- * The local tables: through the running `npm start` that holds DATA_DIR (its runner.json note says
- * where its embedded DynamoDB listens), or else by opening DATA_DIR ourselves for this command.
+ * The local tables: DATA_DIR opened for this one command, or, while `npm start` holds it, through
+ * the running service's embedded DynamoDB (its runner.json note says where; local/running.ts).
  */
 async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>): Promise<T> {
-  const running = await runningService(dataDir);
-  const embedded = running ? undefined : await startEmbeddedDynamo(dataDir, 0);
-  const client = localDynamoClient(running?.dynamoEndpoint ?? embedded!.endpoint);
+  let embedded: EmbeddedDynamo | undefined;
+  let endpoint: string;
+  try {
+    embedded = await startEmbeddedDynamo(dataDir, 0);
+    endpoint = embedded.endpoint;
+  } catch (error) {
+    const note = error instanceof DataInUseError ? await runnerNote(dataDir) : undefined;
+    if (!note) throw error;
+    endpoint = note.dynamoEndpoint;
+  }
+  const client = localDynamoClient(endpoint);
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
-    await ensureTables(client, tables);
+    try {
+      await ensureTables(client, tables);
+    } catch (error) {
+      if (embedded || (error as { code?: string }).code !== 'ECONNREFUSED') throw error;
+      throw new LocalStartError(`${dataDir} is in use, but nothing answers at ${endpoint}, where ${runnerFileName(dataDir)} says its service is; is \`npm start\` still starting?`);
+    }
     return await work(createDynamoStore(documentClient(client), tables));
   } finally {
     client.destroy();
@@ -140,7 +154,11 @@ async function run(argv: string[]): Promise<unknown> {
   if (noun === 'help') return new HelpRequested(usage(verb));
   if (values.help) return new HelpRequested(usage(noun));
   if (noun === undefined) throw new UsageError('no command given');
-  if (verb === undefined && Object.hasOwn(COMMANDS, noun)) throw new UsageError(`${noun} needs one of: ${commandsOf(noun).join(', ')}`);
+  // Checked before any store is opened (locally or in AWS): a typo touches nothing.
+  if (!Object.hasOwn(COMMANDS, noun)) throw new UsageError(`unknown command: ${positionals.join(' ')}`);
+  if (verb === undefined) throw new UsageError(`${noun} needs one of: ${commandsOf(noun).join(', ')}`);
+  if (!commandsOf(noun).includes(verb)) throw new UsageError(`unknown command: ${noun} ${verb}`);
+  if (values['refresh-response'] !== undefined && `${noun} ${verb}` !== 'client create') throw new UsageError('--refresh-response belongs to client create');
   if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
   if (values.env !== undefined) {
     if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');

@@ -12,6 +12,9 @@ import { listenOrExplain, LocalStartError } from './start-errors';
 
 export interface EmbeddedDynamo { endpoint: string; port: number; close(): Promise<void> }
 
+/** Another process holds DATA_DIR's embedded database (only one may open it). */
+export class DataInUseError extends LocalStartError {}
+
 /**
  * dynalite opens its LevelDB lazily and throws from inside a request when another process holds
  * the folder's lock ("Database is closed", uncaught). Opening it once here first turns that into
@@ -23,7 +26,7 @@ async function ensureNotInUse(dataDir: string, path: string): Promise<void> {
     await db.open();
   } catch (error) {
     if ((error as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') {
-      throw new LocalStartError(`the data in ${dataDir} is in use by another process (is \`npm start\` running with this DATA_DIR?); stop it or set DATA_DIR to another folder`);
+      throw new DataInUseError(`the data in ${dataDir} is in use by another process (is \`npm start\` running with this DATA_DIR?); stop it or set DATA_DIR to another folder`);
     }
     throw error;
   } finally {

@@ -95,7 +95,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     grpc = await startGrpcServer(core, { port: options.grpcPort, host });
     const httpServer = server;
     const grpcServer = grpc;
-    await announceRunning(options.dataDir, { pid: process.pid, issuer, dynamoEndpoint: dynamo.endpoint, grpcAddress: `${host}:${grpc.port}` });
+    await announceRunning(options.dataDir, { pid: process.pid, dynamoEndpoint: dynamo.endpoint });
     return {
       issuer,
       host,

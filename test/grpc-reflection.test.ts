@@ -13,7 +13,7 @@ import { AgentServiceService } from '../grpc-service/gen/svcnum/provisioning/v1a
 import { AliasServiceService } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceService } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { SERVICE_NAMES } from '../grpc-service/server';
+import { SERVICE_NAMES, startGrpcServer } from '../grpc-service/server';
 import { provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
@@ -138,9 +138,10 @@ describe('the reflection protocol', () => {
     v1alpha?.close();
   });
 
-  /** Sends the requests on one stream, one at a time, and collects an answer to each. */
+  /** Sends the requests on one stream, one at a time, and collects an answer to each; the stream then ends with OK. */
   async function ask(client: Client, ...requests: Array<Partial<ServerReflectionRequest>>): Promise<ServerReflectionResponse[]> {
     const stream = client.serverReflectionInfo();
+    const ended = new Promise<number>((resolve) => stream.on('status', (final: { code: number }) => resolve(final.code)));
     const answers: ServerReflectionResponse[] = [];
     try {
       for (const request of requests) {
@@ -154,6 +155,7 @@ describe('the reflection protocol', () => {
     } finally {
       stream.end();
     }
+    expect(await ended).toBe(status.OK);
     return answers;
   }
   const files = (response: ServerReflectionResponse) => response.fileDescriptorResponse!.fileDescriptorProto.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes));
@@ -229,5 +231,35 @@ describe('the reflection protocol', () => {
     ]);
     expect(answers[0]!.originalRequest).toMatchObject({ fileByFilename: 'svcnum/provisioning/v1alpha1/nope.proto' });
     expect(answers[6]!.allExtensionNumbersResponse).toEqual({ baseTypeName: 'svcnum.provisioning.v1alpha1.Agent', extensionNumber: [] });
+  });
+
+  it('answers at most 1,000 requests on one stream, then ends it with RESOURCE_EXHAUSTED (it needs no token)', async () => {
+    const stream = v1.serverReflectionInfo();
+    let answered = 0;
+    stream.on('data', () => answered++);
+    const failed = new Promise<{ code: number; details: string }>((resolve) => stream.on('error', resolve));
+    for (let index = 0; index < 1_005; index++) stream.write({ host: '', listServices: '*' });
+    const error = await failed;
+    expect(error.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(error.details).toMatch(/at most 1000 requests per reflection stream/);
+    expect(answered).toBe(1_000);
+  });
+
+  it('ends open reflection streams when the server drains', async () => {
+    const second = await startGrpcServer(service.core, { port: 0, host: '127.0.0.1' });
+    const client = new ServerReflectionClient(`127.0.0.1:${second.port}`, credentials.createInsecure());
+    try {
+      const stream = client.serverReflectionInfo();
+      const first = new Promise((resolve) => stream.once('data', resolve));
+      stream.write({ host: '', listServices: '*' });
+      await first;
+      const ended = new Promise<number>((resolve) => stream.on('status', (final: { code: number }) => resolve(final.code)));
+      stream.on('data', () => undefined);
+      // A stream left open would hold the drain for its whole grace (longer than this test may run).
+      await second.drain(60_000);
+      expect(await ended).toBe(status.OK);
+    } finally {
+      client.close();
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -140,31 +140,69 @@ describe('admin CLI next to npm start', () => {
     }
   });
 
-  it('ignores the note of a runner that died without cleaning up (kill -9)', async () => {
+  it('believes a runner.json only while the data is held: a stale or planted note sends nothing anywhere', async () => {
     const dir = await freshDir();
-    let port = 0;
-    const server: Server = createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    port = (server.address() as { port: number }).port;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    // A pid that no process has (beyond the kernel's pid_max) and an endpoint nothing answers.
-    await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: 2 ** 30, issuer: 'http://localhost:1', dynamoEndpoint: `http://127.0.0.1:${port}`, grpcAddress: '127.0.0.1:1' }));
-    const result = await admin(['user', 'list'], { DATA_DIR: dir });
-    expect(result.code, result.stderr).toBe(0);
-    expect(JSON.parse(result.stdout)).toEqual({ users: [] });
+    // A loopback "DynamoDB" that records whether anyone talks to it.
+    let contacted = 0;
+    const decoy: Server = createServer((socket) => {
+      contacted++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => decoy.listen(0, '127.0.0.1', () => resolve()));
+    const port = (decoy.address() as { port: number }).port;
+    try {
+      // Left by a runner killed with -9 (its pid may even be alive again), or committed to a clone.
+      await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: process.pid, dynamoEndpoint: `http://127.0.0.1:${port}` }));
+      const result = await admin(['user', 'list'], { DATA_DIR: dir });
+      expect(result.code, result.stderr).toBe(0);
+      expect(JSON.parse(result.stdout)).toEqual({ users: [] });
+      expect(contacted).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => decoy.close(() => resolve()));
+    }
+  });
+
+  it('never follows a note to another machine, and says in one line when the service it names does not answer', async () => {
+    const dir = await freshDir();
+    const held = new Level(join(dir, 'dynamodb'));
+    await held.open();
+    try {
+      await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: process.pid, dynamoEndpoint: 'http://example.com:8000' }));
+      expectOneLine((await admin(['user', 'list'], { DATA_DIR: dir })).stderr, /in use by another process/);
+
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
+      const port = (closed.address() as { port: number }).port;
+      await new Promise<void>((resolve) => closed.close(() => resolve()));
+      await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: process.pid, dynamoEndpoint: `http://127.0.0.1:${port}` }));
+      const result = await admin(['user', 'list'], { DATA_DIR: dir });
+      expect(result.code).toBe(1);
+      expectOneLine(result.stderr, new RegExp(`nothing answers at http://127\\.0\\.0\\.1:${port}, where .*runner\\.json says its service is`));
+    } finally {
+      await held.close();
+    }
   });
 });
 
 describe('admin CLI help', () => {
+  // Help and usage errors touch no data; a folder of their own shows it (it stays empty).
+  let env: { DATA_DIR: string };
+  beforeAll(async () => {
+    env = { DATA_DIR: await freshDir() };
+  });
+  afterAll(async () => {
+    expect(await readdir(env.DATA_DIR)).toEqual([]);
+  });
+
   it('prints the usage on stdout and exits 0 for help, help GROUP and --help', async () => {
-    const all = await admin(['help'], {});
+    const all = await admin(['help'], env);
     expect(all.code).toBe(0);
     expect(all.stderr).toBe('');
     expect(all.stdout).toMatch(/^usage: npm run --silent admin -- <command>/);
     for (const group of ['client create', 'user create', 'prov-client create', 'number seed', 'key list']) expect(all.stdout).toContain(group);
 
     for (const args of [['help', 'user'], ['user', '--help'], ['user', 'create', '--help'], ['user', 'create', '-h']]) {
-      const one = await admin(args, {});
+      const one = await admin(args, env);
       expect(one.code, args.join(' ')).toBe(0);
       expect(one.stdout).toContain('user create --email E');
       expect(one.stdout).not.toContain('client create');
@@ -172,8 +210,8 @@ describe('admin CLI help', () => {
   });
 
   it('answers argument errors with one line on stderr and exit 2', async () => {
-    for (const args of [[], ['frobnicate'], ['client'], ['user', 'create', '--bogus'], ['user', 'create', '--email']]) {
-      const result = await admin(args, {});
+    for (const args of [[], ['frobnicate'], ['client'], ['client', 'frob'], ['user', 'create', '--bogus'], ['user', 'create', '--email'], ['prov-client', 'create', '--refresh-response', 'omit']]) {
+      const result = await admin(args, env);
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stdout).toBe('');
       expectOneLine(result.stderr, /\(see: admin help\)$/);
