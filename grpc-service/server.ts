@@ -37,6 +37,9 @@ export const serverOptions: ChannelOptions = {
   'grpc.max_receive_message_length': 1024 * 1024,
 };
 
+/** A gRPC bind target; an IPv6 literal goes in brackets (`[::]:50051`). */
+const bindTarget = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
+
 export interface RunningGrpcServer {
   port: number;
   server: Server;
@@ -61,7 +64,7 @@ export async function startGrpcServer(core: Core, options: { port: number; host?
   addReflection(server, readDescriptorSet(), [...ours.map(([definition]) => definition), healthService], { closing: closing.signal });
 
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${options.host ?? '0.0.0.0'}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+    server.bindAsync(bindTarget(options.host ?? '0.0.0.0', options.port), ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
   });
   return {
     port,

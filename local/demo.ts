@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
+import { InvalidInputError } from '../core/accounts';
 import type { Core } from '../core/service';
 import { html } from '../lambdas/http';
 import { escapeHtml, layout } from '../lambdas/pages';
@@ -29,7 +30,13 @@ export async function ensureDemo(core: Core, dataDir: string, issuer: string): P
   if (!demo) {
     const email = 'demo@example.com';
     const password = randomBytes(12).toString('base64url');
-    await core.accounts.createUser({ email, password });
+    await core.accounts.createUser({ email, password }).catch((error: unknown) => {
+      // The password was only ever in demo.json: with the file gone, the demo user cannot be used.
+      if (error instanceof InvalidInputError && /already registered/.test(error.message)) {
+        throw new InvalidInputError(`${path} is gone but its demo user is still in the data; stop the service and rm -rf ${dataDir} to start over`);
+      }
+      throw error;
+    });
     demo = { email, password, clients: {} };
     createdNow = true;
     await save(demo);

@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { ensureDemo, demoClient } from './demo';
 import { localEnvironment } from './environment';
 import { startLocal, type LocalService } from './runner';
-import { LocalStartError } from './start-errors';
+import { hostPort, LocalStartError } from './start-errors';
 import { InvalidInputError } from '../core/accounts';
 import { coolOffFromEnvironment } from '../core/adapters/aws-environment';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
@@ -42,9 +42,9 @@ async function start(): Promise<LocalService> {
   const lines = [
     '',
     `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
-    `  issuer            ${service.issuer}   (HTTP listens on ${service.host}:${service.port})`,
+    `  issuer            ${service.issuer}   (HTTP listens on ${hostPort(service.host, service.port)})`,
     `  discovery         ${service.issuer}/.well-known/openid-configuration`,
-    `  gRPC provisioning ${service.host}:${service.grpcPort} (plaintext; health, reflection)`,
+    `  gRPC provisioning ${hostPort(service.host, service.grpcPort)} (plaintext; health, reflection)`,
     `  embedded DynamoDB ${service.dynamoEndpoint}`,
     '',
     ...(demo ? [

@@ -94,6 +94,23 @@ describe('npm start', () => {
     expectOneLine(all.stderr, new RegExp(`ports already in use: ${httpPort} on 127\\.0\\.0\\.1 \\(PORT\\), ${runner.grpcPort} on 127\\.0\\.0\\.1 \\(GRPC_PORT\\), ${runner.dynamoPort} on 127\\.0\\.0\\.1 \\(DYNAMODB_PORT\\); set PORT, GRPC_PORT, DYNAMODB_PORT to free ports`));
   }, 60_000);
 
+  it('refuses one port for two variables, and a port another server holds on ::1 (where clients may look for localhost)', async () => {
+    const other = await freshDir();
+    expectOneLine((await failedStart({ DATA_DIR: other, PORT: '4567', GRPC_PORT: '4567', DYNAMODB_PORT: '0' })).stderr, /PORT and GRPC_PORT are both 4567; give each its own port/);
+    const shadow: Server = createServer();
+    const listening = await new Promise<boolean>((resolve) => {
+      shadow.once('error', () => resolve(false));
+      shadow.listen(0, '::1', () => resolve(true));
+    });
+    if (!listening) return; // no IPv6 loopback here: nothing can shadow the service on it
+    try {
+      const port = (shadow.address() as { port: number }).port;
+      expectOneLine((await failedStart({ DATA_DIR: other, PORT: String(port), GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, new RegExp(`port ${port} on ::1 is already in use; set PORT `));
+    } finally {
+      await new Promise<void>((resolve) => shadow.close(() => resolve()));
+    }
+  }, 60_000);
+
   it('starts without the demo app for an issuer no login client may redirect to, and keeps the demo user for later', async () => {
     const dir = await freshDir();
     // What HOST=0.0.0.0 with ISSUER set to the machine's address looks like: plain http, not loopback.
