@@ -36,8 +36,10 @@ describe.skipIf(address === undefined)('pages over plain http on a network addre
     dataDir = await mkdtemp(join(tmpdir(), 'svcnum-network-'));
     const port = await freePort(address!);
     attacker = createServer((request, response) => {
-      const target = new URL(request.url ?? '/', 'http://attacker').searchParams.get('action') ?? '';
-      response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+      const query = new URL(request.url ?? '/', 'http://attacker').searchParams;
+      const target = query.get('action') ?? '';
+      // `?policy=no-referrer`: a page under which Chromium posts with `Origin: null`.
+      response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Referrer-Policy': query.get('policy') ?? 'strict-origin-when-cross-origin' });
       response.end(`<!doctype html><html lang="en"><head><title>Win</title><link rel="icon" href="data:,"></head><body><form method="post" action="${target}"><input type="hidden" name="csrf" value="x"><button type="submit">Claim your prize</button></form></body></html>`);
     });
     await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
@@ -54,7 +56,7 @@ describe.skipIf(address === undefined)('pages over plain http on a network addre
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('signs in and out with our Origin and no Sec-Fetch-Site, and refuses a post from another origin', async () => {
+  it('signs in and out with our Origin and no Sec-Fetch-Site, and refuses posts from another origin and with Origin null', async () => {
     const login = { email: 'lan@example.com', password: 'correct horse battery staple' };
     await service.core.accounts.createUser(login);
     const tab = await openTab(chromium);
@@ -67,15 +69,18 @@ describe.skipIf(address === undefined)('pages over plain http on a network addre
     await clickAndWait(page, button('Sign out'));
     expect(await page.$eval('h1', (element) => element.textContent)).toBe('Signed out');
 
-    await page.goto(`${attackerOrigin}/?action=${encodeURIComponent(`${service.issuer}/logout`)}`);
-    const refused = await clickAndWait(page, button('Claim your prize'));
-    expect(refused?.status()).toBe(403);
+    for (const policy of ['strict-origin-when-cross-origin', 'no-referrer']) {
+      await page.goto(`${attackerOrigin}/?policy=${policy}&action=${encodeURIComponent(`${service.issuer}/logout`)}`);
+      const refused = await clickAndWait(page, button('Claim your prize'));
+      expect(refused?.status(), policy).toBe(403);
+    }
 
     const posts = formPosts();
     expect(posts.map((post) => [new URL(post.url).pathname, post.headers.origin, post.headers['sec-fetch-site']])).toEqual([
       ['/login', service.issuer, undefined],
       ['/logout', service.issuer, undefined],
       ['/logout', attackerOrigin, undefined],
+      ['/logout', 'null', undefined],
     ]);
     await tab.context.close();
     expect(tab.problems.list()).toEqual([]);

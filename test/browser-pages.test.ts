@@ -9,6 +9,7 @@ import { escapeHtml } from '../lambdas/pages';
 import { demoClient, ensureDemo, type DemoSetup } from '../local/demo';
 import type { LocalExtra } from '../local/http-server';
 import { startLocal, type LocalService } from '../local/runner';
+import { pkcePair } from './support/browser';
 import { button, clickAndWait, launchChromium, link, openTab, signInOnPage, watchFormPosts, type Tab } from './support/chromium';
 
 // The pages in a real Chromium, driven by their labels as a person would use them, with the
@@ -152,6 +153,26 @@ describe('pages in Chromium', () => {
     for (const post of posts) {
       expect(post.headers).toMatchObject({ origin: service.issuer, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' });
     }
+  });
+
+  it('follows Allow to an application on another origin (the consent form may end there under its CSP)', async () => {
+    const redirectUri = `http://127.0.0.1:${elsewhere.port}/callback`;
+    const { client } = await service.core.accounts.createLoginClient({ name: 'Other-origin app', scope: 'openid email', redirectUris: [redirectUri] });
+    const { challenge } = pkcePair();
+    const authorize = new URL(`${service.issuer}/oauth/authorize`);
+    authorize.search = new URLSearchParams({
+      response_type: 'code', client_id: client.clientId, redirect_uri: redirectUri, scope: 'openid email', state: 'st-other',
+      code_challenge: challenge, code_challenge_method: 'S256',
+    }).toString();
+    await page.goto(authorize.href);
+    await signIn(await newUser());
+    expect(await heading(page)).toBe('Allow Other-origin app to use your account?');
+    await clickAndWait(page, button('Allow'));
+    const callback = new URL(page.url());
+    expect(`${callback.origin}${callback.pathname}`).toBe(redirectUri);
+    expect(callback.searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{16,}$/);
+    expect(callback.searchParams.get('state')).toBe('st-other');
+    expect(callback.searchParams.get('iss')).toBe(service.issuer);
   });
 
   it('Deny sends the application error=access_denied', async () => {
