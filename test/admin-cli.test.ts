@@ -1,32 +1,14 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from './support/browser';
 import { authorizeInBrowser, authorizePath, createLoginClient, exchange, obtainCode, postForm } from './support/flow';
 import { pkcePair } from './support/browser';
+import { runAdmin } from './support/processes';
 import { startTestService, type TestService } from './support/service';
 
-const run = promisify(execFile);
-
-/** Runs the admin CLI as a user would; resolves with exit code, parsed stdout and stderr. */
-async function admin(args: string[], env: Record<string, string>, input?: string) {
-  const child = run(process.execPath, ['--import', 'tsx', 'local/admin.ts', ...args], {
-    env: { ...process.env, ...env }, cwd: process.cwd(),
-  });
-  if (input !== undefined) {
-    child.child.stdin!.end(input);
-  }
-  try {
-    const { stdout, stderr } = await child;
-    return { code: 0, json: JSON.parse(stdout) as Record<string, unknown>, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, json: undefined, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const admin = runAdmin;
 
 let service: TestService;
 let env: Record<string, string>;

@@ -1,6 +1,4 @@
 import { status } from '@grpc/grpc-js';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { User } from '../core/model';
 import {
@@ -12,26 +10,14 @@ import {
   ConfigureProgrammableRequest, GetNumberRequest, ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { runAdmin } from './support/processes';
 import { startTestService, type TestService } from './support/service';
 
 // The provisioning commands of the admin CLI, run as child processes against a running local
 // service (its embedded DynamoDB through DYNAMODB_PORT), and their effect seen over gRPC.
 // Independent commands run in parallel: each one is a Node process start.
 
-const run = promisify(execFile);
-
-interface Outcome { code: number; json: Record<string, unknown> | undefined; stdout: string; stderr: string }
-
-/** Runs the admin CLI as an operator would; resolves with exit code, parsed stdout and stderr. */
-async function admin(...args: string[]): Promise<Outcome> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'local/admin.ts', ...args], { env: { ...process.env, ...env }, cwd: process.cwd() });
-    return { code: 0, json: JSON.parse(stdout) as Record<string, unknown>, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, json: undefined, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const admin = (...args: string[]) => runAdmin(args, env);
 
 /** A command that must succeed: its JSON. */
 async function ok(...args: string[]): Promise<Record<string, unknown>> {

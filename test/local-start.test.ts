@@ -1,39 +1,24 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAdmin, runScript } from './support/processes';
 import { startRunnerProcess, type RunnerProcess } from './support/runner-process';
 
 // `npm start` and the admin CLI as a person meets them: run as processes, with the environment
 // variables of the README, next to each other and next to things that already hold a port.
 
-const run = promisify(execFile);
-const TSX = ['--import', 'tsx'];
 
 /** A start that must fail: its exit code and what it printed. */
 async function failedStart(env: Record<string, string>) {
-  try {
-    await run(process.execPath, [...TSX, 'local/start.ts'], { env: { ...process.env, ...env }, timeout: 30_000 });
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-  throw new Error('the start did not fail');
+  const outcome = await runScript('local/start.ts', [], env);
+  if (outcome.code === 0) throw new Error('the start did not fail');
+  return outcome;
 }
 
-async function admin(args: string[], env: Record<string, string>) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [...TSX, 'local/admin.ts', ...args], { env: { ...process.env, ...env } });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const admin = runAdmin;
 
 const reachable = (host: string, port: number) => new Promise<boolean>((resolve) => {
   const socket = connect({ host, port });
