@@ -19,7 +19,7 @@ import { DataInUseError, localDynamoClient, startEmbeddedDynamo, type EmbeddedDy
 import { localEnvironment } from './environment';
 import { LOCAL_TABLE_PREFIX } from './runner';
 import { withDeployedStore } from './deployed';
-import { runnerFileName, runnerNote } from './running';
+import { runnerFile, runnerNote } from './running';
 import { LocalStartError } from './start-errors';
 import type { EnvironmentName } from '../lib/config';
 
@@ -113,7 +113,7 @@ async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promis
       await ensureTables(client, tables);
     } catch (error) {
       if (embedded || (error as { code?: string }).code !== 'ECONNREFUSED') throw error;
-      throw new LocalStartError(`${dataDir} is in use, but nothing answers at ${endpoint}, where ${runnerFileName(dataDir)} says its service is; is \`npm start\` still starting?`);
+      throw new LocalStartError(`${dataDir} is in use, but nothing answers at ${endpoint}, where ${runnerFile(dataDir)} says its service is; is \`npm start\` still starting?`);
     }
     return await work(createDynamoStore(documentClient(client), tables));
   } finally {

@@ -13,7 +13,8 @@ export interface RunningService {
   dynamoEndpoint: string;
 }
 
-const runnerFile = (dataDir: string) => join(dataDir, 'runner.json');
+/** Where the note of the runner that holds `dataDir` is. */
+export const runnerFile = (dataDir: string) => join(dataDir, 'runner.json');
 const LOOPBACK_ENDPOINT = /^http:\/\/127\.0\.0\.1:\d{1,5}$/;
 
 export async function announceRunning(dataDir: string, service: RunningService): Promise<void> {
@@ -38,5 +39,3 @@ export async function runnerNote(dataDir: string): Promise<RunningService | unde
     return undefined;
   }
 }
-
-export const runnerFileName = runnerFile;
