@@ -13,7 +13,8 @@
 //   consents      GetItem, PutItem, Query, DeleteItem        remember, list (/account), forget
 //   grants        UpdateItem + Query bySubject  /account/revoke: listGrants, revokeGrant
 //   sessions      GetItem, PutItem, DeleteItem  sign-in, every page, sign-out
-//   KMS           none: the pages never sign or verify a JWT.
+//   KMS           none of the signing keys: the pages never sign or verify a JWT.
+//   KMS (MAC)     GenerateMac, VerifyMac        the sign-in MAC key: signed CSRF token and device cookie
 //
 // token    (/oauth/token, /oauth/revoke)
 //   clients       GetItem                       authenticate (cached and fresh reads)
@@ -88,6 +89,8 @@ export interface ComputeAccess {
    * signing keys only (active and published), never on `*`.
    */
   readonly keys: KeyUse;
+  /** kms:GenerateMac + kms:VerifyMac on the sign-in MAC key (lib/keys.ts SignInMacKey), nothing else. */
+  readonly mac?: true;
 }
 
 export type ComputeUnit = RouteGroup | 'provisioning';
@@ -106,6 +109,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       sessions: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
     },
     keys: 'none',
+    mac: true,
   },
   token: {
     tables: {
@@ -161,6 +165,8 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
     keys: 'sign',
   },
 };
+
+export const macActions = ['kms:GenerateMac', 'kms:VerifyMac'] as const;
 
 export const keyActions: Record<KeyUse, readonly string[]> = {
   sign: ['kms:Sign', 'kms:GetPublicKey'],

@@ -29,6 +29,7 @@ export const outputNames = {
   loadBalancerDnsName: 'GrpcLoadBalancerDnsName',
   signingKeyArn: 'SigningKeyArn',
   signingKeyAlias: 'SigningKeyAlias',
+  signInMacKeyArn: 'SignInMacKeyArn',
   alarmTopicArn: 'AlarmTopicArn',
   dashboardName: 'DashboardName',
 } as const;
@@ -88,6 +89,12 @@ export interface EnvironmentConfig {
      * public function's in-process limiter gets the same rate per minute (PUBLIC_RATE_LIMIT_PER_MINUTE).
      */
     readonly publicApiRateLimit: number;
+    /**
+     * Sign-in form posts (POST /login) per IP per evaluation window; then a 429 page. The service
+     * throttles password checks per account and per address as well (README, "Failed sign-ins");
+     * this rule keeps a flood from one address from reaching the functions at all.
+     */
+    readonly signInRateLimit: number;
     /**
      * Backstop: requests per IP per evaluation window to any path (floods, credential stuffing).
      * Keep it well above what one busy API client sends from one address.
@@ -196,7 +203,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           messages: { memoryMiB: 512, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 1500, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         // PLACEHOLDER domain and certificate.
@@ -238,7 +245,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           messages: { memoryMiB: 1024, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 1500, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         // PLACEHOLDER domain and certificate.

@@ -19,7 +19,7 @@ import { access, type ComputeUnit } from './access';
 import { lambdaBundle } from './bundling';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
-import type { SigningKeys } from './keys';
+import type { SignInMacKey, SigningKeys } from './keys';
 import { logRetention, repoRoot } from './util';
 
 // The HTTP face: an API Gateway REST API (WAF attaches to REST APIs, not HTTP APIs) with every
@@ -31,6 +31,7 @@ export interface HttpApiProps {
   readonly tables: Record<TableKey, GrantTarget>;
   readonly tablePrefix: string;
   readonly keys: SigningKeys;
+  readonly signInMac: SignInMacKey;
   /** Environment shared by the Lambda functions and the Fargate task (ISSUER excluded). */
   readonly sharedEnvironment: Record<string, string>;
 }
@@ -126,9 +127,10 @@ export class HttpApi extends Construct {
     const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
     const functions = {} as Record<RouteGroup, NodejsFunction>;
     for (const group of Object.keys(routeGroups) as RouteGroup[]) {
-      const fn = this.routeGroupFunction(group, config, environment, removalPolicy);
+      const fn = this.routeGroupFunction(group, config, { ...environment, ...(access[group].mac ? { MAC_KEY_ID: props.signInMac.key.keyArn } : {}) }, removalPolicy);
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
+      if (access[group].mac) props.signInMac.grant(fn);
       const integration = new LambdaIntegration(fn, { allowTestInvoke: false });
       for (const [path, methods] of Object.entries(routeGroups[group].routes)) {
         const resource = this.api.root.resourceForPath(path);
@@ -212,15 +214,15 @@ export class HttpApi extends Construct {
   /** The regional web ACL: per-IP rate rules and AWS's managed rule groups. */
   private firewall(config: EnvironmentConfig, prefix: string): CfnWebACL {
     const visibility = (metricName: string) => ({ cloudWatchMetricsEnabled: true, sampledRequestsEnabled: true, metricName: `${prefix}-${metricName}` });
-    const rateLimited = {
+    const rateLimited = (customResponseBodyKey: 'rate-limited' | 'sign-in-rate-limited') => ({
       block: {
         customResponse: {
           responseCode: 429,
-          customResponseBodyKey: 'rate-limited',
+          customResponseBodyKey,
           responseHeaders: [{ name: 'Retry-After', value: String(config.waf.retryAfterSeconds) }],
         },
       },
-    };
+    });
     // The path as API Gateway will route it: decoded, normalised, lower case. CONTAINS also
     // covers the stage prefix of the execute-api URL (/v1/api/resolve).
     const pathContains = (path: string): CfnWebACL.StatementProperty => ({
@@ -247,12 +249,18 @@ export class HttpApi extends Construct {
           contentType: 'APPLICATION_JSON',
           content: '{"error":"rate_limited","error_description":"too many requests from this address; retry later"}',
         },
+        // A person sees this one: a page, not JSON (no style or script: WAF serves it as is).
+        'sign-in-rate-limited': {
+          contentType: 'TEXT_HTML',
+          content: '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Too many sign-in attempts</title></head>'
+            + '<body><h1>Too many sign-in attempts</h1><p>Too many sign-in attempts came from your network. Wait a few minutes, then go back and try again.</p></body></html>',
+        },
       },
       rules: [
         {
           name: 'public-api-per-ip',
           priority: 0,
-          action: rateLimited,
+          action: rateLimited('rate-limited'),
           statement: {
             rateBasedStatement: {
               limit: config.waf.publicApiRateLimit,
@@ -264,9 +272,31 @@ export class HttpApi extends Construct {
           visibilityConfig: visibility('public-api-per-ip'),
         },
         {
-          name: 'any-path-per-ip',
+          // Sign-in form posts only: the pages themselves (GET) stay reachable.
+          name: 'sign-in-per-ip',
           priority: 1,
-          action: rateLimited,
+          action: rateLimited('sign-in-rate-limited'),
+          statement: {
+            rateBasedStatement: {
+              limit: config.waf.signInRateLimit,
+              aggregateKeyType: 'IP',
+              evaluationWindowSec: config.waf.evaluationWindowSeconds,
+              scopeDownStatement: {
+                andStatement: {
+                  statements: [
+                    pathContains('/login'),
+                    { byteMatchStatement: { fieldToMatch: { method: {} }, positionalConstraint: 'EXACTLY', searchString: 'POST', textTransformations: [{ priority: 0, type: 'NONE' }] } },
+                  ],
+                },
+              },
+            },
+          },
+          visibilityConfig: visibility('sign-in-per-ip'),
+        },
+        {
+          name: 'any-path-per-ip',
+          priority: 2,
+          action: rateLimited('rate-limited'),
           statement: {
             rateBasedStatement: {
               limit: config.waf.perIpRateLimit,
@@ -278,7 +308,7 @@ export class HttpApi extends Construct {
         },
         {
           name: 'aws-common-rule-set',
-          priority: 2,
+          priority: 3,
           overrideAction: { none: {} },
           statement: {
             managedRuleGroupStatement: {
@@ -305,7 +335,7 @@ export class HttpApi extends Construct {
         },
         {
           name: 'aws-known-bad-inputs',
-          priority: 3,
+          priority: 4,
           overrideAction: { none: {} },
           statement: { managedRuleGroupStatement: { vendorName: 'AWS', name: 'AWSManagedRulesKnownBadInputsRuleSet' } },
           visibilityConfig: visibility('aws-known-bad-inputs'),

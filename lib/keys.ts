@@ -2,7 +2,7 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
-import { keyActions, type KeyUse } from './access';
+import { keyActions, macActions, type KeyUse } from './access';
 
 // The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
 // leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
@@ -59,5 +59,40 @@ export class SigningKeys extends Construct {
       actions: [...keyActions[use]],
       resources: this.all.map((key) => key.keyArn),
     }));
+  }
+}
+
+export interface SignInMacKeyProps {
+  readonly environment: string;
+  readonly retain: boolean;
+}
+
+/**
+ * The sign-in MAC key: KMS HMAC_256 (GENERATE_VERIFY_MAC). It signs the sign-in form's CSRF token
+ * and the device cookie of a browser that signed in before (README, "Failed sign-ins"); the key
+ * never leaves KMS. Replacing it (a new key, a deploy) only invalidates open sign-in forms and
+ * device cookies: people sign in again, throttled like any new browser until they have.
+ */
+export class SignInMacKey extends Construct {
+  readonly key: Key;
+  readonly alias: Alias;
+
+  constructor(scope: Construct, id: string, props: SignInMacKeyProps) {
+    super(scope, id);
+    this.key = new Key(this, 'Key', {
+      description: `svcnum ${props.environment}: sign-in MAC key (CSRF token, device cookie)`,
+      keySpec: KeySpec.HMAC_256,
+      keyUsage: KeyUsage.GENERATE_VERIFY_MAC,
+      // KMS cannot rotate HMAC keys automatically (lib/nag.ts acknowledges it).
+      enableKeyRotation: false,
+      removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+      pendingWindow: Duration.days(props.retain ? 30 : 7),
+    });
+    this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/sign-in-mac`, targetKey: this.key });
+  }
+
+  /** GenerateMac and VerifyMac on this key only. */
+  grant(grantee: IGrantable): void {
+    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...macActions], resources: [this.key.keyArn] }));
   }
 }

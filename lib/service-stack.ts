@@ -3,7 +3,7 @@ import type { Construct } from 'constructs';
 import { type EnvironmentConfig, isPlaceholderCertificate, outputNames, stackName, tablePrefix } from './config';
 import { Data } from './data';
 import { HttpApi } from './http-api';
-import { SigningKeys } from './keys';
+import { SignInMacKey, SigningKeys } from './keys';
 import { Monitoring } from './monitoring';
 import { applyNagSuppressions } from './nag';
 import { Provisioning } from './provisioning';
@@ -17,6 +17,7 @@ export interface ServiceStackProps extends StackProps {
 export class ServiceStack extends Stack {
   readonly data: Data;
   readonly keys: SigningKeys;
+  readonly signInMac: SignInMacKey;
   readonly http: HttpApi;
   readonly provisioning: Provisioning;
   readonly monitoring: Monitoring;
@@ -45,6 +46,8 @@ export class ServiceStack extends Stack {
       retain: config.retainData,
     });
 
+    this.signInMac = new SignInMacKey(this, 'SignInMac', { environment: config.name, retain: config.retainData });
+
     // What every process in AWS reads (core/adapters/aws-environment.ts), except ISSUER.
     const shared = {
       TABLE_PREFIX: prefix,
@@ -57,7 +60,7 @@ export class ServiceStack extends Stack {
       POWERTOOLS_METRICS_NAMESPACE: 'svcnum',
     };
 
-    this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, sharedEnvironment: shared });
+    this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, signInMac: this.signInMac, sharedEnvironment: shared });
     this.provisioning = new Provisioning(this, 'Provisioning', {
       config,
       tables: this.data.tables,
@@ -85,6 +88,7 @@ export class ServiceStack extends Stack {
     output(outputNames.loadBalancerDnsName, this.provisioning.loadBalancer.loadBalancerDnsName, `Point ${config.provisioning.domainName} here (CNAME or alias)`);
     output(outputNames.signingKeyArn, this.keys.active.keyArn, 'The KMS key that signs (KMS_KEY_ID)');
     output(outputNames.signingKeyAlias, this.keys.activeAlias.aliasName, 'Alias that follows the active signing key');
+    output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key of sign-in (MAC_KEY_ID of the browser function)');
     output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
     output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
 

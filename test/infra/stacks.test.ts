@@ -6,7 +6,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../../core/tables';
 import { routeGroups, type RouteGroup } from '../../lambdas/routes';
-import { access, keyActions, type ComputeUnit } from '../../lib/access';
+import { access, keyActions, macActions, type ComputeUnit } from '../../lib/access';
 import { environmentNames, outputNames, stackName, tablePrefix, type EnvironmentName } from '../../lib/config';
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import { acknowledgments } from '../../lib/nag';
@@ -87,6 +87,19 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   });
 
   describe('keys', () => {
+    it('keeps the sign-in MAC key in KMS (HMAC_256 / GENERATE_VERIFY_MAC), named by MAC_KEY_ID for the browser function only', () => {
+      const key = resources(template(), 'AWS::KMS::Key')[logicalId(stack().signInMac.key)]!.Properties!;
+      expect(key.KeySpec).toBe('HMAC_256');
+      expect(key.KeyUsage).toBe('GENERATE_VERIFY_MAC');
+      template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/sign-in-mac` });
+      const functions = resources(template(), 'AWS::Lambda::Function');
+      for (const group of groups) {
+        const variables = (functions[logicalId(stack().http.functions[group])]!.Properties!.Environment as { Variables: Json }).Variables;
+        if (group === 'browser') expect(variables.MAC_KEY_ID).toStrictEqual({ 'Fn::GetAtt': [logicalId(stack().signInMac.key), 'Arn'] });
+        else expect(variables.MAC_KEY_ID, group).toBeUndefined();
+      }
+    });
+
     it('signs with a KMS Ed25519 key (ECC_NIST_EDWARDS25519 / SIGN_VERIFY) and an alias per environment', () => {
       const keys = resources(template(), 'AWS::KMS::Key');
       const signing = keys[logicalId(stack().keys.active)]!.Properties!;
@@ -111,6 +124,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       const map = new Map<string, string>();
       for (const key of tableKeys) map.set(logicalId(stack().data.tables[key]), `table:${key}`);
       for (const key of stack().keys.all) map.set(logicalId(key), 'signing-key');
+      map.set(logicalId(stack().signInMac.key), 'sign-in-mac-key');
       return map;
     };
     // Actions IAM only offers on "*" (no resource-level permissions).
@@ -170,6 +184,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         for (const index of tableAccess.queryIndexes ?? []) wanted.add(`dynamodb:Query index:${key}/${index}`);
       }
       for (const action of keyActions[access[unit].keys]) wanted.add(`${action} signing-key`);
+      if (access[unit].mac) for (const action of macActions) wanted.add(`${action} sign-in-mac-key`);
       return [...wanted].sort();
     };
 
@@ -189,6 +204,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(access.userinfo.keys).toBe('verify');
       expect(access.discovery.keys).toBe('verify');
       expect(access.browser.keys).toBe('none');
+      // Only the pages hold the sign-in MAC key (CSRF token, device cookie).
+      expect((Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].mac)).toStrictEqual(['browser']);
       expect(access.discovery.tables).toStrictEqual({});
       expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users']);
     });
@@ -311,6 +328,18 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(rate.Action).toStrictEqual({
         Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: 'rate-limited', ResponseHeaders: [{ Name: 'Retry-After', Value: String(config().waf.retryAfterSeconds) }] } },
       });
+      // Sign-in form posts per IP: POST and a path containing /login, answered with a page.
+      const signIn = rules.find((rule) => rule.Name === 'sign-in-per-ip')!;
+      const signInRate = signIn.Statement.RateBasedStatement as Json;
+      expect(signInRate).toMatchObject({ AggregateKeyType: 'IP', Limit: config().waf.signInRateLimit, EvaluationWindowSec: config().waf.evaluationWindowSeconds });
+      const [path, method] = (signInRate.ScopeDownStatement as { AndStatement: { Statements: Array<{ ByteMatchStatement: Json }> } }).AndStatement.Statements;
+      expect(path!.ByteMatchStatement).toMatchObject({ SearchString: '/login', PositionalConstraint: 'CONTAINS', FieldToMatch: { UriPath: {} } });
+      expect(method!.ByteMatchStatement).toMatchObject({ SearchString: 'POST', PositionalConstraint: 'EXACTLY', FieldToMatch: { Method: {} } });
+      expect(signIn.Action).toStrictEqual({
+        Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: 'sign-in-rate-limited', ResponseHeaders: [{ Name: 'Retry-After', Value: String(config().waf.retryAfterSeconds) }] } },
+      });
+      expect((acl.CustomResponseBodies as Record<string, Json>)['sign-in-rate-limited']).toMatchObject({ ContentType: 'TEXT_HTML' });
+      expect(new Set(rules.map((rule) => rule.Priority)).size).toBe(rules.length);
       const managed = rules.filter((rule) => rule.Statement.ManagedRuleGroupStatement).map((rule) => (rule.Statement.ManagedRuleGroupStatement as Json).Name);
       expect(managed).toContain('AWSManagedRulesCommonRuleSet');
       // Associated with the stage of this API.
