@@ -23,6 +23,8 @@ export interface AccessTokenInput {
   scopes: readonly string[];
   /** Time of the user's sign-in (user tokens only). */
   authTime?: number;
+  /** The grant (consent chain) a user token comes from: its refresh token's public id, never a secret. */
+  grantId?: string;
   /** RFC 8693 actor, for delegated tokens. */
   act?: Record<string, unknown>;
   /** A shorter lifetime in seconds (an exchanged token never outlives its actor token). */
@@ -54,6 +56,7 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
         jti: newUlid(clock, random),
         scope: input.scopes.join(' '),
         ...(input.authTime !== undefined ? { auth_time: epochSeconds(input.authTime) } : {}),
+        ...(input.grantId !== undefined ? { grant_id: input.grantId } : {}),
         ...(input.act ? { act: input.act } : {}),
       });
       return { token, expiresIn };
@@ -83,7 +86,13 @@ export interface AccessTokenClaims extends JWTPayload {
   client_id: string;
   scope: string;
   auth_time?: number;
+  /** Present on tokens issued under a grant (authorization_code, refresh_token): UserInfo checks the grant is alive. */
+  grant_id?: string;
 }
+
+/** RFC 6750 §3.1: whether a request presents a Bearer credential at all; without one it gets a bare challenge, no error code. */
+export const presentsBearer = (authorization: string | undefined): authorization is string =>
+  authorization !== undefined && /^Bearer(\s|$)/i.test(authorization.trim());
 
 /** RFC 6750 §2.1: the b64token of an `Authorization: Bearer …` value, or undefined if it is not one. */
 export function bearerToken(authorization: string): string | undefined {
@@ -125,7 +134,8 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
         currentDate: new Date(clock.now()),
         requiredClaims: ['sub', 'exp', 'iat', 'client_id', 'scope', 'jti'],
       });
-      if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string') {
+      if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
+        || (payload.grant_id !== undefined && typeof payload.grant_id !== 'string')) {
         throw new InvalidTokenError('malformed claims');
       }
       return payload as AccessTokenClaims;
