@@ -190,7 +190,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(access.discovery.keys).toBe('verify');
       expect(access.browser.keys).toBe('none');
       expect(access.discovery.tables).toStrictEqual({});
-      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users']);
+      // UserInfo reads the account and the token's grant (a revoked grant's tokens are refused).
+      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants']);
     });
   });
 
