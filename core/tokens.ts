@@ -109,6 +109,9 @@ export class InvalidTokenError extends Error {
 const KEY_CACHE_TTL = 5 * 60 * 1000;
 const KEY_RELOAD_MIN_INTERVAL = 30 * 1000;
 
+/** Grant ids are random base64url (a usable store key whatever a token claims). */
+const GRANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
 /** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned. */
 export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
   let cache: { jwks: ReturnType<typeof createLocalJWKSet>; kids: Set<string>; loadedAt: number } | undefined;
@@ -135,7 +138,7 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
         requiredClaims: ['sub', 'exp', 'iat', 'client_id', 'scope', 'jti'],
       });
       if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
-        || (payload.grant_id !== undefined && typeof payload.grant_id !== 'string')) {
+        || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)))) {
         throw new InvalidTokenError('malformed claims');
       }
       return payload as AccessTokenClaims;

@@ -339,11 +339,13 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
     expect(await storeCalls(async () => expectRefusal(await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }), 403, 'insufficient_scope'))).toEqual([]);
   });
 
-  it('refuses a token whose grant claim is not a string, or names a grant that does not exist or is another person\'s', async () => {
+  it('refuses a token whose grant claim is not a grant id, or names a grant that does not exist or is another person\'s', async () => {
     const { kid, key } = await serviceKey(service);
     const other = await tokensFor(service, client, await createUser(service));
     const cases: Array<[string, JWTPayload]> = [
       ['grant_id a number', { grant_id: 42 }],
+      ['grant_id empty', { grant_id: '' }],
+      ['grant_id no store key', { grant_id: 'x'.repeat(3000) }],
       ['an unknown grant', { grant_id: 'A'.repeat(22) }],
       ['another person\'s grant', { grant_id: decodeJwt(other.access).grant_id }],
     ];
