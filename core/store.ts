@@ -70,6 +70,11 @@ export interface AuthStore {
   /** Fails (returns false) if the grant id exists already, including as a revocation tombstone. */
   createGrant(grant: Grant, expiresAt: number): Promise<boolean>;
   getGrant(grantId: string): Promise<Grant | undefined>;
+  /**
+   * The account and the grant a user token names, in one round trip (BatchGetItem), both strongly
+   * consistent: UserInfo needs both. A revocation tombstone is no grant; the caller checks expiry.
+   */
+  getUserAndGrant(svcnumId: string, grantId: string): Promise<{ user?: User; grant?: Grant }>;
   touchGrant(grantId: string, now: number, expiresAt: number): Promise<void>;
   /** Revokes a grant; if it does not exist yet, leaves a tombstone so it cannot be created later. */
   revokeGrant(grantId: string, now: number): Promise<void>;

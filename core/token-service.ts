@@ -33,6 +33,10 @@ export class InvalidClientError extends OAuthError {
   }
 }
 
+/** A grant is in force until revoked or idle for the refresh token's inactivity lifetime (checked on every read). */
+export const grantInForce = (grant: Grant, now: number): boolean =>
+  grant.revokedAt === undefined && grant.lastUsedAt + limits.refreshIdleTtl > now;
+
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const OPAQUE_SECRET = /^[A-Za-z0-9_-]{16,128}$/;
 const REFRESH_TOKEN = /^([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/;
@@ -86,8 +90,9 @@ export function createTokenService(deps: {
     return scopes;
   }
 
-  async function userTokens(grant: Pick<Grant, 'svcnumId' | 'clientId' | 'authTime'>, scopes: string[]) {
-    return issuer.accessToken({ subject: grant.svcnumId, clientId: grant.clientId, scopes, authTime: grant.authTime });
+  /** Every access token of a grant names it, the first and each refreshed one: one grant = one consent chain. */
+  async function userTokens(grant: Pick<Grant, 'grantId' | 'svcnumId' | 'clientId' | 'authTime'>, scopes: string[]) {
+    return issuer.accessToken({ subject: grant.svcnumId, clientId: grant.clientId, scopes, authTime: grant.authTime, grantId: grant.grantId });
   }
 
   async function authorizationCode(params: Params, client: Client): Promise<TokenResponse> {
@@ -151,8 +156,7 @@ export function createTokenService(deps: {
     const match = REFRESH_TOKEN.exec(refreshToken);
     if (!match) return undefined;
     const grant = await store.getGrant(match[1]!);
-    if (!grant || grant.revokedAt !== undefined || !safeEqual(sha256(match[2]!), grant.secretHash)) return undefined;
-    if (grant.lastUsedAt + limits.refreshIdleTtl <= now) return undefined;
+    if (!grant || !grantInForce(grant, now) || !safeEqual(sha256(match[2]!), grant.secretHash)) return undefined;
     return grant;
   }
 

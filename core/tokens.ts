@@ -23,6 +23,8 @@ export interface AccessTokenInput {
   scopes: readonly string[];
   /** Time of the user's sign-in (user tokens only). */
   authTime?: number;
+  /** The grant (consent chain) a user token comes from: its refresh token's public id, never a secret. */
+  grantId?: string;
   /** RFC 8693 actor, for delegated tokens. */
   act?: Record<string, unknown>;
   /** A shorter lifetime in seconds (an exchanged token never outlives its actor token). */
@@ -54,6 +56,7 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
         jti: newUlid(clock, random),
         scope: input.scopes.join(' '),
         ...(input.authTime !== undefined ? { auth_time: epochSeconds(input.authTime) } : {}),
+        ...(input.grantId !== undefined ? { grant_id: input.grantId } : {}),
         ...(input.act ? { act: input.act } : {}),
       });
       return { token, expiresIn };
@@ -83,7 +86,13 @@ export interface AccessTokenClaims extends JWTPayload {
   client_id: string;
   scope: string;
   auth_time?: number;
+  /** Present on tokens issued under a grant (authorization_code, refresh_token): UserInfo checks the grant is alive. */
+  grant_id?: string;
 }
+
+/** RFC 6750 §3.1: whether a request presents a Bearer credential at all; without one it gets a bare challenge, no error code. */
+export const presentsBearer = (authorization: string | undefined): authorization is string =>
+  authorization !== undefined && /^Bearer(\s|$)/i.test(authorization.trim());
 
 /** RFC 6750 §2.1: the b64token of an `Authorization: Bearer …` value, or undefined if it is not one. */
 export function bearerToken(authorization: string): string | undefined {
@@ -99,6 +108,9 @@ export class InvalidTokenError extends Error {
 // added for rotation) at most this often.
 const KEY_CACHE_TTL = 5 * 60 * 1000;
 const KEY_RELOAD_MIN_INTERVAL = 30 * 1000;
+
+/** Grant ids are random base64url (a usable store key whatever a token claims). */
+const GRANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned. */
 export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
@@ -125,7 +137,8 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
         currentDate: new Date(clock.now()),
         requiredClaims: ['sub', 'exp', 'iat', 'client_id', 'scope', 'jti'],
       });
-      if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string') {
+      if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
+        || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)))) {
         throw new InvalidTokenError('malformed claims');
       }
       return payload as AccessTokenClaims;

@@ -1,5 +1,6 @@
 import type { User } from './model';
 import type { Store } from './store';
+import { grantInForce } from './token-service';
 import type { AccessTokenClaims } from './tokens';
 
 /** Why UserInfo refuses: RFC 6750 §3.1 codes. */
@@ -32,10 +33,22 @@ export function userInfoClaims(user: User, scopes: readonly string[]): UserInfoR
   };
 }
 
-export async function userInfo(store: Store, claims: AccessTokenClaims): Promise<UserInfoResponse> {
+/**
+ * One store round trip: the account, and for a token issued under a grant (`grant_id`) the grant
+ * too, so that tokens of a revoked grant (code replay, /oauth/revoke, "Revoke access") stop here
+ * at once rather than when they expire (RFC 6749 §4.1.2). Tokens of no grant (client_credentials,
+ * agents, token exchange) are judged by the account alone.
+ */
+export async function userInfo(store: Store, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
   const scopes = claims.scope.split(' ');
   if (!scopes.includes('openid')) throw new UserInfoError('insufficient_scope', 'UserInfo needs a token with the openid scope');
-  const user = await store.getUser(claims.sub);
+  const { user, grant } = claims.grant_id === undefined
+    ? { user: await store.getUser(claims.sub), grant: undefined }
+    : await store.getUserAndGrant(claims.sub, claims.grant_id);
+  if (claims.grant_id !== undefined
+    && !(grant && grantInForce(grant, now) && grant.svcnumId === claims.sub && grant.clientId === claims.client_id)) {
+    throw new UserInfoError('invalid_token', 'the access was revoked or has expired');
+  }
   if (!user || user.status === 'disabled') throw new UserInfoError('invalid_token', 'the account behind this token no longer exists');
   if ((user.numberState ?? 'active') !== 'active') throw new UserInfoError('invalid_token', `the account behind this token is ${user.numberState}`);
   return userInfoClaims(user, scopes);

@@ -89,6 +89,12 @@ export function json(statusCode: number, body: unknown, headers: Record<string, 
   };
 }
 
+/**
+ * RFC 6750 §3.1: a request with no credential (or another scheme than Bearer) gets 401 with a bare
+ * challenge and no error information: `{}` and `WWW-Authenticate: Bearer realm="…"`.
+ */
+export const bearerChallengeOnly = (realm: string): HttpResult => json(401, {}, { 'WWW-Authenticate': `Bearer realm="${realm}"` });
+
 /** Public, cacheable JSON (discovery documents and keys): the one exception to no-store. */
 export function publicJson(body: unknown, maxAgeSeconds: number): HttpResult {
   return {

@@ -1,17 +1,16 @@
 import { MessagingError } from '../core/messaging/send';
 import type { Core } from '../core/service';
-import { bearerToken, InvalidTokenError } from '../core/tokens';
+import { bearerToken, InvalidTokenError, presentsBearer } from '../core/tokens';
 import { edgeHandler } from './edge';
-import { header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
+import { bearerChallengeOnly, header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
 import { lazyHandler } from './runtime';
 
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
 // scope sends a message; it is stored in the recipient's inbox before the answer (202).
 
 /** RFC 6750 §3: the error code in the challenge, and for insufficient_scope the scope needed. */
-const bearerChallenge = (error?: string) => [
-  'Bearer realm="messaging"', error && `error="${error}"`, error === 'insufficient_scope' && 'scope="messaging"',
-].filter(Boolean).join(', ');
+const bearerChallenge = (error: string) =>
+  `Bearer realm="messaging", error="${error}"${error === 'insufficient_scope' ? ', scope="messaging"' : ''}`;
 
 function refused(status: number, error: string, description: string, challenge = false): HttpResult {
   return json(status, { error, error_description: description }, challenge ? { 'WWW-Authenticate': bearerChallenge(error) } : {});
@@ -20,10 +19,7 @@ function refused(status: number, error: string, description: string, challenge =
 export function createMessagesHandler(core: Core) {
   async function send(event: HttpEvent): Promise<HttpResult> {
     const authorization = header(event, 'authorization');
-    // RFC 6750 §3.1: no credential (or another scheme) gets a bare challenge, without error code.
-    if (authorization === undefined || !/^Bearer(\s|$)/i.test(authorization.trim())) {
-      return json(401, { error: 'invalid_token', error_description: 'send "Authorization: Bearer <access token>" with the messaging scope' }, { 'WWW-Authenticate': bearerChallenge() });
-    }
+    if (!presentsBearer(authorization)) return bearerChallengeOnly('messaging');
     const token = bearerToken(authorization);
     if (!token) return refused(401, 'invalid_token', 'the Authorization header must be: Bearer <access token>', true);
     let claims;

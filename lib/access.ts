@@ -24,7 +24,8 @@
 //   KMS           Sign, GetPublicKey            signs access and ID tokens (the kid comes from GetPublicKey)
 //
 // userinfo (/oauth/userinfo)
-//   users         GetItem                       the claims
+//   users         GetItem, BatchGetItem         the claims (with the grant in one batch for a token of a grant)
+//   grants        BatchGetItem                  getUserAndGrant: a revoked grant's tokens are refused
 //   KMS           GetPublicKey                  verifies the access token locally from public keys
 //
 // discovery (/.well-known/openid-configuration, /.well-known/jwks.json)
@@ -121,7 +122,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
     keys: 'sign',
   },
   userinfo: {
-    tables: { users: { actions: ['GetItem'] } },
+    tables: { users: { actions: ['GetItem', 'BatchGetItem'] }, grants: { actions: ['BatchGetItem'] } },
     keys: 'verify',
   },
   discovery: {

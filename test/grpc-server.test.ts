@@ -202,6 +202,12 @@ describe('authentication of provisioning calls', () => {
       const refused = await failure(listNumbers(metadata));
       expect(refused.code, name).toBe(status.UNAUTHENTICATED);
       expect(refused.details, name).not.toContain(app.token);
+      // UNAUTHENTICATED alone says it; no `oauth-error` trailer (that is for token exchange refusals).
+      expect(refused.metadata.get('oauth-error'), name).toEqual([]);
+    }
+    // No credential, or another scheme: the message asks for one and claims no invalid token (RFC 6750 §3.1).
+    for (const [name, metadata] of cases.slice(0, 5)) {
+      expect((await failure(listNumbers(metadata))).details, name).toMatch(/^(send one "authorization: Bearer|the authorization header must be "Bearer)/);
     }
   });
 

@@ -715,11 +715,15 @@ describe('POST /api/messages refusals', () => {
   });
 
   it('needs a Bearer access token: 401 with a Bearer challenge', async () => {
-    const missing = await refused(await post({ contentType: 'application/json', body: valid }), 401, 'invalid_token');
-    // RFC 6750 §3.1: no credentials at all → a bare challenge, no error code.
-    expect(missing.response.headers.get('www-authenticate')).toBe('Bearer realm="messaging"');
-    const basic = await refused(await post({ authorization: 'Basic dXNlcjpwYXNz', contentType: 'application/json', body: valid }), 401, 'invalid_token');
-    expect(basic.response.headers.get('www-authenticate')).toMatch(/^Bearer realm="messaging"/);
+    // RFC 6750 §3.1: no credential at all, or another scheme → a bare challenge and no error
+    // information: `{}`, no error code in the body or the challenge.
+    for (const authorization of [undefined, 'Basic dXNlcjpwYXNz', 'Token abc', `DPoP ${owner.api}`]) {
+      const response = await post({ ...(authorization !== undefined ? { authorization } : {}), contentType: 'application/json', body: valid });
+      expect({ status: response.status, body: await response.text() }, String(authorization)).toEqual({ status: 401, body: '{}' });
+      expect(response.headers.get('www-authenticate')).toBe('Bearer realm="messaging"');
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(response.headers.get('cache-control')).toBe('no-store');
+    }
     for (const token of ['not-a-jwt', `${owner.api.slice(0, -4)}AAAA`]) {
       const invalid = await refused(await post({ token, contentType: 'application/json', body: valid }), 401, 'invalid_token');
       expect(invalid.response.headers.get('www-authenticate')).toMatch(/^Bearer realm="messaging", error="invalid_token"/);

@@ -247,6 +247,48 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
     expect(await rejection(library.redeem(nullClient, callback, checks, forge))).toMatch(/signature/i);
   });
 
+  it('finds the access tokens of a revoked grant refused at UserInfo: after a code replay, /oauth/revoke, and Revoke access on the account page', async () => {
+    // A client of its own, so that revoking it on the account page leaves the other tests' clients alone.
+    const rp = (await service.core.accounts.createLoginClient({
+      name: `RP revoked (${library.name})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit',
+    })).client;
+    /** A fresh grant: the first access token and a refreshed one (same grant), both working at UserInfo. */
+    async function grant() {
+      const checks = newChecks();
+      const callback = await signIn(await library.authorizationUrl(rp, checks), rp);
+      const { tokens } = await library.redeem(rp, callback, checks);
+      const refreshed = await library.refresh(rp, tokens.refresh_token!);
+      const accessTokens = [tokens.access_token, refreshed.access_token];
+      for (const token of accessTokens) expect(await library.userInfo(rp, token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+      return { callback, checks, refreshToken: tokens.refresh_token!, accessTokens };
+    }
+    const refused = async (accessTokens: string[]) => {
+      for (const token of accessTokens) {
+        // Both libraries parse the RFC 6750 challenge the same way.
+        await expect(library.userInfo(rp, token, login.user.svcnumId)).rejects.toMatchObject({
+          name: 'WWWAuthenticateChallengeError', status: 401, cause: [{ scheme: 'bearer', parameters: { realm: 'userinfo', error: 'invalid_token' } }],
+        });
+      }
+    };
+
+    const replayed = await grant();
+    const revoked = await grant();
+    const untouched = await grant();
+    // 1. The code used a second time: invalid_grant, and the grant it produced is revoked.
+    await expect(library.redeem(rp, replayed.callback, replayed.checks)).rejects.toMatchObject({ error: 'invalid_grant' });
+    await refused(replayed.accessTokens);
+    // 2. RFC 7009 revocation of the refresh token.
+    await library.revoke(rp, revoked.refreshToken);
+    await refused(revoked.accessTokens);
+    // Each revocation ended its own grant only.
+    for (const token of untouched.accessTokens) expect(await library.userInfo(rp, token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+    // 3. "Revoke access" on the account page ends every grant of the app.
+    const account = await browser.request('/account');
+    const revokedOnPage = await browser.request('/account/revoke', { form: { csrf: Browser.field(account.body, 'csrf'), client_id: rp.clientId } });
+    expect(revokedOnPage.status).toBe(303);
+    await refused(untouched.accessTokens);
+  });
+
   it('fails to refresh for a default client: the spec\'s "refresh_token": null is not a string to the library', async () => {
     const { tokens } = await signedIn(nullClient);
     // The documented incompatibility (issue 8): such clients need --refresh-response omit.

@@ -616,6 +616,7 @@ describe('logs', () => {
       secrets.access = String(tokens.json.access_token);
       secrets.idToken = String(tokens.json.id_token);
       expect((await postForm(token, { grant_type: 'refresh_token', refresh_token: secrets.refresh, client_id: client.clientId })).status).toBe(200);
+      expect((await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } })).status).toBe(200);
       expect((await exchange(logged, client, code, verifier)).status).toBe(400); // a replay, logged as an error
       const partner = await logged.core.accounts.createApiClient({ name: 'Logged partner', scope: 'messaging poll' });
       secrets.clientSecret = partner.clientSecret!;
@@ -625,7 +626,8 @@ describe('logs', () => {
       const badSecret = `${partner.clientSecret!.slice(0, -4)}zzzz`;
       secrets.badSecret = badSecret;
       expect((await postForm(token, { grant_type: 'client_credentials', client_id: partner.client.clientId, client_secret: badSecret })).status).toBe(401);
-      expect((await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } })).status).toBe(200);
+      // The replay revoked the grant, and with it this access token.
+      expect((await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } })).status).toBe(401);
       expect((await fetch(`${logged.issuer}/oauth/userinfo?access_token=${secrets.apiAccess}`)).status).toBe(401);
       expect((await postForm(`${logged.issuer}/oauth/revoke`, { token: secrets.refresh, client_id: client.clientId })).status).toBe(200);
     } finally {
@@ -656,7 +658,7 @@ describe('logs', () => {
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/token', status: 400, error: 'invalid_grant' }));
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/token', status: 401, error: 'invalid_client' }));
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/userinfo', status: 200 }));
-    expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/userinfo', status: 401 }));
+    expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/userinfo', status: 401, error: 'invalid_token' }));
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/revoke', status: 200 }));
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/login', method: 'POST' }));
     // the request ids differ per request

@@ -5,10 +5,17 @@ import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openLocalKeyStore, type LocalKeyStore } from '../core/adapters/local-keys';
+import { BatchGetCommand } from '@aws-sdk/lib-dynamodb';
+import { documentClient } from '../core/adapters/dynamo-schema';
+import { createDynamoStore } from '../core/adapters/dynamo-store';
+import { limits } from '../core/config';
 import type { Client, User } from '../core/model';
-import { startLocal } from '../local/runner';
+import { tableNames } from '../core/tables';
+import { localDynamoClient } from '../local/embedded-dynamo';
+import { LOCAL_TABLE_PREFIX, startLocal } from '../local/runner';
 import { Browser } from './support/browser';
 import { TestClock } from './support/clock';
+import { StoreFaults, type StoreMethod } from './support/faults';
 import { createLoginClient, createUser, exchange, obtainCode, postForm, verifyWithJwks } from './support/flow';
 import { startTestService, type TestService } from './support/service';
 
@@ -20,9 +27,10 @@ let client: Client;
 let login: { user: User; email: string; password: string };
 let browser: Browser;
 let tokens: { access: string; refresh: string; id: string };
+const faults = new StoreFaults();
 
 beforeAll(async () => {
-  service = await startTestService();
+  service = await startTestService({ wrapStore: faults.wrap });
   client = await createLoginClient(service);
   login = await createUser(service);
   browser = new Browser(service.issuer);
@@ -37,7 +45,7 @@ async function tokensFor(target: TestService, loginClient: Client, person: { ema
   return { access: String(reply.json.access_token), refresh: String(reply.json.refresh_token), id: String(reply.json.id_token) };
 }
 
-interface Reply { status: number; json: Record<string, unknown>; headers: Headers }
+interface Reply { status: number; json: Record<string, unknown>; text: string; headers: Headers }
 
 async function userinfo(target: TestService | { issuer: string }, init: { authorization?: string; method?: string; body?: string; headers?: Record<string, string>; query?: string } = {}): Promise<Reply> {
   const headers: Record<string, string> = { ...init.headers };
@@ -50,7 +58,7 @@ async function userinfo(target: TestService | { issuer: string }, init: { author
   } catch {
     // left empty
   }
-  return { status: response.status, json, headers: response.headers };
+  return { status: response.status, json, text, headers: response.headers };
 }
 
 const bearer = (token: string) => `Bearer ${token}`;
@@ -68,12 +76,12 @@ function expectRefusal(reply: Reply, status: 400 | 401 | 403, error: 'invalid_re
   expect(reply.headers.get('content-type')).toBe('application/json');
 }
 
-/** No credential at all (or an unsupported scheme): a bare challenge, no error code (RFC 6750 §3.1). */
+/** No credential at all (or an unsupported scheme): a bare challenge, no error code or other error information (RFC 6750 §3.1). */
 function expectBareChallenge(reply: Reply) {
   expect(reply.status).toBe(401);
-  const challenge = reply.headers.get('www-authenticate') ?? '';
-  expect(challenge).toMatch(/^Bearer realm="[^"]+"$/);
-  expect(challenge).not.toContain('error');
+  expect(reply.headers.get('www-authenticate')).toBe('Bearer realm="userinfo"');
+  expect(reply.text).toBe('{}');
+  expect(reply.headers.get('content-type')).toBe('application/json');
   expect(reply.headers.get('cache-control')).toBe('no-store');
 }
 
@@ -274,6 +282,131 @@ describe('UserInfo: refusals (RFC 6750)', () => {
     // and no grant was left behind for that account
     const grants = await service.core.store.listGrants(person.user.svcnumId);
     expect(grants.filter((grant) => grant.revokedAt === undefined)).toEqual([]);
+  });
+});
+
+/** The store methods called while `run` runs, in order (a StoreFaults hook on every method). */
+async function storeCalls(run: () => Promise<unknown>): Promise<string[]> {
+  const calls: string[] = [];
+  for (const method of Object.keys(service.core.store) as StoreMethod[]) faults.before(method, () => void calls.push(method));
+  try {
+    await run();
+  } finally {
+    faults.reset();
+  }
+  return calls;
+}
+
+const refresh = (refreshToken: string, loginClient = client) =>
+  postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: loginClient.clientId });
+
+describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
+  it('names the grant in every access token of it, the first and each refreshed one; the claim redeems nothing', async () => {
+    const first = await tokensFor(service, client, login, browser);
+    const grantId = decodeJwt(first.access).grant_id;
+    expect(grantId).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const refreshed = await refresh(first.refresh);
+    expect(refreshed.status).toBe(200);
+    expect(decodeJwt(String(refreshed.json.access_token)).grant_id).toBe(grantId);
+    // Another sign-in is another grant.
+    expect(decodeJwt(tokens.access).grant_id).not.toBe(grantId);
+    // No secret in it: the refresh token's secret part appears nowhere in the access token.
+    const secret = first.refresh.split('.')[1]!;
+    expect(Buffer.from(first.access.split('.')[1]!, 'base64url').toString()).not.toContain(secret);
+    // The id alone is no refresh token, and revoking it changes nothing.
+    expect((await refresh(String(grantId))).json.error).toBe('invalid_grant');
+    expect((await postForm(`${service.issuer}/oauth/revoke`, { token: String(grantId), client_id: client.clientId })).status).toBe(200);
+    expect((await userinfo(service, { authorization: bearer(first.access) })).status).toBe(200);
+    // Tokens of no grant carry none.
+    const api = await service.core.accounts.createApiClient({ name: 'No grant', scope: 'messaging' });
+    const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
+    expect(decodeJwt(String(cc.json.access_token))).not.toHaveProperty('grant_id');
+  });
+
+  it('reads the account and the grant in one store call (one BatchGetItem); a token of no grant reads the account only', async () => {
+    expect(await storeCalls(async () => expect((await userinfo(service, { authorization: bearer(tokens.access) })).status).toBe(200))).toEqual(['getUserAndGrant']);
+    // Revoked: still one call.
+    const revoked = await tokensFor(service, client, login, browser);
+    await postForm(`${service.issuer}/oauth/revoke`, { token: revoked.refresh, client_id: client.clientId });
+    expect(await storeCalls(async () => expectRefusal(await userinfo(service, { authorization: bearer(revoked.access) }), 401, 'invalid_token'))).toEqual(['getUserAndGrant']);
+    // A token with openid but no grant_id (none is issued so now; tokens from before the claim existed).
+    const { kid, key } = await serviceKey(service);
+    const grantless = await sign(key, kid, validClaims());
+    expect(await storeCalls(async () => expect((await userinfo(service, { authorization: bearer(grantless) })).status).toBe(200))).toEqual(['getUser']);
+    // A client_credentials token (no openid) is refused before any read, as before.
+    const api = await service.core.accounts.createApiClient({ name: 'Unaffected', scope: 'messaging poll' });
+    const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
+    expect(await storeCalls(async () => expectRefusal(await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }), 403, 'insufficient_scope'))).toEqual([]);
+  });
+
+  it('refuses a token whose grant claim is not a grant id, or names a grant that does not exist or is another person\'s', async () => {
+    const { kid, key } = await serviceKey(service);
+    const other = await tokensFor(service, client, await createUser(service));
+    const cases: Array<[string, JWTPayload]> = [
+      ['grant_id a number', { grant_id: 42 }],
+      ['grant_id empty', { grant_id: '' }],
+      ['grant_id no store key', { grant_id: 'x'.repeat(3000) }],
+      ['an unknown grant', { grant_id: 'A'.repeat(22) }],
+      ['another person\'s grant', { grant_id: decodeJwt(other.access).grant_id }],
+    ];
+    for (const [name, claims] of cases) {
+      const reply = await userinfo(service, { authorization: bearer(await sign(key, kid, validClaims(claims))) });
+      expect(reply.status, name).toBe(401);
+      expectRefusal(reply, 401, 'invalid_token');
+    }
+  });
+
+  it('refuses a token whose grant has gone idle past the refresh token\'s inactivity limit (expiry checked on read)', async () => {
+    const idle = await tokensFor(service, client, login, browser);
+    // The store still holds the grant (DynamoDB TTL deletes late, or not at all): its lastUsedAt decides.
+    const now = service.clock.now();
+    faults.answerOn('getUserAndGrant', 1, async (svcnumId, grantId) => {
+      const found = await service.core.store.getUserAndGrant(svcnumId, grantId);
+      return { ...found, grant: { ...found.grant!, lastUsedAt: now - limits.refreshIdleTtl } };
+    });
+    try {
+      expectRefusal(await userinfo(service, { authorization: bearer(idle.access) }), 401, 'invalid_token');
+      expect(faults.fired).toEqual(['getUserAndGrant#1=answer']);
+    } finally {
+      faults.reset();
+    }
+    expect((await userinfo(service, { authorization: bearer(idle.access) })).status).toBe(200);
+  });
+
+  it('store: getUserAndGrant asks again for the keys BatchGetItem leaves unprocessed, and gives up after five batches', async () => {
+    const fresh = await tokensFor(service, client, login, browser);
+    const grantId = String(decodeJwt(fresh.access).grant_id);
+    const dynamo = localDynamoClient(service.dynamoEndpoint);
+    const tables = tableNames(LOCAL_TABLE_PREFIX);
+    // DynamoDB may answer part of a batch and return the rest as UnprocessedKeys (throttling). This
+    // client's first `partial` batches get such answers: the first table's keys are read, the rest
+    // returned unprocessed (or all of them, when one table is left).
+    const partialBatches = (partial: number) => {
+      const db = documentClient(dynamo);
+      let batches = 0;
+      const client = new Proxy(db, {
+        get: (target, property, receiver) => property !== 'send' ? Reflect.get(target, property, receiver) : async (command: unknown) => {
+          if (!(command instanceof BatchGetCommand)) return target.send(command as never);
+          if (++batches > partial) return target.send(command);
+          const tablesAsked = Object.entries(command.input.RequestItems!);
+          if (tablesAsked.length === 1) return { Responses: {}, UnprocessedKeys: command.input.RequestItems, $metadata: {} };
+          const answered = await target.send(new BatchGetCommand({ RequestItems: Object.fromEntries(tablesAsked.slice(0, 1)) }));
+          return { ...answered, UnprocessedKeys: Object.fromEntries(tablesAsked.slice(1)) };
+        },
+      });
+      return { store: createDynamoStore(client, tables), batches: () => batches };
+    };
+    try {
+      const twice = partialBatches(2);
+      const found = await twice.store.getUserAndGrant(login.user.svcnumId, grantId);
+      expect({ user: found.user?.svcnumId, grant: found.grant?.grantId, batches: twice.batches() }).toEqual({ user: login.user.svcnumId, grant: grantId, batches: 3 });
+      expect(found.grant).not.toHaveProperty('ttl');
+      const always = partialBatches(Infinity);
+      await expect(always.store.getUserAndGrant(login.user.svcnumId, grantId)).rejects.toThrow(/unprocessed/);
+      expect(always.batches()).toBe(5);
+    } finally {
+      dynamo.destroy();
+    }
   });
 });
 

@@ -1,17 +1,21 @@
 import {
-  DeleteCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient,
+  BatchGetCommand, DeleteCommand, PutCommand, UpdateCommand, type BatchGetCommandInput, type BatchGetCommandOutput, type DynamoDBDocumentClient,
 } from '@aws-sdk/lib-dynamodb';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User,
 } from '../model';
 import type { CodeBinding, RedeemResult, Store } from '../store';
 import type { TableNames } from '../tables';
 import { createDynamoDirectoryStore } from './dynamo-directory-store';
-import { conditional, dynamoOps, ttlSeconds } from './dynamo-ops';
+import { conditional, dynamoOps, record, ttlSeconds } from './dynamo-ops';
 import { createDynamoMessagingStore } from './dynamo-messaging-store';
 import { createDynamoProvisioningStore } from './dynamo-provisioning-store';
 
 const DAY_MS = 86_400_000;
+/** BatchGetItem may return some keys unprocessed (throttling): retried with backoff this many times. */
+const BATCH_GET_ATTEMPTS = 5;
+const BATCH_GET_BACKOFF_MS = 25;
 
 export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames): Store {
   const { get, scanAll, queryAll, updateReturning } = dynamoOps(db);
@@ -176,6 +180,26 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
       const grant = await get<Grant>(tables.grants, { grantId }, true);
       // A tombstone left by revokeGrant has no secret: it is not a usable grant.
       return grant?.secretHash ? grant : undefined;
+    },
+    async getUserAndGrant(svcnumId, grantId) {
+      // Strongly consistent both: a disabled account or a revoked grant is refused at once.
+      let request: BatchGetCommandInput['RequestItems'] = {
+        [tables.users]: { Keys: [{ svcnumId }], ConsistentRead: true },
+        [tables.grants]: { Keys: [{ grantId }], ConsistentRead: true },
+      };
+      const found: { user?: User; grant?: Grant } = {};
+      for (let attempt = 1; ; attempt++) {
+        const out: BatchGetCommandOutput = await db.send(new BatchGetCommand({ RequestItems: request }));
+        const user = out.Responses?.[tables.users]?.[0];
+        const grant = out.Responses?.[tables.grants]?.[0];
+        if (user) found.user = record<User>(user);
+        // A tombstone left by revokeGrant has no secret: it is not a usable grant.
+        if (grant?.secretHash) found.grant = record<Grant>(grant);
+        request = out.UnprocessedKeys;
+        if (!request || Object.keys(request).length === 0) return found;
+        if (attempt === BATCH_GET_ATTEMPTS) throw new Error('BatchGetItem left keys unprocessed after retries');
+        await sleep(BATCH_GET_BACKOFF_MS * 2 ** (attempt - 1));
+      }
     },
     async touchGrant(grantId, now, expiresAt) {
       await conditional(db.send(new UpdateCommand({

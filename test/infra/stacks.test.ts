@@ -207,7 +207,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       // Only the pages hold the sign-in MAC key (CSRF token, device cookie).
       expect((Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].mac)).toStrictEqual(['browser']);
       expect(access.discovery.tables).toStrictEqual({});
-      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users']);
+      // UserInfo reads the account and the token's grant (a revoked grant's tokens are refused).
+      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants']);
     });
   });
 
