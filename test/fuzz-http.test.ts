@@ -154,9 +154,14 @@ class HttpRequestBuilder {
     }
     const body = this.body(method);
     if (body.contentType !== undefined) headers.push(['Content-Type', headerSafe(body.contentType)]);
-    if (body.bytes.length > 0 || random.chance(0.2)) headers.push(['Content-Length', String(body.bytes.length)]);
+    let bytes = body.bytes;
+    if (bytes.length > 0 && random.chance(0.05)) {
+      headers.push(['Transfer-Encoding', 'chunked']);
+      bytes = Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n0\r\n\r\n')]);
+    } else if (bytes.length > 0 || random.chance(0.2)) headers.push(['Content-Length', String(bytes.length)]);
+    if (random.chance(0.02)) headers.push(['Host', 'evil.example']); // a second Host
     const head = `${method} ${target} HTTP/1.1\r\n${headers.map(([name, value]) => `${name}: ${value}`).join('\r\n')}\r\n\r\n`;
-    return { head, bytes: body.bytes, summary: `${method} ${target.slice(0, 300)} headers ${JSON.stringify(headers.slice(2)).slice(0, 500)} body ${body.bytes.toString('latin1').slice(0, 300)}` };
+    return { head, bytes, summary: `${method} ${target.slice(0, 300)} headers ${JSON.stringify(headers.slice(2)).slice(0, 500)} body ${bytes.toString('latin1').slice(0, 300)}` };
   }
 }
 
