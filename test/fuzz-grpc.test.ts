@@ -5,9 +5,9 @@ import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readDescriptorSet } from '../grpc-service/reflection';
 import { SERVICE_NAMES } from '../grpc-service/server';
-import { AgentKind, CreateAgentRequest, ListAgentsRequest, type CreateAgentResponse, type ListAgentsResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import { AgentKind, CreateAgentRequest, ListAgentsRequest, RotateAgentSvcnumRequest, type Agent, type CreateAgentResponse, type ListAgentsResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
+import { call, failure, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
 import { fuzzSeed, oddValue, Prng, PROPERTY_NAMES, runConcurrently } from './support/fuzz';
 import { startTestService, type TestService } from './support/service';
 
@@ -318,5 +318,17 @@ describe('gRPC fuzz', () => {
     expect(isProtobuf(truncated)).toBe(false);
     expect(await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', truncated)).toEqual({ code: status.INTERNAL, details: 'Error deserializing request' });
     expect(await healthy()).toEqual({ code: status.OK, details: '' });
+  });
+
+  it('concurrent RotateAgentSvcnum calls on one agent (found by this fuzz test): one at a time wins, the others are ABORTED, never INTERNAL', async () => {
+    const created = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Rotated in parallel' }), app.token);
+    const rotate = () => call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId: created.agent!.svcnumId }), app.token);
+    const outcomes = await Promise.all(Array.from({ length: 6 }, () => rotate().then(() => 'OK', async (error: ServiceError) => status[(await failure(Promise.reject(error))).code])));
+    expect(outcomes).toContain('OK');
+    expect(outcomes.filter((outcome) => outcome !== 'OK' && outcome !== 'ABORTED')).toEqual([]);
+    // The agent is whole: its number and fallback are its own, and it rotates again.
+    const before = (await service.core.store.getUser(created.agent!.svcnumId))!;
+    expect((await service.core.provisioning.lifecycle.show(before.svcnum!)).state).toBe('active');
+    expect((await rotate()).svcnum).toBe(before.fallbackSvcnum);
   });
 });
