@@ -36,7 +36,9 @@ function isProtobuf(bytes: Uint8Array): boolean {
     while (reader.pos < reader.len) {
       const [number, wireType] = reader.tag();
       if (wireType === WireType.EndGroup) return false;
-      reader.skip(wireType, number);
+      // A varint is at most 10 bytes (skip() would pass a longer one).
+      if (wireType === WireType.Varint) reader.uint64();
+      else reader.skip(wireType, number);
     }
     return reader.pos === reader.len;
   } catch {
