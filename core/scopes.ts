@@ -66,7 +66,8 @@ export function scopesNotAllowed(kind: ClientKind, requested: readonly string[])
 
 const descriptions: Record<string, string> = { ...loginScopes, ...externalApiScopes, ...provisioningScopes };
 
-export const scopeDescription = (scope: string) => descriptions[scope] ?? scope;
+// Own properties only: a requested `constructor` or `toString` is a word, not Object's function.
+export const scopeDescription = (scope: string) => (Object.hasOwn(descriptions, scope) ? descriptions[scope]! : scope);
 
 export const isSubset = (subset: readonly string[], superset: readonly string[]) => {
   const all = new Set(superset);

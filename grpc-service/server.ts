@@ -1,4 +1,6 @@
-import { Server, ServerCredentials, type ChannelOptions } from '@grpc/grpc-js';
+import { createFileRegistry, fromBinary } from '@bufbuild/protobuf';
+import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
+import { ServerCredentials, type ChannelOptions, type Server } from '@grpc/grpc-js';
 import { HealthImplementation, service as healthService } from 'grpc-health-check';
 import { setMaxListeners } from 'node:events';
 import type { Core } from '../core/service';
@@ -12,6 +14,7 @@ import { agentService } from './services/agents';
 import { aliasService } from './services/aliases';
 import { maskService } from './services/masks';
 import { numberService } from './services/numbers';
+import { StrictServer } from './strict-requests';
 
 // The provisioning gRPC server: our services (numbers, masks, agents, aliases), grpc.health.v1 and server reflection.
 
@@ -48,7 +51,9 @@ export interface RunningGrpcServer {
 }
 
 export async function startGrpcServer(core: Core, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
-  const server = new Server(serverOptions);
+  const descriptorSet = readDescriptorSet();
+  // Requests that are protobuf but not the method's message answer INVALID_ARGUMENT (strict-requests.ts).
+  const server = new StrictServer(createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)), serverOptions);
   const closing = new AbortController();
   // Every open stream listens for the drain: no listener limit on this signal.
   setMaxListeners(0, closing.signal);
@@ -61,7 +66,7 @@ export async function startGrpcServer(core: Core, options: { port: number; host?
   for (const [definition, implementation] of ours) server.addService(definition, implementation);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
   health.addToServer(server);
-  addReflection(server, readDescriptorSet(), [...ours.map(([definition]) => definition), healthService], { closing: closing.signal });
+  addReflection(server, descriptorSet, [...ours.map(([definition]) => definition), healthService], { closing: closing.signal });
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(bindTarget(options.host ?? '0.0.0.0', options.port), ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));

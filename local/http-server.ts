@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Context } from 'aws-lambda';
 import type { HttpEvent, HttpResult } from '../lambdas/http';
+import { logger } from '../lambdas/edge';
 import { listenOrExplain } from './start-errors';
 
 // Serves Lambda handlers over plain HTTP by building the API Gateway REST proxy event that AWS
@@ -47,17 +48,23 @@ function lambdaContext(functionName: string, requestId: string): Context {
   };
 }
 
+/**
+ * A map keyed by what the client sent: no prototype, so `constructor`, `toString` or `__proto__`
+ * are names like any other (as in the JSON that API Gateway hands a Lambda).
+ */
+const clientKeyed = <Value>(): Record<string, Value> => Object.create(null) as Record<string, Value>;
+
 export function buildEvent(request: IncomingMessage, url: URL, body: Buffer, requestId: string): HttpEvent {
-  const headers: Record<string, string> = {};
-  const multiValueHeaders: Record<string, string[]> = {};
+  const headers = clientKeyed<string>();
+  const multiValueHeaders = clientKeyed<string[]>();
   for (let index = 0; index < request.rawHeaders.length; index += 2) {
     const name = request.rawHeaders[index]!;
     const value = request.rawHeaders[index + 1]!;
     headers[name] = headers[name] === undefined ? value : `${headers[name]},${value}`;
     (multiValueHeaders[name] ??= []).push(value);
   }
-  const query: Record<string, string> = {};
-  const multiQuery: Record<string, string[]> = {};
+  const query = clientKeyed<string>();
+  const multiQuery = clientKeyed<string[]>();
   for (const [name, value] of url.searchParams) {
     query[name] = value;
     (multiQuery[name] ??= []).push(value);
@@ -94,6 +101,9 @@ function writeResult(response: ServerResponse, result: HttpResult) {
   response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
 }
 
+/** The path alone: a query string may carry codes or tokens, which never go to a log. */
+const safePath = (target = '/') => target.split('?')[0]!.slice(0, 200);
+
 export async function startHttpServer(routes: Map<string, LocalRoute>, listen: { port: number; host: string }, extra?: LocalExtra): Promise<{ server: Server; port: number }> {
   const server = createServer(async (request, response) => {
     const requestId = randomUUID();
@@ -111,7 +121,9 @@ export async function startHttpServer(routes: Map<string, LocalRoute>, listen: {
         return;
       }
       writeResult(response, await route.handler(buildEvent(request, url, body, requestId), lambdaContext(route.functionName, requestId)));
-    } catch {
+    } catch (error) {
+      // The Lambda wrapper (lambdas/edge.ts) answers and logs its own failures; this is the runner's.
+      logger.error('local request failed', { requestId, method: request.method, path: safePath(request.url), error: error as Error });
       if (!response.headersSent) writeResult(response, { statusCode: 500, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ error: 'server_error', error_description: 'the service failed; try again' }) });
       else response.destroy();
     }

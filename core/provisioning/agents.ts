@@ -234,7 +234,8 @@ export function createAgents(deps: {
         await steps.run(
           async () => {
             // The old number cannot be handed out for the whole cool-off, so retiring it first is safe.
-            if (!(await pool.quarantine(oldNumber, agent.svcnumId))) throw new Error(`number ${oldNumber} is not held by agent ${agent.svcnumId}`);
+            // Not held any more: a concurrent rotation retired it first (that one wins).
+            if (!(await pool.quarantine(oldNumber, agent.svcnumId))) throw new ProvisioningError('aborted', 'the agent changed during rotation; retry');
           },
           () => store.restoreNumber(oldNumber, agent.svcnumId, 'active', clock.now()),
         );
