@@ -23,7 +23,7 @@ export class Steps {
 
   /** A step after the commit: its failure is tolerated (what it left is rolled forward later). */
   async afterCommit(step: () => Promise<unknown>): Promise<void> {
-    await step().catch(() => undefined);
+    await afterCommit(step);
   }
 
   async rollBack(): Promise<void> {
@@ -41,4 +41,12 @@ export class Steps {
       throw error;
     }
   }
+}
+
+/**
+ * The steps after a commit (confirmations), in order, each tolerated to fail; also what a retry
+ * runs for a resource whose creating attempt was interrupted after its commit.
+ */
+export async function afterCommit(...steps: Array<() => Promise<unknown>>): Promise<void> {
+  for (const step of steps) await step().catch(() => undefined);
 }
