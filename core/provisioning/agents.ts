@@ -172,7 +172,10 @@ export function createAgents(deps: {
         numberState: 'active', fallbackSvcnum: fallback, quotaSlot: slot,
         ...(credentials ? { clientId: credentials.clientId } : {}),
       };
-      await steps.commit(() => store.createUser(agent));
+      await steps.commit(() => store.createUser(agent), async () => {
+        const stored = await store.getUser(svcnumId);
+        return stored?.svcnum === svcnum && stored.fallbackSvcnum === fallback;
+      });
       await confirm(agent);
       return { agent, clientSecret: credentials?.clientSecret };
     });

@@ -81,7 +81,7 @@ export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool
           const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
           const now = clock.now();
           const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt: now, expiresAt: now + ttl * 1000 };
-          await steps.commit(() => store.createMask(mask));
+          await steps.commit(() => store.createMask(mask), async () => (await store.getMask(maskId))?.svcnum === svcnum);
           await confirm(mask);
           return maskView(mask, now);
         }),

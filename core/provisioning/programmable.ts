@@ -108,7 +108,7 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; po
             ...(displayName ? { displayName } : {}),
             ...Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined)),
           };
-          await steps.commit(() => store.createUser(entity));
+          await steps.commit(() => store.createUser(entity), async () => (await store.getUser(svcnumId))?.svcnum === svcnum);
           await confirm(entity);
           return programmableView(entity);
         }),
