@@ -115,16 +115,17 @@ export function createAgents(deps: {
    * Undoes a claim unless the agent committed with it: another attempt of the same request (a
    * retry that took over a lapsed lease) builds under the same id and may share the slot and client.
    */
-  const unlessCommitted = (svcnumId: string, uses: (agent: User) => boolean, undo: () => Promise<unknown>) => async () => {
+  async function unlessCommitted(svcnumId: string, uses: (agent: User) => boolean, undo: () => Promise<unknown>) {
     const agent = await store.getUser(svcnumId);
     if (!agent || !uses(agent)) await undo();
-  };
+  }
 
   /** After the commit: the leases made permanent, the slot confirmed, the agent in the discover index. */
   const confirm = (agent: User) => afterCommit(
     () => pool.confirm(agent.svcnum, agent.svcnumId, 'active'),
     () => pool.confirm(agent.fallbackSvcnum!, agent.svcnumId, 'reserved'),
-    () => quota.confirm(agent.quotaSlot!, agent.svcnumId),
+    // Agents from before slots were named: their lapsed slot is confirmed by the next claim.
+    async () => agent.quotaSlot && quota.confirm(agent.quotaSlot, agent.svcnumId),
     // The discover index (discoverable agents only); readers re-check the agent, so a lost write only hides it.
     () => indexAgent(store, agent, clock.now()),
   );
@@ -154,14 +155,14 @@ export function createAgents(deps: {
     return Steps.all(async (steps) => {
       const slot = await steps.run(
         () => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit),
-        (key) => unlessCommitted(svcnumId, (agent) => agent.quotaSlot === key, () => quota.release(key, svcnumId))(),
+        (key) => unlessCommitted(svcnumId, (agent) => agent.quotaSlot === key, () => quota.release(key, svcnumId)),
       );
       const svcnum = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
       const fallback = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
       const credentials = owner.kind === 'independent'
         ? await steps.run(
           () => agentCredentials(svcnumId, displayName, scopes),
-          (created) => unlessCommitted(svcnumId, (agent) => agent.clientId === created.clientId, () => store.deleteClient(created.clientId))(),
+          (created) => unlessCommitted(svcnumId, (agent) => agent.clientId === created.clientId, () => store.deleteClient(created.clientId)),
         )
         : undefined;
       const now = clock.now();
