@@ -89,7 +89,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     }
   }
 
-  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string; refreshResponse?: RefreshResponse }): Promise<CreatedClient> {
+  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string; refreshResponse?: RefreshResponse; clientId?: string }): Promise<CreatedClient> {
     const name = parse(clientName, input.name);
     const scopes = checkScopes(kind, input.scope);
     if (kind === 'provisioning') await checkProvisioningOwner(input.ownerId, scopes);
@@ -99,7 +99,8 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     // Login clients are public (PKCE authenticates them); everyone else gets a secret, shown once.
     const clientSecret = kind === 'login' ? undefined : randomSecret(random);
     const client: Client = {
-      clientId: randomSecret(random, 16),
+      // Given by the caller only where it is derived from something unique (an agent's client).
+      clientId: input.clientId ?? randomSecret(random, 16),
       kind,
       name,
       redirectUris: [...new Set(redirectUris)],

@@ -68,6 +68,11 @@ export interface User {
   clientId?: string;
   /** The pre-reserved number RotateAgentSvcnum switches to. */
   fallbackSvcnum?: string;
+  /**
+   * The quota slot the agent counts against: only that slot is its (a crashed attempt of the same
+   * request may have left another slot under the same id). Agents from before it have none.
+   */
+  quotaSlot?: string;
 
   // Per-owner quota overrides (people and businesses)
   independentAgentQuota?: number;
@@ -189,7 +194,13 @@ export interface IdempotencyRecord {
   requestKey: string;
   fingerprint: string;
   state: 'pending' | 'done';
+  /**
+   * The id the resource is created under, chosen when the record is first written, so that
+   * every attempt of the request builds the same resource. Records from before it may lack it
+   * while pending.
+   */
   resourceId?: string;
+  /** End of the current attempt's claim; a pending record past it may be taken over. */
   leaseUntil: number;
   expiresAt: number;
 }

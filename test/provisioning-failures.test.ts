@@ -466,6 +466,10 @@ describe('ProvisionNumber with a failure between its steps', () => {
     expect(retry.code).toBe(status.ABORTED);
     expect(retry.details).toMatch(/still in progress/);
     expect((await store().listOwned(app.owner.svcnumId, 'programmable', 10)).items.map((entity) => entity.svcnumId)).toEqual([created.svcnumId]);
+    // Once its lease lapsed, a retry finds the number committed under the request's id.
+    lapse();
+    expect((await provision(app, 'req-complete-lost')).svcnumId).toBe(created.svcnumId);
+    expect((await store().listOwned(app.owner.svcnumId, 'programmable', 10)).items).toHaveLength(1);
     await exhaust();
     await expectNoLeak();
   });

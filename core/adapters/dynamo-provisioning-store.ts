@@ -46,18 +46,16 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
     });
   }
 
-  async function beginRequest(request: IdempotencyRecord, now: number): Promise<RequestClaim> {
+  async function beginRequest(request: IdempotencyRecord): Promise<RequestClaim> {
     const started = await conditional(db.send(new PutCommand({
       TableName: tables.requests,
       Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
-      // A pending record whose lease lapsed belongs to a caller that gave up or crashed.
-      ConditionExpression: 'attribute_not_exists(requestKey) OR (#state = :pending AND leaseUntil <= :now)',
-      ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: { ':pending': 'pending', ':now': now },
+      ConditionExpression: 'attribute_not_exists(requestKey)',
     })));
     if (started) return { outcome: 'started' };
     const existing = await get<IdempotencyRecord>(tables.requests, { requestKey: request.requestKey }, true);
-    return existing ? { outcome: 'exists', record: existing } : beginRequest(request, now);
+    // Deleted in between (its first call was refused): start again.
+    return existing ? { outcome: 'exists', record: existing } : beginRequest(request);
   }
 
   return {
@@ -207,7 +205,10 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
     // quota slots
     async claimSlot(slotKey, holder, leaseUntil, now) {
       const claimed = await conditional(db.send(new PutCommand({
-        TableName: tables.quotaSlots, Item: { slotKey, holder, leaseUntil }, ConditionExpression: 'attribute_not_exists(slotKey)',
+        TableName: tables.quotaSlots,
+        Item: { slotKey, holder, leaseUntil },
+        ConditionExpression: 'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil))',
+        ExpressionAttributeValues: { ':holder': holder },
       })));
       if (claimed) return { outcome: 'claimed' };
       const slot = record<QuotaSlot>((await db.send(new GetCommand({ TableName: tables.quotaSlots, Key: { slotKey }, ConsistentRead: true }))).Item);
@@ -229,23 +230,50 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
     }))),
     async releaseSlot(slotKey, holder) {
       await conditional(db.send(new DeleteCommand({
-        TableName: tables.quotaSlots, Key: { slotKey }, ConditionExpression: 'holder = :holder', ExpressionAttributeValues: { ':holder': holder },
+        TableName: tables.quotaSlots, Key: { slotKey },
+        ConditionExpression: 'holder = :holder AND attribute_exists(leaseUntil)', ExpressionAttributeValues: { ':holder': holder },
       })));
     },
 
     // idempotency
     beginRequest,
+    takeOverRequest: (seen, leaseUntil, resourceId) => updateReturning<IdempotencyRecord>({
+      TableName: tables.requests,
+      Key: { requestKey: seen.requestKey },
+      UpdateExpression: 'SET leaseUntil = :lease, resourceId = if_not_exists(resourceId, :id)',
+      // Exactly as read: of concurrent retries, one takes the record over.
+      ConditionExpression: '#state = :pending AND leaseUntil = :seen',
+      ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: { ':lease': leaseUntil, ':id': resourceId, ':pending': 'pending', ':seen': seen.leaseUntil },
+    }),
     async completeRequest(requestKey, resourceId) {
-      await db.send(new UpdateCommand({
+      await conditional(db.send(new UpdateCommand({
         TableName: tables.requests,
         Key: { requestKey },
-        UpdateExpression: 'SET #state = :done, resourceId = :id',
+        UpdateExpression: 'SET #state = :done',
+        ConditionExpression: 'resourceId = :id',
         ExpressionAttributeNames: { '#state': 'state' },
         ExpressionAttributeValues: { ':done': 'done', ':id': resourceId },
-      }));
+      })));
     },
-    async abandonRequest(requestKey) {
-      await db.send(new DeleteCommand({ TableName: tables.requests, Key: { requestKey } }));
+    async releaseRequest(requestKey, leaseUntil, now) {
+      await conditional(db.send(new UpdateCommand({
+        TableName: tables.requests,
+        Key: { requestKey },
+        UpdateExpression: 'SET leaseUntil = :now',
+        ConditionExpression: '#state = :pending AND leaseUntil = :lease',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: { ':now': now, ':pending': 'pending', ':lease': leaseUntil },
+      })));
+    },
+    async abandonRequest(requestKey, leaseUntil) {
+      await conditional(db.send(new DeleteCommand({
+        TableName: tables.requests,
+        Key: { requestKey },
+        ConditionExpression: '#state = :pending AND leaseUntil = :lease',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: { ':pending': 'pending', ':lease': leaseUntil },
+      })));
     },
   };
 }

@@ -1,9 +1,10 @@
 import type { Accounts } from '../accounts';
 import { indexAgent } from '../directory/discover';
-import { newUlid, ULID_PATTERN } from '../ids';
+import { ULID_PATTERN } from '../ids';
 import { inService, type AgentKind, type NumberState, type User } from '../model';
-import type { Clock, Random } from '../ports';
+import type { Clock } from '../ports';
 import { formatScope, isSubset, parseScope } from '../scopes';
+import { sha256 } from '../secrets';
 import type { Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import type { ProvisioningConfig } from './config';
@@ -14,7 +15,7 @@ import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { Quota } from './quota';
 import type { RequestLog } from './requests';
-import { Steps } from './steps';
+import { afterCommit, Steps } from './steps';
 import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
 
 // AI agents. An independent agent has client credentials of its own; a dependent (sub-) agent
@@ -67,6 +68,9 @@ function agentPages(kind: AgentKind | 'all'): PagedList<User> {
   };
 }
 
+/** An independent agent's client id: derived from its svcnum_id (22 characters, like any client id). */
+export const agentClientId = (svcnumId: string) => sha256(`agent-client:${svcnumId}`).slice(0, 22);
+
 export interface AgentInput {
   requestId?: string;
   displayName?: string;
@@ -76,10 +80,10 @@ export interface AgentInput {
 }
 
 export function createAgents(deps: {
-  store: Store; clock: Clock; random: Random; pool: NumberPool; quota: Quota; once: RequestLog;
+  store: Store; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog;
   accounts: Accounts; issuer: TokenIssuer; config: ProvisioningConfig;
 }) {
-  const { store, clock, random, pool, quota, once, accounts, issuer, config } = deps;
+  const { store, clock, pool, quota, once, accounts, issuer, config } = deps;
 
   /** One of the caller's agents (independent or dependent), or NOT_FOUND. */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -96,10 +100,49 @@ export function createAgents(deps: {
   }
 
   /**
-   * The shared path of both kinds: quota slot, number and fallback, (client), then the agent
-   * record as the commit point, then confirmations.
+   * An independent agent's client. Its id is derived from the agent's, so a client left by an
+   * interrupted attempt of the same request is found and reused (with a new secret), not orphaned.
    */
-  async function provisionAgent(input: AgentInput, owner: { ownerId: string; parentId?: string; kind: AgentKind; quotaOwner: User; caller: Caller }) {
+  async function agentCredentials(svcnumId: string, name: string, scopes: string[]): Promise<{ clientId: string; clientSecret: string }> {
+    const clientId = agentClientId(svcnumId);
+    const existing = await store.getClient(clientId);
+    if (existing?.kind === 'agent' && existing.subjectId === svcnumId) return { clientId, clientSecret: await accounts.rotateClientSecret(clientId) };
+    const created = await accounts.createClient('agent', { name, scope: formatScope(scopes), subjectId: svcnumId, clientId });
+    return { clientId, clientSecret: created.clientSecret! };
+  }
+
+  /**
+   * Undoes a claim unless the agent committed with it: another attempt of the same request (a
+   * retry that took over a lapsed lease) builds under the same id and may share the slot and client.
+   */
+  async function unlessCommitted(svcnumId: string, uses: (agent: User) => boolean, undo: () => Promise<unknown>) {
+    const agent = await store.getUser(svcnumId);
+    if (!agent || !uses(agent)) await undo();
+  }
+
+  /** After the commit: the leases made permanent, the slot confirmed, the agent in the discover index. */
+  const confirm = (agent: User) => afterCommit(
+    () => pool.confirm(agent.svcnum, agent.svcnumId, 'active'),
+    () => pool.confirm(agent.fallbackSvcnum!, agent.svcnumId, 'reserved'),
+    // Agents from before slots were named: their lapsed slot is confirmed by the next claim.
+    async () => agent.quotaSlot && quota.confirm(agent.quotaSlot, agent.svcnumId),
+    // The discover index (discoverable agents only); readers re-check the agent, so a lost write only hides it.
+    () => indexAgent(store, agent, clock.now()),
+  );
+
+  /** The agent an interrupted attempt committed under `svcnumId` (confirmations finished), if any. */
+  async function recoverAgent(caller: Caller, svcnumId: string, kind: AgentKind): Promise<User | undefined> {
+    const agent = await store.getUser(svcnumId);
+    if (agent?.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId || agent.agentKind !== kind) return undefined;
+    await confirm(agent);
+    return agent;
+  }
+
+  /**
+   * The shared path of both kinds: quota slot, number and fallback, (client), then the agent
+   * record under `svcnumId` as the commit point, then confirmations.
+   */
+  async function provisionAgent(svcnumId: string, input: AgentInput, owner: { ownerId: string; parentId?: string; kind: AgentKind; quotaOwner: User; caller: Caller }) {
     const displayName = displayNameField(input.displayName, true)!;
     const capabilities = capabilitiesField(input.capabilities);
     // A dependent of an agent can do no more than its owner agent.
@@ -110,14 +153,16 @@ export function createAgents(deps: {
       ? owner.quotaOwner.independentAgentQuota ?? config.independentAgentQuota
       : owner.quotaOwner.dependentAgentQuota ?? config.dependentAgentQuota;
     return Steps.all(async (steps) => {
-      const svcnumId = newUlid(clock, random);
-      const slot = await steps.run(() => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit), (key) => quota.release(key, svcnumId));
+      const slot = await steps.run(
+        () => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit),
+        (key) => unlessCommitted(svcnumId, (agent) => agent.quotaSlot === key, () => quota.release(key, svcnumId)),
+      );
       const svcnum = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
       const fallback = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
       const credentials = owner.kind === 'independent'
         ? await steps.run(
-          () => accounts.createClient('agent', { name: displayName, scope: formatScope(scopes), subjectId: svcnumId }),
-          (created) => store.deleteClient(created.client.clientId),
+          () => agentCredentials(svcnumId, displayName, scopes),
+          (created) => unlessCommitted(svcnumId, (agent) => agent.clientId === created.clientId, () => store.deleteClient(created.clientId)),
         )
         : undefined;
       const now = clock.now();
@@ -125,15 +170,14 @@ export function createAgents(deps: {
         svcnumId, svcnum, status: 'active', accountType: 'ai_agent', createdAt: now, updatedAt: now,
         ownerId: owner.ownerId, ownerSort: `ai_agent#${svcnumId}`, ...(owner.parentId ? { parentId: owner.parentId } : {}),
         agentKind: owner.kind, displayName, capabilities, discoverable: input.discoverable ?? false, scopes,
-        numberState: 'active', fallbackSvcnum: fallback,
-        ...(credentials ? { clientId: credentials.client.clientId } : {}),
+        numberState: 'active', fallbackSvcnum: fallback, quotaSlot: slot,
+        ...(credentials ? { clientId: credentials.clientId } : {}),
       };
-      await steps.commit(() => store.createUser(agent));
-      await steps.afterCommit(() => pool.confirm(svcnum, svcnumId, 'active'));
-      await steps.afterCommit(() => pool.confirm(fallback, svcnumId, 'reserved'));
-      await steps.afterCommit(() => quota.confirm(slot, svcnumId));
-      // The discover index (discoverable agents only); readers re-check the agent, so a lost write only hides it.
-      await steps.afterCommit(() => indexAgent(store, agent, now));
+      await steps.commit(() => store.createUser(agent), async () => {
+        const stored = await store.getUser(svcnumId);
+        return stored?.svcnum === svcnum && stored.fallbackSvcnum === fallback;
+      });
+      await confirm(agent);
       return { agent, clientSecret: credentials?.clientSecret };
     });
   }
@@ -149,19 +193,24 @@ export function createAgents(deps: {
     async create(caller: Caller, input: AgentInput): Promise<{ agent: AgentView; clientId: string; clientSecret: string }> {
       const owner = await store.getUser(caller.ownerId);
       if (!owner || owner.status !== 'active') throw failedPrecondition('the account of this client is not active');
-      return once({ ownerId: caller.ownerId, method: 'CreateAgent', requestId: input.requestId, request: fingerprint(input) },
-        async () => {
-          const { agent, clientSecret } = await provisionAgent(input, { ownerId: caller.ownerId, kind: 'independent', quotaOwner: owner, caller });
-          return { id: agent.svcnumId, result: { agent: agentView(agent), clientId: agent.clientId!, clientSecret: clientSecret! } };
+      // A retry gets the same agent. The first secret cannot be shown again (it is stored hashed),
+      // so the agent gets a new one and the earlier one stops working: the caller always ends
+      // up holding working credentials.
+      const withNewSecret = async (agent: User) => {
+        const clientSecret = await accounts.rotateClientSecret(agent.clientId!);
+        return { agent: agentView(agent), clientId: agent.clientId!, clientSecret };
+      };
+      return once({ ownerId: caller.ownerId, method: 'CreateAgent', requestId: input.requestId, request: fingerprint(input) }, {
+        async create(svcnumId) {
+          const { agent, clientSecret } = await provisionAgent(svcnumId, input, { ownerId: caller.ownerId, kind: 'independent', quotaOwner: owner, caller });
+          return { agent: agentView(agent), clientId: agent.clientId!, clientSecret: clientSecret! };
         },
-        // A retry gets the same agent. The first secret cannot be shown again (it is stored hashed),
-        // so the agent gets a new one and the earlier one stops working: the caller always ends
-        // up holding working credentials.
-        async (id) => {
-          const agent = await owned(caller, id);
-          const clientSecret = await accounts.rotateClientSecret(agent.clientId!);
-          return { agent: agentView(agent), clientId: agent.clientId!, clientSecret };
-        });
+        async recover(svcnumId) {
+          const agent = await recoverAgent(caller, svcnumId, 'independent');
+          return agent && withNewSecret(agent);
+        },
+        replay: async (svcnumId) => withNewSecret(await owned(caller, svcnumId)),
+      });
     },
 
     /** A dependent agent under the caller's account or one of its independent agents. */
@@ -174,12 +223,14 @@ export function createAgents(deps: {
         if (parent.agentKind !== 'independent') throw invalidArgument('owner_svcnum_id must be your account or one of your independent agents');
         usable(parent);
       }
-      return once({ ownerId: caller.ownerId, method: 'CreateDependentAgent', requestId: input.requestId, request: fingerprint(input, { owner: parent.svcnumId }) },
-        async () => {
-          const { agent } = await provisionAgent(input, { ownerId: caller.ownerId, parentId: parent.svcnumId, kind: 'dependent', quotaOwner: parent, caller });
-          return { id: agent.svcnumId, result: agentView(agent) };
+      return once({ ownerId: caller.ownerId, method: 'CreateDependentAgent', requestId: input.requestId, request: fingerprint(input, { owner: parent.svcnumId }) }, {
+        create: async (svcnumId) => agentView((await provisionAgent(svcnumId, input, { ownerId: caller.ownerId, parentId: parent.svcnumId, kind: 'dependent', quotaOwner: parent, caller })).agent),
+        async recover(svcnumId) {
+          const agent = await recoverAgent(caller, svcnumId, 'dependent');
+          return agent && agentView(agent);
         },
-        async (id) => agentView(await owned(caller, id)));
+        replay: async (svcnumId) => agentView(await owned(caller, svcnumId)),
+      });
     },
 
     get: async (caller: Caller, svcnumId: string | undefined) => agentView(await owned(caller, svcnumId)),

@@ -20,13 +20,17 @@ export function createProvisioning(deps: {
 }) {
   const { store, clock, random, accounts, issuer, provisioning: config } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
-  const once = createRequestLog(store, clock, config);
-  // A quota slot's holder committed when its agent exists.
-  const quota = createQuota(store, clock, config, async (holder) => (await store.getUser(holder))?.accountType === 'ai_agent');
+  const once = createRequestLog(store, clock, random, config);
+  // A slot is committed when its holder agent exists and names it (agents from before slots were
+  // named: when the agent exists).
+  const quota = createQuota(store, clock, config, async (slot) => {
+    const agent = await store.getUser(slot.holder);
+    return agent?.accountType === 'ai_agent' && (agent.quotaSlot ?? slot.slotKey) === slot.slotKey;
+  });
   return {
-    numbers: createProgrammableNumbers({ store, clock, random, pool, once }),
-    masks: createMasks({ store, clock, random, pool, once, config }),
-    agents: createAgents({ store, clock, random, pool, quota, once, accounts, issuer, config }),
+    numbers: createProgrammableNumbers({ store, clock, pool, once }),
+    masks: createMasks({ store, clock, pool, once, config }),
+    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config }),
     exchange: createTokenExchange({ store, clock, issuer, verify: deps.verifyAccessToken, config: deps.config }),
     lifecycle: createNumberLifecycle({ store, clock, config, pool }),
   };

@@ -1,6 +1,6 @@
-import { newUlid, ULID_PATTERN } from '../ids';
+import { ULID_PATTERN } from '../ids';
 import { inService, type Mask } from '../model';
-import type { Clock, Random } from '../ports';
+import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from './errors';
@@ -8,7 +8,7 @@ import { hasStringAttributes, listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { RequestLog } from './requests';
-import { Steps } from './steps';
+import { afterCommit, Steps } from './steps';
 import { maskScopeField, svcnumIdField } from './validation';
 
 // Masks: a temporary number that anonymously bridges two participants. A mask is `expired` from
@@ -44,8 +44,8 @@ const maskPages: PagedList<Mask> = {
   accepts: (key) => hasStringAttributes(key, ['maskId', 'ownerId']) && ULID_PATTERN.test(key.maskId as string),
 };
 
-export function createMasks(deps: { store: Store; clock: Clock; random: Random; pool: NumberPool; once: RequestLog; config: ProvisioningConfig }) {
-  const { store, clock, random, pool, once, config } = deps;
+export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig }) {
+  const { store, clock, pool, once, config } = deps;
 
   async function owned(caller: Caller, maskId: string | undefined): Promise<Mask> {
     const id = svcnumIdField(maskId, 'mask_id');
@@ -62,6 +62,9 @@ export function createMasks(deps: { store: Store; clock: Clock; random: Random; 
     return id;
   }
 
+  /** After the commit: the number rejoins the pool once the mask has expired and cooled off. */
+  const confirm = (mask: Mask) => afterCommit(() => pool.confirm(mask.svcnum, mask.maskId, 'active', mask.expiresAt + config.coolOff));
+
   return {
     create(caller: Caller, input: { requestId?: string; ttlSeconds?: number; participantA?: string; participantB?: string; scope?: string }): Promise<MaskView> {
       const ttl = input.ttlSeconds ?? 0;
@@ -71,20 +74,25 @@ export function createMasks(deps: { store: Store; clock: Clock; random: Random; 
       const scope = maskScopeField(input.scope);
       if (input.participantA && input.participantA === input.participantB) throw invalidArgument('participant_a and participant_b must be different');
       const request = { ttl, scope, participantA: input.participantA, participantB: input.participantB };
-      return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request },
-        () => Steps.all(async (steps) => {
+      return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request }, {
+        create: (maskId) => Steps.all(async (steps) => {
           const participantA = await participant(input.participantA, 'participant_a');
           const participantB = await participant(input.participantB, 'participant_b');
-          const maskId = newUlid(clock, random);
           const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
           const now = clock.now();
           const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt: now, expiresAt: now + ttl * 1000 };
-          await steps.commit(() => store.createMask(mask));
-          // The number rejoins the pool once the mask has expired and cooled off.
-          await steps.afterCommit(() => pool.confirm(svcnum, maskId, 'active', mask.expiresAt + config.coolOff));
-          return { id: maskId, result: maskView(mask, now) };
+          await steps.commit(() => store.createMask(mask), async () => (await store.getMask(maskId))?.svcnum === svcnum);
+          await confirm(mask);
+          return maskView(mask, now);
         }),
-        async (id) => maskView(await owned(caller, id), clock.now()));
+        async recover(maskId) {
+          const mask = await store.getMask(maskId);
+          if (mask?.ownerId !== caller.ownerId) return undefined;
+          await confirm(mask);
+          return maskView(mask, clock.now());
+        },
+        replay: async (maskId) => maskView(await owned(caller, maskId), clock.now()),
+      });
     },
 
     get: async (caller: Caller, maskId: string | undefined) => maskView(await owned(caller, maskId), clock.now()),

@@ -1,13 +1,13 @@
-import { newUlid, ULID_PATTERN } from '../ids';
+import { ULID_PATTERN } from '../ids';
 import type { NumberState, User } from '../model';
-import type { Clock, Random } from '../ports';
+import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from './errors';
 import { hasStringAttributes, listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { RequestLog } from './requests';
-import { Steps } from './steps';
+import { afterCommit, Steps } from './steps';
 import { displayNameField, svcnumIdField } from './validation';
 
 // Programmable numbers: non-AI automated senders owned by a business account. Their behaviour
@@ -51,8 +51,8 @@ export function programmableView(entity: User): ProgrammableNumberView {
   };
 }
 
-export function createProgrammableNumbers(deps: { store: Store; clock: Clock; random: Random; pool: NumberPool; once: RequestLog }) {
-  const { store, clock, random, pool, once } = deps;
+export function createProgrammableNumbers(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog }) {
+  const { store, clock, pool, once } = deps;
 
   /** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -88,15 +88,17 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; ra
     return changes;
   }
 
+  /** After the commit: the number's lease made permanent. */
+  const confirm = (entity: User) => afterCommit(() => pool.confirm(entity.svcnum, entity.svcnumId, 'active'));
+
   return {
     /** Takes a number from the pool for the caller's account. */
     provision(caller: Caller, input: { requestId?: string; displayName?: string; config?: Partial<ProgrammableConfig> }): Promise<ProgrammableNumberView> {
       const displayName = displayNameField(input.displayName, false);
       // What a retry must repeat: an absent config and one with empty fields are the same request.
       const request = { displayName: displayName ?? '', config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' } };
-      return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request },
-        () => Steps.all(async (steps) => {
-          const svcnumId = newUlid(clock, random);
+      return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request }, {
+        create: (svcnumId) => Steps.all(async (steps) => {
           const changes = await configChanges(svcnumId, input.config ?? {}, []);
           const svcnum = await steps.run(() => pool.lease(svcnumId, 'programmable'), (number) => pool.giveBack(number, svcnumId));
           const now = clock.now();
@@ -106,11 +108,18 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; ra
             ...(displayName ? { displayName } : {}),
             ...Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined)),
           };
-          await steps.commit(() => store.createUser(entity));
-          await steps.afterCommit(() => pool.confirm(svcnum, svcnumId, 'active'));
-          return { id: svcnumId, result: programmableView(entity) };
+          await steps.commit(() => store.createUser(entity), async () => (await store.getUser(svcnumId))?.svcnum === svcnum);
+          await confirm(entity);
+          return programmableView(entity);
         }),
-        async (id) => programmableView(await owned(caller, id)));
+        async recover(svcnumId) {
+          const entity = await store.getUser(svcnumId);
+          if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) return undefined;
+          await confirm(entity);
+          return programmableView(entity);
+        },
+        replay: async (svcnumId) => programmableView(await owned(caller, svcnumId)),
+      });
     },
 
     get: async (caller: Caller, svcnumId: string | undefined) => programmableView(await owned(caller, svcnumId)),

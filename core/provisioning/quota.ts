@@ -1,3 +1,4 @@
+import type { QuotaSlot } from '../model';
 import type { Clock } from '../ports';
 import type { ProvisioningConfig } from './config';
 import { ProvisioningError } from './errors';
@@ -9,25 +10,32 @@ import type { ProvisioningStore } from './store';
 
 export type AgentQuotaKind = 'independent' | 'dependent';
 
-/** Whether `holder` committed (its agent exists): a lapsed slot of a committed holder is kept. */
-export type HolderCommitted = (holder: string) => Promise<boolean>;
+/** Whether the holder of a lapsed slot committed with that slot: such a slot is kept. */
+export type SlotCommitted = (slot: QuotaSlot) => Promise<boolean>;
 
 export const slotKey = (ownerId: string, kind: AgentQuotaKind, index: number) => `${ownerId}#${kind}#${index}`;
 
-export function createQuota(store: ProvisioningStore, clock: Clock, config: ProvisioningConfig, committed: HolderCommitted) {
+export function createQuota(store: ProvisioningStore, clock: Clock, config: ProvisioningConfig, committed: SlotCommitted) {
   return {
     /** Claims a free slot for `holder`; RESOURCE_EXHAUSTED when all `limit` slots are held. */
     async claim(ownerId: string, kind: AgentQuotaKind, holder: string, limit: number): Promise<string> {
-      // Lowest free slot first: a quota lowered below slots still held cannot be exceeded.
+      // Lowest free slot first: a quota lowered below slots still held cannot be exceeded. A slot
+      // still leased to `holder` (an interrupted attempt of the same request) counts as free for
+      // it; lapsed slots of others are taken over only when no such slot comes up, so a retry
+      // does not take a second slot while its first one is still leased.
+      const lapsed: QuotaSlot[] = [];
       for (let index = 0; index < limit; index++) {
         const key = slotKey(ownerId, kind, index);
         const now = clock.now();
         const claim = await store.claimSlot(key, holder, now + config.lease, now);
         if (claim.outcome === 'claimed') return key;
         if (claim.outcome === 'lapsed') {
-          if (await committed(claim.slot.holder)) await store.confirmSlot(key, claim.slot.holder);
-          else if (await store.takeOverSlot(claim.slot, holder, now + config.lease)) return key;
+          if (await committed(claim.slot)) await store.confirmSlot(key, claim.slot.holder);
+          else lapsed.push(claim.slot);
         }
+      }
+      for (const slot of lapsed) {
+        if (await store.takeOverSlot(slot, holder, clock.now() + config.lease)) return slot.slotKey;
       }
       throw new ProvisioningError('resource_exhausted', `the quota of ${limit} ${kind} agents for ${ownerId} is used up; higher quotas are available on request`);
     },

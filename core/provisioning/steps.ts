@@ -1,9 +1,9 @@
 // A multi-item operation without transactions: each step may register how to undo itself;
 // if a later step fails, the undo actions run in reverse order and the error is rethrown.
 // Undo failures are swallowed: what they leave behind is held under a lease that lapses.
-// Once the operation's commit write succeeded, nothing is undone any more: confirmations that
-// follow are best effort, and a lapsed lease of a committed holder is rolled forward by the
-// next allocator (see pool.ts and quota.ts).
+// Once the operation's commit write succeeded (or may have), nothing is undone any more:
+// confirmations that follow are best effort, and a lapsed lease of a committed holder is rolled
+// forward by the next allocator (see pool.ts and quota.ts).
 
 export class Steps {
   private readonly undo: Array<() => Promise<unknown>> = [];
@@ -15,15 +15,30 @@ export class Steps {
   }
 
   /** Runs the commit write; from then on the operation has happened and is never undone. */
-  async commit<T>(write: () => Promise<T>): Promise<T> {
-    const result = await write();
-    this.undo.length = 0;
-    return result;
+  async commit<T>(write: () => Promise<T>): Promise<T>;
+  /**
+   * A commit write whose failure may be a lost answer (DynamoDB applied it, then timed out):
+   * `applied` reads whether this write took effect. If it did, the operation has happened; if
+   * that cannot be told, nothing is undone either (the leases lapse, and whoever finds the
+   * record rolls them forward); only a write that certainly failed is rolled back.
+   */
+  async commit(write: () => Promise<void>, applied: () => Promise<boolean>): Promise<void>;
+  async commit<T>(write: () => Promise<T>, applied?: () => Promise<boolean>): Promise<T | void> {
+    try {
+      const result = await write();
+      this.undo.length = 0;
+      return result;
+    } catch (error) {
+      const took = applied ? await applied().catch(() => undefined) : false;
+      if (took === false) throw error;
+      this.undo.length = 0;
+      if (took === undefined) throw error;
+    }
   }
 
   /** A step after the commit: its failure is tolerated (what it left is rolled forward later). */
   async afterCommit(step: () => Promise<unknown>): Promise<void> {
-    await step().catch(() => undefined);
+    await afterCommit(step);
   }
 
   async rollBack(): Promise<void> {
@@ -41,4 +56,12 @@ export class Steps {
       throw error;
     }
   }
+}
+
+/**
+ * The steps after a commit (confirmations), in order, each tolerated to fail; also what a retry
+ * runs for a resource whose creating attempt was interrupted after its commit.
+ */
+export async function afterCommit(...steps: Array<() => Promise<unknown>>): Promise<void> {
+  for (const step of steps) await step().catch(() => undefined);
 }

@@ -55,14 +55,29 @@ export interface ProvisioningStore {
   closeMask(maskId: string, now: number): Promise<Mask | undefined>;
 
   // agent quota slots
+  /**
+   * Claims a free slot, or one `holder` holds under a lease (left by an interrupted attempt of the
+   * same request, which builds under the same id); a confirmed slot is never claimed again.
+   */
   claimSlot(slotKey: string, holder: string, leaseUntil: number, now: number): Promise<SlotClaim>;
   /** Takes over a slot whose lease lapsed, if it is still exactly as read. */
   takeOverSlot(slot: QuotaSlot, holder: string, leaseUntil: number): Promise<boolean>;
   confirmSlot(slotKey: string, holder: string): Promise<boolean>;
+  /** Gives back a slot `holder` holds under a lease (never a confirmed one). */
   releaseSlot(slotKey: string, holder: string): Promise<void>;
 
   // idempotency of creates
-  beginRequest(record: IdempotencyRecord, now: number): Promise<RequestClaim>;
+  /** Writes the pending record of a request's first call, or returns the record already there. */
+  beginRequest(record: IdempotencyRecord): Promise<RequestClaim>;
+  /**
+   * Takes over a pending record whose lease lapsed, if it is still exactly as read: a new lease,
+   * and `resourceId` only if the record has none. Returns the record as taken, or undefined.
+   */
+  takeOverRequest(seen: IdempotencyRecord, leaseUntil: number, resourceId: string): Promise<IdempotencyRecord | undefined>;
+  /** Marks the request done, if the record still names `resourceId`. */
   completeRequest(requestKey: string, resourceId: string): Promise<void>;
-  abandonRequest(requestKey: string): Promise<void>;
+  /** Ends the lease of a pending record (so a retry may take it over at once), if it is still `leaseUntil`. */
+  releaseRequest(requestKey: string, leaseUntil: number, now: number): Promise<void>;
+  /** Deletes a pending record under lease `leaseUntil`: its request created nothing. */
+  abandonRequest(requestKey: string, leaseUntil: number): Promise<void>;
 }
