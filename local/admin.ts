@@ -81,7 +81,6 @@ const userJson = (user: User) => {
   return {
     svcnum_id: shown.svcnumId, svcnum: shown.svcnum, ...(shown.email ? { email: shown.email } : {}),
     status: shown.status, account_type: shown.accountType, created_at: shown.createdAt,
-    ...(shown.lockedUntil ? { locked_until: shown.lockedUntil } : {}),
   };
 };
 
@@ -191,6 +190,7 @@ async function run(argv: string[]): Promise<unknown> {
     const offlineCore = () => createCore({
       store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
       keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
+      macKey: { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) },
     });
     const lifecycle = () => offlineCore().provisioning.lifecycle;
     const aliases = () => offlineCore().directory.aliases;
