@@ -336,6 +336,11 @@ export function createAuthorization(deps: {
       if (sessionToken && sessionToken.length <= 100) await store.deleteSession(sha256(sessionToken));
     },
 
+    /** Password checks (scrypt) this process has started: for tests and metrics. */
+    get passwordChecks() {
+      return guard.gate.checks;
+    },
+
     csrfMatches: (session: Session, token: string | undefined) => token !== undefined && safeEqual(session.csrfToken, token),
   };
 }

@@ -101,7 +101,7 @@ describe('admin CLI against the running local service', () => {
     const refresh = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId });
     expect(refresh.json.error).toBe('invalid_grant');
     const again = await authorizeInBrowser(new Browser(service.issuer), client, login, { code_challenge: pkcePair().challenge });
-    expect(again.status).toBe(401);
+    expect(again.status).toBe(400);
     expect(again.body).toContain('not right');
     const listed = await admin(['user', 'list'], env);
     expect((listed.json!.users as Array<{ email?: string; status: string }>).find((u) => u.email === 'leaver@example.com')?.status).toBe('disabled');
