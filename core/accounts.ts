@@ -62,6 +62,9 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
 
 export const normaliseEmail = (email: string) => email.trim().toLowerCase();
 
+/** A svcnum_id no account has (ULIDs never have time 0 and random 0): the stand-in read of `findUser`. */
+const NO_ACCOUNT = '0'.repeat(26);
+
 /** Service numbers: 11 digits, never starting with 0, drawn at random and claimed uniquely. */
 function randomServiceNumber(): string {
   return String(randomInt(1, 10)) + Array.from({ length: 10 }, () => randomInt(0, 10)).join('');
@@ -187,17 +190,23 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
       return user;
     },
 
+    /**
+     * The account a person signs in with: by number, email or svcnum_id. Always the same number
+     * of reads for a number or an email, found or not (a read of a key no account has stands in
+     * for the second), so that the sign-in page's work does not tell which accounts exist.
+     */
     async findUser(identifier: string): Promise<User | undefined> {
       const trimmed = identifier.trim();
       if (/^\d{11,}$/.test(trimmed)) {
         // Only a number's current holder: not a mask, not the previous holder of a rotated number.
         const holder = (await store.getNumber(trimmed))?.svcnumId;
-        const user = holder ? await store.getUser(holder) : undefined;
-        return user?.svcnum === trimmed ? user : undefined;
+        const user = await store.getUser(holder ?? NO_ACCOUNT);
+        return holder && user?.svcnum === trimmed ? user : undefined;
       }
       if (trimmed.includes('@')) {
         const svcnumId = await store.findSvcnumIdByEmail(normaliseEmail(trimmed));
-        return svcnumId ? store.getUser(svcnumId) : undefined;
+        const user = await store.getUser(svcnumId ?? NO_ACCOUNT);
+        return svcnumId ? user : undefined;
       }
       return store.getUser(trimmed);
     },
@@ -213,10 +222,6 @@ export function publicClient(client: Client) {
 }
 
 export function publicUser(user: User) {
-  const { passwordHash: _passwordHash, failedSignIns: _failed, ...rest } = user;
-  return {
-    ...rest,
-    createdAt: new Date(user.createdAt).toISOString(),
-    ...(user.lockedUntil ? { lockedUntil: new Date(user.lockedUntil).toISOString() } : {}),
-  };
+  const { passwordHash: _passwordHash, ...rest } = user;
+  return { ...rest, createdAt: new Date(user.createdAt).toISOString() };
 }

@@ -2,9 +2,10 @@ import { limits, type ServiceConfig } from './config';
 import { OAuthError } from './errors';
 import type { AuthRequest, Client, Session, User } from './model';
 import { optionalParam, type Params } from './params';
-import type { Clock, Random } from './ports';
+import type { Clock, MacKey, Random } from './ports';
 import { isSubset, parseScope } from './scopes';
-import { decoyPasswordHash, randomSecret, safeEqual, sha256, verifyPassword } from './secrets';
+import { decoyPasswordHash, openToken, randomSecret, safeEqual, sealToken, sha256, verifyPassword } from './secrets';
+import { deviceKey, identifierKey, type SignInGuard } from './sign-in-guard';
 import type { Store } from './store';
 import type { Accounts } from './accounts';
 
@@ -25,11 +26,30 @@ const SUPPORTED_PROMPTS = new Set(['none', 'login', 'consent']);
 const MAX_STATE_LENGTH = 2048;
 const MAX_NONCE_LENGTH = 512;
 
+/** A refused sign-in: 400 failed, 429 throttled, 503 busy (the last two with Retry-After). */
+export interface SignInRefusal { type: 'sign_in_error'; status: 400 | 429 | 503; message: string; retryAfterSeconds?: number }
+
 export interface SignInResult {
-  outcome: AuthorizeOutcome | { type: 'account' } | { type: 'sign_in_error'; message: string };
+  outcome: AuthorizeOutcome | { type: 'account' } | SignInRefusal;
   /** Set on success: the new session's cookie value. */
   sessionToken?: string;
+  /** Set on success: this browser's new device cookie (a signed account + device id). */
+  deviceToken?: string;
 }
+
+// One message per kind of refusal, whatever the account: none of them tells whether it exists.
+const SIGN_IN_FAILED = 'The number, email or password is not right.';
+const SIGN_IN_THROTTLED = 'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
+const ADDRESS_THROTTLED = 'Too many sign-in attempts from your network. Wait a few minutes and try again.';
+const SIGN_IN_BUSY = 'We are busy right now. Try again in a moment.';
+const BUSY_RETRY_AFTER_MS = 2_000;
+/** Purposes of signed tokens (core/secrets.ts sealToken): one never passes for the other. */
+const DEVICE_TOKEN = 'device';
+const SIGN_IN_CSRF_TOKEN = 'sign-in-csrf';
+
+const refused = (status: SignInRefusal['status'], message: string, retryAfterMs?: number): SignInResult => ({
+  outcome: { type: 'sign_in_error', status, message, ...(retryAfterMs !== undefined ? { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) } : {}) },
+});
 
 export function createAuthorization(deps: {
   store: Store;
@@ -37,9 +57,11 @@ export function createAuthorization(deps: {
   clock: Clock;
   random: Random;
   accounts: Accounts;
+  macKey: MacKey;
+  guard: SignInGuard;
   getClient: (clientId: string) => Promise<Client | undefined>;
 }) {
-  const { store, config, clock, random, accounts, getClient } = deps;
+  const { store, config, clock, random, accounts, macKey, guard, getClient } = deps;
 
   function redirectTo(redirectUri: string, params: Record<string, string | undefined>): AuthorizeOutcome {
     const url = new URL(redirectUri);
@@ -178,9 +200,38 @@ export function createAuthorization(deps: {
     return client && !client.disabled ? { request, client } : undefined;
   }
 
+  /** A new session for a person who just signed in, and where they go next. */
+  async function startSession(user: User, parked: Awaited<ReturnType<typeof parkedRequest>>, now: number): Promise<SignInResult> {
+    // A new session id on every sign-in: no session fixation.
+    const sessionToken = randomSecret(random);
+    const session: Session = {
+      sessionHash: sha256(sessionToken), svcnumId: user.svcnumId, authTime: now,
+      csrfToken: randomSecret(random), expiresAt: now + limits.sessionTtl,
+    };
+    await store.putSession(session);
+    if (!parked) return { outcome: { type: 'account' }, sessionToken };
+    const request = { ...parked.request, signedInAt: now };
+    await store.markAuthRequestSignedIn(request.requestId, now);
+    return { outcome: await proceed(request, { session, user }, true), sessionToken };
+  }
+
+  /** The device id of a valid device cookie this browser got when it signed in to `svcnumId`. */
+  async function trustedDevice(deviceToken: string | undefined, svcnumId: string, now: number): Promise<string | undefined> {
+    // Only a cookie naming this account is worth a MAC check (a KMS call in AWS).
+    if (!deviceToken?.startsWith(`${svcnumId}.`)) return undefined;
+    const fields = await openToken(macKey, DEVICE_TOKEN, deviceToken, now);
+    return fields?.length === 2 && fields[0] === svcnumId ? fields[1] : undefined;
+  }
+
   return {
     sessionUser,
     parkedRequest,
+
+    /** The sign-in form's CSRF token (no session exists yet to hold one): signed, so a planted cookie is worthless. */
+    signInCsrf: {
+      issue: () => sealToken(macKey, SIGN_IN_CSRF_TOKEN, [randomSecret(random, 16)], clock.now() + limits.signInCsrfTtl),
+      valid: async (token: string | undefined) => (await openToken(macKey, SIGN_IN_CSRF_TOKEN, token, clock.now())) !== undefined,
+    },
 
     /** GET /oauth/authorize. */
     async authorize(params: Params, sessionToken: string | undefined): Promise<AuthorizeOutcome> {
@@ -207,50 +258,43 @@ export function createAuthorization(deps: {
       return proceed(request, await sessionUser(sessionToken), false);
     },
 
-    /** POST of the sign-in form. CSRF has been checked by the edge. */
-    async signIn(input: { requestId?: string; identifier: string; password: string }): Promise<SignInResult> {
+    /**
+     * POST of the sign-in form. CSRF has been checked by the edge. Every attempt that is not
+     * refused before (network limit, busy, throttled) costs the same: the account lookup, a read
+     * and a conditional put of a throttle count, and exactly one scrypt (a decoy when there is no
+     * usable account), so neither answer nor work tells whether the account exists.
+     */
+    async signIn(input: { requestId?: string; identifier: string; password: string; clientAddress?: string; deviceToken?: string }): Promise<SignInResult> {
       const parked = input.requestId ? await parkedRequest(input.requestId) : undefined;
-      if (input.requestId && !parked) {
-        return { outcome: { type: 'sign_in_error', message: 'This sign-in took too long. Go back to the application and start again.' } };
+      if (input.requestId && !parked) return refused(400, 'This sign-in took too long. Go back to the application and start again.');
+      const address = guard.takeAddress(input.clientAddress);
+      if (!address.allowed) return refused(429, ADDRESS_THROTTLED, address.retryAfterSeconds * 1000);
+      if (input.identifier.length > 254 || input.password.length > 256 || !input.identifier.trim() || !input.password) return refused(400, SIGN_IN_FAILED);
+      const admission = guard.gate.admit();
+      if (!admission) {
+        guard.giveBackAddress(input.clientAddress);
+        return refused(503, SIGN_IN_BUSY, BUSY_RETRY_AFTER_MS);
       }
-      const generic = { outcome: { type: 'sign_in_error' as const, message: 'The number, email or password is not right.' } };
-      if (input.identifier.length > 254 || input.password.length > 256 || !input.identifier.trim() || !input.password) return generic;
-      const user = await accounts.findUser(input.identifier);
-      const now = clock.now();
-      if (!user?.passwordHash || user.status === 'disabled') {
-        await verifyPassword(input.password, decoyPasswordHash); // same cost as a real check
-        return generic;
+      try {
+        const now = clock.now();
+        const user = await accounts.findUser(input.identifier);
+        // A browser that signed in to this account before is judged by its own count while it
+        // has fewer than the free failures; strangers' attempts on the identifier do not stop it.
+        const device = user ? await trustedDevice(input.deviceToken, user.svcnumId, now) : undefined;
+        const byDevice = device ? await guard.count(deviceKey(device), now, limits.signInFreeFailures) : undefined;
+        const key = byDevice?.counted ? deviceKey(device!) : identifierKey(input.identifier);
+        const counted = byDevice?.counted ? byDevice : await guard.count(key, now);
+        if (!counted.counted) return refused(429, SIGN_IN_THROTTLED, counted.retryAfterMs);
+        const usable = user?.passwordHash !== undefined && user.status !== 'disabled' ? user : undefined;
+        const matches = await admission.check(() => verifyPassword(input.password, usable?.passwordHash ?? decoyPasswordHash));
+        if (!usable || !matches) return refused(400, SIGN_IN_FAILED);
+        await guard.clear(key);
+        guard.giveBackAddress(input.clientAddress);
+        return { ...(await startSession(usable, parked, now)), deviceToken: await sealToken(macKey, DEVICE_TOKEN, [usable.svcnumId, randomSecret(random, 16)], now + limits.deviceCookieTtl) };
+      } finally {
+        admission.leave();
       }
-      const locked = { outcome: { type: 'sign_in_error' as const, message: 'Too many failed attempts. Try again in a few minutes.' } };
-      if (user.lockedUntil !== undefined && user.lockedUntil > now) return locked;
-      // The attempt is counted before the (slow) password check: however many guesses arrive
-      // at once, at most `signInFailureThreshold` of them are ever checked.
-      const attempt = await store.beginSignInAttempt(user.svcnumId, now);
-      if (attempt === undefined) return locked;
-      if (attempt > limits.signInFailureThreshold) {
-        // More guesses than allowed got counted (in parallel, or after a crash between counting
-        // and locking): lock now, so that the count is reset when the lock ends.
-        await store.lockAccount(user.svcnumId, now + limits.signInLockout);
-        return locked;
-      }
-      if (!(await verifyPassword(input.password, user.passwordHash))) {
-        if (attempt >= limits.signInFailureThreshold) await store.lockAccount(user.svcnumId, now + limits.signInLockout);
-        return generic;
-      }
-      await store.clearFailedSignIns(user.svcnumId);
-      // A new session id on every sign-in: no session fixation.
-      const sessionToken = randomSecret(random);
-      const session: Session = {
-        sessionHash: sha256(sessionToken), svcnumId: user.svcnumId, authTime: now,
-        csrfToken: randomSecret(random), expiresAt: now + limits.sessionTtl,
-      };
-      await store.putSession(session);
-      if (!parked) return { outcome: { type: 'account' }, sessionToken };
-      const request = { ...parked.request, signedInAt: now };
-      await store.markAuthRequestSignedIn(request.requestId, now);
-      return { outcome: await proceed(request, { session, user }, true), sessionToken };
     },
-
     /** POST of the consent form (Allow or Deny). CSRF has been checked by the edge. */
     async decideConsent(requestId: string | undefined, sessionToken: string | undefined, allow: boolean): Promise<AuthorizeOutcome> {
       const parked = await parkedRequest(requestId);
@@ -290,6 +334,11 @@ export function createAuthorization(deps: {
 
     async signOut(sessionToken: string | undefined) {
       if (sessionToken && sessionToken.length <= 100) await store.deleteSession(sha256(sessionToken));
+    },
+
+    /** Password checks (scrypt) this process has started: for tests and metrics. */
+    get passwordChecks() {
+      return guard.gate.checks;
     },
 
     csrfMatches: (session: Session, token: string | undefined) => token !== undefined && safeEqual(session.csrfToken, token),

@@ -17,9 +17,19 @@ export const limits = {
   /** A parked /oauth/authorize request must be finished (sign-in, consent) within this time. */
   authRequestTtl: 10 * MINUTE,
   sessionTtl: 12 * HOUR,
-  /** Consecutive failed sign-ins that lock an account, and for how long. */
-  signInFailureThreshold: 5,
-  signInLockout: 15 * MINUTE,
+  /**
+   * Sign-in throttle, per identifier and per device cookie (core/sign-in-guard.ts): this many
+   * failures are free; then each failure delays the next check, doubling from the first delay up
+   * to the longest. A count is forgotten a day after its last failure, or at a success.
+   */
+  signInFreeFailures: 5,
+  signInFirstDelay: 30 * SECOND,
+  signInMaxDelay: 15 * MINUTE,
+  signInFailureMemory: DAY,
+  /** A browser that signed in is trusted this long (device cookie), while it has fewer than `signInFreeFailures` failures. */
+  deviceCookieTtl: 90 * DAY,
+  /** The sign-in form's CSRF token (a browser-session cookie). */
+  signInCsrfTtl: DAY,
   codeVerifierMin: 43,
   codeVerifierMax: 128,
 } as const;

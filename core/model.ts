@@ -42,9 +42,6 @@ export interface User {
   status: UserStatus;
   accountType: AccountType;
   createdAt: number;
-  /** Consecutive failed sign-ins since the last success or lock. */
-  failedSignIns?: number;
-  lockedUntil?: number;
 
   // Provisioned entities (programmable numbers, AI agents)
   /** The account (person or business) that provisioned this entity, directly or through an agent. */
@@ -134,6 +131,20 @@ export interface Consent {
   clientId: string;
   scopes: string[];
   grantedAt: number;
+}
+
+/**
+ * Sign-in attempts counted against one key: a hashed identifier (`id#…`) or a device (`device#…`).
+ * Each attempt is counted before its password is checked and the count is cleared by a success,
+ * so `failures` is the run of attempts that did not succeed.
+ */
+export interface SignInThrottle {
+  key: string;
+  failures: number;
+  /** No password is checked for this key before this instant. */
+  blockedUntil: number;
+  /** The count is forgotten from this instant on (checked on read). */
+  expiresAt: number;
 }
 
 export interface Session {

@@ -1,5 +1,5 @@
 import { createHash, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto';
-import type { Random } from './ports';
+import type { MacKey, Random } from './ports';
 
 const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64url');
 
@@ -54,3 +54,33 @@ export async function verifyPassword(password: string, stored: string): Promise<
  * sign-in attempt takes as long for an unknown account as for a known one.
  */
 export const decoyPasswordHash = 'scrypt$131072$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+
+// Signed tokens: `field.….expiry.mac`, where the MAC (service MAC key, HMAC-SHA-256) covers the
+// purpose, every field and the expiry (epoch seconds). The purpose keeps a token made for one
+// use (a sign-in form) from passing for another (a device cookie). Fields are base64url or ids.
+const TOKEN_FIELD = /^[A-Za-z0-9_-]{1,64}$/;
+const MAC_BYTES = 32;
+const MAX_TOKEN_LENGTH = 400;
+
+const macInput = (purpose: string, fields: readonly string[], expirySeconds: string) =>
+  new TextEncoder().encode([purpose, ...fields, expirySeconds].join('\n'));
+
+export async function sealToken(macKey: MacKey, purpose: string, fields: readonly string[], expiresAt: number): Promise<string> {
+  if (!fields.every((field) => TOKEN_FIELD.test(field))) throw new Error('a signed token field must be 1-64 base64url characters');
+  const expirySeconds = String(Math.floor(expiresAt / 1000));
+  const mac = await macKey.mac(macInput(purpose, fields, expirySeconds));
+  return [...fields, expirySeconds, base64url(mac)].join('.');
+}
+
+/** The fields of a token sealed for `purpose` that has not expired at `now`, or undefined. */
+export async function openToken(macKey: MacKey, purpose: string, token: string | undefined, now: number): Promise<string[] | undefined> {
+  if (!token || token.length > MAX_TOKEN_LENGTH) return undefined;
+  const parts = token.split('.');
+  const mac = parts.pop();
+  const expirySeconds = parts.pop();
+  if (!mac || !expirySeconds || !/^\d{1,12}$/.test(expirySeconds) || Number(expirySeconds) * 1000 <= now) return undefined;
+  if (parts.length === 0 || !parts.every((field) => TOKEN_FIELD.test(field))) return undefined;
+  const macBytes = Buffer.from(mac, 'base64url');
+  if (macBytes.length !== MAC_BYTES || base64url(macBytes) !== mac) return undefined;
+  return (await macKey.verify(macInput(purpose, parts, expirySeconds), macBytes)) ? parts : undefined;
+}

@@ -5,9 +5,10 @@ import type { ServiceConfig } from './config';
 import { createDirectory } from './directory';
 import { createMessaging, InboxNotifier } from './messaging/send';
 import { createMessageHub } from './messaging/stream';
-import type { Clock, KeyRing, Random } from './ports';
+import type { Clock, KeyRing, MacKey, Random } from './ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
 import { createProvisioning } from './provisioning';
+import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
 import type { Store } from './store';
 import { createTokenService } from './token-service';
 import { createAccessTokenVerifier, createTokenIssuer } from './tokens';
@@ -15,11 +16,15 @@ import { createAccessTokenVerifier, createTokenIssuer } from './tokens';
 export interface CoreDeps {
   store: Store;
   keys: KeyRing;
+  /** Signs the sign-in form's CSRF token and device cookies. */
+  macKey: MacKey;
   clock: Clock;
   random: Random;
   config: ServiceConfig;
   /** Cool-off, leases and quotas of the provisioning API (defaults: 90-day cool-off, 10/10 agents). */
   provisioning?: ProvisioningConfig;
+  /** Sign-in limits of this process (default: core/sign-in-guard.ts). */
+  signIn?: SignInLimits;
   /** How often this process polls the inboxes its open streams watch (default 250 ms). */
   messagePollIntervalMs?: number;
 }
@@ -33,7 +38,7 @@ const RECORD_CACHE_TTL = 30_000;
 
 /** The domain core, built once per process (Lambda container, gRPC task, local runner). */
 export function createCore(deps: CoreDeps) {
-  const { store, keys, clock, random, config } = deps;
+  const { store, keys, macKey, clock, random, config } = deps;
   // Secret checks read the client fresh, so that a rotated secret works (and the old one stops) at once.
   const clients = ttlCache((clientId) => store.getClient(clientId), RECORD_CACHE_TTL);
   const getClient = clients.get;
@@ -52,7 +57,10 @@ export function createCore(deps: CoreDeps) {
     accountActive,
     accounts,
     issuer,
-    authorization: createAuthorization({ store, config, clock, random, accounts, getClient }),
+    authorization: createAuthorization({
+      store, config, clock, random, accounts, macKey, getClient,
+      guard: createSignInGuard({ store, clock, limits: deps.signIn ?? defaultSignInLimits }),
+    }),
     tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh: clients.fresh }),
     verifyAccessToken,
     provisioning: createProvisioning({

@@ -2,7 +2,7 @@ import type { MessagingStore } from './messaging/store';
 import type { DirectoryStore } from './directory/store';
 import type { ProvisioningStore } from './provisioning/store';
 import type {
-  AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User, UserStatus,
+  AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, SignInThrottle, User, UserStatus,
 } from './model';
 
 export type RedeemResult =
@@ -48,14 +48,15 @@ export interface AuthStore {
   getUser(svcnumId: string): Promise<User | undefined>;
   listUsers(): Promise<User[]>;
   setUserStatus(svcnumId: string, status: UserStatus): Promise<User | undefined>;
+
+  // sign-in throttle (strongly consistent: parallel guesses must see each other's counts)
+  getSignInThrottle(key: string, now: number): Promise<SignInThrottle | undefined>;
   /**
-   * Counts a sign-in attempt before its password is checked, so that parallel guesses cannot
-   * outrun the lockout. Returns the attempt's number since the last success or lock, or
-   * `undefined` when the account is locked at `now` (or does not exist).
+   * Writes `next` only if the key still holds `seenFailures` failures (`undefined`: nothing live at
+   * `now`): one conditional put. False when a parallel attempt counted first.
    */
-  beginSignInAttempt(svcnumId: string, now: number): Promise<number | undefined>;
-  lockAccount(svcnumId: string, until: number): Promise<void>;
-  clearFailedSignIns(svcnumId: string): Promise<void>;
+  putSignInThrottle(next: SignInThrottle, seenFailures: number | undefined, now: number): Promise<boolean>;
+  deleteSignInThrottle(key: string): Promise<void>;
 
   // authorization flow
   putAuthRequest(request: AuthRequest): Promise<void>;

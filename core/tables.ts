@@ -97,6 +97,11 @@ export const tableDefinitions = {
     sortKey: 'clientId',
     description: 'Remembered consent per user and client',
   },
+  signInThrottle: {
+    partitionKey: 'key',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'Sign-in attempts per hashed identifier and per device cookie (forgotten a day after the last)',
+  },
   sessions: {
     partitionKey: 'sessionHash',
     ttlAttribute: TTL_ATTRIBUTE,

@@ -1,6 +1,6 @@
-import type { AuthorizeOutcome } from '../core/authorization';
+import type { AuthorizeOutcome, SignInRefusal } from '../core/authorization';
 import { limits } from '../core/config';
-import { randomSecret, safeEqual } from '../core/secrets';
+import { safeEqual } from '../core/secrets';
 import type { Core } from '../core/service';
 import { edgeHandler, type Route } from './edge';
 import {
@@ -38,6 +38,7 @@ export function createBrowserHandler(core: Core) {
   const secure = config.secureCookies;
   const SESSION = cookieName('session', secure);
   const CSRF = cookieName('csrf', secure);
+  const DEVICE = cookieName('device', secure);
   const issuerOrigin = new URL(config.issuer).origin;
 
   const page = (status: number, body: string, extra: { cookies?: string[]; formTargets?: string[] } = {}) =>
@@ -67,20 +68,26 @@ export function createBrowserHandler(core: Core) {
     }
   }
 
-  async function renderSignIn(requestId: string | undefined, status: number, error?: string, identifier?: string, existingCsrf?: string) {
+  /**
+   * The sign-in page. `validCsrf` is the browser's CSRF cookie once verified: kept, so that every
+   * open sign-in tab stays usable; otherwise a new signed token is issued.
+   */
+  async function renderSignIn(requestId: string | undefined, validCsrf?: string, refusal?: SignInRefusal, identifier?: string) {
     const parked = requestId ? await authorization.parkedRequest(requestId) : undefined;
     if (requestId && !parked) return page(400, messagePage('This sign-in has expired', 'Go back to the application and start again.'));
-    // Double-submit token for the sign-in form: there is no session yet to hold one.
-    const csrf = existingCsrf ?? randomSecret(core.random);
-    return page(status, signInPage({
+    const csrf = validCsrf ?? await authorization.signInCsrf.issue();
+    const error = refusal?.message;
+    const rendered = page(refusal?.status ?? 200, signInPage({
       ...(requestId ? { requestId } : {}), csrf, ...(error ? { error } : {}), ...(identifier ? { identifier } : {}),
       ...(parked ? { clientName: parked.client.name } : {}),
     }), {
       // A browser-session cookie: a form left open for long gets the honest "expired" answer
       // from the parked request, not a CSRF refusal.
-      cookies: existingCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
+      cookies: validCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
       formTargets: parked ? await formTargets(parked.client.clientId) : [],
     });
+    if (refusal?.retryAfterSeconds !== undefined) rendered.headers = { ...rendered.headers, 'Retry-After': String(refusal.retryAfterSeconds) };
+    return rendered;
   }
 
   return edgeHandler({
@@ -88,20 +95,33 @@ export function createBrowserHandler(core: Core) {
       GET: async (event) => answer(await authorization.authorize(queryParams(event), cookies(event).get(SESSION)), 302),
     },
     '/login': {
-      GET: async (event) => renderSignIn(optionalParam(queryParams(event), 'request'), 200, undefined, undefined, cookies(event).get(CSRF)),
+      GET: async (event) => {
+        const csrfCookie = cookies(event).get(CSRF);
+        return renderSignIn(optionalParam(queryParams(event), 'request'), (await authorization.signInCsrf.valid(csrfCookie)) ? csrfCookie : undefined);
+      },
       POST: fromOurPages(async (event) => {
         const form = formParams(event);
-        const csrfCookie = cookies(event).get(CSRF);
+        const jar = cookies(event);
+        const csrfCookie = jar.get(CSRF);
         const csrf = optionalParam(form, 'csrf');
-        if (!csrfCookie || !csrf || !safeEqual(csrfCookie, csrf)) return forbidden();
+        // The field must match the cookie and the token must carry our MAC: a cookie planted by
+        // someone else (a sibling subdomain, a man in the middle on http) cannot be made to pass.
+        if (!csrfCookie || !csrf || !safeEqual(csrfCookie, csrf) || !(await authorization.signInCsrf.valid(csrfCookie))) return forbidden();
         const requestId = optionalParam(form, 'request');
         const identifier = optionalParam(form, 'identifier') ?? '';
-        const result = await authorization.signIn({ ...(requestId ? { requestId } : {}), identifier, password: optionalParam(form, 'password') ?? '' });
+        const result = await authorization.signIn({
+          ...(requestId ? { requestId } : {}), identifier, password: optionalParam(form, 'password') ?? '',
+          clientAddress: event.requestContext?.identity?.sourceIp, deviceToken: jar.get(DEVICE),
+        });
         const { outcome } = result;
-        if (outcome.type === 'sign_in_error') return renderSignIn(requestId, 401, outcome.message, identifier.slice(0, 254), csrfCookie);
+        // 400, not 401: a form sign-in has no WWW-Authenticate challenge (RFC 9110 §15.5.2 requires one on 401).
+        if (outcome.type === 'sign_in_error') return renderSignIn(requestId, csrfCookie, outcome, identifier.slice(0, 254));
         // The session this browser had (if any) is replaced: end it rather than leave it usable.
-        await authorization.signOut(cookies(event).get(SESSION));
-        const setCookies = [sessionCookie(result.sessionToken!), setCookie(CSRF, '', { secure, maxAgeSeconds: 0 })];
+        await authorization.signOut(jar.get(SESSION));
+        const setCookies = [
+          sessionCookie(result.sessionToken!), setCookie(CSRF, '', { secure, maxAgeSeconds: 0 }),
+          setCookie(DEVICE, result.deviceToken!, { secure, maxAgeSeconds: limits.deviceCookieTtl / 1000 }),
+        ];
         if (outcome.type === 'account') return redirect('/account', 303, setCookies);
         return answer(outcome, 303, setCookies);
       }),

@@ -5,7 +5,7 @@
 //
 // browser  (/oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet, favicon)
 //   clients       GetItem                       getClient (authorize, consent page, account page)
-//   users         GetItem, UpdateItem           getUser; beginSignInAttempt, lockAccount, clearFailedSignIns
+//   users         GetItem                       getUser (sign-in, every page)
 //   emails        GetItem                       findSvcnumIdByEmail (sign-in by email)
 //   numbers       GetItem                       getNumber (sign-in by number)
 //   authRequests  GetItem, PutItem, UpdateItem, DeleteItem   park, read, markSignedIn, finish
@@ -13,8 +13,9 @@
 //   consents      GetItem, PutItem, Query, DeleteItem        remember, list (/account), forget
 //   grants        UpdateItem + Query bySubject  /account/revoke: listGrants, revokeGrant
 //   sessions      GetItem, PutItem, DeleteItem  sign-in, every page, sign-out
-//   KMS           none of the signing keys: the pages never sign or verify a JWT.
-//   KMS (MAC)     GenerateMac, VerifyMac        the sign-in MAC key: signed CSRF token and device cookie
+//   signInThrottle GetItem, PutItem, DeleteItem sign-in: read and count an attempt, clear on success
+//   KMS           no signing key: the pages never sign or verify a JWT. The MAC key (MAC_KEY_ID):
+//                 GenerateMac, VerifyMac for the sign-in CSRF token and device cookies.
 //
 // token    (/oauth/token, /oauth/revoke)
 //   clients       GetItem                       authenticate (cached and fresh reads)
@@ -100,7 +101,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
   browser: {
     tables: {
       clients: { actions: ['GetItem'] },
-      users: { actions: ['GetItem', 'UpdateItem'] },
+      users: { actions: ['GetItem'] },
       emails: { actions: ['GetItem'] },
       numbers: { actions: ['GetItem'] },
       authRequests: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'] },
@@ -108,6 +109,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       consents: { actions: ['GetItem', 'PutItem', 'Query', 'DeleteItem'] },
       grants: { actions: ['UpdateItem'], queryIndexes: ['bySubject'] },
       sessions: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
+      signInThrottle: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
     },
     keys: 'none',
     mac: true,

@@ -8,6 +8,7 @@ import { createCore } from '../core/service';
 import { serviceConfig } from '../core/config';
 import { OPERATOR, type AliasView } from '../core/directory/aliases';
 import { ProvisioningError } from '../core/provisioning/errors';
+import { identifierKey } from '../core/sign-in-guard';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore } from '../core/adapters/local-keys';
@@ -37,6 +38,7 @@ const COMMANDS: Record<string, string[]> = {
   user: [
     'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]',
     'user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID',
+    'user unthrottle SVCNUM_ID|EMAIL|NUMBER      forget failed sign-ins on the account\'s email, number and svcnum_id',
   ],
   number: [
     'number seed --from NUMBER --count N      add consecutive numbers to the pool',
@@ -81,9 +83,23 @@ const userJson = (user: User) => {
   return {
     svcnum_id: shown.svcnumId, svcnum: shown.svcnum, ...(shown.email ? { email: shown.email } : {}),
     status: shown.status, account_type: shown.accountType, created_at: shown.createdAt,
-    ...(shown.lockedUntil ? { locked_until: shown.lockedUntil } : {}),
   };
 };
+
+/** The identifiers a person may sign in with, each with its own sign-in throttle count. */
+const signInIdentifiers = (user: User) => Object.entries({ email: user.email, number: user.svcnum, svcnum_id: user.svcnumId })
+  .filter((entry): entry is [string, string] => entry[1] !== undefined);
+
+/** Live throttle counts of an account's identifiers: `[{identifier, failures, blocked_until?}]`. */
+async function signInThrottle(store: Store, user: User) {
+  const now = Date.now();
+  const live = [];
+  for (const [identifier, value] of signInIdentifiers(user)) {
+    const state = await store.getSignInThrottle(identifierKey(value), now);
+    if (state) live.push({ identifier, failures: state.failures, ...(state.blockedUntil > now ? { blocked_until: new Date(state.blockedUntil).toISOString() } : {}) });
+  }
+  return live;
+}
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -191,6 +207,7 @@ async function run(argv: string[]): Promise<unknown> {
     const offlineCore = () => createCore({
       store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
       keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
+      macKey: { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) },
     });
     const lifecycle = () => offlineCore().provisioning.lifecycle;
     const aliases = () => offlineCore().directory.aliases;
@@ -267,7 +284,16 @@ async function run(argv: string[]): Promise<unknown> {
         return userJson(user);
       }
       case 'user list': return { users: (await store.listUsers()).sort((a, b) => a.createdAt - b.createdAt).map(userJson) };
-      case 'user show': return userJson(found(await accounts.findUser(need(argument, 'a SVCNUM_ID, email or number')), 'user'));
+      case 'user show': {
+        const user = found(await accounts.findUser(need(argument, 'a SVCNUM_ID, email or number')), 'user');
+        const throttle = await signInThrottle(store, user);
+        return { ...userJson(user), ...(throttle.length > 0 ? { sign_in_throttle: throttle } : {}) };
+      }
+      case 'user unthrottle': {
+        const user = found(await accounts.findUser(need(argument, 'a SVCNUM_ID, email or number')), 'user');
+        for (const [, value] of signInIdentifiers(user)) await store.deleteSignInThrottle(identifierKey(value));
+        return userJson(user);
+      }
       case 'user disable': return userJson(found(await accounts.disableUser(need(argument, 'a SVCNUM_ID')), 'user'));
       default: throw new UsageError(`unknown command: ${positionals.join(' ')}`);
     }

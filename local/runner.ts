@@ -2,12 +2,13 @@ import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
-import { openLocalKeyStore } from '../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/config';
 import type { Clock, Random } from '../core/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
 import { createCore, type Core } from '../core/service';
+import { signInLimitsFromEnvironment, type SignInLimits } from '../core/sign-in-guard';
 import type { Store } from '../core/store';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server';
 import { tableNames } from '../core/tables';
@@ -34,6 +35,8 @@ export interface LocalOptions {
   grpcPort: number;
   /** Cool-off, leases and quotas of the provisioning API. */
   provisioning?: ProvisioningConfig;
+  /** Sign-in limits (default: from the environment, see core/sign-in-guard.ts). */
+  signIn?: SignInLimits;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;
   /** Defaults to http://localhost:<port>. */
@@ -71,6 +74,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     await ensureTables(client, tables);
     const keys = await openLocalKeyStore(join(options.dataDir, 'keys'));
+    const macKey = await openLocalMacKey(join(options.dataDir, 'keys'));
     // The issuer embeds the port, which is only known after listening when port 0 is asked for:
     // routes are bound to a core built once the port is known.
     const routes = new Map<string, LocalRoute>();
@@ -82,6 +86,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     const core = createCore({
       store: options.wrapStore ? options.wrapStore(store) : store,
       keys,
+      macKey,
+      signIn: options.signIn ?? signInLimitsFromEnvironment(),
       clock: options.clock ?? systemClock,
       random: options.random ?? systemRandom,
       config: serviceConfig(issuer),

@@ -101,10 +101,24 @@ describe('admin CLI against the running local service', () => {
     const refresh = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId });
     expect(refresh.json.error).toBe('invalid_grant');
     const again = await authorizeInBrowser(new Browser(service.issuer), client, login, { code_challenge: pkcePair().challenge });
-    expect(again.status).toBe(401);
+    expect(again.status).toBe(400);
     expect(again.body).toContain('not right');
     const listed = await admin(['user', 'list'], env);
     expect((listed.json!.users as Array<{ email?: string; status: string }>).find((u) => u.email === 'leaver@example.com')?.status).toBe('disabled');
+  });
+
+  it('shows an account\'s live sign-in throttle and forgets it with user unthrottle (no lockout to lift)', async () => {
+    const user = await admin(['user', 'create', '--email', 'attacked@example.com', '--password', 'a long enough password'], env);
+    const browser = new Browser(service.issuer);
+    const page = await browser.request('/login');
+    const attempt = (password: string) => browser.request('/login', { form: { csrf: Browser.field(page.body, 'csrf'), identifier: 'attacked@example.com', password } });
+    for (let guess = 0; guess < 5; guess++) expect((await attempt(`guess ${guess}`)).status).toBe(400);
+    expect((await attempt('a long enough password')).status).toBe(429);
+    const shown = await admin(['user', 'show', String(user.json!.svcnum_id)], env);
+    expect(shown.json!.sign_in_throttle).toEqual([{ identifier: 'email', failures: 5, blocked_until: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+    expect((await admin(['user', 'unthrottle', 'attacked@example.com'], env)).json).toEqual(user.json);
+    expect((await admin(['user', 'show', 'attacked@example.com'], env)).json).toEqual(user.json);
+    expect((await attempt('a long enough password')).status).toBe(303);
   });
 
   it('refuses bad input with one line on stderr and a non-zero exit', async () => {

@@ -21,7 +21,7 @@ import { button, clickAndWait, launchChromium, link, openTab, signInOnPage, watc
 interface Login { email: string; password: string }
 
 const GENERIC_FAILURE = 'The number, email or password is not right.';
-const LOCKED = 'Too many failed attempts. Try again in a few minutes.';
+const THROTTLED = 'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
 
 let service: LocalService;
 let dataDir: string;
@@ -221,19 +221,22 @@ describe('pages in Chromium', () => {
     expect(new URL(page.url()).pathname).toBe('/login');
   });
 
-  it('shows the lockout message after 5 wrong passwords', async () => {
+  it('shows the throttle message (429) after 5 wrong passwords; each failure is a 400 page', async () => {
     const login = await newUser();
     await page.goto(`${service.issuer}/login`);
     for (let attempt = 1; attempt <= 5; attempt++) {
       const refused = await signIn({ ...login, password: `wrong password ${attempt}` });
-      expect(refused?.status()).toBe(401);
+      expect(refused?.status()).toBe(400);
       expect(await page.$eval('[role="alert"]', (element) => element.textContent)).toBe(GENERIC_FAILURE);
       // The identifier is kept; the password is not.
       expect(await field(page, 'identifier')).toBe(login.email);
     }
-    const locked = await signIn(login);
-    expect(locked?.status()).toBe(401);
-    expect(await page.$eval('[role="alert"]', (element) => element.textContent)).toBe(LOCKED);
+    const throttled = await signIn(login);
+    expect(throttled?.status()).toBe(429);
+    // The fifth failure delays the next check by 30 s (this clock runs: a little of it has passed).
+    expect(Number(throttled?.headers()['retry-after'])).toBeGreaterThan(0);
+    expect(Number(throttled?.headers()['retry-after'])).toBeLessThanOrEqual(30);
+    expect(await page.$eval('[role="alert"]', (element) => element.textContent)).toBe(THROTTLED);
   });
 
   it('refuses forms posted from a cross-site and a same-site page, even with the right token, and nothing changes', async () => {

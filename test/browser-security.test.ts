@@ -16,14 +16,16 @@ type Response = Awaited<ReturnType<Browser['request']>>;
 interface Login { email: string; password: string }
 
 const GENERIC_FAILURE = 'The number, email or password is not right.';
-const LOCKED = 'Too many failed attempts. Try again in a few minutes.';
+const THROTTLED = 'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
 const SESSION_TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 let service: TestService;
 /** A user for tests that do not count failures (each sign-in is a ~0.3 s scrypt; so is creating a user). */
 let shared: Login;
 beforeAll(async () => {
-  service = await startTestService();
+  // Every request of this file comes from 127.0.0.1: a per-IP budget that the failures here do not
+  // exhaust (test/sign-in-abuse.test.ts tests the per-IP limit), and room for parallel guesses.
+  service = await startTestService({ signIn: { concurrentChecks: 2, queuedChecks: 30, perIp: { burst: 1000, perMinute: 1000 } } });
   shared = await createUser(service);
 });
 afterAll(() => service?.close());
@@ -73,11 +75,11 @@ async function signIn(browser: Browser, login: Login, path = '/login', headers: 
   return browser.request('/login', { form: signInForm(page, login), headers });
 }
 
-/** A sign-in that must fail with `message` on a 401 page, and leave no session behind. */
-async function expectSignInRefused(browser: Browser, page: Response, login: Login, message: string) {
+/** A sign-in that must fail with `message` on a 400 page (429 when throttled), and leave no session behind. */
+async function expectSignInRefused(browser: Browser, page: Response, login: Login, message: string, status = 400) {
   const before = browser.cookies.get('session');
   const refused = await browser.request('/login', { form: signInForm(page, login) });
-  expect(refused.status).toBe(401);
+  expect(refused.status).toBe(status);
   expectSecurePage(refused);
   expect(refused.body).toContain(`<p class="error" role="alert" id="sign-in-error">${message}</p>`);
   expect(refused.body).toContain('aria-describedby="sign-in-error"');
@@ -172,7 +174,7 @@ describe('page contract and security headers', () => {
     const { page: signInPage } = await startAuthorize(browser, client);
     pages.push(['sign-in', signInPage, 200]);
     pages.push(['standalone sign-in', await new Browser(service.issuer).request('/login'), 200]);
-    pages.push(['failed sign-in', await browser.request('/login', { form: signInForm(signInPage, { ...login, password: 'wrong password' }) }), 401]);
+    pages.push(['failed sign-in', await browser.request('/login', { form: signInForm(signInPage, { ...login, password: 'wrong password' }) }), 400]);
     pages.push(['refused sign-in', await browser.request('/login', { form: { ...signInForm(signInPage, login), csrf: 'forged' } }), 403]);
     pages.push(['expired sign-in', await browser.request('/login?request=not-a-request'), 400]);
     const signedIn = await browser.request('/login', { form: signInForm(signInPage, login) });
@@ -222,7 +224,7 @@ describe('page contract and security headers', () => {
 
     const injection = '"><script>alert(2)</script><input value="';
     const refused = await browser.request('/login', { form: signInForm(page, { email: injection, password: 'whatever1' }) });
-    expect(refused.status).toBe(401);
+    expect(refused.status).toBe(400);
     expect(refused.body).toContain('value="&#34;&#62;&#60;script&#62;alert(2)&#60;/script&#62;&#60;input value=&#34;"');
     expectSecurePage(refused);
 
@@ -244,7 +246,7 @@ describe('page contract and security headers', () => {
   });
 });
 
-describe('sign-in failures and lockout', () => {
+describe('sign-in failures and throttling', () => {
   it('answers a wrong password and an unknown account with the same generic message', async () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
@@ -262,40 +264,64 @@ describe('sign-in failures and lockout', () => {
     await expectSignInRefused(browser, page, { email: login.email, password: 'x'.repeat(257) }, GENERIC_FAILURE);
   });
 
-  it('a success resets the failure count; 5 consecutive failures lock the account, even for the right password, for 15 minutes', async () => {
-    const login = await createUser(service);
-    const browser = new Browser(service.issuer);
-    let page = await browser.request('/login');
-    await expectSignInRefused(browser, page, { ...login, password: 'wrong password' }, GENERIC_FAILURE);
-    await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }));
-    page = await browser.request('/login');
-    // Had the success not reset the count, the fourth of these would lock the account and the
-    // fifth would already answer "Too many failed attempts". Four failures do not lock; the fifth does.
-    for (let attempt = 1; attempt <= limits.signInFailureThreshold; attempt++) {
-      await expectSignInRefused(browser, page, { ...login, password: `wrong password ${attempt}` }, GENERIC_FAILURE);
-    }
-    await expectSignInRefused(browser, page, login, LOCKED);
-    // By number as well as by email: the lock is on the account.
-    const user = await service.core.accounts.findUser(login.email);
-    await expectSignInRefused(browser, page, { email: user!.svcnum, password: login.password }, LOCKED);
-
-    service.clock.advance(limits.signInLockout - 5_000);
-    await expectSignInRefused(browser, page, login, LOCKED);
-    service.clock.advance(5_000);
-    await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }));
-  });
-  it('checks at most 5 passwords of a burst of 20 parallel guesses, then locks', async () => {
+  it('five failures are free, then each failure delays the next check (429 + Retry-After, doubling); never a lockout, and a success clears the count', async () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
+    const checks = () => service.core.authorization.passwordChecks;
+    const at = service.clock.freeze();
+    try {
+      for (let attempt = 1; attempt <= limits.signInFreeFailures; attempt++) {
+        await expectSignInRefused(browser, page, { ...login, password: `wrong password ${attempt}` }, GENERIC_FAILURE);
+      }
+      // The fifth failure delays the next check by 30 s: refused without a password check, even the right password.
+      let before = checks();
+      const throttled = await expectSignInRefused(browser, page, login, THROTTLED, 429);
+      expect(throttled.headers.get('retry-after')).toBe(String(limits.signInFirstDelay / 1000));
+      expect(checks()).toBe(before);
+      service.clock.freeze(at + limits.signInFirstDelay);
+      await expectSignInRefused(browser, page, { ...login, password: 'wrong password 6' }, GENERIC_FAILURE);
+      // The sixth doubles the delay.
+      expect((await expectSignInRefused(browser, page, login, THROTTLED, 429)).headers.get('retry-after')).toBe(String((2 * limits.signInFirstDelay) / 1000));
+      service.clock.freeze(at + 3 * limits.signInFirstDelay);
+      before = checks();
+      await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }));
+      expect(checks()).toBe(before + 1);
+      // The success cleared the count: five free failures again (from another browser: this one
+      // now holds a device cookie and is judged by its own count, see test/sign-in-abuse.test.ts).
+      const other = new Browser(service.issuer);
+      const again = await other.request('/login');
+      for (let attempt = 1; attempt <= limits.signInFreeFailures; attempt++) {
+        await expectSignInRefused(other, again, { ...login, password: `wrong again ${attempt}` }, GENERIC_FAILURE);
+      }
+      await expectSignInRefused(other, again, login, THROTTLED, 429);
+      // However long the attack, the delay stops growing at 15 minutes.
+      for (let failures = limits.signInFreeFailures; failures < 12; failures++) {
+        service.clock.freeze(service.clock.now() + limits.signInMaxDelay);
+        await expectSignInRefused(other, again, { ...login, password: 'still wrong' }, GENERIC_FAILURE);
+      }
+      expect((await expectSignInRefused(other, again, login, THROTTLED, 429)).headers.get('retry-after')).toBe(String(limits.signInMaxDelay / 1000));
+      service.clock.freeze(service.clock.now() + limits.signInMaxDelay);
+      await expectSignedIn(other, await other.request('/login', { form: signInForm(again, login) }));
+    } finally {
+      service.clock.release();
+    }
+  });
+
+  it('checks at most 5 passwords of a burst of 20 parallel guesses; every guess is counted before its check', async () => {
+    const login = await createUser(service);
+    const browser = new Browser(service.issuer);
+    const page = await browser.request('/login');
+    const before = service.core.authorization.passwordChecks;
     const guesses = await Promise.all(Array.from({ length: 20 }, (_, index) =>
       browser.request('/login', { form: signInForm(page, { ...login, password: `guess ${index}` }) })));
-    const bodies = guesses.map((guess) => guess.body);
-    expect(guesses.every((guess) => guess.status === 401)).toBe(true);
-    // Only counted attempts within the threshold reach the password check.
-    expect(bodies.filter((body) => body.includes(GENERIC_FAILURE)).length).toBeLessThanOrEqual(limits.signInFailureThreshold);
-    expect(bodies.filter((body) => body.includes(LOCKED)).length).toBeGreaterThanOrEqual(20 - limits.signInFailureThreshold);
-    await expectSignInRefused(browser, page, login, LOCKED);
+    const checked = service.core.authorization.passwordChecks - before;
+    expect(checked).toBeGreaterThanOrEqual(1);
+    expect(checked).toBeLessThanOrEqual(limits.signInFreeFailures);
+    expect(guesses.filter((guess) => guess.status === 400 && guess.body.includes(GENERIC_FAILURE))).toHaveLength(checked);
+    const throttled = guesses.filter((guess) => guess.status === 429);
+    expect(throttled).toHaveLength(20 - checked);
+    expect(throttled.every((guess) => guess.body.includes(THROTTLED) && Number(guess.headers.get('retry-after')) >= 1)).toBe(true);
   });
 });
 

@@ -1,12 +1,14 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KMSClient } from '@aws-sdk/client-kms';
 import { DAY, serviceConfig } from '../config';
+import type { MacKey } from '../ports';
 import { defaultProvisioningConfig } from '../provisioning/config';
 import { createCore, type Core } from '../service';
+import { signInLimitsFromEnvironment } from '../sign-in-guard';
 import { tableNames } from '../tables';
 import { createDynamoStore } from './dynamo-store';
 import { documentClient } from './dynamo-schema';
-import { createKmsKeyRing } from './kms-keys';
+import { createKmsKeyRing, createKmsMacKey } from './kms-keys';
 import { systemClock, systemRandom } from './system';
 
 // How a process in AWS (a Lambda container, a Fargate task) builds the core: once, from its
@@ -15,6 +17,8 @@ import { systemClock, systemRandom } from './system';
 //   TABLE_PREFIX         physical table name prefix of the environment
 //   KMS_KEY_ID           the KMS key (id, ARN or alias) that signs
 //   KMS_VERIFY_KEY_IDS   comma-separated further keys published in the JWKS (rotation)
+//   MAC_KEY_ID           the KMS HMAC key (HMAC_256) that signs sign-in CSRF tokens and device cookies (browser function)
+//   SIGN_IN_*            sign-in limits per process (core/sign-in-guard.ts)
 //   NUMBER_COOL_OFF_DAYS cool-off of retired numbers (default 90)
 //   MESSAGE_POLL_INTERVAL_MS how often open message streams poll their inboxes (default 250)
 //   AGENT_QUOTA_INDEPENDENT, AGENT_QUOTA_DEPENDENT default agent quotas (10, 10)
@@ -49,18 +53,32 @@ function quotaFromEnvironment(name: string, fallback: number): number {
   return parsed;
 }
 
+/**
+ * Only the browser function (the sign-in pages) uses the MAC key and has MAC_KEY_ID; elsewhere the
+ * key is never asked for, and says what is missing if it is.
+ */
+function macKeyFromEnvironment(client: KMSClient): MacKey {
+  const keyId = process.env.MAC_KEY_ID;
+  if (keyId) return createKmsMacKey({ client, keyId });
+  const missing = () => Promise.reject(new Error('environment variable MAC_KEY_ID is not set'));
+  return { mac: missing, verify: missing };
+}
+
 let core: Core | undefined;
 
 export function coreFromEnvironment(): Core {
   if (core) return core;
+  const kms = new KMSClient({});
   const keys = createKmsKeyRing({
-    client: new KMSClient({}),
+    client: kms,
     activeKeyId: required('KMS_KEY_ID'),
     additionalKeyIds: (process.env.KMS_VERIFY_KEY_IDS ?? '').split(',').map((id) => id.trim()).filter(Boolean),
   });
   core = createCore({
     store: createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(required('TABLE_PREFIX'))),
     keys,
+    macKey: macKeyFromEnvironment(kms),
+    signIn: signInLimitsFromEnvironment(),
     clock: systemClock,
     random: systemRandom,
     config: serviceConfig(required('ISSUER')),

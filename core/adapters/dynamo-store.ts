@@ -3,7 +3,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type {
-  AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, User,
+  AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, SignInThrottle, User,
 } from '../model';
 import type { CodeBinding, RedeemResult, Store } from '../store';
 import type { TableNames } from '../tables';
@@ -89,35 +89,6 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
       ExpressionAttributeNames: { '#status': 'status' },
       ExpressionAttributeValues: { ':status': status },
     }),
-    async beginSignInAttempt(svcnumId, now) {
-      const counted = await updateReturning<User>({
-        TableName: tables.users,
-        Key: { svcnumId },
-        UpdateExpression: 'ADD failedSignIns :one',
-        ConditionExpression: 'attribute_exists(svcnumId) AND (attribute_not_exists(lockedUntil) OR lockedUntil <= :now)',
-        ExpressionAttributeValues: { ':one': 1, ':now': now },
-      });
-      return counted?.failedSignIns;
-    },
-    async lockAccount(svcnumId, until) {
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.users,
-        Key: { svcnumId },
-        UpdateExpression: 'SET lockedUntil = :until, failedSignIns = :zero',
-        ConditionExpression: 'attribute_exists(svcnumId)',
-        ExpressionAttributeValues: { ':until': until, ':zero': 0 },
-      })));
-    },
-    async clearFailedSignIns(svcnumId) {
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.users,
-        Key: { svcnumId },
-        UpdateExpression: 'SET failedSignIns = :zero REMOVE lockedUntil',
-        ConditionExpression: 'attribute_exists(svcnumId)',
-        ExpressionAttributeValues: { ':zero': 0 },
-      })));
-    },
-
     // authorization flow
     async putAuthRequest(request) {
       await db.send(new PutCommand({
@@ -240,6 +211,23 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
     }),
     async deleteConsent(svcnumId, clientId) {
       await db.send(new DeleteCommand({ TableName: tables.consents, Key: { svcnumId, clientId } }));
+    },
+
+    // sign-in throttle
+    async getSignInThrottle(key, now) {
+      const state = await get<SignInThrottle>(tables.signInThrottle, { key }, true);
+      return state && state.expiresAt > now ? state : undefined;
+    },
+    putSignInThrottle: (next, seenFailures, now) => conditional(db.send(new PutCommand({
+      TableName: tables.signInThrottle,
+      Item: { ...next, ttl: ttlSeconds(next.expiresAt) },
+      ...(seenFailures === undefined
+        // Nothing live: no item, or one whose count has expired (the TTL sweeper is late).
+        ? { ConditionExpression: 'attribute_not_exists(#key) OR expiresAt <= :now', ExpressionAttributeNames: { '#key': 'key' }, ExpressionAttributeValues: { ':now': now } }
+        : { ConditionExpression: 'failures = :seen', ExpressionAttributeValues: { ':seen': seenFailures } }),
+    }))),
+    async deleteSignInThrottle(key) {
+      await db.send(new DeleteCommand({ TableName: tables.signInThrottle, Key: { key } }));
     },
 
     // sessions

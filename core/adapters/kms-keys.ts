@@ -1,6 +1,6 @@
-import { GetPublicKeyCommand, SignCommand, type KMSClient } from '@aws-sdk/client-kms';
+import { GenerateMacCommand, GetPublicKeyCommand, KMSInvalidMacException, SignCommand, VerifyMacCommand, type KMSClient } from '@aws-sdk/client-kms';
 import { ed25519PublicJwk } from '../jwk';
-import type { KeyRing, PublicJwk, Signer } from '../ports';
+import type { KeyRing, MacKey, PublicJwk, Signer } from '../ports';
 
 export interface KmsKeyRingOptions {
   client: KMSClient;
@@ -98,4 +98,29 @@ async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJ
     throw new Error(`KMS GetPublicKey for key ${keyId} returned no PublicKey`);
   }
   return ed25519PublicJwk(response.PublicKey);
+}
+
+/**
+ * The service MAC key in KMS (an HMAC_256 key, usage GENERATE_VERIFY_MAC): every MAC is made and
+ * checked by KMS, so the key never reaches the process.
+ */
+export function createKmsMacKey(options: { client: KMSClient; keyId: string }): MacKey {
+  const { client, keyId } = options;
+  return {
+    async mac(message) {
+      const response = await client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' }));
+      if (!response.Mac) throw new Error(`KMS GenerateMac for key ${keyId} returned no Mac`);
+      return response.Mac;
+    },
+    async verify(message, mac) {
+      try {
+        const response = await client.send(new VerifyMacCommand({ KeyId: keyId, Message: message, Mac: mac, MacAlgorithm: 'HMAC_SHA_256' }));
+        return response.MacValid === true;
+      } catch (error) {
+        // KMS answers a wrong MAC with this exception rather than MacValid: false.
+        if (error instanceof KMSInvalidMacException) return false;
+        throw error;
+      }
+    },
+  };
 }

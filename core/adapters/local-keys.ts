@@ -1,8 +1,8 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { link, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ed25519PublicJwk } from '../jwk';
-import type { KeyRing, PublicJwk, Signer } from '../ports';
+import type { KeyRing, MacKey, PublicJwk, Signer } from '../ports';
 
 // Layout of DATA_DIR/keys: one `<kid>.pem` (PKCS#8, mode 0600) per key, and `active` naming the
 // key that signs. Every key in the folder is published in the JWKS, which is what rotation needs:
@@ -109,6 +109,50 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
       if (!keys.some((key) => key.kid === kid)) throw new Error(`no signing key ${kid}`);
       await rm(join(dir, `${kid}.pem`));
       cached = undefined;
+    },
+  };
+}
+
+/** The local MAC key's file in the key folder: 32 random bytes, base64url, mode 0600. */
+export const MAC_KEY_FILE = 'mac.key';
+const MAC_KEY_BYTES = 32;
+
+async function readMacKey(path: string): Promise<Buffer | undefined> {
+  const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (text === undefined) return undefined;
+  const secret = Buffer.from(text.trim(), 'base64url');
+  if (secret.length !== MAC_KEY_BYTES) throw new Error(`MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one (signed-in browsers then sign in again)`);
+  return secret;
+}
+
+/**
+ * The service MAC key of a local run (HMAC-SHA-256), created on first start. Processes sharing
+ * DATA_DIR share it: the file is written whole under a temporary name and linked into place,
+ * which fails if another process got there first (then its key is used).
+ */
+export async function openLocalMacKey(dir: string): Promise<MacKey> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, MAC_KEY_FILE);
+  let secret = await readMacKey(path);
+  if (!secret) {
+    const temporary = `${path}.${randomUUID()}.tmp`;
+    await writeFile(temporary, `${randomBytes(MAC_KEY_BYTES).toString('base64url')}\n`, { mode: 0o600 });
+    await link(temporary, path).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw error;
+    });
+    await rm(temporary, { force: true });
+    secret = (await readMacKey(path))!;
+  }
+  const key = secret;
+  const hmac = (message: Uint8Array) => createHmac('sha256', key).update(message).digest();
+  return {
+    mac: async (message) => new Uint8Array(hmac(message)),
+    async verify(message, mac) {
+      const expected = hmac(message);
+      return mac.length === expected.length && timingSafeEqual(expected, mac);
     },
   };
 }

@@ -25,17 +25,18 @@ export const defaultRateLimit: Readonly<Required<RateLimitConfig>> = { burst: 20
 
 export type RateDecision = { allowed: true; remaining: number } | { allowed: false; retryAfterSeconds: number };
 
-function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+export function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const value = env[name]?.trim();
   if (value === undefined || value === '') return fallback;
   if (!/^\d{1,9}$/.test(value) || Number(value) < 1) throw new Error(`${name} must be a whole number of at least 1, got '${value}'`);
   return Number(value);
 }
 
-export function rateLimitFromEnvironment(env: NodeJS.ProcessEnv = process.env): RateLimitConfig {
+/** `<prefix>_BURST` and `<prefix>_PER_MINUTE` (the sign-in limiter reuses this with its own names). */
+export function rateLimitFromEnvironment(env: NodeJS.ProcessEnv = process.env, prefix = 'PUBLIC_RATE_LIMIT', fallback: RateLimitConfig = defaultRateLimit): RateLimitConfig {
   return {
-    burst: positiveInteger(env, 'PUBLIC_RATE_LIMIT_BURST', defaultRateLimit.burst),
-    perMinute: positiveInteger(env, 'PUBLIC_RATE_LIMIT_PER_MINUTE', defaultRateLimit.perMinute),
+    burst: positiveInteger(env, `${prefix}_BURST`, fallback.burst),
+    perMinute: positiveInteger(env, `${prefix}_PER_MINUTE`, fallback.perMinute),
   };
 }
 
@@ -87,6 +88,11 @@ export function createRateLimiter(config: RateLimitConfig, clock: Clock) {
       }
       buckets.set(key, { tokens, at: now });
       return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - tokens) / perMs / 1000)) };
+    },
+    /** Returns the token of a request that turned out not to count (a successful sign-in). */
+    giveBack(key: string) {
+      const bucket = buckets.get(key);
+      if (bucket) bucket.tokens = Math.min(burst, bucket.tokens + 1);
     },
     /** Buckets held (for tests and metrics). */
     get size() {

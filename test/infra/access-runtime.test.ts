@@ -7,7 +7,7 @@ import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient, ensureTables } from '../../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore } from '../../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
 import { systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
 import { createCore, type Core } from '../../core/service';
@@ -80,6 +80,7 @@ beforeAll(async () => {
   clients.push(admin);
   await ensureTables(admin, names);
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
+  const macKey = await openLocalMacKey(join(dataDir, 'keys'));
   const clock = new TestClock();
   const routes = new Map<string, LocalRoute>();
   const started = await startHttpServer(routes, { port: 0, host: '127.0.0.1' });
@@ -89,7 +90,7 @@ beforeAll(async () => {
     const client = localDynamoClient(dynamo.endpoint);
     clients.push(client);
     if (unit) recordCalls(client, unit);
-    return createCore({ store: createDynamoStore(documentClient(client), names), keys, clock, random: systemRandom, config: serviceConfig(issuer) });
+    return createCore({ store: createDynamoStore(documentClient(client), names), keys, macKey, clock, random: systemRandom, config: serviceConfig(issuer) });
   };
   for (const [group, definition] of Object.entries(routeGroups)) {
     const handler = definition.create(coreFor(group as RouteGroup)) as LambdaHandler;

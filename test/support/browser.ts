@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 
 /** What Chromium sends with a form posted from one of our own pages (Referrer-Policy: same-origin). */
 export const sameOriginFormHeaders = (origin: string): Record<string, string> => ({
@@ -12,7 +13,8 @@ export const sameOriginFormHeaders = (origin: string): Record<string, string> =>
 export class Browser {
   readonly cookies = new Map<string, string>();
 
-  constructor(readonly base: string) {}
+  /** `sourceIp`: a loopback address (127.x.y.z) to send from, a distinct client for per-IP limits. */
+  constructor(readonly base: string, readonly sourceIp?: string) {}
 
   async request(path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string | undefined> } = {}) {
     const url = path.startsWith('http') ? path : `${this.base}${path}`;
@@ -20,12 +22,11 @@ export class Browser {
     const headers = Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
     if (this.cookies.size) headers.Cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
     if (init.form) headers['Content-Type'] = 'application/x-www-form-urlencoded';
-    const response = await fetch(url, {
-      method: init.method ?? (init.form ? 'POST' : 'GET'),
-      headers,
-      redirect: 'manual',
-      ...(init.form ? { body: new URLSearchParams(init.form).toString() } : {}),
-    });
+    const method = init.method ?? (init.form ? 'POST' : 'GET');
+    const payload = init.form ? new URLSearchParams(init.form).toString() : undefined;
+    const response = this.sourceIp
+      ? await sendFrom(this.sourceIp, url, method, headers, payload)
+      : await fetch(url, { method, headers, redirect: 'manual', ...(payload !== undefined ? { body: payload } : {}) });
     for (const cookie of response.headers.getSetCookie()) {
       const [pair] = cookie.split(';');
       const index = pair!.indexOf('=');
@@ -44,6 +45,24 @@ export class Browser {
     if (!match) throw new Error(`no field ${name} in page`);
     return match[1]!.replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code)));
   }
+}
+
+/** One request over node:http from a chosen local address (fetch cannot pick one), as a fetch Response. */
+function sendFrom(localAddress: string, url: string, method: string, headers: Record<string, string>, body: string | undefined): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(url, { method, headers, localAddress, agent: false }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => {
+        const replyHeaders = new Headers();
+        for (let index = 0; index < response.rawHeaders.length; index += 2) replyHeaders.append(response.rawHeaders[index]!, response.rawHeaders[index + 1]!);
+        resolve(new Response(response.statusCode === 204 || response.statusCode === 304 ? null : Buffer.concat(chunks), { status: response.statusCode ?? 0, headers: replyHeaders }));
+      });
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
 }
 
 export function pkcePair() {

@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import { documentClient } from '../../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore } from '../../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
 import type { IdempotencyRecord } from '../../core/model';
@@ -68,6 +68,7 @@ function wrapStore(store: Store): Store {
 const core = createCore({
   store: wrapStore(createDynamoStore(documentClient(localDynamoClient(need('DYNAMO_ENDPOINT'))), tableNames(LOCAL_TABLE_PREFIX))),
   keys: await openLocalKeyStore(join(need('DATA_DIR'), 'keys')),
+  macKey: await openLocalMacKey(join(need('DATA_DIR'), 'keys')),
   clock: systemClock,
   random: systemRandom,
   config: serviceConfig(need('ISSUER')),

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { documentClient } from '../../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore } from '../../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
 import { createCore } from '../../core/service';
@@ -29,6 +29,7 @@ const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
 const core = createCore({
   store: createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX)),
   keys: await openLocalKeyStore(join(need('DATA_DIR'), 'keys')),
+  macKey: await openLocalMacKey(join(need('DATA_DIR'), 'keys')),
   clock: systemClock,
   random: systemRandom,
   config: serviceConfig(need('ISSUER')),
