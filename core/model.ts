@@ -65,6 +65,8 @@ export interface User {
   clientId?: string;
   /** The pre-reserved number RotateAgentSvcnum switches to. */
   fallbackSvcnum?: string;
+  /** An agent's number rotation in progress holds the agent until then (epoch ms): one rotation at a time. */
+  rotationUntil?: number;
   /**
    * The quota slot the agent counts against: only that slot is its (a crashed attempt of the same
    * request may have left another slot under the same id). Agents from before it have none.

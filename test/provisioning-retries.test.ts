@@ -4,7 +4,7 @@ import type { User } from '../core/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { agentClientId } from '../core/provisioning/agents';
 import { slotKey } from '../core/provisioning/quota';
-import { CreateAgentRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import { type Agent, CreateAgentRequest, type CreateAgentResponse, RotateAgentSvcnumRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { StoreFaults } from './support/faults';
 import { call, callerOf, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
@@ -152,28 +152,55 @@ describe('CreateAgent retried after its attempt died', () => {
 });
 
 describe('an attempt that outlived its lease, and the retry that took over', () => {
-  it('loses the commit to the retry and undoes only its own leases: the agent keeps the shared client and slot', async () => {
-    const app = await owner();
+  /**
+   * CreateAgent with `requestId`, stalled in its first call of `method` until the clock has moved
+   * past its lease and a retry (over gRPC) has created the agent; then let go. Its outcome is
+   * `code: message`.
+   */
+  async function stalledThenRetried(app: ProvisioningApp, requestId: string, method: 'createUser' | 'createClient') {
     let resume!: () => void;
-    const slowCommit = new Promise<void>((resolve) => { resume = resolve; });
-    let commits = 0;
-    faults.before('createUser', async () => {
-      if (++commits === 1) await slowCommit;
+    const stalled = new Promise<void>((resolve) => { resume = resolve; });
+    let calls = 0;
+    faults.before(method, async () => {
+      if (++calls === 1) await stalled;
     });
-    const slow = service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId: 'slow' }).then(() => 'created', (error: Error) => error.message);
-    await reached('createUser');
+    const slow = service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId })
+      .then(() => 'created', (error: Error) => `${(error as { code?: string }).code}: ${error.message}`);
+    await reached(method);
     lapse();
-    const retried = await createAgent(app, 'slow');
+    const retried = await createAgent(app, requestId);
     resume();
-    // The same id: the slow attempt's conditional commit write fails, and it gives back its numbers only.
-    expect(await slow).toMatch(/already exists/);
+    const outcome = await slow;
     faults.reset();
+    return { retried, outcome };
+  }
+
+  /** One agent, the retry's, with its numbers, working client and one quota slot. */
+  async function onlyTheRetrysAgent(app: ProvisioningApp, retried: CreateAgentResponse) {
     const [agent, ...others] = await agentsOf(app);
     expect([agent!.svcnumId, others]).toEqual([retried.agent!.svcnumId, []]);
+    expect(await store().getNumber(agent!.svcnum)).toMatchObject({ state: 'active', svcnumId: agent!.svcnumId });
+    expect(await store().getNumber(agent!.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: agent!.svcnumId });
     expect(await store().getClient(agent!.clientId!)).toMatchObject({ subjectId: agent!.svcnumId });
     await clientCredentialsToken(service, retried.clientId, retried.clientSecret);
     lapse();
     expect(await remainingQuota(app)).toBe(QUOTA - 1);
+  }
+
+  it('stalled in its commit write: the write fails (same id), nothing is undone, and its caller is told to retry', async () => {
+    const app = await owner();
+    const { retried, outcome } = await stalledThenRetried(app, 'slow', 'createUser');
+    // Its own numbers (not the agent's) lapse back to the pool.
+    expect(outcome).toMatch(/^aborted: this call took longer than its request_id may be held; retry/);
+    await onlyTheRetrysAgent(app, retried);
+  });
+
+  it('stalled before its commit: it neither commits nor undoes, ABORTED; the retry returns the same agent', async () => {
+    const app = await owner();
+    const { retried, outcome } = await stalledThenRetried(app, 'stalled', 'createClient');
+    expect(outcome).toMatch(/^aborted: this call took longer/);
+    await onlyTheRetrysAgent(app, retried);
+    expect((await createAgent(app, 'stalled')).agent!.svcnumId).toBe(retried.agent!.svcnumId);
   });
 });
 
@@ -223,4 +250,47 @@ it('takes over a pending record written before resource ids, once its lease laps
   const created = await createAgent(app, 'old-record');
   expect((await createAgent(app, 'old-record')).agent!.svcnumId).toBe(created.agent!.svcnumId);
   expect(await agentsOf(app)).toHaveLength(1);
+});
+
+describe('RotateAgentSvcnum after a rotation died', () => {
+  const rotate = (app: ProvisioningApp, svcnumId: string) =>
+    call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId }), app.token);
+
+  it('is ABORTED while the dead one holds the agent, then finishes it: the old number retired, the fallback in use, a new fallback reserved', async () => {
+    const app = await owner();
+    const { agent } = await createAgent(app, 'to-rotate');
+    const before = (await store().getUser(agent!.svcnumId))!;
+    // Dies after retiring the old number, before switching to the fallback.
+    faults.before('transitionNumber', () => never());
+    void service.core.provisioning.agents.rotate(callerOf(app), agent!.svcnumId);
+    await reached('transitionNumber');
+    faults.reset();
+    expect(await store().getNumber(before.svcnum)).toMatchObject({ state: 'quarantined', previousSvcnumId: before.svcnumId });
+    expect((await failure(rotate(app, agent!.svcnumId))).code).toBe(status.ABORTED);
+    lapse();
+    const rotated = await rotate(app, agent!.svcnumId);
+    expect(rotated.svcnum).toBe(before.fallbackSvcnum);
+    const after = (await store().getUser(agent!.svcnumId))!;
+    expect(after.rotationUntil).toBeUndefined();
+    expect(await store().getNumber(before.svcnum)).toMatchObject({ state: 'quarantined', previousSvcnumId: before.svcnumId });
+    expect(await store().getNumber(before.fallbackSvcnum!)).toMatchObject({ state: 'active', svcnumId: before.svcnumId });
+    expect(await store().getNumber(after.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: before.svcnumId });
+    // And it rotates again as usual.
+    expect((await rotate(app, agent!.svcnumId)).svcnum).toBe(after.fallbackSvcnum);
+  });
+
+  it('lets one of two concurrent rotations win; the other is ABORTED and undoes nothing of the winner', async () => {
+    const app = await owner();
+    const { agent } = await createAgent(app, 'rotate-twice');
+    const before = (await store().getUser(agent!.svcnumId))!;
+    const outcomes = await Promise.allSettled([rotate(app, agent!.svcnumId), rotate(app, agent!.svcnumId)]);
+    const won = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    expect(outcomes.filter((outcome) => outcome.status === 'rejected').map((outcome) => ((outcome as PromiseRejectedResult).reason as ServiceError).code)).toStrictEqual([status.ABORTED]);
+    const after = (await store().getUser(agent!.svcnumId))!;
+    expect(after.svcnum).toBe(before.fallbackSvcnum);
+    expect(await store().getNumber(after.svcnum)).toMatchObject({ state: 'active', svcnumId: before.svcnumId });
+    expect(await store().getNumber(after.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: before.svcnumId });
+    expect(await store().getNumber(before.svcnum)).toMatchObject({ state: 'quarantined' });
+  });
 });

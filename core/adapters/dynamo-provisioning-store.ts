@@ -31,18 +31,22 @@ function assignments(changes: Record<string, unknown>, prefix: string) {
 export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables: TableNames): ProvisioningStore {
   const { get, queryPage, updateReturning } = dynamoOps(db);
 
-  /** Sets (or, for undefined values, removes) attributes; `expected` values must hold. */
-  function updateEntity(svcnumId: string, changes: Partial<User>, expected: Partial<User> = {}) {
+  /**
+   * Sets (or, for undefined values, removes) attributes; `expected` values must hold, and so must
+   * `also` (a further condition with its own placeholders).
+   */
+  function updateEntity(svcnumId: string, changes: Partial<User>, expected: Partial<User> = {}, also?: { condition: string; values: Record<string, unknown> }) {
     const update = assignments(changes as Record<string, unknown>, 'c');
     const condition = assignments(expected as Record<string, unknown>, 'e');
     const clauses = [update.set.length ? `SET ${update.set.join(', ')}` : '', update.remove.length ? `REMOVE ${update.remove.join(', ')}` : ''].filter(Boolean);
+    const values = { ...update.values, ...condition.values, ...also?.values };
     return updateReturning<User>({
       TableName: tables.users,
       Key: { svcnumId },
       UpdateExpression: clauses.join(' '),
-      ConditionExpression: ['attribute_exists(svcnumId)', ...condition.set].join(' AND '),
+      ConditionExpression: ['attribute_exists(svcnumId)', ...condition.set, ...(also ? [`(${also.condition})`] : [])].join(' AND '),
       ExpressionAttributeNames: { ...update.names, ...condition.names },
-      ...(Object.keys({ ...update.values, ...condition.values }).length ? { ExpressionAttributeValues: { ...update.values, ...condition.values } } : {}),
+      ...(Object.keys(values).length ? { ExpressionAttributeValues: values } : {}),
     });
   }
 
@@ -159,7 +163,10 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
       ExpressionAttributeValues: { ':owner': ownerId, ':type': `${accountType}#` },
     }, limit, startKey),
 
-    updateEntity,
+    updateEntity: (svcnumId, changes, expected) => updateEntity(svcnumId, changes, expected),
+    claimRotation: async (svcnumId, expected, until, now) => (await updateEntity(svcnumId, { rotationUntil: until }, expected, {
+      condition: 'attribute_not_exists(rotationUntil) OR rotationUntil <= :rotationFreeAt', values: { ':rotationFreeAt': now },
+    })) !== undefined,
 
     async clearEntityFields(svcnumId, fields) {
       if (fields.length === 0) return;

@@ -15,7 +15,7 @@ import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { Quota } from './quota';
 import type { RequestLog } from './requests';
-import { afterCommit, Steps } from './steps';
+import { afterCommit, Steps, type Held } from './steps';
 import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
 
 // AI agents. An independent agent has client credentials of its own; a dependent (sub-) agent
@@ -142,7 +142,7 @@ export function createAgents(deps: {
    * The shared path of both kinds: quota slot, number and fallback, (client), then the agent
    * record under `svcnumId` as the commit point, then confirmations.
    */
-  async function provisionAgent(svcnumId: string, input: AgentInput, owner: { ownerId: string; parentId?: string; kind: AgentKind; quotaOwner: User; caller: Caller }) {
+  async function provisionAgent(svcnumId: string, input: AgentInput, owner: { ownerId: string; parentId?: string; kind: AgentKind; quotaOwner: User; caller: Caller }, held: Held) {
     const displayName = displayNameField(input.displayName, true)!;
     const capabilities = capabilitiesField(input.capabilities);
     // A dependent of an agent can do no more than its owner agent.
@@ -179,7 +179,7 @@ export function createAgents(deps: {
       });
       await confirm(agent);
       return { agent, clientSecret: credentials?.clientSecret };
-    });
+    }, held);
   }
 
   const fingerprint = (input: AgentInput, extra: Record<string, unknown> = {}) => ({
@@ -201,8 +201,8 @@ export function createAgents(deps: {
         return { agent: agentView(agent), clientId: agent.clientId!, clientSecret };
       };
       return once({ ownerId: caller.ownerId, method: 'CreateAgent', requestId: input.requestId, request: fingerprint(input) }, {
-        async create(svcnumId) {
-          const { agent, clientSecret } = await provisionAgent(svcnumId, input, { ownerId: caller.ownerId, kind: 'independent', quotaOwner: owner, caller });
+        async create(svcnumId, held) {
+          const { agent, clientSecret } = await provisionAgent(svcnumId, input, { ownerId: caller.ownerId, kind: 'independent', quotaOwner: owner, caller }, held);
           return { agent: agentView(agent), clientId: agent.clientId!, clientSecret: clientSecret! };
         },
         async recover(svcnumId) {
@@ -224,7 +224,7 @@ export function createAgents(deps: {
         usable(parent);
       }
       return once({ ownerId: caller.ownerId, method: 'CreateDependentAgent', requestId: input.requestId, request: fingerprint(input, { owner: parent.svcnumId }) }, {
-        create: async (svcnumId) => agentView((await provisionAgent(svcnumId, input, { ownerId: caller.ownerId, parentId: parent.svcnumId, kind: 'dependent', quotaOwner: parent, caller })).agent),
+        create: async (svcnumId, held) => agentView((await provisionAgent(svcnumId, input, { ownerId: caller.ownerId, parentId: parent.svcnumId, kind: 'dependent', quotaOwner: parent, caller }, held)).agent),
         async recover(svcnumId) {
           const agent = await recoverAgent(caller, svcnumId, 'dependent');
           return agent && agentView(agent);
@@ -271,7 +271,9 @@ export function createAgents(deps: {
 
     /**
      * Switches the agent to its fallback number, reserves a new fallback, and quarantines the old
-     * number. Every step is safe to repeat, and the agent record switches in one conditional write.
+     * number. One rotation of an agent runs at a time (it holds the agent record under a lease), so
+     * a rotation that died half way is finished by the next one once its lease lapsed, and the agent
+     * record switches in one conditional write.
      */
     async rotate(caller: Caller, svcnumId: string | undefined): Promise<AgentView> {
       const agent = await owned(caller, svcnumId);
@@ -279,14 +281,26 @@ export function createAgents(deps: {
       const oldNumber = agent.svcnum;
       const oldFallback = agent.fallbackSvcnum;
       if (!oldFallback) throw failedPrecondition(`agent ${agent.svcnumId} has no fallback number`);
+      const changed = () => new ProvisioningError('aborted', 'the agent changed during rotation; retry');
       return Steps.all(async (steps) => {
+        const held = clock.now() + config.lease;
+        await steps.run(
+          async () => {
+            if (!(await store.claimRotation(agent.svcnumId, { svcnum: oldNumber, fallbackSvcnum: oldFallback }, held, clock.now()))) {
+              throw new ProvisioningError('aborted', 'the agent is being rotated or changed meanwhile; retry');
+            }
+          },
+          () => store.updateEntity(agent.svcnumId, { rotationUntil: undefined }, { rotationUntil: held }),
+        );
         const newFallback = await steps.run(() => pool.lease(agent.svcnumId, 'ai_agent'), (number) => pool.giveBack(number, agent.svcnumId));
         const now = clock.now();
         await steps.run(
           async () => {
             // The old number cannot be handed out for the whole cool-off, so retiring it first is safe.
-            // Not held any more: a concurrent rotation retired it first (that one wins).
-            if (!(await pool.quarantine(oldNumber, agent.svcnumId))) throw new ProvisioningError('aborted', 'the agent changed during rotation; retry');
+            if (await pool.quarantine(oldNumber, agent.svcnumId)) return;
+            // Retired already by a rotation of this agent that died before its commit: carry on.
+            const number = await store.getNumber(oldNumber);
+            if (number?.state !== 'quarantined' || number.previousSvcnumId !== agent.svcnumId) throw changed();
           },
           () => store.restoreNumber(oldNumber, agent.svcnumId, 'active', clock.now()),
         );
@@ -296,18 +310,18 @@ export function createAgents(deps: {
             if (await activate()) return;
             // A previous rotation may have committed without confirming this fallback: confirm it, retry.
             await store.confirmNumber(oldFallback, agent.svcnumId, 'reserved', now);
-            if (!(await activate())) throw new Error(`fallback ${oldFallback} is not reserved for agent ${agent.svcnumId}`);
+            if (!(await activate())) throw changed();
           },
           () => store.transitionNumber(oldFallback, ['active'], 'reserved', clock.now(), agent.svcnumId),
         );
-        // The commit: if another rotation won the race, this one throws before its undo list is dropped.
+        // The commit, only while this rotation still holds the agent.
         const switched = await steps.commit(async () => {
           const updated = await store.updateEntity(
             agent.svcnumId,
-            { svcnum: oldFallback, fallbackSvcnum: newFallback, numberState: 'active', updatedAt: now },
-            { svcnum: oldNumber, fallbackSvcnum: oldFallback },
+            { svcnum: oldFallback, fallbackSvcnum: newFallback, numberState: 'active', updatedAt: now, rotationUntil: undefined },
+            { svcnum: oldNumber, fallbackSvcnum: oldFallback, rotationUntil: held },
           );
-          if (!updated) throw new ProvisioningError('aborted', 'the agent changed during rotation; retry');
+          if (!updated) throw changed();
           return updated;
         });
         await steps.afterCommit(() => pool.confirm(newFallback, agent.svcnumId, 'reserved'));

@@ -17,6 +17,17 @@ export class ProvisioningError extends Error {
   }
 }
 
+/**
+ * An attempt of a create that outlived its request record's lease: a retry may have taken the
+ * record over and be building the same resource, so this attempt neither commits nor undoes.
+ */
+export class LeaseLost extends ProvisioningError {
+  override name = 'LeaseLost';
+  constructor() {
+    super('aborted', 'this call took longer than its request_id may be held; retry it to get its result');
+  }
+}
+
 export const invalidArgument = (message: string) => new ProvisioningError('invalid_argument', message);
 export const notFound = (message: string) => new ProvisioningError('not_found', message);
 export const failedPrecondition = (message: string) => new ProvisioningError('failed_precondition', message);

@@ -75,7 +75,7 @@ export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool
       if (input.participantA && input.participantA === input.participantB) throw invalidArgument('participant_a and participant_b must be different');
       const request = { ttl, scope, participantA: input.participantA, participantB: input.participantB };
       return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request }, {
-        create: (maskId) => Steps.all(async (steps) => {
+        create: (maskId, held) => Steps.all(async (steps) => {
           const participantA = await participant(input.participantA, 'participant_a');
           const participantB = await participant(input.participantB, 'participant_b');
           const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
@@ -84,7 +84,7 @@ export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool
           await steps.commit(() => store.createMask(mask), async () => (await store.getMask(maskId))?.svcnum === svcnum);
           await confirm(mask);
           return maskView(mask, now);
-        }),
+        }, held),
         async recover(maskId) {
           const mask = await store.getMask(maskId);
           if (mask?.ownerId !== caller.ownerId) return undefined;

@@ -98,7 +98,7 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; po
       // What a retry must repeat: an absent config and one with empty fields are the same request.
       const request = { displayName: displayName ?? '', config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' } };
       return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request }, {
-        create: (svcnumId) => Steps.all(async (steps) => {
+        create: (svcnumId, held) => Steps.all(async (steps) => {
           const changes = await configChanges(svcnumId, input.config ?? {}, []);
           const svcnum = await steps.run(() => pool.lease(svcnumId, 'programmable'), (number) => pool.giveBack(number, svcnumId));
           const now = clock.now();
@@ -111,7 +111,7 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; po
           await steps.commit(() => store.createUser(entity), async () => (await store.getUser(svcnumId))?.svcnum === svcnum);
           await confirm(entity);
           return programmableView(entity);
-        }),
+        }, held),
         async recover(svcnumId) {
           const entity = await store.getUser(svcnumId);
           if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) return undefined;

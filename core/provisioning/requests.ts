@@ -3,7 +3,8 @@ import { newUlid } from '../ids';
 import type { IdempotencyRecord } from '../model';
 import type { Clock, Random } from '../ports';
 import { provisioningLimits, type ProvisioningConfig } from './config';
-import { ProvisioningError } from './errors';
+import { LeaseLost, ProvisioningError } from './errors';
+import type { Held } from './steps';
 import type { ProvisioningStore } from './store';
 
 // request_id idempotency for creates (AIP-155): a retried create with the same request_id and the
@@ -21,8 +22,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** How one kind of resource is created under a request's resource id. */
 export interface Creation<T> {
-  /** Builds the resource under `id` and commits it. */
-  create(id: string): Promise<T>;
+  /** Builds the resource under `id` and commits it, only while `held` (its steps check it). */
+  create(id: string, held: Held): Promise<T>;
   /**
    * What an interrupted attempt committed under `id`, its confirmations finished, as the answer
    * to the retry; undefined when nothing was committed.
@@ -36,13 +37,16 @@ const ignore = () => undefined;
 
 export function createRequestLog(store: ProvisioningStore, clock: Clock, random: Random, config: ProvisioningConfig) {
   /** Runs one attempt of a request under its record's lease and records how it ended. */
-  async function attempt<T>(record: IdempotencyRecord, run: (id: string) => Promise<T>): Promise<T> {
+  async function attempt<T>(record: IdempotencyRecord, run: (id: string, held: Held) => Promise<T>): Promise<T> {
     const id = record.resourceId!;
+    // Held until a margin before the lease ends: a retry takes over only once it has ended, so a
+    // commit or an undo of this attempt never runs while a retry builds the same resource.
+    const heldUntil = record.leaseUntil - config.lease / 5;
     let result: T;
     try {
-      result = await run(id);
+      result = await run(id, () => clock.now() < heldUntil);
     } catch (error) {
-      if (error instanceof ProvisioningError) {
+      if (error instanceof ProvisioningError && !(error instanceof LeaseLost)) {
         // A refusal (bad input, quota, empty pool) comes before any commit write: nothing was
         // created, so the request_id is free for a corrected request.
         await store.abandonRequest(record.requestKey, record.leaseUntil).catch(ignore);
@@ -66,7 +70,7 @@ export function createRequestLog(store: ProvisioningStore, clock: Clock, random:
     scope: { ownerId: string; method: string; requestId: string | undefined; request: unknown },
     creation: Creation<T>,
   ): Promise<T> {
-    if (!scope.requestId) return creation.create(newUlid(clock, random));
+    if (!scope.requestId) return creation.create(newUlid(clock, random), () => true);
     if (!REQUEST_ID.test(scope.requestId)) {
       throw new ProvisioningError('invalid_argument', `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`);
     }
@@ -89,7 +93,7 @@ export function createRequestLog(store: ProvisioningStore, clock: Clock, random:
     // record from before resource ids gets one now).
     const taken = await store.takeOverRequest(record, now + config.lease, first.resourceId!);
     if (!taken) throw inProgress();
-    return attempt(taken, async (id) => (await creation.recover(id)) ?? creation.create(id));
+    return attempt(taken, async (id, held) => (await creation.recover(id)) ?? creation.create(id, held));
   };
 }
 

@@ -4,9 +4,20 @@
 // Once the operation's commit write succeeded (or may have), nothing is undone any more:
 // confirmations that follow are best effort, and a lapsed lease of a committed holder is rolled
 // forward by the next allocator (see pool.ts and quota.ts).
+//
+// A create with a request_id runs under its request record's lease (requests.ts): once `held`
+// says the lease is (nearly) over, a retry may own the same resource id, so the steps neither
+// commit nor undo any more; what they hold is the retry's to use, or lapses.
+
+import { LeaseLost } from './errors';
+
+/** Whether the attempt running the steps still holds its request (always, without a request_id). */
+export type Held = () => boolean;
 
 export class Steps {
   private readonly undo: Array<() => Promise<unknown>> = [];
+
+  constructor(readonly held: Held = () => true) {}
 
   async run<T>(step: () => Promise<T>, undo?: (result: T) => Promise<unknown>): Promise<T> {
     const result = await step();
@@ -24,6 +35,7 @@ export class Steps {
    */
   async commit(write: () => Promise<void>, applied: () => Promise<boolean>): Promise<void>;
   async commit<T>(write: () => Promise<T>, applied?: () => Promise<boolean>): Promise<T | void> {
+    if (!this.held()) throw new LeaseLost();
     try {
       const result = await write();
       this.undo.length = 0;
@@ -42,16 +54,19 @@ export class Steps {
   }
 
   async rollBack(): Promise<void> {
+    if (!this.held()) return;
     for (const action of this.undo.reverse()) await action().catch(() => undefined);
     this.undo.length = 0;
   }
 
   /** Runs `work`; on failure rolls back the steps taken and rethrows. */
-  static async all<T>(work: (steps: Steps) => Promise<T>): Promise<T> {
-    const steps = new Steps();
+  static async all<T>(work: (steps: Steps) => Promise<T>, held?: Held): Promise<T> {
+    const steps = new Steps(held);
     try {
       return await work(steps);
     } catch (error) {
+      // Whatever failed, an attempt that lost its lease leaves everything to the retry.
+      if (!steps.held()) throw new LeaseLost();
       await steps.rollBack();
       throw error;
     }

@@ -42,6 +42,8 @@ export interface ProvisioningStore {
   listOwned(ownerId: string, accountType: User['accountType'], limit: number, startKey?: PageKey): Promise<Page<User>>;
   /** Sets attributes of an entity; `expected` are attribute values that must hold (optimistic). */
   updateEntity(svcnumId: string, changes: Partial<User>, expected?: Partial<User>): Promise<User | undefined>;
+  /** Holds an agent for a number rotation until `until`, if no rotation holds it at `now` and `expected` values hold. */
+  claimRotation(svcnumId: string, expected: Partial<User>, until: number, now: number): Promise<boolean>;
   /** Removes fields of an entity (e.g. a cleared configuration value). */
   clearEntityFields(svcnumId: string, fields: ReadonlyArray<keyof User>): Promise<void>;
   deleteEntity(svcnumId: string): Promise<void>;
