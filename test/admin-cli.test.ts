@@ -144,7 +144,8 @@ describe('admin CLI against the running local service', () => {
       expect(result.stderr.trim().split('\n')).toHaveLength(1);
       expect(result.stderr).toMatch(message);
     }
-  });
+    // Thirteen CLI processes one after another: slow when other test files share the cores.
+  }, 120_000);
 });
 
 describe('admin CLI without a running service', () => {
@@ -165,11 +166,12 @@ describe('admin CLI without a running service', () => {
       expect(added.json!.keys).toHaveLength(2);
       const retireActive = await admin(['key', 'retire', first!.kid], coldEnv);
       expect(retireActive.code).toBe(1);
-      await admin(['key', 'activate', kid], coldEnv);
+      expect((await admin(['key', 'activate', kid], coldEnv)).stderr).toBe('');
       const retired = await admin(['key', 'retire', first!.kid], coldEnv);
+      expect(retired.code, retired.stderr).toBe(0);
       expect(retired.json!.keys).toEqual([{ kid, active: true }]);
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
-  });
+  }, 120_000);
 });

@@ -8,28 +8,13 @@
 // record names), once the call returned. Without CRASH it dies only when killed from outside.
 // Prints one JSON line {"grpcPort"} once listening.
 
-import { join } from 'node:path';
-import { documentClient } from '../../core/adapters/dynamo-schema';
-import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
-import { systemClock, systemRandom } from '../../core/adapters/system';
-import { serviceConfig } from '../../core/config';
 import type { IdempotencyRecord } from '../../core/model';
 import { defaultProvisioningConfig } from '../../core/provisioning/config';
-import { createCore } from '../../core/service';
 import type { Store } from '../../core/store';
-import { tableNames } from '../../core/tables';
 import { startGrpcServer } from '../../grpc-service/server';
-import { localDynamoClient } from '../../local/embedded-dynamo';
-import { LOCAL_TABLE_PREFIX } from '../../local/runner';
+import { need, processCore } from './process-core';
 
 interface CrashPoint { requestId: string; method: keyof Store; nth: number }
-
-const need = (name: string) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is required`);
-  return value;
-};
 
 const crash = process.env.CRASH ? JSON.parse(process.env.CRASH) as CrashPoint : undefined;
 /** What identifies the target request in a store call's arguments: its request key, then its resource id. */
@@ -65,15 +50,7 @@ function wrapStore(store: Store): Store {
   });
 }
 
-const core = createCore({
-  store: wrapStore(createDynamoStore(documentClient(localDynamoClient(need('DYNAMO_ENDPOINT'))), tableNames(LOCAL_TABLE_PREFIX))),
-  keys: await openLocalKeyStore(join(need('DATA_DIR'), 'keys')),
-  macKey: await openLocalMacKey(join(need('DATA_DIR'), 'keys')),
-  clock: systemClock,
-  random: systemRandom,
-  config: serviceConfig(need('ISSUER')),
-  provisioning: { ...defaultProvisioningConfig, lease: Number(need('LEASE_MS')) },
-});
+const { core } = await processCore({ wrapStore, provisioning: { ...defaultProvisioningConfig, lease: Number(need('LEASE_MS')) } });
 const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
 process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port })}\n`);
 // The parent going away (its stdin pipe closing) ends this process too.

@@ -5,35 +5,12 @@
 // serves the gRPC API plus the message ingress (what another Fargate task and a Lambda would be).
 // Prints one JSON line {"grpcPort", "httpPort"} once listening; SIGTERM drains and exits.
 
-import { join } from 'node:path';
-import { documentClient } from '../../core/adapters/dynamo-schema';
-import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
-import { systemClock, systemRandom } from '../../core/adapters/system';
-import { serviceConfig } from '../../core/config';
-import { createCore } from '../../core/service';
-import { tableNames } from '../../core/tables';
 import { startGrpcServer } from '../../grpc-service/server';
 import { routeGroups } from '../../lambdas/routes';
-import { localDynamoClient } from '../../local/embedded-dynamo';
 import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
-import { LOCAL_TABLE_PREFIX } from '../../local/runner';
+import { processCore } from './process-core';
 
-const need = (name: string) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is required`);
-  return value;
-};
-
-const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
-const core = createCore({
-  store: createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX)),
-  keys: await openLocalKeyStore(join(need('DATA_DIR'), 'keys')),
-  macKey: await openLocalMacKey(join(need('DATA_DIR'), 'keys')),
-  clock: systemClock,
-  random: systemRandom,
-  config: serviceConfig(need('ISSUER')),
-});
+const { core, client } = await processCore();
 const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
 const messages = routeGroups.messages;
 const handler = messages.create(core) as LambdaHandler;

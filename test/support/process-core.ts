@@ -1,0 +1,38 @@
+// The core of a further service process in tests (another Fargate task, a Lambda container):
+// built like the runner's, against a running test service's embedded DynamoDB (DYNAMO_ENDPOINT)
+// and its key folder (DATA_DIR/keys, so tokens verify and sign-in tokens open in every process).
+
+import { join } from 'node:path';
+import { documentClient } from '../../core/adapters/dynamo-schema';
+import { createDynamoStore } from '../../core/adapters/dynamo-store';
+import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
+import { systemClock, systemRandom } from '../../core/adapters/system';
+import { serviceConfig } from '../../core/config';
+import type { ProvisioningConfig } from '../../core/provisioning/config';
+import { createCore } from '../../core/service';
+import type { Store } from '../../core/store';
+import { tableNames } from '../../core/tables';
+import { localDynamoClient } from '../../local/embedded-dynamo';
+import { LOCAL_TABLE_PREFIX } from '../../local/runner';
+
+export function need(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is required`);
+  return value;
+}
+
+export async function processCore(options: { wrapStore?: (store: Store) => Store; provisioning?: ProvisioningConfig } = {}) {
+  const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
+  const store = createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX));
+  const keys = join(need('DATA_DIR'), 'keys');
+  const core = createCore({
+    store: options.wrapStore ? options.wrapStore(store) : store,
+    keys: await openLocalKeyStore(keys),
+    macKey: await openLocalMacKey(keys),
+    clock: systemClock,
+    random: systemRandom,
+    config: serviceConfig(need('ISSUER')),
+    ...(options.provisioning ? { provisioning: options.provisioning } : {}),
+  });
+  return { core, client };
+}
