@@ -96,6 +96,11 @@ export interface EnvironmentConfig {
      */
     readonly signInRateLimit: number;
     /**
+     * Sign-in page views (GET /login) per IP per evaluation window: each one without a valid
+     * sign-in token costs a KMS GenerateMac, so a flood of page views is bounded too.
+     */
+    readonly signInPageRateLimit: number;
+    /**
      * Backstop: requests per IP per evaluation window to any path (floods, credential stuffing).
      * Keep it well above what one busy API client sends from one address.
      */
@@ -203,7 +208,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           messages: { memoryMiB: 512, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, signInPageRateLimit: 300, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         // PLACEHOLDER domain and certificate.
@@ -245,7 +250,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           messages: { memoryMiB: 1024, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, signInPageRateLimit: 300, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         // PLACEHOLDER domain and certificate.

@@ -238,6 +238,27 @@ export class HttpApi extends Construct {
       },
     });
     const count = (name: string) => ({ name, actionToUse: { count: {} } });
+    const signInRule = (name: string, priority: number, method: 'GET' | 'POST', limit: number): CfnWebACL.RuleProperty => ({
+      name,
+      priority,
+      action: rateLimited('sign-in-rate-limited'),
+      statement: {
+        rateBasedStatement: {
+          limit,
+          aggregateKeyType: 'IP',
+          evaluationWindowSec: config.waf.evaluationWindowSeconds,
+          scopeDownStatement: {
+            andStatement: {
+              statements: [
+                pathContains('/login'),
+                { byteMatchStatement: { fieldToMatch: { method: {} }, positionalConstraint: 'EXACTLY', searchString: method, textTransformations: [{ priority: 0, type: 'NONE' }] } },
+              ],
+            },
+          },
+        },
+      },
+      visibilityConfig: visibility(name),
+    });
 
     const acl = new CfnWebACL(this, 'WebAcl', {
       name: `${prefix}-api`,
@@ -271,31 +292,13 @@ export class HttpApi extends Construct {
           },
           visibilityConfig: visibility('public-api-per-ip'),
         },
-        {
-          // Sign-in form posts only: the pages themselves (GET) stay reachable.
-          name: 'sign-in-per-ip',
-          priority: 1,
-          action: rateLimited('sign-in-rate-limited'),
-          statement: {
-            rateBasedStatement: {
-              limit: config.waf.signInRateLimit,
-              aggregateKeyType: 'IP',
-              evaluationWindowSec: config.waf.evaluationWindowSeconds,
-              scopeDownStatement: {
-                andStatement: {
-                  statements: [
-                    pathContains('/login'),
-                    { byteMatchStatement: { fieldToMatch: { method: {} }, positionalConstraint: 'EXACTLY', searchString: 'POST', textTransformations: [{ priority: 0, type: 'NONE' }] } },
-                  ],
-                },
-              },
-            },
-          },
-          visibilityConfig: visibility('sign-in-per-ip'),
-        },
+        // Sign-in form posts (password checks), and apart from them the sign-in page itself
+        // (each view without a valid token costs a KMS GenerateMac).
+        signInRule('sign-in-per-ip', 1, 'POST', config.waf.signInRateLimit),
+        signInRule('sign-in-page-per-ip', 2, 'GET', config.waf.signInPageRateLimit),
         {
           name: 'any-path-per-ip',
-          priority: 2,
+          priority: 3,
           action: rateLimited('rate-limited'),
           statement: {
             rateBasedStatement: {
@@ -308,7 +311,7 @@ export class HttpApi extends Construct {
         },
         {
           name: 'aws-common-rule-set',
-          priority: 3,
+          priority: 4,
           overrideAction: { none: {} },
           statement: {
             managedRuleGroupStatement: {
@@ -335,7 +338,7 @@ export class HttpApi extends Construct {
         },
         {
           name: 'aws-known-bad-inputs',
-          priority: 4,
+          priority: 5,
           overrideAction: { none: {} },
           statement: { managedRuleGroupStatement: { vendorName: 'AWS', name: 'AWSManagedRulesKnownBadInputsRuleSet' } },
           visibilityConfig: visibility('aws-known-bad-inputs'),

@@ -340,6 +340,12 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: 'sign-in-rate-limited', ResponseHeaders: [{ Name: 'Retry-After', Value: String(config().waf.retryAfterSeconds) }] } },
       });
       expect((acl.CustomResponseBodies as Record<string, Json>)['sign-in-rate-limited']).toMatchObject({ ContentType: 'TEXT_HTML' });
+      // The page views apart, at their own rate.
+      const pageViews = rules.find((rule) => rule.Name === 'sign-in-page-per-ip')!;
+      const pageRate = pageViews.Statement.RateBasedStatement as Json;
+      expect(pageRate).toMatchObject({ AggregateKeyType: 'IP', Limit: config().waf.signInPageRateLimit });
+      const [, viewMethod] = (pageRate.ScopeDownStatement as { AndStatement: { Statements: Array<{ ByteMatchStatement: Json }> } }).AndStatement.Statements;
+      expect(viewMethod!.ByteMatchStatement).toMatchObject({ SearchString: 'GET', FieldToMatch: { Method: {} } });
       expect(new Set(rules.map((rule) => rule.Priority)).size).toBe(rules.length);
       const managed = rules.filter((rule) => rule.Statement.ManagedRuleGroupStatement).map((rule) => (rule.Statement.ManagedRuleGroupStatement as Json).Name);
       expect(managed).toContain('AWSManagedRulesCommonRuleSet');
