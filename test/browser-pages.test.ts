@@ -239,6 +239,33 @@ describe('pages in Chromium', () => {
     expect(await page.$eval('[role="alert"]', (element) => element.textContent)).toBe(THROTTLED);
   });
 
+  it('while strangers are throttled out of an account, the browser its owner signed in with before still signs in', async () => {
+    const login = await newUser();
+    // The owner signs in once in this browser, then signs out (the device cookie stays).
+    await page.goto(`${service.issuer}/login`);
+    await signIn(login);
+    expect(new URL(page.url()).pathname).toBe('/account');
+    await clickAndWait(page, button('Sign out'));
+
+    // A stranger's browser guesses until the account is throttled; then even the right password waits.
+    const stranger = await openTab(chromium);
+    try {
+      await stranger.page.goto(`${service.issuer}/login`);
+      for (let attempt = 1; attempt <= 5; attempt++) expect((await signInOnPage(stranger.page, { ...login, password: `guess ${attempt}` }))?.status()).toBe(400);
+      expect((await signInOnPage(stranger.page, login))?.status()).toBe(429);
+      expect(await stranger.page.$eval('[role="alert"]', (element) => element.textContent)).toBe(THROTTLED);
+      expect(stranger.problems.list()).toEqual([]);
+    } finally {
+      await stranger.context.close();
+    }
+
+    // The owner's browser: a typo is just a failure, and the right password signs in.
+    await page.goto(`${service.issuer}/login`);
+    expect((await signIn({ ...login, password: 'a typo' }))?.status()).toBe(400);
+    await signIn(login);
+    expect(new URL(page.url()).pathname).toBe('/account');
+  });
+
   it('refuses forms posted from a cross-site and a same-site page, even with the right token, and nothing changes', async () => {
     const formPosts = await watchFormPosts(page);
     await toConsent(await newUser());
