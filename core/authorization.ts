@@ -216,11 +216,13 @@ export function createAuthorization(deps: {
   }
 
   /** The device id of a valid device cookie this browser got when it signed in to `svcnumId`. */
-  async function trustedDevice(deviceToken: string | undefined, svcnumId: string, now: number): Promise<string | undefined> {
-    // Only a cookie naming this account is worth a MAC check (a KMS call in AWS).
-    if (!deviceToken?.startsWith(`${svcnumId}.`)) return undefined;
+  /**
+   * The account and device id of a device cookie that verifies, checked before any lookup (so
+   * whatever identifier is typed, a cookie costs the same MAC check).
+   */
+  async function knownDevice(deviceToken: string | undefined, now: number): Promise<{ svcnumId: string; deviceId: string } | undefined> {
     const fields = await openToken(macKey, DEVICE_TOKEN, deviceToken, now);
-    return fields?.length === 2 && fields[0] === svcnumId ? fields[1] : undefined;
+    return fields?.length === 2 ? { svcnumId: fields[0]!, deviceId: fields[1]! } : undefined;
   }
 
   return {
@@ -270,7 +272,8 @@ export function createAuthorization(deps: {
       const address = guard.takeAddress(input.clientAddress);
       if (!address.allowed) return refused(429, ADDRESS_THROTTLED, address.retryAfterSeconds * 1000);
       if (input.identifier.length > 254 || input.password.length > 256 || !input.identifier.trim() || !input.password) return refused(400, SIGN_IN_FAILED);
-      const admission = guard.gate.admit();
+      const knownBrowser = await knownDevice(input.deviceToken, clock.now());
+      const admission = guard.gate.admit(knownBrowser !== undefined);
       if (!admission) {
         guard.giveBackAddress(input.clientAddress);
         return refused(503, SIGN_IN_BUSY, BUSY_RETRY_AFTER_MS);
@@ -280,7 +283,7 @@ export function createAuthorization(deps: {
         const user = await accounts.findUser(input.identifier);
         // A browser that signed in to this account before is judged by its own count while it
         // has fewer than the free failures; strangers' attempts on the identifier do not stop it.
-        const device = user ? await trustedDevice(input.deviceToken, user.svcnumId, now) : undefined;
+        const device = user && knownBrowser?.svcnumId === user.svcnumId ? knownBrowser.deviceId : undefined;
         const byDevice = device ? await guard.count(deviceKey(device), now, limits.signInFreeFailures) : undefined;
         const key = byDevice?.counted ? deviceKey(device!) : identifierKey(input.identifier);
         const counted = byDevice?.counted ? byDevice : await guard.count(key, now);

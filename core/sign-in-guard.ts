@@ -41,28 +41,30 @@ export interface Admission {
 
 /**
  * At most `concurrent` password checks run at once; `queued` more sign-ins may be admitted and
- * wait their turn; further ones are refused at once, before any work, whatever the account.
+ * wait their turn; further ones are refused at once, before any work, whatever the account. A
+ * browser with a verified device cookie has `queued` places more and goes first in the queue:
+ * strangers filling the process cannot keep a person who signed in here before out.
  */
 export function createCheckGate(concurrent: number, queued: number) {
   let admitted = 0;
   let running = 0;
   let checks = 0;
-  const waiting: Array<() => void> = [];
+  const waiting = { device: [] as Array<() => void>, other: [] as Array<() => void> };
   return {
-    admit(): Admission | undefined {
-      if (admitted >= concurrent + queued) return undefined;
+    admit(fromKnownDevice = false): Admission | undefined {
+      if (admitted >= concurrent + queued * (fromKnownDevice ? 2 : 1)) return undefined;
       admitted++;
       let left = false;
       return {
         async check(work) {
           if (running < concurrent) running++;
-          else await new Promise<void>((resolve) => waiting.push(resolve));
+          else await new Promise<void>((resolve) => (fromKnownDevice ? waiting.device : waiting.other).push(resolve));
           checks++;
           try {
             return await work();
           } finally {
-            // The slot passes straight to the next in line.
-            const next = waiting.shift();
+            // The slot passes straight to the next in line, known devices first.
+            const next = waiting.device.shift() ?? waiting.other.shift();
             if (next) next();
             else running--;
           }

@@ -254,8 +254,12 @@ describe('limits per client and per process', () => {
     });
   });
 
-  it('bounds concurrent password checks: when every place is taken, any sign-in gets the same busy answer (503 + Retry-After) at once', async () => {
+  it('bounds concurrent password checks: when every place is taken, any sign-in gets the same busy answer (503 + Retry-After) at once, but a browser that signed in before is let in', async () => {
     const known = await createUser(service);
+    // The owner signed in from this browser before: it holds a device cookie.
+    const owner = await openSignIn();
+    await expectSignedIn(await submit(owner.browser, owner.page, known.email, known.password));
+    const ownerAgain = await owner.browser.request('/login');
     let open!: () => void;
     const gate = new Promise<void>((resolve) => { open = resolve; });
     faults.before('findSvcnumIdByEmail', () => gate);
@@ -275,9 +279,13 @@ describe('limits per client and per process', () => {
       }
       // They did no work: no lookup beyond the three held ones.
       expect(faults.calls('findSvcnumIdByEmail')).toBe(3);
+      // The owner's browser has places of its own (and goes first in the queue).
+      const ownerSignIn = submit(owner.browser, ownerAgain, known.email, known.password);
+      await until(() => faults.calls('findSvcnumIdByEmail') === 4);
       open();
       expect((await Promise.all(pending)).map((answer) => answer.status)).toEqual([400, 400, 400]);
-      expect(checks() - before).toBe(3);
+      await expectSignedIn(await ownerSignIn);
+      expect(checks() - before).toBe(4);
       // Places are free again.
       faults.reset();
       await expectSignedIn(await submit(a.browser, a.page, known.email, known.password));
