@@ -215,7 +215,6 @@ export function createAuthorization(deps: {
     return { outcome: await proceed(request, { session, user }, true), sessionToken };
   }
 
-  /** The device id of a valid device cookie this browser got when it signed in to `svcnumId`. */
   /**
    * The account and device id of a device cookie that verifies, checked before any lookup (so
    * whatever identifier is typed, a cookie costs the same MAC check).
@@ -298,6 +297,7 @@ export function createAuthorization(deps: {
         admission.leave();
       }
     },
+
     /** POST of the consent form (Allow or Deny). CSRF has been checked by the edge. */
     async decideConsent(requestId: string | undefined, sessionToken: string | undefined, allow: boolean): Promise<AuthorizeOutcome> {
       const parked = await parkedRequest(requestId);

@@ -111,15 +111,6 @@ export function createAgents(deps: {
     return { clientId, clientSecret: created.clientSecret! };
   }
 
-  /**
-   * Undoes a claim unless the agent committed with it: another attempt of the same request (a
-   * retry that took over a lapsed lease) builds under the same id and may share the slot and client.
-   */
-  async function unlessCommitted(svcnumId: string, uses: (agent: User) => boolean, undo: () => Promise<unknown>) {
-    const agent = await store.getUser(svcnumId);
-    if (!agent || !uses(agent)) await undo();
-  }
-
   /** After the commit: the leases made permanent, the slot confirmed, the agent in the discover index. */
   const confirm = (agent: User) => afterCommit(
     () => pool.confirm(agent.svcnum, agent.svcnumId, 'active'),
@@ -155,14 +146,14 @@ export function createAgents(deps: {
     return Steps.all(async (steps) => {
       const slot = await steps.run(
         () => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit),
-        (key) => unlessCommitted(svcnumId, (agent) => agent.quotaSlot === key, () => quota.release(key, svcnumId)),
+        (key) => quota.release(key, svcnumId),
       );
       const svcnum = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
       const fallback = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
       const credentials = owner.kind === 'independent'
         ? await steps.run(
           () => agentCredentials(svcnumId, displayName, scopes),
-          (created) => unlessCommitted(svcnumId, (agent) => agent.clientId === created.clientId, () => store.deleteClient(created.clientId)),
+          (created) => store.deleteClient(created.clientId),
         )
         : undefined;
       const now = clock.now();

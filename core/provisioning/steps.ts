@@ -17,7 +17,7 @@ export type Held = () => boolean;
 export class Steps {
   private readonly undo: Array<() => Promise<unknown>> = [];
 
-  constructor(readonly held: Held = () => true) {}
+  constructor(private readonly held: Held = () => true) {}
 
   async run<T>(step: () => Promise<T>, undo?: (result: T) => Promise<unknown>): Promise<T> {
     const result = await step();
@@ -53,8 +53,7 @@ export class Steps {
     await afterCommit(step);
   }
 
-  async rollBack(): Promise<void> {
-    if (!this.held()) return;
+  private async rollBack(): Promise<void> {
     for (const action of this.undo.reverse()) await action().catch(() => undefined);
     this.undo.length = 0;
   }
