@@ -1,0 +1,63 @@
+// The one error type of the domain. A refusal names its kind (what went wrong, in words every edge
+// can map: HTTP status, gRPC status) and, where a standard defines one, the OAuth error code
+// (RFC 6749 §5.2, RFC 6750 §3.1, RFC 7009, RFC 8693, OIDC Core §3.1.2.6). The message is written
+// for the developer calling us and never carries internals; anything that is not a DomainError is
+// a fault of ours, logged by the edge and answered as a plain server error.
+
+export type ErrorKind =
+  | 'invalid_argument'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  /** The thing existed and is gone for good (an expired mask): HTTP 410. */
+  | 'gone'
+  /** Something of that name exists already. */
+  | 'conflict'
+  /** The request is valid but the state it needs is not there (an inactive number). */
+  | 'failed_precondition'
+  | 'exhausted'
+  /** A concurrent call got in first; retrying the same call resolves it. */
+  | 'aborted'
+  | 'unavailable';
+
+export type OAuthErrorCode =
+  | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client'
+  | 'unsupported_grant_type' | 'invalid_scope' | 'invalid_target' | 'access_denied' | 'unsupported_response_type'
+  | 'server_error' | 'temporarily_unavailable' | 'invalid_token' | 'insufficient_scope'
+  | 'unsupported_token_type' | 'login_required' | 'consent_required' | 'interaction_required'
+  | 'request_not_supported' | 'request_uri_not_supported' | 'account_setup_required';
+
+export interface DomainErrorOptions {
+  /** The OAuth error code, where the refusal is one a standard names. */
+  oauth?: OAuthErrorCode;
+  /** A fixed, documented word for APIs outside OAuth (`not_in_service`, `rate_limited`). */
+  code?: string;
+  /** RFC 6750 / RFC 7617: the authentication scheme the caller should use (drives WWW-Authenticate). */
+  challenge?: 'Bearer' | 'Basic';
+  /** RFC 6750 §3.1: the scope a token lacks (insufficient_scope). */
+  scope?: string;
+  /** Seconds the caller should wait before retrying (exhausted, unavailable). */
+  retryAfterSeconds?: number;
+}
+
+export class DomainError extends Error {
+  override name = 'DomainError';
+  readonly oauth?: OAuthErrorCode;
+  readonly code?: string;
+  readonly challenge?: 'Bearer' | 'Basic';
+  readonly scope?: string;
+  readonly retryAfterSeconds?: number;
+
+  constructor(readonly kind: ErrorKind, message: string, options: DomainErrorOptions = {}) {
+    super(message);
+    if (options.oauth !== undefined) this.oauth = options.oauth;
+    if (options.code !== undefined) this.code = options.code;
+    if (options.challenge !== undefined) this.challenge = options.challenge;
+    if (options.scope !== undefined) this.scope = options.scope;
+    if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+}
+
+export const invalidArgument = (message: string, options?: DomainErrorOptions) => new DomainError('invalid_argument', message, options);
+export const notFound = (message: string, options?: DomainErrorOptions) => new DomainError('not_found', message, options);
+export const failedPrecondition = (message: string, options?: DomainErrorOptions) => new DomainError('failed_precondition', message, options);
