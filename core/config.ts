@@ -1,5 +1,5 @@
 // Lifetimes and limits of the service (spec section 8 and the design brief). One place, so the
-// README, the tests and the code agree.
+// docs, the tests and the code agree.
 
 export const SECOND = 1000;
 export const MINUTE = 60 * SECOND;

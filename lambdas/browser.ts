@@ -105,7 +105,7 @@ export function createBrowserHandler(core: Core) {
         const csrfCookie = jar.get(CSRF);
         const csrf = optionalParam(form, 'csrf');
         // The field must match the cookie and the token must carry our MAC: a made-up token planted
-        // by someone else cannot pass (README, "Security", says what a genuine one can do).
+        // by someone else cannot pass (docs/security.md says what a genuine one can do).
         if (!csrfCookie || !csrf || !safeEqual(csrfCookie, csrf) || !(await authorization.signInCsrf.valid(csrfCookie))) return forbidden();
         const requestId = optionalParam(form, 'request');
         const identifier = optionalParam(form, 'identifier') ?? '';

@@ -2,7 +2,7 @@
 // the admin CLI and the benchmarks can read it without loading the CDK.
 //
 // Values marked PLACEHOLDER let `cdk synth` run offline; set real ones before `cdk deploy`
-// (README, "Deploying to AWS"). The stack warns at synth while a placeholder is left.
+// (docs/deploying.md). The stack warns at synth while a placeholder is left.
 
 import type { RouteGroup } from '../lambdas/routes';
 
@@ -91,7 +91,7 @@ export interface EnvironmentConfig {
     readonly publicApiRateLimit: number;
     /**
      * Sign-in form posts (POST /login) per IP per evaluation window; then a 429 page. The service
-     * throttles password checks per account and per address as well (README, "Failed sign-ins");
+     * throttles password checks per account and per address as well (docs/security.md, "Failed sign-ins");
      * this rule keeps a flood from one address from reaching the functions at all.
      */
     readonly signInRateLimit: number;

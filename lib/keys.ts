@@ -7,7 +7,7 @@ import { keyActions, macActions, type KeyUse } from './access';
 // The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
 // leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
 // in the JWKS (a key being introduced before it signs, or one being retired after it signed).
-// Rotation is a configuration change and a deploy per step (README, "Rotating the signing key").
+// Rotation is a configuration change and a deploy per step (docs/deploying.md, "Rotate the signing key").
 
 export interface SigningKeysProps {
   readonly environment: string;
@@ -69,7 +69,7 @@ export interface SignInMacKeyProps {
 
 /**
  * The sign-in MAC key: KMS HMAC_256 (GENERATE_VERIFY_MAC). It signs the sign-in form's CSRF token
- * and the device cookie of a browser that signed in before (README, "Failed sign-ins"); the key
+ * and the device cookie of a browser that signed in before (docs/security.md, "Failed sign-ins"); the key
  * never leaves KMS. Replacing it (a new key, a deploy) only invalidates open sign-in forms and
  * device cookies: people sign in again, throttled like any new browser until they have.
  */

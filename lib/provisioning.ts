@@ -146,7 +146,7 @@ export class Provisioning extends Construct {
         file: 'grpc-service/Dockerfile',
         platform: Platform.LINUX_ARM64,
         // On top of .dockerignore: what the image never needs, kept out of the asset hash.
-        exclude: ['cdk.out', 'test', 'bench', 'bin', 'lib', 'local', 'lambdas', 'README.md', '.ci', 'coverage', '*.log'],
+        exclude: ['cdk.out', 'test', 'bench', 'bin', 'lib', 'local', 'lambdas', 'README.md', 'docs', '.ci', 'coverage', '*.log'],
       }),
       logging: LogDrivers.awsLogs({ streamPrefix: 'grpc', logGroup: taskLogs }),
       environment: {

@@ -188,7 +188,7 @@ async function run(argv: string[]): Promise<unknown> {
   };
 
   if (noun === 'key') {
-    if (deployed) throw new UsageError('key commands manage the local keys; a deployed environment signs with KMS keys (README: "Rotating the signing key")');
+    if (deployed) throw new UsageError('key commands manage the local keys; a deployed environment signs with KMS keys (docs/deploying.md: "Rotate the signing key")');
     const keys = await openLocalKeyStore(join(env.dataDir, 'keys'));
     switch (verb) {
       case 'list': return { keys: await keys.list() };

@@ -8,7 +8,7 @@ import { runAdmin, runScript } from './support/processes';
 import { startRunnerProcess, type RunnerProcess } from './support/runner-process';
 
 // `npm start` and the admin CLI as a person meets them: run as processes, with the environment
-// variables of the README, next to each other and next to things that already hold a port.
+// variables of docs/configuration.md, next to each other and next to things that already hold a port.
 
 
 /** A start that must fail: its exit code and what it printed. */

@@ -1,6 +1,6 @@
 import { MINUTE } from '../config';
 
-// Limits of the public directory: aliases, resolve and discover. One place, so the README, the
+// Limits of the public directory: aliases, resolve and discover. One place, so the docs, the
 // proto comments, the tests and the code agree.
 
 export const directoryLimits = {
