@@ -48,9 +48,11 @@ export function createDynamoMessagingStore(db: DynamoDBDocumentClient, tables: T
     },
 
     async inboxHeads(inboxIds) {
-      const heads = new Map<string, number>(inboxIds.map((id) => [id, 0]));
-      for (let start = 0; start < inboxIds.length; start += BATCH_GET_LIMIT) {
-        let keys: Array<Record<string, unknown>> | undefined = inboxIds.slice(start, start + BATCH_GET_LIMIT).map((svcnumId) => ({ svcnumId }));
+      // BatchGetItem refuses a request that names a key twice: each inbox is asked for once.
+      const unique = [...new Set(inboxIds)];
+      const heads = new Map<string, number>(unique.map((id) => [id, 0]));
+      for (let start = 0; start < unique.length; start += BATCH_GET_LIMIT) {
+        let keys: Array<Record<string, unknown>> | undefined = unique.slice(start, start + BATCH_GET_LIMIT).map((svcnumId) => ({ svcnumId }));
         // Unprocessed keys (throttling) are retried until none are left.
         while (keys && keys.length > 0) {
           const out: BatchGetCommandOutput = await db.send(new BatchGetCommand({ RequestItems: { [tables.inboxes]: { Keys: keys, ConsistentRead: true } } }));

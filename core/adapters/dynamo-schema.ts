@@ -30,9 +30,9 @@ export function createTableInput(definition: TableDefinition, tableName: string)
   };
 }
 
-/** Creates any missing table (idempotent) and waits until each is ACTIVE. */
-export async function ensureTables(client: DynamoDBClient, names: TableNames): Promise<void> {
-  for (const key of Object.keys(tableDefinitions) as TableKey[]) {
+/** Creates any missing table (idempotent) and waits until each is ACTIVE; all of them, or those of `only`. */
+export async function ensureTables(client: DynamoDBClient, names: TableNames, only?: readonly TableKey[]): Promise<void> {
+  for (const key of only ?? Object.keys(tableDefinitions) as TableKey[]) {
     try {
       await client.send(new CreateTableCommand(createTableInput(tableDefinitions[key], names[key])));
     } catch (error) {
