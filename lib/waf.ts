@@ -72,7 +72,7 @@ export class ApiFirewall extends Construct {
       visibilityConfig: visibility(name),
     });
 
-    const acl = new CfnWebACL(this, 'WebAcl', {
+    const acl = this.webAcl = new CfnWebACL(this, 'WebAcl', {
       name: `${prefix}-api`,
       scope: 'REGIONAL',
       defaultAction: { allow: {} },
@@ -175,7 +175,7 @@ export class ApiFirewall extends Construct {
       ],
     });
     logging.node.addDependency(wafLogs);
-    this.webAcl = acl;
+
     new CfnWebACLAssociation(this, 'WebAclAssociation', {
       resourceArn: props.stage.stageArn,
       webAclArn: acl.attrArn,
