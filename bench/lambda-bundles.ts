@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { build, type Metafile } from 'esbuild';
-import { routeGroups, type RouteGroup } from '../lambdas/routes';
+import { routeManifest, type RouteGroup } from '../lambdas/manifest';
 import { lambdaBundle } from '../lib/bundling';
 import { fmt, machine, numberFromEnv, table, writeJson } from './report';
 
@@ -69,11 +69,11 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
   const directory = await mkdtemp(join(tmpdir(), 'svcnum-bundles-'));
   const results: BundleResult[] = [];
   try {
-    for (const group of Object.keys(routeGroups) as RouteGroup[]) {
+    for (const group of Object.keys(routeManifest) as RouteGroup[]) {
       const outfile = join(directory, group, lambdaBundle.outputFile);
       // The same options lib/http-api.ts gives NodejsFunction (which runs the esbuild CLI with them).
       const { metafile } = await build({
-        entryPoints: [join(repoRoot, routeGroups[group].entry)],
+        entryPoints: [join(repoRoot, routeManifest[group].entry)],
         bundle: true,
         platform: lambdaBundle.platform,
         format: lambdaBundle.format,
@@ -84,6 +84,7 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
         mainFields: [...lambdaBundle.mainFields],
         banner: { js: lambdaBundle.banner },
         external: [...lambdaBundle.externalModules],
+        alias: Object.fromEntries(Object.entries(lambdaBundle.alias).map(([module, replacement]) => [module, join(repoRoot, replacement)])),
         outfile,
         metafile: true,
         logLevel: 'silent',

@@ -70,7 +70,7 @@
 // operator actions of the admin CLI (`--env`), which runs with the operator's own credentials.
 // A new store call in a deployed code path needs its line here, or it fails with AccessDenied.
 
-import type { RouteGroup } from '../lambdas/routes';
+import type { RouteGroup } from '../lambdas/manifest';
 import type { TableKey } from '../core/tables';
 
 export type DynamoAction = 'GetItem' | 'BatchGetItem' | 'PutItem' | 'UpdateItem' | 'DeleteItem' | 'Query';

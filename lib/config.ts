@@ -4,7 +4,7 @@
 // Values marked PLACEHOLDER let `cdk synth` run offline; set real ones before `cdk deploy`
 // (docs/deploying.md). The stack warns at synth while a placeholder is left.
 
-import type { RouteGroup } from '../lambdas/routes';
+import type { RouteGroup } from '../lambdas/manifest';
 
 export const environmentNames = ['sandbox', 'production'] as const;
 export type EnvironmentName = (typeof environmentNames)[number];

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
   AccessLogField, AccessLogFormat, DomainName, EndpointType, LambdaIntegration, LogGroupLogDestination, MethodLoggingLevel,
   ResponseType, RestApi, SecurityPolicy,
@@ -11,19 +11,20 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
 import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
-import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
+import type { CfnWebACL } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
-import { routeGroups, type RouteGroup } from '../lambdas/routes';
+import { routeGroupNames, routeManifest, type RouteGroup } from '../lambdas/manifest';
 import { access, type ComputeUnit } from './access';
 import { lambdaBundle } from './bundling';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
 import type { SignInMacKey, SigningKeys } from './keys';
 import { logRetention, repoRoot } from './util';
+import { ApiFirewall } from './waf';
 
 // The HTTP face: an API Gateway REST API (WAF attaches to REST APIs, not HTTP APIs) with every
-// route of lambdas/routes.ts mapped to its route group's function, a regional WAF web ACL,
+// route of lambdas/manifest.ts mapped to its route group's function, a regional WAF web ACL,
 // access logs, stage throttling and an optional custom domain.
 
 export interface HttpApiProps {
@@ -36,8 +37,8 @@ export interface HttpApiProps {
   readonly sharedEnvironment: Record<string, string>;
 }
 
-/** Paths rate-limited per IP by the WAF (the public endpoints; served from a later issue). */
-export const PUBLIC_API_PATHS = ['/api/resolve', '/api/discover'] as const;
+/** Paths rate-limited per IP by the WAF as public endpoints: the public route group's. */
+export const PUBLIC_API_PATHS = Object.keys(routeManifest.public.routes);
 
 export class HttpApi extends Construct {
   readonly api: RestApi;
@@ -126,13 +127,13 @@ export class HttpApi extends Construct {
 
     const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
     const functions = {} as Record<RouteGroup, NodejsFunction>;
-    for (const group of Object.keys(routeGroups) as RouteGroup[]) {
+    for (const group of routeGroupNames) {
       const fn = this.routeGroupFunction(group, config, { ...environment, ...(access[group].mac ? { MAC_KEY_ID: props.signInMac.key.keyArn } : {}) }, removalPolicy);
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
       if (access[group].mac) props.signInMac.grant(fn);
       const integration = new LambdaIntegration(fn, { allowTestInvoke: false });
-      for (const [path, methods] of Object.entries(routeGroups[group].routes)) {
+      for (const [path, methods] of Object.entries(routeManifest[group].routes)) {
         const resource = this.api.root.resourceForPath(path);
         for (const method of methods as readonly string[]) resource.addMethod(method, integration);
       }
@@ -157,11 +158,14 @@ export class HttpApi extends Construct {
       }
     }
 
-    this.webAcl = this.firewall(config, prefix);
-    new CfnWebACLAssociation(this, 'WebAclAssociation', {
-      resourceArn: this.api.deploymentStage.stageArn,
-      webAclArn: this.webAcl.attrArn,
-    });
+    // Id 'Default' is left out of logical ids: the web ACL, its log group, logging configuration
+    // and association keep the ids they had when defined here inline. They have fixed names, so
+    // new ids would make CloudFormation create a second ACL and log group of the same name first.
+    this.webAcl = new ApiFirewall(this, 'Default', {
+      config,
+      stage: this.api.deploymentStage,
+      publicApiPaths: PUBLIC_API_PATHS,
+    }).webAcl;
   }
 
   private routeGroupFunction(group: RouteGroup, config: EnvironmentConfig, environment: Record<string, string>, removalPolicy: RemovalPolicy) {
@@ -183,8 +187,8 @@ export class HttpApi extends Construct {
     }));
     return new NodejsFunction(this, `${pascal(group)}Function`, {
       functionName: name,
-      description: `svcnum ${config.name}: ${Object.keys(routeGroups[group].routes).join(', ')}`,
-      entry: join(repoRoot, routeGroups[group].entry),
+      description: `svcnum ${config.name}: ${Object.keys(routeManifest[group].routes).join(', ')}`,
+      entry: join(repoRoot, routeManifest[group].entry),
       handler: 'handler',
       projectRoot: repoRoot,
       depsLockFilePath: join(repoRoot, 'package-lock.json'),
@@ -207,163 +211,11 @@ export class HttpApi extends Construct {
         mainFields: [...lambdaBundle.mainFields],
         banner: lambdaBundle.banner,
         externalModules: [...lambdaBundle.externalModules],
+        // NodejsFunction has no alias option; its esbuild CLI runs with cwd projectRoot, and an
+        // absolute replacement path does not depend on that.
+        esbuildArgs: { '--alias': Object.entries(lambdaBundle.alias).map(([module, replacement]) => `${module}=${join(repoRoot, replacement)}`) },
       },
     });
-  }
-
-  /** The regional web ACL: per-IP rate rules and AWS's managed rule groups. */
-  private firewall(config: EnvironmentConfig, prefix: string): CfnWebACL {
-    const visibility = (metricName: string) => ({ cloudWatchMetricsEnabled: true, sampledRequestsEnabled: true, metricName: `${prefix}-${metricName}` });
-    const rateLimited = (customResponseBodyKey: 'rate-limited' | 'sign-in-rate-limited') => ({
-      block: {
-        customResponse: {
-          responseCode: 429,
-          customResponseBodyKey,
-          responseHeaders: [{ name: 'Retry-After', value: String(config.waf.retryAfterSeconds) }],
-        },
-      },
-    });
-    // The path as API Gateway will route it: decoded, normalised, lower case. CONTAINS also
-    // covers the stage prefix of the execute-api URL (/v1/api/resolve).
-    const pathContains = (path: string): CfnWebACL.StatementProperty => ({
-      byteMatchStatement: {
-        fieldToMatch: { uriPath: {} },
-        positionalConstraint: 'CONTAINS',
-        searchString: path,
-        textTransformations: [
-          { priority: 0, type: 'URL_DECODE' },
-          { priority: 1, type: 'NORMALIZE_PATH' },
-          { priority: 2, type: 'LOWERCASE' },
-        ],
-      },
-    });
-    const count = (name: string) => ({ name, actionToUse: { count: {} } });
-    const signInRule = (name: string, priority: number, method: 'GET' | 'POST', limit: number): CfnWebACL.RuleProperty => ({
-      name,
-      priority,
-      action: rateLimited('sign-in-rate-limited'),
-      statement: {
-        rateBasedStatement: {
-          limit,
-          aggregateKeyType: 'IP',
-          evaluationWindowSec: config.waf.evaluationWindowSeconds,
-          scopeDownStatement: {
-            andStatement: {
-              statements: [
-                pathContains('/login'),
-                { byteMatchStatement: { fieldToMatch: { method: {} }, positionalConstraint: 'EXACTLY', searchString: method, textTransformations: [{ priority: 0, type: 'NONE' }] } },
-              ],
-            },
-          },
-        },
-      },
-      visibilityConfig: visibility(name),
-    });
-
-    const acl = new CfnWebACL(this, 'WebAcl', {
-      name: `${prefix}-api`,
-      scope: 'REGIONAL',
-      defaultAction: { allow: {} },
-      visibilityConfig: visibility('web-acl'),
-      customResponseBodies: {
-        'rate-limited': {
-          contentType: 'APPLICATION_JSON',
-          content: '{"error":"rate_limited","error_description":"too many requests from this address; retry later"}',
-        },
-        // A person sees this one: a page, not JSON (no style or script: WAF serves it as is).
-        'sign-in-rate-limited': {
-          contentType: 'TEXT_HTML',
-          content: '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Too many sign-in attempts</title></head>'
-            + '<body><h1>Too many sign-in attempts</h1><p>Too many sign-in attempts came from your network. Wait a few minutes, then go back and try again.</p></body></html>',
-        },
-      },
-      rules: [
-        {
-          name: 'public-api-per-ip',
-          priority: 0,
-          action: rateLimited('rate-limited'),
-          statement: {
-            rateBasedStatement: {
-              limit: config.waf.publicApiRateLimit,
-              aggregateKeyType: 'IP',
-              evaluationWindowSec: config.waf.evaluationWindowSeconds,
-              scopeDownStatement: { orStatement: { statements: PUBLIC_API_PATHS.map(pathContains) } },
-            },
-          },
-          visibilityConfig: visibility('public-api-per-ip'),
-        },
-        // Sign-in form posts (password checks), and apart from them the sign-in page itself
-        // (each view without a valid token costs a KMS GenerateMac).
-        signInRule('sign-in-per-ip', 1, 'POST', config.waf.signInRateLimit),
-        signInRule('sign-in-page-per-ip', 2, 'GET', config.waf.signInPageRateLimit),
-        {
-          name: 'any-path-per-ip',
-          priority: 3,
-          action: rateLimited('rate-limited'),
-          statement: {
-            rateBasedStatement: {
-              limit: config.waf.perIpRateLimit,
-              aggregateKeyType: 'IP',
-              evaluationWindowSec: config.waf.evaluationWindowSeconds,
-            },
-          },
-          visibilityConfig: visibility('any-path-per-ip'),
-        },
-        {
-          name: 'aws-common-rule-set',
-          priority: 4,
-          overrideAction: { none: {} },
-          statement: {
-            managedRuleGroupStatement: {
-              vendorName: 'AWS',
-              name: 'AWSManagedRulesCommonRuleSet',
-              ruleActionOverrides: [
-                // /oauth/authorize legitimately carries up to 2048 characters of `state` plus a
-                // nonce and a challenge: more than this rule's 2 KiB query string limit.
-                count('SizeRestrictions_QUERYSTRING'),
-                // Loopback redirect URIs (http://127.0.0.1:…/callback, RFC 8252 native apps) in
-                // /oauth/authorize queries and /oauth/token bodies look like remote file inclusion.
-                count('GenericRFI_QUERYARGUMENTS'),
-                count('GenericRFI_BODY'),
-                // POST /api/messages carries arbitrary user text (up to 2000 characters, which a
-                // client may send \u-escaped: more than 8 KiB); the handlers cap bodies at 64 KiB.
-                count('SizeRestrictions_BODY'),
-                // Message texts and passwords are free text ("<b>", "<script>" included). The pages
-                // escape all output and send CSP default-src 'none' (no script at all).
-                count('CrossSiteScripting_BODY'),
-              ],
-            },
-          },
-          visibilityConfig: visibility('aws-common-rule-set'),
-        },
-        {
-          name: 'aws-known-bad-inputs',
-          priority: 5,
-          overrideAction: { none: {} },
-          statement: { managedRuleGroupStatement: { vendorName: 'AWS', name: 'AWSManagedRulesKnownBadInputsRuleSet' } },
-          visibilityConfig: visibility('aws-known-bad-inputs'),
-        },
-      ],
-    });
-
-    // WAF logs: every blocked or counted request, without the credentials a request may carry.
-    const wafLogs = new LogGroup(this, 'WafLogs', {
-      logGroupName: `aws-waf-logs-${prefix}`,
-      retention: logRetention(config.logRetentionDays),
-      removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
-    });
-    const logging = new CfnLoggingConfiguration(this, 'WafLogging', {
-      resourceArn: acl.attrArn,
-      // WAF wants the log group ARN without the `:*` suffix of Fn::GetAtt Arn.
-      logDestinationConfigs: [Stack.of(this).formatArn({ service: 'logs', resource: 'log-group', resourceName: wafLogs.logGroupName, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
-      redactedFields: [
-        { singleHeader: { Name: 'authorization' } },
-        { singleHeader: { Name: 'cookie' } },
-        { queryString: {} },
-      ],
-    });
-    logging.node.addDependency(wafLogs);
-    return acl;
   }
 }
 

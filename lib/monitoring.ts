@@ -15,7 +15,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
-import type { RouteGroup } from '../lambdas/routes';
+import type { RouteGroup } from '../lambdas/manifest';
 import type { EnvironmentConfig } from './config';
 
 // Alarms (to one SNS topic, mailed to the configured addresses) and one dashboard per environment.

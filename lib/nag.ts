@@ -1,6 +1,6 @@
 import { Validations, type Stack } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
-import { routeGroups } from '../lambdas/routes';
+import { routeGroupNames } from '../lambdas/manifest';
 import type { EnvironmentConfig } from './config';
 
 // Every cdk-nag (AwsSolutions pack) finding this project accepts, with its reason. cdk-nag 3
@@ -18,7 +18,7 @@ export interface Acknowledgment {
 
 export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
   // Construct ids of the route group functions and roles: BrowserFunction, BrowserRole, …
-  const groups = Object.keys(routeGroups).map((group) => `${group[0]!.toUpperCase()}${group.slice(1)}`);
+  const groups = routeGroupNames.map((group) => `${group[0]!.toUpperCase()}${group.slice(1)}`);
   const list: Acknowledgment[] = [
     {
       path: 'Http/Api',

@@ -2,11 +2,13 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Match } from 'aws-cdk-lib/assertions';
+import { build } from 'esbuild';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../../core/tables';
-import { routeGroups, type RouteGroup } from '../../lambdas/routes';
+import { routeManifest, type RouteGroup } from '../../lambdas/manifest';
 import { access, keyActions, macActions, type ComputeUnit } from '../../lib/access';
+import { lambdaBundle } from '../../lib/bundling';
 import { environmentNames, outputNames, stackName, tablePrefix, type EnvironmentName } from '../../lib/config';
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import { acknowledgments } from '../../lib/nag';
@@ -15,7 +17,7 @@ import { repoRoot } from '../../lib/util';
 import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
 
 // Both stacks, synthesized once (beforeAll) with the cdk-nag plugin on, checked resource by
-// resource against the sources they are built from: core/tables.ts, lambdas/routes.ts,
+// resource against the sources they are built from: core/tables.ts, lambdas/manifest.ts,
 // lib/access.ts and lib/config.ts.
 
 let synth: Synthesized;
@@ -24,7 +26,7 @@ beforeAll(() => {
 }, 120_000);
 afterAll(() => synth?.cleanup());
 
-const groups = Object.keys(routeGroups) as RouteGroup[];
+const groups = Object.keys(routeManifest) as RouteGroup[];
 const tableKeys = Object.keys(tableDefinitions) as TableKey[];
 
 describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
@@ -251,10 +253,10 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       for (const logGroup of groupsWithRetention) expect(logGroup.Properties!.RetentionInDays).toBe(config().logRetentionDays);
     });
 
-    it('maps every route of lambdas/routes.ts to its group\'s function (proxy integration) and nothing else', () => {
+    it('maps every route of lambdas/manifest.ts to its group\'s function (proxy integration) and nothing else', () => {
       const api = template();
       const methods = Object.values(resources(api, 'AWS::ApiGateway::Method'));
-      const routes = groups.flatMap((group) => Object.entries(routeGroups[group].routes).flatMap(([path, verbs]) => (verbs as readonly string[]).map((verb) => ({ group, path, verb }))));
+      const routes = groups.flatMap((group) => Object.entries(routeManifest[group].routes).flatMap(([path, verbs]) => (verbs as readonly string[]).map((verb) => ({ group, path, verb }))));
       expect(methods).toHaveLength(routes.length);
       const resourcePaths = new Map<string, string>();
       const apiResources = resources(api, 'AWS::ApiGateway::Resource');
@@ -358,6 +360,14 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       template().hasResourceProperties('AWS::WAFv2::LoggingConfiguration', {
         RedactedFields: [{ SingleHeader: { Name: 'authorization' } }, { SingleHeader: { Name: 'cookie' } }, { QueryString: {} }],
       });
+    });
+
+    it('keeps the logical ids the WAF resources had before lib/waf.ts (fixed names: a new id would create a same-named twin first)', () => {
+      const ids = (type: string) => Object.keys(resources(template(), type));
+      expect(ids('AWS::WAFv2::WebACL')).toStrictEqual(['HttpWebAcl9C6B4271']);
+      expect(ids('AWS::WAFv2::WebACLAssociation')).toStrictEqual(['HttpWebAclAssociation7073850B']);
+      expect(ids('AWS::WAFv2::LoggingConfiguration')).toStrictEqual(['HttpWafLogging83818009']);
+      expect(ids('AWS::Logs::LogGroup')).toContain('HttpWafLogsC646F01F');
     });
   });
 
@@ -534,13 +544,18 @@ describe('both stacks', () => {
     }
   });
 
-  it('bundles every route group as an ESM module that loads in Node and exports handler', () => {
+  /** The staged bundle (index.mjs in cdk.out) of every route group's function, sandbox stack. */
+  const stagedBundles = () => {
     const assets = JSON.parse(readFileSync(join(synth.assembly.directory, 'svcnum-sandbox.assets.json'), 'utf8')) as { files: Record<string, { source: { path: string } }> };
     const functions = resources(synth.templates.sandbox, 'AWS::Lambda::Function');
-    const bundles = groups.map((group) => {
+    return groups.map((group) => {
       const code = functions[logicalId(synth.stacks.sandbox.http.functions[group])]!.Properties!.Code as { S3Key: string };
       return join(synth.assembly.directory, assets.files[code.S3Key.replace(/\.zip$/, '')]!.source.path, 'index.mjs');
     });
+  };
+
+  it('bundles every route group as an ESM module that loads in Node and exports handler', () => {
+    const bundles = stagedBundles();
     // A fresh Node process, as Lambda would load them (no vitest transform in between).
     const output = execFileSync(process.execPath, ['--input-type=module', '-e', `
       for (const file of ${JSON.stringify(bundles)}) {
@@ -548,6 +563,23 @@ describe('both stacks', () => {
         console.log(typeof module.handler);
       }`], { encoding: 'utf8', env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'SILENT' } });
     expect(output.trim().split('\n')).toStrictEqual(groups.map(() => 'function'));
+  });
+
+  it('bundles the environment credential provider instead of the SDK\'s default chain (lib/lambda-credentials.ts)', async () => {
+    // Strings only the rest of the default chain carries: web identity (nested STS client),
+    // credential_process profiles, SSO. Control: the real chain, bundled, has each of them.
+    const markers = ['AssumeRoleWithWebIdentity', 'credential_process', 'sso_start_url'];
+    const { outputFiles } = await build({
+      stdin: { contents: "export { defaultProvider } from '@aws-sdk/credential-provider-node';", resolveDir: repoRoot },
+      bundle: true, platform: 'node', format: 'esm', minify: true, write: false, logLevel: 'silent',
+    });
+    for (const marker of markers) expect(outputFiles[0]!.text, marker).toContain(marker);
+    for (const bundle of stagedBundles()) {
+      const code = readFileSync(bundle, 'utf8');
+      for (const marker of markers) expect(code.includes(marker), `${marker} in ${bundle}`).toBe(false);
+      expect(code).toContain('AWS_SECRET_ACCESS_KEY');
+    }
+    expect(lambdaBundle.alias).toStrictEqual({ '@aws-sdk/credential-provider-node': 'lib/lambda-credentials.ts' });
   });
 
   it('keeps the sources the Dockerfile copies in the image asset', () => {

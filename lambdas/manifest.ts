@@ -1,0 +1,53 @@
+// Every HTTP route and the Lambda (route group) that serves it, as plain data. The CDK stack
+// (lib/), the bundle benchmark and lambdas/routes.ts (which adds each group's handler factory for
+// the local runner) all read this one list. It imports nothing, so `cdk synth` loads no handler
+// code (test/infra/synth-modules.test.ts).
+
+export type HttpMethod = 'GET' | 'POST';
+
+export interface RouteGroupManifest {
+  /** The group's handler module (repo-relative), exporting `handler`: the Lambda's entry. */
+  readonly entry: string;
+  /** Path → methods served by this group. */
+  readonly routes: Readonly<Record<string, readonly HttpMethod[]>>;
+}
+
+export const routeManifest = {
+  browser: {
+    entry: 'lambdas/browser.ts',
+    routes: {
+      '/oauth/authorize': ['GET'],
+      '/login': ['GET', 'POST'],
+      '/consent': ['GET', 'POST'],
+      '/account': ['GET'],
+      '/account/revoke': ['GET', 'POST'],
+      '/logout': ['POST'],
+      '/assets/style.css': ['GET'],
+      '/assets/favicon.svg': ['GET'],
+    },
+  },
+  token: {
+    entry: 'lambdas/token.ts',
+    routes: { '/oauth/token': ['POST'], '/oauth/revoke': ['POST'] },
+  },
+  userinfo: {
+    entry: 'lambdas/userinfo.ts',
+    routes: { '/oauth/userinfo': ['GET', 'POST'] },
+  },
+  messages: {
+    entry: 'lambdas/messages.ts',
+    routes: { '/api/messages': ['POST'] },
+  },
+  discovery: {
+    entry: 'lambdas/discovery.ts',
+    routes: { '/.well-known/openid-configuration': ['GET'], '/.well-known/jwks.json': ['GET'] },
+  },
+  public: {
+    entry: 'lambdas/public.ts',
+    routes: { '/api/resolve': ['GET'], '/api/discover': ['GET'] },
+  },
+} as const satisfies Record<string, RouteGroupManifest>;
+
+export type RouteGroup = keyof typeof routeManifest;
+
+export const routeGroupNames = Object.keys(routeManifest) as RouteGroup[];
