@@ -3,6 +3,7 @@ import { createAuthorization } from './authorization';
 import { ttlCache } from './cache';
 import type { ServiceConfig } from './config';
 import { createDirectory } from './directory';
+import { createPageTokenCodec } from './kernel/page-token';
 import { createMessaging, InboxNotifier } from './messaging/send';
 import { createMessageHub } from './messaging/stream';
 import type { Clock, KeyRing, MacKey, Random } from './ports';
@@ -16,7 +17,7 @@ import { createAccessTokenVerifier, createTokenIssuer } from './tokens';
 export interface CoreDeps {
   store: Store;
   keys: KeyRing;
-  /** Signs the sign-in form's CSRF token and device cookies. */
+  /** Signs the sign-in form's CSRF token and device cookies; the page-token key is derived from it. */
   macKey: MacKey;
   clock: Clock;
   random: Random;
@@ -51,6 +52,8 @@ export function createCore(deps: CoreDeps) {
   // Wakes streams of this process at once when this process accepts a message.
   const notifier = new InboxNotifier();
   const provisioningConfig = deps.provisioning ?? defaultProvisioningConfig;
+  // Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from the MAC key).
+  const pageTokens = createPageTokenCodec(macKey);
   return {
     ...deps,
     getClient,
@@ -64,12 +67,12 @@ export function createCore(deps: CoreDeps) {
     tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh: clients.fresh }),
     verifyAccessToken,
     provisioning: createProvisioning({
-      store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig,
+      store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig, pageTokens,
     }),
     messaging: createMessaging({ store, clock, random, notifier, getClient, accountActive: accountStatus() }),
     /** Open streams of this process and what they watch (created lazily by the first stream). */
-    messageHub: createMessageHub(store, notifier, deps.messagePollIntervalMs),
-    directory: createDirectory({ store, clock, random, coolOff: provisioningConfig.coolOff }),
+    messageHub: createMessageHub(store, notifier, pageTokens, deps.messagePollIntervalMs),
+    directory: createDirectory({ store, clock, random, coolOff: provisioningConfig.coolOff, pageTokens }),
   };
 }
 

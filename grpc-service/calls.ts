@@ -2,6 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
 import { once } from 'node:events';
 import type { ProvisioningScope } from '../core/scopes';
+import { DomainError } from '../core/kernel/errors';
 import { ProvisioningError, type ProvisioningErrorCode } from '../core/provisioning/errors';
 import type { Caller } from '../core/provisioning/programmable';
 import type { Core } from '../core/service';
@@ -70,6 +71,8 @@ export async function authenticate(core: Core, metadata: Metadata, scope: Provis
 /** A core failure as the status the caller gets; anything unexpected becomes INTERNAL, logged here only. */
 function toCallError(error: unknown, method: string): CallError {
   if (error instanceof CallError) return error;
+  // Bridge until the one gRPC mapper (issue 10) maps every DomainError kind: the page-token codec's refusals.
+  if (error instanceof DomainError && error.kind === 'invalid_argument') return new CallError(status.INVALID_ARGUMENT, error.message);
   if (error instanceof ProvisioningError) {
     if (!error.oauthError) return new CallError(CODES[error.code], error.message);
     // RFC 8693 error code, machine-readable next to the status.

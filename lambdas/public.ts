@@ -1,6 +1,7 @@
 import { directoryLimits } from '../core/directory/config';
 import { clientKey, createRateLimiter, rateLimitFromEnvironment, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
 import { optionalParam } from '../core/params';
+import { DomainError } from '../core/kernel/errors';
 import { ProvisioningError } from '../core/provisioning/errors';
 import type { Core } from '../core/service';
 import { edgeHandler, type Route } from './edge';
@@ -32,6 +33,8 @@ const failure = (status: number, error: string, description: string, headers: Re
 /** The directory's refusals as HTTP answers; anything else is the edge's 500. */
 function answer(error: unknown): HttpResult {
   if (error instanceof ProvisioningError && error.code === 'invalid_argument') return failure(400, 'invalid_request', error.message);
+  // Bridge until the one HTTP mapper (issue 10) maps every DomainError kind: the page-token codec's refusals.
+  if (error instanceof DomainError && error.kind === 'invalid_argument') return failure(400, 'invalid_request', error.message);
   if (error instanceof ProvisioningError && error.code === 'not_found') return failure(404, 'not_found', error.message);
   throw error;
 }

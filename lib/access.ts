@@ -38,7 +38,8 @@
 //   users         GetItem, BatchGetItem         the entity (resolve); the agents of a discover page
 //   masks         GetItem                       a mask number's state (never its participants)
 //   capabilities  Query                         discover: agents by capability (base table)
-//   KMS           none
+//   KMS           the MAC key (MAC_KEY_ID): GenerateMac, once per container, derives the page-token
+//                 key of discover's page_token (core/kernel/page-token.ts)
 //
 // messages (POST /api/messages: the Messaging External API's ingress)
 //   clients       GetItem                       the sending client (cached)
@@ -65,6 +66,8 @@
 //   messages      Query, PutItem                StreamAllMessages: reads an inbox from a cursor; a tombstone
 //                                               fills a sequence whose writer gave up
 //   KMS           Sign, GetPublicKey            verifies callers' tokens; signs agent and exchanged tokens
+//                 the MAC key (MAC_KEY_ID): GenerateMac, once per task, derives the page-token key of
+//                 the List* page tokens and StreamAllMessages' cursors (core/kernel/page-token.ts)
 //
 // Nothing deployed scans a table, deletes a user or writes email/number claims: those are
 // operator actions of the admin CLI (`--env`), which runs with the operator's own credentials.
@@ -84,6 +87,8 @@ export interface TableAccess {
 
 export type KeyUse = 'sign' | 'verify' | 'none';
 
+export type MacAction = 'kms:GenerateMac' | 'kms:VerifyMac';
+
 export interface ComputeAccess {
   readonly tables: Partial<Record<TableKey, TableAccess>>;
   /**
@@ -91,8 +96,11 @@ export interface ComputeAccess {
    * signing keys only (active and published), never on `*`.
    */
   readonly keys: KeyUse;
-  /** kms:GenerateMac + kms:VerifyMac on the sign-in MAC key (lib/keys.ts SignInMacKey), nothing else. */
-  readonly mac?: true;
+  /**
+   * KMS MAC operations on the service MAC key (lib/keys.ts SignInMacKey), nothing else; the unit
+   * gets MAC_KEY_ID. Page tokens need GenerateMac only: their key is derived once, then local.
+   */
+  readonly mac?: readonly MacAction[];
 }
 
 export type ComputeUnit = RouteGroup | 'provisioning';
@@ -112,7 +120,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       signInThrottle: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
     },
     keys: 'none',
-    mac: true,
+    mac: ['kms:GenerateMac', 'kms:VerifyMac'],
   },
   token: {
     tables: {
@@ -140,6 +148,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       capabilities: { actions: ['Query'] },
     },
     keys: 'none',
+    mac: ['kms:GenerateMac'],
   },
   messages: {
     tables: {
@@ -166,10 +175,9 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       messages: { actions: ['Query', 'PutItem'] },
     },
     keys: 'sign',
+    mac: ['kms:GenerateMac'],
   },
 };
-
-export const macActions = ['kms:GenerateMac', 'kms:VerifyMac'] as const;
 
 export const keyActions: Record<KeyUse, readonly string[]> = {
   sign: ['kms:Sign', 'kms:GetPublicKey'],

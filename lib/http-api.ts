@@ -131,7 +131,7 @@ export class HttpApi extends Construct {
       const fn = this.routeGroupFunction(group, config, { ...environment, ...(access[group].mac ? { MAC_KEY_ID: props.signInMac.key.keyArn } : {}) }, removalPolicy);
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
-      if (access[group].mac) props.signInMac.grant(fn);
+      if (access[group].mac) props.signInMac.grant(fn, access[group].mac);
       const integration = new LambdaIntegration(fn, { allowTestInvoke: false });
       for (const [path, methods] of Object.entries(routeManifest[group].routes)) {
         const resource = this.api.root.resourceForPath(path);

@@ -2,7 +2,7 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
-import { keyActions, macActions, type KeyUse } from './access';
+import { keyActions, type KeyUse, type MacAction } from './access';
 
 // The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
 // leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
@@ -68,10 +68,12 @@ export interface SignInMacKeyProps {
 }
 
 /**
- * The sign-in MAC key: KMS HMAC_256 (GENERATE_VERIFY_MAC). It signs the sign-in form's CSRF token
- * and the device cookie of a browser that signed in before (docs/security.md, "Failed sign-ins"); the key
- * never leaves KMS. Replacing it (a new key, a deploy) only invalidates open sign-in forms and
- * device cookies: people sign in again, throttled like any new browser until they have.
+ * The service MAC key: KMS HMAC_256 (GENERATE_VERIFY_MAC). It signs the sign-in form's CSRF token
+ * and the device cookie of a browser that signed in before (docs/security.md, "Failed sign-ins"), and the
+ * page-token key is derived from it (core/kernel/page-token.ts); the key never leaves KMS.
+ * Replacing it (a new key, a deploy) only invalidates open sign-in forms, device cookies, page
+ * tokens and resume cursors: people sign in again, throttled like any new browser until they
+ * have; clients list again from the first page and streams restart without a cursor.
  */
 export class SignInMacKey extends Construct {
   readonly key: Key;
@@ -80,7 +82,7 @@ export class SignInMacKey extends Construct {
   constructor(scope: Construct, id: string, props: SignInMacKeyProps) {
     super(scope, id);
     this.key = new Key(this, 'Key', {
-      description: `svcnum ${props.environment}: sign-in MAC key (CSRF token, device cookie)`,
+      description: `svcnum ${props.environment}: service MAC key (sign-in CSRF token, device cookie, page-token key)`,
       keySpec: KeySpec.HMAC_256,
       keyUsage: KeyUsage.GENERATE_VERIFY_MAC,
       // KMS cannot rotate HMAC keys automatically (lib/nag.ts acknowledges it).
@@ -91,8 +93,8 @@ export class SignInMacKey extends Construct {
     this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/sign-in-mac`, targetKey: this.key });
   }
 
-  /** GenerateMac and VerifyMac on this key only. */
-  grant(grantee: IGrantable): void {
-    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...macActions], resources: [this.key.keyArn] }));
+  /** Exactly `actions` (lib/access.ts `mac`) on this key only. */
+  grant(grantee: IGrantable, actions: readonly MacAction[]): void {
+    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: [this.key.keyArn] }));
   }
 }

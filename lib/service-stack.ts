@@ -66,6 +66,7 @@ export class ServiceStack extends Stack {
       tables: this.data.tables,
       tablePrefix: prefix,
       keys: this.keys,
+      macKey: this.signInMac,
       environment: { ...shared, ISSUER: this.http.issuer },
     });
     this.monitoring = new Monitoring(this, 'Monitoring', {
@@ -88,7 +89,7 @@ export class ServiceStack extends Stack {
     output(outputNames.loadBalancerDnsName, this.provisioning.loadBalancer.loadBalancerDnsName, `Point ${config.provisioning.domainName} here (CNAME or alias)`);
     output(outputNames.signingKeyArn, this.keys.active.keyArn, 'The KMS key that signs (KMS_KEY_ID)');
     output(outputNames.signingKeyAlias, this.keys.activeAlias.aliasName, 'Alias that follows the active signing key');
-    output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key of sign-in (MAC_KEY_ID of the browser function)');
+    output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key (MAC_KEY_ID): sign-in tokens, and the page-token key derived from it');
     output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
     output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
 

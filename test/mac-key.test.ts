@@ -7,11 +7,14 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKmsMacKey } from '../core/adapters/kms-keys';
 import { MAC_KEY_FILE, openLocalMacKey } from '../core/adapters/local-keys';
+import { DomainError } from '../core/kernel/errors';
+import { createPageTokenCodec } from '../core/kernel/page-token';
 import { openToken, sealToken } from '../core/secrets';
 
 // The MacKey port (core/ports.ts) that signs the sign-in CSRF token and device cookies: the local
 // adapter (an HMAC key file in DATA_DIR/keys) and the KMS adapter (GenerateMac / VerifyMac, KMS
-// mocked: the exact requests are asserted, AWS is never called), and the signed tokens on top.
+// mocked: the exact requests are asserted, AWS is never called), the signed tokens on top, and
+// the page-token key derived from it (core/kernel/page-token.ts).
 
 const ascii = (text: string) => new TextEncoder().encode(text);
 const NOW = Date.UTC(2030, 0, 1);
@@ -108,5 +111,65 @@ describe('createKmsMacKey', () => {
       expect(await openToken(key, 'device', malformed, NOW)).toBeUndefined();
     }
     expect(kmsMock.commandCalls(VerifyMacCommand).length - before).toBe(0);
+  });
+
+  describe('page-token key', () => {
+    const numbers = { list: 'numbers', caller: '01HZXJ0000000000000000OWNR' };
+    const position = { svcnumId: '01HZXJ0000000000000000ABCD', ownerId: '01HZXJ0000000000000000OWNR' };
+
+    it('is derived with exactly one GenerateMac of "svcnum page-token key v1" per process, lazily and single flight; then tokens cost no KMS call', async () => {
+      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+      expect(kmsMock.commandCalls(GenerateMacCommand)).toHaveLength(0);
+      const tokens = await Promise.all(Array.from({ length: 20 }, (_, index) => codec.seal(numbers, { ...position, n: index })));
+      const opened = await Promise.all(tokens.map((token) => codec.open(numbers, token)));
+      expect(opened).toEqual(tokens.map((_, index) => ({ ...position, n: index })));
+      await expect(codec.open(numbers, tokens[0]!.slice(0, -2))).rejects.toBeInstanceOf(DomainError);
+      const calls = kmsMock.commandCalls(GenerateMacCommand);
+      expect(calls).toHaveLength(1);
+      expect(calls[0]!.args[0].input).toEqual({ KeyId: KEY_ID, Message: ascii('svcnum page-token key v1'), MacAlgorithm: 'HMAC_SHA_256' });
+      expect(kmsMock.commandCalls(VerifyMacCommand)).toHaveLength(0);
+    });
+
+    it('agrees across processes of one environment (same KMS key), and a key that failed to derive is asked for again', async () => {
+      const first = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+      const second = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+      const token = await first.seal(numbers, position);
+      expect(await second.open(numbers, token)).toEqual(position);
+      expect(await second.seal(numbers, position)).toBe(token);
+
+      expect(kmsMock.commandCalls(GenerateMacCommand)).toHaveLength(2);
+
+      // A failed derivation (KMS throttled) is not kept: the next token asks again.
+      const kms = createKmsMacKey({ client, keyId: KEY_ID });
+      let attempts = 0;
+      const third = createPageTokenCodec({
+        mac: (message) => (++attempts === 1 ? Promise.reject(new Error('ThrottlingException: Rate exceeded')) : kms.mac(message)),
+        verify: kms.verify,
+      });
+      await expect(third.open(numbers, token)).rejects.toThrow(/ThrottlingException/);
+      expect(await third.open(numbers, token)).toEqual(position);
+      expect(await third.open(numbers, token)).toEqual(position);
+      expect(attempts).toBe(2);
+    });
+
+    it('refuses, as invalid_argument naming the field, a token under another key, list, filter or caller', async () => {
+      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+      const token = await codec.seal({ ...numbers, filter: 'all' }, position);
+      const otherKey = createPageTokenCodec({ mac: async (message) => new Uint8Array(createHmac('sha256', 'another environment').update(message).digest()), verify: async () => false });
+      for (const [binding, opener] of [
+        [{ ...numbers, filter: 'all' }, otherKey],
+        [{ ...numbers, list: 'masks', filter: 'all' }, codec],
+        [{ ...numbers, filter: 'independent' }, codec],
+        [numbers, codec],
+        [{ ...numbers, filter: 'all', caller: '01HZXJ0000000000000000OTHR' }, codec],
+      ] as const) {
+        const refused = await opener.open(binding, token, 'resume_cursor').catch((error: unknown) => error);
+        expect(refused).toBeInstanceOf(DomainError);
+        expect(refused).toMatchObject({ kind: 'invalid_argument', message: 'resume_cursor is not valid for this call; start again without it' });
+      }
+      expect(await codec.open({ ...numbers, filter: 'all' }, token)).toEqual(position);
+      expect(await codec.open(numbers, '')).toBeUndefined();
+      expect(await codec.open(numbers, undefined)).toBeUndefined();
+    });
   });
 });

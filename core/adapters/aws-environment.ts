@@ -17,7 +17,8 @@ import { systemClock, systemRandom } from './system';
 //   TABLE_PREFIX         physical table name prefix of the environment
 //   KMS_KEY_ID           the KMS key (id, ARN or alias) that signs
 //   KMS_VERIFY_KEY_IDS   comma-separated further keys published in the JWKS (rotation)
-//   MAC_KEY_ID           the KMS HMAC key (HMAC_256) that signs sign-in CSRF tokens and device cookies (browser function)
+//   MAC_KEY_ID           the KMS HMAC key (HMAC_256): signs sign-in CSRF tokens and device cookies (browser function);
+//                        the page-token key is derived from it (public function, gRPC task: core/kernel/page-token.ts)
 //   SIGN_IN_*            sign-in limits per process (core/sign-in-guard.ts)
 //   NUMBER_COOL_OFF_DAYS cool-off of retired numbers (default 90)
 //   MESSAGE_POLL_INTERVAL_MS how often open message streams poll their inboxes (default 250)
@@ -54,8 +55,8 @@ function quotaFromEnvironment(name: string, fallback: number): number {
 }
 
 /**
- * Only the browser function (the sign-in pages) uses the MAC key and has MAC_KEY_ID; elsewhere the
- * key is never asked for, and says what is missing if it is.
+ * Only the units that use the MAC key have MAC_KEY_ID (lib/access.ts `mac`); elsewhere the key is
+ * never asked for, and says what is missing if it is.
  */
 function macKeyFromEnvironment(client: KMSClient): MacKey {
   const keyId = process.env.MAC_KEY_ID;

@@ -1,4 +1,4 @@
-import { ULID_PATTERN } from '../ids';
+import type { PageTokenCodec } from '../kernel/page-token';
 import { inService, type User } from '../model';
 import { invalidArgument } from '../provisioning/errors';
 import type { PageKey } from '../provisioning/store';
@@ -35,19 +35,8 @@ const publicAgent = (agent: User): DiscoveredAgent => ({
   svcnum: agent.svcnum, display_name: agent.displayName ?? '', capabilities: [...(agent.capabilities ?? [])],
 });
 
-/** page_token: where the listing of one capability continues (the last svcnum_id shown or read). */
-const encodeToken = (capability: string, svcnumId: string) => Buffer.from(JSON.stringify({ c: capability, k: svcnumId }), 'utf8').toString('base64url');
-
-function decodeToken(token: string | undefined, capability: string): PageKey | undefined {
-  if (!token) return undefined;
-  try {
-    const parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { c?: unknown; k?: unknown };
-    if (parsed && parsed.c === capability && typeof parsed.k === 'string' && ULID_PATTERN.test(parsed.k)) return { capability, svcnumId: parsed.k };
-  } catch {
-    // falls through
-  }
-  throw invalidArgument('page_token is not one this endpoint returned for this capability; start again without it');
-}
+/** page_token: where the listing of one capability continues (after this svcnum_id); public, so bound to the capability only. */
+const discoverPages = (capability: string) => ({ list: 'discover', filter: capability, caller: '' });
 
 function pageSizeParam(value: string | undefined): number {
   const { discoverPageDefault: fallback, discoverPageMax: max } = directoryLimits;
@@ -58,8 +47,8 @@ function pageSizeParam(value: string | undefined): number {
   return Math.min(size, max);
 }
 
-export function createDiscovery(deps: { store: Store }) {
-  const { store } = deps;
+export function createDiscovery(deps: { store: Store; pageTokens: PageTokenCodec }) {
+  const { store, pageTokens } = deps;
   return {
     /**
      * One page of discoverable agents offering `capability`, oldest first. Reads at most
@@ -69,7 +58,9 @@ export function createDiscovery(deps: { store: Store }) {
       if (!input.capability) throw invalidArgument('capability is required');
       const [capability] = capabilitiesField([input.capability]);
       const size = pageSizeParam(input.pageSize);
-      let startKey = decodeToken(input.pageToken, capability!);
+      const pages = discoverPages(capability!);
+      const after = await pageTokens.open<string>(pages, input.pageToken);
+      let startKey: PageKey | undefined = after === undefined ? undefined : { capability: capability!, svcnumId: after };
       const shown: Array<{ entry: CapabilityEntry; agent: User }> = [];
       let lastRead: CapabilityEntry | undefined;
       let scanned = 0;
@@ -87,12 +78,12 @@ export function createDiscovery(deps: { store: Store }) {
 
       if (shown.length > size) {
         const items = shown.slice(0, size);
-        return { agents: items.map(({ agent }) => publicAgent(agent)), next_page_token: encodeToken(capability!, items.at(-1)!.entry.svcnumId) };
+        return { agents: items.map(({ agent }) => publicAgent(agent)), next_page_token: await pageTokens.seal(pages, items.at(-1)!.entry.svcnumId) };
       }
       // The end of the index, or the scan budget is spent: continue after the last entry read.
       return {
         agents: shown.map(({ agent }) => publicAgent(agent)),
-        next_page_token: startKey && lastRead ? encodeToken(capability!, lastRead.svcnumId) : '',
+        next_page_token: startKey && lastRead ? await pageTokens.seal(pages, lastRead.svcnumId) : '',
       };
     },
   };

@@ -1,3 +1,4 @@
+import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import { createAliases } from './aliases';
@@ -5,13 +6,13 @@ import { createDiscovery } from './discover';
 import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
-export function createDirectory(deps: { store: Store; clock: Clock; random: Random; coolOff: number }) {
-  const { store, clock, random, coolOff } = deps;
+export function createDirectory(deps: { store: Store; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec }) {
+  const { store, clock, random, coolOff, pageTokens } = deps;
   const aliases = createAliases({ store, clock, random });
   return {
     aliases,
     ...createResolver({ store, clock, coolOff, aliases }),
-    ...createDiscovery({ store }),
+    ...createDiscovery({ store, pageTokens }),
   };
 }
 

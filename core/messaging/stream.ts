@@ -1,3 +1,4 @@
+import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
@@ -25,7 +26,7 @@ export const GAP_GRACE_MS = 3_000;
 export const INBOX_REFRESH_MS = 30_000;
 const READ_BATCH = 100;
 
-export function createMessageHub(store: Store, notifier: InboxNotifier, pollIntervalMs = POLL_INTERVAL_MS) {
+export function createMessageHub(store: Store, notifier: InboxNotifier, pageTokens: PageTokenCodec, pollIntervalMs = POLL_INTERVAL_MS) {
   const watchers = new Map<string, Set<(inboxId: string) => void>>();
   const heads = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
@@ -63,6 +64,8 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
   }
 
   return {
+    /** The streams' resume cursors. */
+    cursors: messageCursors(pageTokens),
     /** Entries of an inbox after `afterSeq`; concurrent identical reads share one Query. */
     read(inboxId: string, afterSeq: number, limit: number): Promise<InboxEntry[]> {
       const key = `${inboxId}#${afterSeq}#${limit}`;
@@ -114,28 +117,22 @@ export function createMessageHub(store: Store, notifier: InboxNotifier, pollInte
 
 export type MessageHub = ReturnType<typeof createMessageHub>;
 
-/** Resume position: the last sequence delivered per inbox, bound to the owner it was issued to. */
+/** Resume position: the last sequence delivered per inbox. */
 export type Positions = Map<string, number>;
 
-export function encodeCursor(ownerId: string, positions: Positions): string {
-  return Buffer.from(JSON.stringify({ o: ownerId, p: Object.fromEntries(positions) }), 'utf8').toString('base64url');
+/** resume_cursor: the positions, as a token bound to the owner it was issued to (core/kernel/page-token.ts). */
+export function messageCursors(pageTokens: PageTokenCodec) {
+  const binding = (ownerId: string) => ({ list: 'messages', caller: ownerId });
+  return {
+    seal: (ownerId: string, positions: Positions) => pageTokens.seal(binding(ownerId), Object.fromEntries(positions)),
+    /** The positions of a cursor issued to `ownerId`; none (the oldest retained message on) without one. */
+    async open(ownerId: string, cursor: string | undefined): Promise<Positions> {
+      return new Map(Object.entries(await pageTokens.open<Record<string, number>>(binding(ownerId), cursor, 'resume_cursor') ?? {}));
+    },
+  };
 }
 
-export class InvalidCursorError extends Error {}
-
-export function decodeCursor(cursor: string | undefined, ownerId: string): Positions {
-  if (!cursor) return new Map();
-  try {
-    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { o?: unknown; p?: unknown };
-    if (parsed.o === ownerId && parsed.p && typeof parsed.p === 'object') {
-      const entries = Object.entries(parsed.p as Record<string, unknown>);
-      if (entries.every(([, seq]) => Number.isSafeInteger(seq) && (seq as number) >= 0)) return new Map(entries as Array<[string, number]>);
-    }
-  } catch {
-    // falls through
-  }
-  throw new InvalidCursorError('resume_cursor is not a cursor of this account; start without one');
-}
+export type MessageCursors = ReturnType<typeof messageCursors>;
 
 export interface Delivery { message: StoredMessage; cursor: string }
 
@@ -145,14 +142,17 @@ const SETTLED_AFTER_MS = 60 * 60_000;
 const settledGap = (entry: InboxEntry, now: number) => !isTombstone(entry) && now - entry.acceptedAt > SETTLED_AFTER_MS;
 
 /**
- * The messages of an owner's inboxes from `positions` on: first the backlog, then live, until
- * `signal` aborts. At least once, in order per inbox; a cursor comes with every message.
+ * The messages of an owner's inboxes after `resumeCursor` (every retained one without it): first
+ * the backlog, then live, until `signal` aborts. At least once, in order per inbox; a cursor comes
+ * with every message.
  */
 export async function* followInboxes(deps: {
   store: Store; hub: MessageHub; clock: Clock; ownerId: string;
-  listInboxes: () => Promise<string[]>; positions: Positions; signal: AbortSignal;
+  listInboxes: () => Promise<string[]>; resumeCursor: string | undefined; signal: AbortSignal;
 }): AsyncGenerator<Delivery> {
-  const { store, hub, clock, ownerId, positions, signal } = deps;
+  const { store, hub, clock, ownerId, signal } = deps;
+  // A cursor that is not this owner's is refused before anything is read.
+  const positions = await hub.cursors.open(ownerId, deps.resumeCursor);
   const gapSince = new Map<string, number>();
   /** Since when the inbox counter is ahead of what is stored (the counter value it was seen at). */
   const tailSince = new Map<string, { head: number; since: number }>();
@@ -229,7 +229,7 @@ export async function* followInboxes(deps: {
               positions.set(inboxId, position);
               // Every read checks expiry: a message past its retention is passed over, whatever the sweeper did.
               if (!isTombstone(entry) && entry.acceptedAt + MESSAGE_RETENTION_MS > clock.now()) {
-                yield { message: entry, cursor: encodeCursor(ownerId, positions) };
+                yield { message: entry, cursor: await hub.cursors.seal(ownerId, positions) };
               }
               if (signal.aborted) return;
             }

@@ -1,7 +1,7 @@
 import type { Accounts } from '../accounts';
 import { indexAgent } from '../directory/discover';
-import { ULID_PATTERN } from '../ids';
 import { inService, type AgentKind, type NumberState, type User } from '../model';
+import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../ports';
 import { formatScope, isSubset, parseScope } from '../scopes';
 import { sha256 } from '../secrets';
@@ -9,7 +9,7 @@ import type { Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import type { ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound, ProvisioningError } from './errors';
-import { hasStringAttributes, listPage, type PagedList } from './pages';
+import { listPage, type PagedList } from './pages';
 import type { PageKey } from './store';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
@@ -53,18 +53,12 @@ export function agentView(agent: User): AgentView {
   };
 }
 
-/** The field of a ListAgents page token that names the kind filter it was issued for. */
-const TOKEN_KIND = 'listKind';
-
-/**
- * Page keys of ListAgents: the byOwner index, tagged with the kind filter the token was issued
- * for, so that a token continues only a listing of that kind.
- */
+/** Page keys of ListAgents: the byOwner index; a token continues only a listing of the kind it was issued for. */
 function agentPages(kind: AgentKind | 'all'): PagedList<User> {
   return {
-    keyOf: (agent) => ({ svcnumId: agent.svcnumId, ownerId: agent.ownerId!, ownerSort: agent.ownerSort ?? `ai_agent#${agent.svcnumId}`, [TOKEN_KIND]: kind }),
-    accepts: (key) => hasStringAttributes(key, [TOKEN_KIND, 'ownerId', 'ownerSort', 'svcnumId']) && key[TOKEN_KIND] === kind
-      && ULID_PATTERN.test(key.svcnumId as string) && key.ownerSort === `ai_agent#${key.svcnumId}`,
+    name: 'agents',
+    filter: kind,
+    keyOf: (agent) => ({ svcnumId: agent.svcnumId, ownerId: agent.ownerId!, ownerSort: agent.ownerSort ?? `ai_agent#${agent.svcnumId}` }),
   };
 }
 
@@ -81,9 +75,9 @@ export interface AgentInput {
 
 export function createAgents(deps: {
   store: Store; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog;
-  accounts: Accounts; issuer: TokenIssuer; config: ProvisioningConfig;
+  accounts: Accounts; issuer: TokenIssuer; config: ProvisioningConfig; pageTokens: PageTokenCodec;
 }) {
-  const { store, clock, pool, quota, once, accounts, issuer, config } = deps;
+  const { store, clock, pool, quota, once, accounts, issuer, config, pageTokens } = deps;
 
   /** One of the caller's agents (independent or dependent), or NOT_FOUND. */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -227,10 +221,9 @@ export function createAgents(deps: {
     get: async (caller: Caller, svcnumId: string | undefined) => agentView(await owned(caller, svcnumId)),
 
     list(caller: Caller, input: { pageSize?: number; pageToken?: string; kind?: AgentKind }) {
-      return listPage(input, caller.ownerId, agentPages(input.kind ?? 'all'), async (limit, startKey) => {
-        // The store knows nothing of the kind tag; a kind filter reads on until `limit` agents match.
-        const { [TOKEN_KIND]: _kind, ...storeKey } = startKey ?? {};
-        let next: PageKey | undefined = startKey ? storeKey : undefined;
+      return listPage(pageTokens, input, caller.ownerId, agentPages(input.kind ?? 'all'), async (limit, startKey) => {
+        // A kind filter reads on until `limit` agents match.
+        let next: PageKey | undefined = startKey;
         const agents: User[] = [];
         do {
           const page = await store.listOwned(caller.ownerId, 'ai_agent', limit - agents.length, next);

@@ -1,5 +1,6 @@
 import type { Accounts } from '../accounts';
 import type { ServiceConfig } from '../config';
+import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import type { AccessTokenVerifier, TokenIssuer } from '../tokens';
@@ -16,9 +17,9 @@ import { createRequestLog } from './requests';
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
   store: Store; clock: Clock; random: Random; accounts: Accounts; issuer: TokenIssuer;
-  verifyAccessToken: AccessTokenVerifier; config: ServiceConfig; provisioning: ProvisioningConfig;
+  verifyAccessToken: AccessTokenVerifier; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec;
 }) {
-  const { store, clock, random, accounts, issuer, provisioning: config } = deps;
+  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
   const once = createRequestLog(store, clock, random, config);
   // A slot is committed when its holder agent exists and names it (agents from before slots were
@@ -28,9 +29,9 @@ export function createProvisioning(deps: {
     return agent?.accountType === 'ai_agent' && (agent.quotaSlot ?? slot.slotKey) === slot.slotKey;
   });
   return {
-    numbers: createProgrammableNumbers({ store, clock, pool, once }),
-    masks: createMasks({ store, clock, pool, once, config }),
-    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config }),
+    numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens }),
+    masks: createMasks({ store, clock, pool, once, config, pageTokens }),
+    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens }),
     exchange: createTokenExchange({ store, clock, issuer, verify: deps.verifyAccessToken, config: deps.config }),
     lifecycle: createNumberLifecycle({ store, clock, config, pool }),
   };

@@ -1,10 +1,10 @@
-import { ULID_PATTERN } from '../ids';
 import { inService, type Mask } from '../model';
+import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from './errors';
-import { hasStringAttributes, listPage, type PagedList } from './pages';
+import { listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { RequestLog } from './requests';
@@ -40,12 +40,12 @@ export const maskView = (mask: Mask, now: number): MaskView => ({
 
 /** Page keys of ListMasks: the byOwner index of the masks table. */
 const maskPages: PagedList<Mask> = {
+  name: 'masks',
   keyOf: (mask) => ({ maskId: mask.maskId, ownerId: mask.ownerId }),
-  accepts: (key) => hasStringAttributes(key, ['maskId', 'ownerId']) && ULID_PATTERN.test(key.maskId as string),
 };
 
-export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig }) {
-  const { store, clock, pool, once, config } = deps;
+export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec }) {
+  const { store, clock, pool, once, config, pageTokens } = deps;
 
   async function owned(caller: Caller, maskId: string | undefined): Promise<Mask> {
     const id = svcnumIdField(maskId, 'mask_id');
@@ -99,7 +99,7 @@ export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool
 
     async list(caller: Caller, input: { pageSize?: number; pageToken?: string }) {
       const now = clock.now();
-      return listPage(input, caller.ownerId, maskPages, (limit, startKey) => store.listMasks(caller.ownerId, limit, startKey), (mask) => maskView(mask, now));
+      return listPage(pageTokens, input, caller.ownerId, maskPages, (limit, startKey) => store.listMasks(caller.ownerId, limit, startKey), (mask) => maskView(mask, now));
     },
 
     /** Early close: expired at once, its number's cool-off starts now. Closing an expired mask changes nothing. */

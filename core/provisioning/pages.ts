@@ -1,10 +1,10 @@
+import type { PageTokenCodec } from '../kernel/page-token';
 import { ProvisioningError } from './errors';
 import { provisioningLimits } from './config';
 import type { Page, PageKey } from './store';
 
 // AIP-158 pagination: page_size (default 50, at most 100) and an opaque page_token that is only
-// valid for the caller it was issued to (and, for lists that describe their keys, only for the
-// list that issued it).
+// valid for the list, the filter and the caller it was issued to (core/kernel/page-token.ts).
 
 export function pageSize(requested: number | undefined): number {
   if (requested === undefined || requested === 0) return provisioningLimits.pageSizeDefault;
@@ -12,37 +12,14 @@ export function pageSize(requested: number | undefined): number {
   return Math.min(requested, provisioningLimits.pageSizeMax);
 }
 
-/** The page keys of one list: how an item's key is built, and which decoded keys the list accepts. */
+/** One list's pages: its name, the filter of this listing, and how an item's key is built. */
 export interface PagedList<T> {
+  /** The list's fixed name: its page tokens are valid for it only. */
+  readonly name: string;
+  /** The filter that shapes this listing ('' or absent for none): a token continues only a listing with the same one. */
+  readonly filter?: string;
   /** The key to continue after `item` (what DynamoDB returns as LastEvaluatedKey for the list's query). */
   keyOf(item: T): PageKey;
-  /** Whether a decoded key is one this list could have issued (shape and values). */
-  accepts(key: PageKey): boolean;
-}
-
-/** A key with exactly these attributes, each a string. */
-export function hasStringAttributes(key: PageKey, names: readonly string[]): boolean {
-  const present = Object.keys(key);
-  return present.length === names.length && names.every((name) => typeof key[name] === 'string');
-}
-
-export function decodePageToken(token: string | undefined, ownerId: string, list?: Pick<PagedList<unknown>, 'accepts'>): PageKey | undefined {
-  if (!token) return undefined;
-  try {
-    const key = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as PageKey;
-    // A key of another list (or a forged one) would make the store query fail: refused here.
-    if (key && typeof key === 'object' && !Array.isArray(key) && key.ownerId === ownerId && (!list || list.accepts(key))) return key;
-  } catch {
-    // falls through to the error below
-  }
-  throw new ProvisioningError('invalid_argument', 'page_token is not valid for this call; start again without it');
-}
-
-export function pageOf<T, R>(page: Page<T>, map: (item: T) => R): { items: R[]; nextPageToken: string } {
-  return {
-    items: page.items.map(map),
-    nextPageToken: page.nextKey ? Buffer.from(JSON.stringify(page.nextKey), 'utf8').toString('base64url') : '',
-  };
 }
 
 /**
@@ -51,6 +28,7 @@ export function pageOf<T, R>(page: Page<T>, map: (item: T) => R): { items: R[]; 
  * would cost the caller an extra, empty page).
  */
 export async function listPage<T, R>(
+  pageTokens: PageTokenCodec,
   input: { pageSize?: number; pageToken?: string },
   ownerId: string,
   list: PagedList<T>,
@@ -58,9 +36,13 @@ export async function listPage<T, R>(
   map: (item: T) => R,
 ): Promise<{ items: R[]; nextPageToken: string }> {
   const size = pageSize(input.pageSize);
-  const page = await query(size + 1, decodePageToken(input.pageToken, ownerId, list));
+  const binding = { list: list.name, filter: list.filter ?? '', caller: ownerId };
+  const page = await query(size + 1, await pageTokens.open<PageKey>(binding, input.pageToken));
   const items = page.items.slice(0, size);
-  // The next token is always built by the list itself, so it is one the list accepts back.
+  // The next key is always built by the list itself from the last item shown.
   const more = page.items.length > size || (page.nextKey !== undefined && items.length > 0);
-  return pageOf({ items, ...(more ? { nextKey: list.keyOf(items[items.length - 1]!) } : {}) }, map);
+  return {
+    items: items.map(map),
+    nextPageToken: more ? await pageTokens.seal(binding, list.keyOf(items[items.length - 1]!)) : '',
+  };
 }

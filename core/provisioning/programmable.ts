@@ -1,10 +1,10 @@
-import { ULID_PATTERN } from '../ids';
 import type { NumberState, User } from '../model';
+import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from './errors';
-import { hasStringAttributes, listPage, type PagedList } from './pages';
+import { listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { RequestLog } from './requests';
 import { afterCommit, Steps } from './steps';
@@ -34,9 +34,8 @@ const characters = (text: string) => [...text].length;
 
 /** Page keys of ListNumbers: the byOwner index of the users table, programmable numbers only. */
 const numberPages: PagedList<User> = {
+  name: 'numbers',
   keyOf: (entity) => ({ svcnumId: entity.svcnumId, ownerId: entity.ownerId, ownerSort: entity.ownerSort }),
-  accepts: (key) => hasStringAttributes(key, ['svcnumId', 'ownerId', 'ownerSort'])
-    && ULID_PATTERN.test(key.svcnumId as string) && key.ownerSort === `programmable#${key.svcnumId as string}`,
 };
 
 export function programmableView(entity: User): ProgrammableNumberView {
@@ -51,8 +50,8 @@ export function programmableView(entity: User): ProgrammableNumberView {
   };
 }
 
-export function createProgrammableNumbers(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog }) {
-  const { store, clock, pool, once } = deps;
+export function createProgrammableNumbers(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog; pageTokens: PageTokenCodec }) {
+  const { store, clock, pool, once, pageTokens } = deps;
 
   /** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -136,7 +135,7 @@ export function createProgrammableNumbers(deps: { store: Store; clock: Clock; po
       return ids;
     },
 
-    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(input, caller.ownerId, numberPages,
+    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(pageTokens, input, caller.ownerId, numberPages,
       (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey), programmableView),
 
     async configure(caller: Caller, input: { svcnumId?: string; config?: Partial<ProgrammableConfig>; updatePaths?: readonly string[] }): Promise<ProgrammableNumberView> {

@@ -3,7 +3,7 @@ import type { Core } from '../../core/service';
 import { MessageKind, type IncomingMessage, type NumberServiceServer, type ProgrammableNumber } from '../gen/svcnum/provisioning/v1alpha1/number_service';
 import { EntityType } from '../gen/svcnum/provisioning/v1alpha1/common';
 import type { MessageKind as CoreMessageKind, SenderEntityType, StoredMessage } from '../../core/messaging/store';
-import { decodeCursor, followInboxes, InvalidCursorError } from '../../core/messaging/stream';
+import { followInboxes } from '../../core/messaging/stream';
 import { CallError, serverStream, unary } from '../calls';
 import { status } from '@grpc/grpc-js';
 import { numberState, timestamp } from './convert';
@@ -59,15 +59,8 @@ export function numberService(core: Core, closing: AbortSignal = new AbortContro
       return { numbers: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
     streamAllMessages: serverStream(core, 'NumberService.StreamAllMessages', 'prov:numbers', closing, async (caller, request, send, signal) => {
-      let positions;
-      try {
-        positions = decodeCursor(request.resumeCursor, caller.ownerId);
-      } catch (error) {
-        if (error instanceof InvalidCursorError) throw new CallError(status.INVALID_ARGUMENT, error.message);
-        throw error;
-      }
       const deliveries = followInboxes({
-        store: core.store, hub: core.messageHub, clock: core.clock, ownerId: caller.ownerId, positions, signal,
+        store: core.store, hub: core.messageHub, clock: core.clock, ownerId: caller.ownerId, resumeCursor: request.resumeCursor, signal,
         listInboxes: () => core.provisioning.numbers.allIds(caller),
       });
       for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));

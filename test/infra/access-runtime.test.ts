@@ -10,6 +10,7 @@ import { createDynamoStore } from '../../core/adapters/dynamo-store';
 import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
 import { systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
+import type { MacKey } from '../../core/ports';
 import { createCore, type Core } from '../../core/service';
 import { tableNames, type TableKey } from '../../core/tables';
 import { CreateAgentRequest, CreateDependentAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest, RotateAgentSvcnumRequest, type CreateAgentResponse, type Agent } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
@@ -33,7 +34,8 @@ import type { TestService } from '../support/service';
 // the usual flows run through them (sign-in, consent, code exchange, refresh, UserInfo, revoke,
 // account page, client credentials, public endpoints, messages, every gRPC service and the
 // message stream). Every recorded (action, table or index) must be granted to that unit; a new
-// store call in a deployed path that lib/access.ts does not grant fails here, not in AWS.
+// store call in a deployed path that lib/access.ts does not grant fails here, not in AWS. Uses of
+// the MAC key (KMS GenerateMac / VerifyMac in AWS) are recorded the same way.
 
 const PREFIX = 'access-';
 const names = tableNames(PREFIX);
@@ -55,8 +57,21 @@ function recordCalls(client: DynamoDBClient, unit: ComputeUnit) {
   }, { step: 'initialize', name: `record-${unit}` });
 }
 
+/** Records `kms:GenerateMac mac-key` / `kms:VerifyMac mac-key` for every use of the MAC key by `unit`. */
+const recordMac = (macKey: MacKey, unit: ComputeUnit): MacKey => ({
+  mac: (message) => {
+    used.get(unit)!.add('kms:GenerateMac mac-key');
+    return macKey.mac(message);
+  },
+  verify: (message, mac) => {
+    used.get(unit)!.add('kms:VerifyMac mac-key');
+    return macKey.verify(message, mac);
+  },
+});
+
 function granted(unit: ComputeUnit): Set<string> {
   const allowed = new Set<string>();
+  for (const action of access[unit].mac ?? []) allowed.add(`${action} mac-key`);
   for (const [key, tableAccess] of Object.entries(access[unit].tables)) {
     for (const action of tableAccess.actions as readonly DynamoAction[]) allowed.add(`${action} ${key}`);
     for (const index of tableAccess.queryIndexes ?? []) allowed.add(`Query ${key}/index/${index}`);
@@ -90,7 +105,7 @@ beforeAll(async () => {
     const client = localDynamoClient(dynamo.endpoint);
     clients.push(client);
     if (unit) recordCalls(client, unit);
-    return createCore({ store: createDynamoStore(documentClient(client), names), keys, macKey, clock, random: systemRandom, config: serviceConfig(issuer) });
+    return createCore({ store: createDynamoStore(documentClient(client), names), keys, macKey: unit ? recordMac(macKey, unit) : macKey, clock, random: systemRandom, config: serviceConfig(issuer) });
   };
   for (const [group, definition] of Object.entries(routeGroups)) {
     const handler = definition.create(coreFor(group as RouteGroup)) as LambdaHandler;
@@ -156,7 +171,7 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     await call(app.numbers, 'configureProgrammable', ConfigureProgrammableRequest.fromPartial({ svcnumId: number.svcnumId, config: { autoReply: 'closed' }, updateMask: ['auto_reply'] }), token);
     const agent = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Booking', capabilities: ['booking'], discoverable: true, requestId: 'a-1' }), token);
     const agentToken = await call<IssueAgentTokenRequest, { accessToken: string }>(app.agents, 'issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }), token);
-    await call<CreateDependentAgentRequest, Agent>(app.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ ownerSvcnumId: agent.agent!.svcnumId, displayName: 'Sub' }), token);
+    await call<CreateDependentAgentRequest, Agent>(app.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ ownerSvcnumId: agent.agent!.svcnumId, displayName: 'Sub', capabilities: ['booking'], discoverable: true }), token);
     await call(app.agents, 'exchangeToken', ExchangeTokenRequest.fromPartial({
       subjectToken: number.svcnumId, subjectTokenType: 'urn:svcnum:params:oauth:token-type:svcnum-id',
       actorToken: agentToken.accessToken, actorTokenType: 'urn:ietf:params:oauth:token-type:access_token', scope: 'messaging',
@@ -175,7 +190,12 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     stream.cancel();
     expect((await send(`${service.issuer}/api/resolve?alias=access-test-inbox`, { method: 'GET' })).status).toBe(200);
     expect((await send(`${service.issuer}/api/resolve?alias=${number.svcnum}`, { method: 'GET' })).status).toBe(200);
-    expect((await send(`${service.issuer}/api/discover?capability=booking`, { method: 'GET' })).status).toBe(200);
+    // Two agents offer `booking`: the first page of one carries a page_token (the page-token key, from the MAC key).
+    const firstPage = await send(`${service.issuer}/api/discover?capability=booking&page_size=1`, { method: 'GET' });
+    expect(firstPage.status).toBe(200);
+    const pageToken = String(firstPage.json.next_page_token);
+    expect(pageToken).not.toBe('');
+    expect((await send(`${service.issuer}/api/discover?capability=booking&page_size=1&page_token=${pageToken}`, { method: 'GET' })).status).toBe(200);
     await call(aliases, 'deleteAlias', DeleteAliasRequest.fromPartial({ alias: 'access-test-inbox' }), token);
     await call(app.masks, 'closeMask', CloseMaskRequest.fromPartial({ maskId: mask.maskId }), token);
   }, 60_000);
@@ -184,6 +204,13 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     const made = [...used.get(unit)!].sort();
     const allowed = granted(unit);
     expect(made.filter((operation) => !allowed.has(operation)), `${unit} made: ${made.join(', ')}`).toStrictEqual([]);
+  });
+
+  it('uses every MAC key action it grants (sign-in tokens; the page-token key of discover, List* and the message stream)', () => {
+    for (const unit of units) {
+      const made = [...used.get(unit)!].filter((operation) => operation.endsWith(' mac-key')).sort();
+      expect(made, unit).toStrictEqual((access[unit].mac ?? []).map((action) => `${action} mac-key`).sort());
+    }
   });
 
   it('exercised every unit that has tables', () => {

@@ -7,7 +7,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../../core/tables';
 import { routeManifest, type RouteGroup } from '../../lambdas/manifest';
-import { access, keyActions, macActions, type ComputeUnit } from '../../lib/access';
+import { access, keyActions, type ComputeUnit } from '../../lib/access';
 import { lambdaBundle } from '../../lib/bundling';
 import { environmentNames, outputNames, stackName, tablePrefix, type EnvironmentName } from '../../lib/config';
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
@@ -89,7 +89,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   });
 
   describe('keys', () => {
-    it('keeps the sign-in MAC key in KMS (HMAC_256 / GENERATE_VERIFY_MAC), named by MAC_KEY_ID for the browser function only', () => {
+    it('keeps the service MAC key in KMS (HMAC_256 / GENERATE_VERIFY_MAC), named by MAC_KEY_ID for the units that use it only', () => {
       const key = resources(template(), 'AWS::KMS::Key')[logicalId(stack().signInMac.key)]!.Properties!;
       expect(key.KeySpec).toBe('HMAC_256');
       expect(key.KeyUsage).toBe('GENERATE_VERIFY_MAC');
@@ -97,9 +97,13 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       const functions = resources(template(), 'AWS::Lambda::Function');
       for (const group of groups) {
         const variables = (functions[logicalId(stack().http.functions[group])]!.Properties!.Environment as { Variables: Json }).Variables;
-        if (group === 'browser') expect(variables.MAC_KEY_ID).toStrictEqual({ 'Fn::GetAtt': [logicalId(stack().signInMac.key), 'Arn'] });
+        if (group === 'browser' || group === 'public') expect(variables.MAC_KEY_ID, group).toStrictEqual({ 'Fn::GetAtt': [logicalId(stack().signInMac.key), 'Arn'] });
         else expect(variables.MAC_KEY_ID, group).toBeUndefined();
       }
+      // The gRPC task derives its page-token key from it too.
+      const [container] = Object.values(resources(template(), 'AWS::ECS::TaskDefinition'))[0]!.Properties!.ContainerDefinitions as Json[];
+      expect((container!.Environment as Array<{ Name: string; Value: unknown }>).find((variable) => variable.Name === 'MAC_KEY_ID')?.Value)
+        .toStrictEqual({ 'Fn::GetAtt': [logicalId(stack().signInMac.key), 'Arn'] });
     });
 
     it('signs with a KMS Ed25519 key (ECC_NIST_EDWARDS25519 / SIGN_VERIFY) and an alias per environment', () => {
@@ -186,7 +190,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         for (const index of tableAccess.queryIndexes ?? []) wanted.add(`dynamodb:Query index:${key}/${index}`);
       }
       for (const action of keyActions[access[unit].keys]) wanted.add(`${action} signing-key`);
-      if (access[unit].mac) for (const action of macActions) wanted.add(`${action} sign-in-mac-key`);
+      for (const action of access[unit].mac ?? []) wanted.add(`${action} sign-in-mac-key`);
       return [...wanted].sort();
     };
 
@@ -206,8 +210,10 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(access.userinfo.keys).toBe('verify');
       expect(access.discovery.keys).toBe('verify');
       expect(access.browser.keys).toBe('none');
-      // Only the pages hold the sign-in MAC key (CSRF token, device cookie).
-      expect((Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].mac)).toStrictEqual(['browser']);
+      // The pages make and check sign-in MACs (CSRF token, device cookie); discover and the gRPC
+      // task only derive their page-token key (GenerateMac); nobody else holds the MAC key.
+      expect(Object.fromEntries((Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].mac).map((unit) => [unit, access[unit].mac])))
+        .toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'], public: ['kms:GenerateMac'], provisioning: ['kms:GenerateMac'] });
       expect(access.discovery.tables).toStrictEqual({});
       // UserInfo reads the account and the token's grant (a revoked grant's tokens are refused).
       expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants']);
