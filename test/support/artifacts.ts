@@ -125,6 +125,7 @@ export const lambdaRuntimeEnvironment = (functionName: string, directory: string
   AWS_LAMBDA_FUNCTION_NAME: functionName,
   AWS_LAMBDA_FUNCTION_VERSION: '$LATEST',
   AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '512',
+  AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
   AWS_EXECUTION_ENV: 'AWS_Lambda_nodejs22.x',
   LAMBDA_TASK_ROOT: directory,
   TZ: ':UTC',
