@@ -32,8 +32,9 @@ import { startKmsStandIn, type KmsStandIn } from './support/kms-standin';
 // The deployed artifacts, run: each Lambda bundle built as the stack builds it (lib/build-lambda.ts,
 // the NodejsFunction options), loaded by plain Node in its own process with only the environment
 // the synthesized template gives that function (plus region, fake credentials and the SDK's
-// endpoint overrides), and invoked with API Gateway REST proxy events, by a loopback HTTP front
-// (local/http-server.ts builds the events) that routes each path to its function's process. The
+// endpoint overrides; ISSUER too stays the stack's https issuer), and invoked with API Gateway
+// REST proxy events, by a loopback HTTP front (local/http-server.ts builds the events) that
+// routes each path to its function's process. The
 // gRPC bundle is built by package.json's build:grpc command, as the image's Dockerfile runs it,
 // and started like the image's CMD with the task definition's environment. Behind them: dynalite
 // and a KMS stand-in (test/support/kms-standin.ts). Nothing may connect beyond loopback.
@@ -45,7 +46,9 @@ let settings: StackSettings;
 let dynamo: EmbeddedDynamo;
 let kms: KmsStandIn;
 let gateway: Awaited<ReturnType<typeof startHttpServer>>;
+/** The issuer the stack configures (the custom domain); requests go to `base`, the loopback front. */
 let issuer: string;
+let base: string;
 let bundles: Record<RouteGroup, BuiltLambdaBundle>;
 const hosts = {} as Record<RouteGroup, LambdaHost>;
 let grpcBundle: GrpcBundle;
@@ -72,8 +75,10 @@ beforeAll(async () => {
 
   const routes = new Map<string, LocalRoute>();
   gateway = await startHttpServer(routes, { port: 0, host: '127.0.0.1' });
-  // The issuer is where the API answers: in AWS the custom domain, here this loopback front.
-  issuer = `http://127.0.0.1:${gateway.port}`;
+  base = `http://127.0.0.1:${gateway.port}`;
+  issuer = settings.task.ISSUER!;
+  expect(issuer).toMatch(/^https:\/\//);
+  expect(new Set(groups.map((group) => settings.lambdas[group].environment.ISSUER))).toEqual(new Set([issuer]));
   const runtime = awsRuntimeEnvironment(settings, { dynamodb: dynamo.endpoint, kms: kms.endpoint });
 
   bundles = Object.fromEntries((await building).map((built, index) => [groups[index], built])) as Record<RouteGroup, BuiltLambdaBundle>;
@@ -81,14 +86,14 @@ beforeAll(async () => {
     const function_ = settings.lambdas[group];
     const directory = join(root, group);
     hosts[group] = await startLambdaHost(directory, function_, {
-      ...function_.environment, ISSUER: issuer, ...runtime, ...lambdaRuntimeEnvironment(function_.functionName, directory),
+      ...function_.environment, ...runtime, ...lambdaRuntimeEnvironment(function_.functionName, directory),
     });
     for (const path of Object.keys(routeGroups[group].routes)) routes.set(path, { handler: hosts[group].invoke, functionName: function_.functionName });
   }));
 
   grpcBundle = await buildingGrpc;
   // A free port instead of the container's fixed 50051: other tests run beside this one.
-  grpcTask = await startGrpcTask(grpcBundle, { ...settings.task, ISSUER: issuer, GRPC_PORT: '0', ...runtime });
+  grpcTask = await startGrpcTask(grpcBundle, { ...settings.task, GRPC_PORT: '0', ...runtime });
 }, 180_000);
 
 afterAll(async () => {
@@ -108,7 +113,7 @@ const kmsKeyId = () => settings.lambdas.token.environment.KMS_KEY_ID!;
 
 async function clientCredentials(client: { clientId: string }, clientSecret: string) {
   secrets.push(clientSecret);
-  const reply = await postForm(`${issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: client.clientId, client_secret: clientSecret });
+  const reply = await postForm(`${base}/oauth/token`, { grant_type: 'client_credentials', client_id: client.clientId, client_secret: clientSecret });
   expect(reply.status, reply.text).toBe(200);
   const token = String(reply.json.access_token);
   secrets.push(token);
@@ -116,7 +121,7 @@ async function clientCredentials(client: { clientId: string }, clientSecret: str
 }
 
 async function verify(token: string, audience?: string) {
-  const jwks = (await send(`${issuer}/.well-known/jwks.json`, { method: 'GET' })).json as { keys: never[] };
+  const jwks = (await send(`${base}/.well-known/jwks.json`, { method: 'GET' })).json as { keys: never[] };
   return jwtVerify(token, createLocalJWKSet({ keys: jwks.keys }), { algorithms: ['EdDSA'], issuer, typ: 'at+jwt', ...(audience ? { audience } : {}) });
 }
 
@@ -141,10 +146,10 @@ describe('the Lambda bundles, as deployed', () => {
   });
 
   it('discovery: the OpenID configuration names this issuer; the JWKS publishes the KMS key\'s public key', async () => {
-    const configuration = await send(`${issuer}/.well-known/openid-configuration`, { method: 'GET' });
+    const configuration = await send(`${base}/.well-known/openid-configuration`, { method: 'GET' });
     expect(configuration.status).toBe(200);
     expect(configuration.json).toMatchObject({ issuer, jwks_uri: `${issuer}/.well-known/jwks.json`, token_endpoint: `${issuer}/oauth/token` });
-    const jwks = await send(`${issuer}/.well-known/jwks.json`, { method: 'GET' });
+    const jwks = await send(`${base}/.well-known/jwks.json`, { method: 'GET' });
     expect(jwks.status).toBe(200);
     const keys = jwks.json.keys as Array<Record<string, string>>;
     expect(keys).toHaveLength(1);
@@ -169,16 +174,20 @@ describe('the Lambda bundles, as deployed', () => {
     secrets.push(password);
     loginClient = (await accounts.createLoginClient({ name: 'Artifacts login', scope: 'openid profile email', redirectUris: [REDIRECT_URI] })).client;
 
-    const browser = new Browser(issuer);
+    const browser = new Browser(base);
     const login = await browser.request('/login');
     expect([200, 400]).toContain(login.status); // the page, or its error page without a pending request
     expect(login.headers.get('content-type')).toMatch(/^text\/html/);
+    for (const cookie of login.headers.getSetCookie()) expect(cookie).toMatch(/^__Host-[^;]*;.*; Secure/);
 
     const pkce = pkcePair();
     const final = await authorizeInBrowser(browser, loginClient, person, { code_challenge: pkce.challenge });
     const redirect = new URL(final.location!);
     expect(`${redirect.origin}${redirect.pathname}`).toBe(REDIRECT_URI);
     expect(redirect.searchParams.get('iss')).toBe(issuer);
+    // An https issuer, as deployed: the pages' cookies are __Host- prefixed and Secure.
+    expect([...browser.cookies.keys()].length).toBeGreaterThan(0);
+    expect([...browser.cookies.keys()].filter((name) => !name.startsWith('__Host-'))).toEqual([]);
     const code = redirect.searchParams.get('code')!;
     secrets.push(code, pkce.verifier);
     const macKey = settings.lambdas.browser.environment.MAC_KEY_ID;
@@ -186,7 +195,7 @@ describe('the Lambda bundles, as deployed', () => {
     expect(macCalls.map((request) => request.operation)).toEqual(expect.arrayContaining(['GenerateMac', 'VerifyMac']));
     expect(macCalls.every((request) => request.keyId === macKey && request.status === 200)).toBe(true);
 
-    const tokens = await postForm(`${issuer}/oauth/token`, {
+    const tokens = await postForm(`${base}/oauth/token`, {
       grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: loginClient.clientId, code_verifier: pkce.verifier,
     });
     expect(tokens.status, tokens.text).toBe(200);
@@ -195,10 +204,10 @@ describe('the Lambda bundles, as deployed', () => {
     secrets.push(accessToken, String(tokens.json.id_token), String(tokens.json.refresh_token));
     expect((await verify(accessToken, issuer)).payload).toMatchObject({ sub: person.user.svcnumId, client_id: loginClient.clientId });
 
-    const userinfo = await send(`${issuer}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${accessToken}` } });
+    const userinfo = await send(`${base}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${accessToken}` } });
     expect(userinfo.status, userinfo.text).toBe(200);
     expect(userinfo.json).toMatchObject({ sub: person.user.svcnumId, email: person.email });
-    const anonymous = await send(`${issuer}/oauth/userinfo`, { method: 'GET' });
+    const anonymous = await send(`${base}/oauth/userinfo`, { method: 'GET' });
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get('www-authenticate')).toMatch(/^Bearer/);
   });
@@ -206,7 +215,7 @@ describe('the Lambda bundles, as deployed', () => {
   it('messages: an External API client of the business sends to the person; the message is accepted', async () => {
     const { client, clientSecret } = await accounts.createApiClient({ name: 'Artifacts sender', scope: 'messaging', ownerId: owner.svcnumId });
     const token = await clientCredentials(client, clientSecret!);
-    const sent = await send(`${issuer}/api/messages`, {
+    const sent = await send(`${base}/api/messages`, {
       headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ from: owner.svcnum, to: person.user.svcnum, text: 'hello from the bundles' }),
     });
@@ -215,7 +224,7 @@ describe('the Lambda bundles, as deployed', () => {
   });
 
   it('public: /api/resolve answers a person\'s number with its public state only', async () => {
-    const resolved = await send(`${issuer}/api/resolve?alias=${person.user.svcnum}`, { method: 'GET' });
+    const resolved = await send(`${base}/api/resolve?alias=${person.user.svcnum}`, { method: 'GET' });
     expect(resolved.status, resolved.text).toBe(200);
     expect(resolved.json).toEqual({ svcnum: person.user.svcnum, entity_type: 'person', state: 'active' });
   });
@@ -231,6 +240,7 @@ describe('the gRPC bundle, as the image runs it', () => {
     const imported = Object.values(grpcBundle.metafile.outputs).flatMap((output) => output.imports.filter((entry) => entry.external).map((entry) => entry.path));
     const outside = imported.filter((path) => !path.startsWith('node:') && !builtins.has(path) && !(packageOf(path) in packageJson.dependencies));
     expect(outside).toEqual([]);
+    expect(grpcBundle.imageEnvironment).toMatchObject({ NODE_ENV: 'production' });
   });
 
   it('answers grpc.health.v1 Check and ListNumbers for a provisioning client\'s token', async () => {

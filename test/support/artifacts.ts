@@ -208,6 +208,8 @@ export interface GrpcBundle {
   metafile: Metafile;
   /** The repository paths the Dockerfile's build stage copies in (COPY <path> ./<path>). */
   dockerBuildContext: string[];
+  /** The image's own ENV (its last stage): the task's environment comes on top. */
+  imageEnvironment: Record<string, string>;
 }
 
 /**
@@ -229,9 +231,11 @@ export async function buildGrpcBundle(directory: string): Promise<GrpcBundle> {
   await copyFile(join(repoRoot, 'package.json'), join(directory, 'package.json'));
   await symlink(join(repoRoot, 'node_modules'), join(directory, 'node_modules'), 'dir');
   const dockerfile = readFileSync(join(repoRoot, 'grpc-service', 'Dockerfile'), 'utf8');
-  const buildStage = dockerfile.split(/^FROM /m)[1] ?? '';
-  const dockerBuildContext = [...buildStage.matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
-  return { directory, metafile, dockerBuildContext };
+  const stages = dockerfile.split(/^FROM /m);
+  const dockerBuildContext = [...(stages[1] ?? '').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
+  const imageEnvironment = Object.fromEntries([...stages.at(-1)!.matchAll(/^ENV (.+)$/gm)]
+    .flatMap((match) => match[1]!.trim().split(/\s+/).map((pair) => pair.split('=', 2) as [string, string])));
+  return { directory, metafile, dockerBuildContext, imageEnvironment };
 }
 
 export interface GrpcTask {
@@ -242,9 +246,10 @@ export interface GrpcTask {
   kill(): Promise<void>;
 }
 
-/** `node main.mjs` in the bundle's folder, as the image's CMD, with the task's environment. */
+/** `node main.mjs` in the bundle's folder, as the image's CMD, with the image's and then the task's environment. */
 export async function startGrpcTask(bundle: GrpcBundle, environment: Record<string, string>): Promise<GrpcTask> {
-  const child = spawn(process.execPath, [...guard, 'main.mjs'], { cwd: bundle.directory, env: environment, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = { ...bundle.imageEnvironment, ...environment };
+  const child = spawn(process.execPath, [...guard, 'main.mjs'], { cwd: bundle.directory, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const output = collect(child);
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setInterval(() => {
