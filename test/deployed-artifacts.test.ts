@@ -1,9 +1,8 @@
 import { builtinModules } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readFileSync } from 'node:fs';
-import { credentials, type ServiceError } from '@grpc/grpc-js';
+import { credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAccounts } from '../core/accounts';
@@ -168,9 +167,9 @@ describe('the Lambda bundles, as deployed', () => {
   });
 
   it('browser, token, userinfo: a person signs in through the pages (CSRF by KMS GenerateMac/VerifyMac), the code is redeemed, UserInfo answers', async () => {
+    const email = `person-${Date.now()}@example.com`;
     const password = 'correct horse battery staple';
-    person = { user: await accounts.createUser({ email: `person-${Date.now()}@example.com`, password }), email: '', password };
-    person.email = person.user.email!;
+    person = { user: await accounts.createUser({ email, password }), email, password };
     secrets.push(password);
     loginClient = (await accounts.createLoginClient({ name: 'Artifacts login', scope: 'openid profile email', redirectUris: [REDIRECT_URI] })).client;
 
@@ -255,7 +254,7 @@ describe('the gRPC bundle, as the image runs it', () => {
       const listed = await call<ListNumbersRequest, ListNumbersResponse>(numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), token);
       expect(listed.numbers).toEqual([]);
       const refused = await call(numbers, 'listNumbers', ListNumbersRequest.fromPartial({})).catch((error: ServiceError) => error);
-      expect((refused as ServiceError).code).toBe(16); // UNAUTHENTICATED
+      expect((refused as ServiceError).code).toBe(status.UNAUTHENTICATED);
     } finally {
       health.close();
       numbers.close();

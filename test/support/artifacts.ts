@@ -20,6 +20,7 @@ import { repoRoot } from '../../lib/util';
 
 const here = (file: string) => fileURLToPath(new URL(`./artifacts/${file}`, import.meta.url));
 const guard = ['--import', here('loopback-only.mjs')];
+/** What loopback-only.mjs writes on stderr for a refused connection. */
 export const BLOCKED_MARK = 'loopback-only: blocked';
 
 const run = promisify(execFile);

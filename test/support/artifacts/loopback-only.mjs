@@ -3,7 +3,8 @@
 // service) is refused before it leaves, and named on stderr for the test to find.
 import net from 'node:net';
 
-export const BLOCKED_MARK = 'loopback-only: blocked';
+/** test/support/artifacts.ts looks for this mark. */
+const BLOCKED_MARK = 'loopback-only: blocked';
 
 const connect = net.Socket.prototype.connect;
 net.Socket.prototype.connect = function guardedConnect(...args) {
