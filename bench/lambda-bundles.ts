@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
-import { build, type Metafile } from 'esbuild';
+import type { Metafile } from 'esbuild';
 import { routeManifest, type RouteGroup } from '../lambdas/manifest';
+import { buildLambdaBundle } from '../lib/build-lambda';
 import { lambdaBundle } from '../lib/bundling';
 import { fmt, machine, numberFromEnv, table, writeJson } from './report';
 
@@ -70,25 +71,8 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
   const results: BundleResult[] = [];
   try {
     for (const group of Object.keys(routeManifest) as RouteGroup[]) {
-      const outfile = join(directory, group, lambdaBundle.outputFile);
-      // The same options lib/http-api.ts gives NodejsFunction (which runs the esbuild CLI with them).
-      const { metafile } = await build({
-        entryPoints: [join(repoRoot, routeManifest[group].entry)],
-        bundle: true,
-        platform: lambdaBundle.platform,
-        format: lambdaBundle.format,
-        target: lambdaBundle.target,
-        minify: lambdaBundle.minify,
-        keepNames: lambdaBundle.keepNames,
-        sourcemap: lambdaBundle.sourceMap,
-        mainFields: [...lambdaBundle.mainFields],
-        banner: { js: lambdaBundle.banner },
-        external: [...lambdaBundle.externalModules],
-        alias: Object.fromEntries(Object.entries(lambdaBundle.alias).map(([module, replacement]) => [module, join(repoRoot, replacement)])),
-        outfile,
-        metafile: true,
-        logLevel: 'silent',
-      });
+      // The same options lib/http-api.ts gives NodejsFunction (lib/build-lambda.ts).
+      const { outfile, metafile } = await buildLambdaBundle(join(repoRoot, routeManifest[group].entry), join(directory, group));
       const bytes = (await stat(outfile)).size;
       const gzipBytes = gzipSync(await readFile(outfile)).length;
       log(`lambda bundle ${group}: ${fmt(bytes / 1024)} KiB; ${loads} cold loads`);

@@ -12,7 +12,13 @@ import { json, methodNotAllowed, oauthError, type HttpEvent, type HttpResult } f
 // turned into safe answers: an OAuthError keeps its code and description, anything else
 // becomes a plain server_error with the details kept in the log.
 
-export const logger = new Logger({ serviceName: 'svcnum-identity' });
+/**
+ * In AWS the stack names each function's service (POWERTOOLS_SERVICE_NAME, `svcnum-<group>`); an
+ * option given here would win over it. The local runner serves every group as one service.
+ */
+const serviceName = process.env.POWERTOOLS_SERVICE_NAME || 'svcnum-identity';
+
+export const logger = new Logger({ serviceName });
 
 export type Route = (event: HttpEvent) => Promise<HttpResult>;
 export type RouteTable = Record<string, Partial<Record<'GET' | 'POST', Route>>>;
@@ -29,7 +35,7 @@ const jsonServerError = () => json(500, { error: 'server_error', error_descripti
 export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
   // CloudWatch EMF metrics per route: requests and their outcome class (the local runner turns
   // them off with POWERTOOLS_METRICS_DISABLED). Built here, not at import, so that setting is read.
-  const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'svcnum', serviceName: 'svcnum-identity' });
+  const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'svcnum', serviceName });
   const base = async (event: HttpEvent): Promise<HttpResult> => {
     const started = performance.now();
     const resource = event.resource ?? event.path;
