@@ -13,6 +13,7 @@ import type { Client, User } from '../core/model';
 import { tableNames } from '../core/tables';
 import { HealthClient, healthCheckResponse_ServingStatusToJSON as statusName } from '../grpc-service/gen/grpc/health/v1/health';
 import { ListNumbersRequest, NumberServiceClient, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { access } from '../lib/access';
 import { routeManifest, type RouteGroup } from '../lambdas/manifest';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from '../local/embedded-dynamo';
 import { startHttpServer, type LocalRoute } from '../local/http-server';
@@ -138,8 +139,8 @@ describe('the Lambda bundles, as deployed', () => {
       const external = output.imports.filter((entry) => entry.external).map((entry) => entry.path);
       expect(external.filter((path) => !path.startsWith('node:') && !builtins.has(path)), group).toEqual([]);
       expect(hosts[group].output.stderr, group).not.toMatch(/Error|ERR_/);
-      // What the stack configures, read from the template: the MAC key only where sign-in is.
-      expect('MAC_KEY_ID' in environment, group).toBe(group === 'browser');
+      // What the stack configures, read from the template: the MAC key only where lib/access.ts grants it.
+      expect('MAC_KEY_ID' in environment, group).toBe(access[group].mac !== undefined);
       expect(environment.KMS_KEY_ID, group).toBe(kmsKeyId());
     }
   });
