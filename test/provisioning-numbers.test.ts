@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import type { ProgrammableNumberView } from '../core/provisioning/programmable';
-import { ProvisioningError } from '../core/provisioning/errors';
+import { DomainError } from '../core/kernel/errors';
 import { NumberState } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import { ListMasksRequest, type ListMasksResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import {
@@ -90,7 +90,7 @@ async function drainPool(): Promise<ProgrammableNumberView[]> {
     const batch = await Promise.allSettled(Array.from({ length: 8 }, take));
     for (const outcome of batch) {
       if (outcome.status === 'fulfilled') taken.push(outcome.value);
-      else if (outcome.reason instanceof ProvisioningError) full = false;
+      else if (outcome.reason instanceof DomainError) full = false;
       else throw outcome.reason;
     }
     expect(taken.length).toBeLessThanOrEqual(SEEDED + 10);
@@ -99,7 +99,7 @@ async function drainPool(): Promise<ProgrammableNumberView[]> {
     try {
       taken.push(await take());
     } catch (error) {
-      if (error instanceof ProvisioningError && error.code === 'failed_precondition') return taken;
+      if (error instanceof DomainError && error.kind === 'failed_precondition') return taken;
       throw error;
     }
   }

@@ -1,3 +1,4 @@
+import { invalidArgument } from '../kernel/errors';
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
@@ -121,8 +122,6 @@ export function encodeCursor(ownerId: string, positions: Positions): string {
   return Buffer.from(JSON.stringify({ o: ownerId, p: Object.fromEntries(positions) }), 'utf8').toString('base64url');
 }
 
-export class InvalidCursorError extends Error {}
-
 export function decodeCursor(cursor: string | undefined, ownerId: string): Positions {
   if (!cursor) return new Map();
   try {
@@ -134,7 +133,7 @@ export function decodeCursor(cursor: string | undefined, ownerId: string): Posit
   } catch {
     // falls through
   }
-  throw new InvalidCursorError('resume_cursor is not a cursor of this account; start without one');
+  throw invalidArgument('resume_cursor is not a cursor of this account; start without one');
 }
 
 export interface Delivery { message: StoredMessage; cursor: string }

@@ -1,4 +1,4 @@
-import { ProvisioningError } from './errors';
+import { DomainError } from '../kernel/errors';
 import { provisioningLimits } from './config';
 import type { Page, PageKey } from './store';
 
@@ -8,7 +8,7 @@ import type { Page, PageKey } from './store';
 
 export function pageSize(requested: number | undefined): number {
   if (requested === undefined || requested === 0) return provisioningLimits.pageSizeDefault;
-  if (!Number.isInteger(requested) || requested < 0) throw new ProvisioningError('invalid_argument', 'page_size must be a positive integer');
+  if (!Number.isInteger(requested) || requested < 0) throw new DomainError('invalid_argument', 'page_size must be a positive integer');
   return Math.min(requested, provisioningLimits.pageSizeMax);
 }
 
@@ -35,7 +35,7 @@ export function decodePageToken(token: string | undefined, ownerId: string, list
   } catch {
     // falls through to the error below
   }
-  throw new ProvisioningError('invalid_argument', 'page_token is not valid for this call; start again without it');
+  throw new DomainError('invalid_argument', 'page_token is not valid for this call; start again without it');
 }
 
 export function pageOf<T, R>(page: Page<T>, map: (item: T) => R): { items: R[]; nextPageToken: string } {
