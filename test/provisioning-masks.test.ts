@@ -367,7 +367,7 @@ describe('CloseMask', () => {
   it('is the only way to end a mask number: the operator lifecycle refuses mask numbers', async () => {
     const mask = await maskOf({ scope: 'operator' });
     for (const operation of [lifecycle().suspend, lifecycle().reactivate, lifecycle().deactivate]) {
-      await expect(operation(mask.svcnum)).rejects.toMatchObject({ code: 'failed_precondition', message: expect.stringMatching(/close the mask instead/) });
+      await expect(operation(mask.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/close the mask instead/) });
     }
     expect((await getMask(mask.maskId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
   });
