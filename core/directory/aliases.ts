@@ -64,7 +64,8 @@ export function createAliases(deps: { store: Store; clock: Clock; random: Random
   function authorised(actor: { scopes: readonly string[] }, entity: User, needed: ProvisioningScope) {
     if (!actor.scopes.includes(needed)) {
       const what = entity.accountType === 'programmable' ? 'a programmable number' : 'an agent';
-      throw new DomainError('forbidden', `aliases of ${what} need a token with the ${needed} scope`);
+      // The same refusal as the Bearer path's for a missing scope (core/bearer.ts), for the scope this entity needs.
+      throw new DomainError('forbidden', `aliases of ${what} need a token with the ${needed} scope`, { oauth: 'insufficient_scope', challenge: 'Bearer', scope: needed });
     }
   }
 
