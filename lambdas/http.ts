@@ -161,7 +161,7 @@ const KIND_STATUS: Record<ErrorKind, number> = {
 export const httpStatus = (error: DomainError): number => (error.oauth && OAUTH_STATUS[error.oauth]) ?? KIND_STATUS[error.kind];
 
 /** The body's `error`: the OAuth code, else the documented word, else the kind (`invalid_request` for a bad argument, as OAuth says it). */
-export const errorCode = (error: DomainError): string =>
+const errorCode = (error: DomainError): string =>
   error.oauth ?? error.code ?? (error.kind === 'invalid_argument' ? 'invalid_request' : error.kind);
 
 /** RFC 6750 §3: auth-param values are quoted-strings of %x20-21 / %x23-5B / %x5D-7E only. */
