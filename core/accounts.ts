@@ -1,16 +1,12 @@
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { newUlid } from './ids';
+import { invalidArgument } from './kernel/errors';
 import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from './model';
 import type { Clock, Random } from './ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from './scopes';
 import { hashPassword, randomSecret, sha256 } from './secrets';
 import type { Store } from './store';
-
-/** A registration request the operator got wrong: the message says what to fix. */
-export class InvalidInputError extends Error {
-  override name = 'InvalidInputError';
-}
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -24,29 +20,29 @@ export function validateRedirectUri(value: string): string {
   try {
     url = new URL(value);
   } catch {
-    throw new InvalidInputError(`redirect URI '${value}' is not an absolute URL`);
+    throw invalidArgument(`redirect URI '${value}' is not an absolute URL`);
   }
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname))) {
-    throw new InvalidInputError(`redirect URI '${value}' must use https (http is allowed only for localhost)`);
+    throw invalidArgument(`redirect URI '${value}' must use https (http is allowed only for localhost)`);
   }
-  if (url.hash || value.includes('#')) throw new InvalidInputError(`redirect URI '${value}' must not contain a fragment`);
-  if (url.username || url.password) throw new InvalidInputError(`redirect URI '${value}' must not contain user info`);
-  if (value.length > 2000) throw new InvalidInputError('redirect URI is longer than 2000 characters');
+  if (url.hash || value.includes('#')) throw invalidArgument(`redirect URI '${value}' must not contain a fragment`);
+  if (url.username || url.password) throw invalidArgument(`redirect URI '${value}' must not contain user info`);
+  if (value.length > 2000) throw invalidArgument('redirect URI is longer than 2000 characters');
   return value;
 }
 
 function checkScopes(kind: ClientKind, scope: string): string[] {
   const scopes = parseScope(scope);
-  if (!scopes) throw new InvalidInputError('scope must be a space-separated list of scopes');
+  if (!scopes) throw invalidArgument('scope must be a space-separated list of scopes');
   const refused = scopesNotAllowed(kind, scopes);
   if (refused.length > 0) {
-    throw new InvalidInputError(`scope ${refused.join(', ')} is not available to ${kind} clients (allowed: ${allowedScopes(kind).join(' ')})`);
+    throw invalidArgument(`scope ${refused.join(', ')} is not available to ${kind} clients (allowed: ${allowedScopes(kind).join(' ')})`);
   }
   return scopes;
 }
 
 function checkRefreshResponse(value = 'null'): RefreshResponse {
-  if (!isRefreshResponse(value)) throw new InvalidInputError(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
+  if (!isRefreshResponse(value)) throw invalidArgument(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
   return value;
 }
 
@@ -56,7 +52,7 @@ const passwordSchema = z.string().min(8, 'password needs at least 8 characters')
 
 function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
-  if (!result.success) throw new InvalidInputError(result.error.issues[0]?.message ?? 'invalid input');
+  if (!result.success) throw invalidArgument(result.error.issues[0]?.message ?? 'invalid input');
   return result.data;
 }
 
@@ -77,18 +73,18 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
   /** The owner account of a client: it must exist and be active. */
   async function activeOwner(ownerId: string) {
     const owner = await store.getUser(ownerId);
-    if (!owner) throw new InvalidInputError(`no account ${ownerId}`);
-    if (owner.status !== 'active') throw new InvalidInputError(`account ${ownerId} is ${owner.status}`);
+    if (!owner) throw invalidArgument(`no account ${ownerId}`);
+    if (owner.status !== 'active') throw invalidArgument(`account ${ownerId} is ${owner.status}`);
     return owner;
   }
 
   async function checkProvisioningOwner(ownerId: string | undefined, scopes: string[]) {
-    if (!ownerId) throw new InvalidInputError('a provisioning client needs an owner (--owner SVCNUM_ID)');
+    if (!ownerId) throw invalidArgument('a provisioning client needs an owner (--owner SVCNUM_ID)');
     const owner = await activeOwner(ownerId);
     const grantable = provisioningScopesByAccountType[owner.accountType];
     const refused = scopes.filter((scope) => !(grantable as readonly string[]).includes(scope));
     if (refused.length > 0) {
-      throw new InvalidInputError(`a ${owner.accountType} account may not hold ${refused.join(' ')} (grantable: ${grantable.join(' ') || 'none'})`);
+      throw invalidArgument(`a ${owner.accountType} account may not hold ${refused.join(' ')} (grantable: ${grantable.join(' ') || 'none'})`);
     }
   }
 
@@ -97,8 +93,8 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     const scopes = checkScopes(kind, input.scope);
     if (kind === 'provisioning') await checkProvisioningOwner(input.ownerId, scopes);
     const redirectUris = (input.redirectUris ?? []).map(validateRedirectUri);
-    if (kind === 'login' && redirectUris.length === 0) throw new InvalidInputError('a login client needs at least one redirect URI');
-    if (kind !== 'login' && redirectUris.length > 0) throw new InvalidInputError(`${kind} clients have no redirect URIs`);
+    if (kind === 'login' && redirectUris.length === 0) throw invalidArgument('a login client needs at least one redirect URI');
+    if (kind !== 'login' && redirectUris.length > 0) throw invalidArgument(`${kind} clients have no redirect URIs`);
     // Login clients are public (PKCE authenticates them); everyone else gets a secret, shown once.
     const clientSecret = kind === 'login' ? undefined : randomSecret(random);
     const client: Client = {
@@ -131,7 +127,7 @@ export function createAccounts(store: Store, clock: Clock, random: Random) {
     const undo: Array<() => Promise<void>> = [];
     try {
       if (email !== undefined) {
-        if (!(await store.claimEmail(email, svcnumId))) throw new InvalidInputError(`email ${email} is already registered`);
+        if (!(await store.claimEmail(email, svcnumId))) throw invalidArgument(`email ${email} is already registered`);
         undo.push(() => store.releaseEmail(email, svcnumId));
       }
       let svcnum: string | undefined;

@@ -1,5 +1,5 @@
 import { limits, type ServiceConfig } from './config';
-import { OAuthError } from './errors';
+import { DomainError, oauthError } from './kernel/errors';
 import type { AuthRequest, Client, Session, User } from './model';
 import { optionalParam, type Params } from './params';
 import type { Clock, MacKey, Random } from './ports';
@@ -71,8 +71,8 @@ export function createAuthorization(deps: {
     return { type: 'redirect', location: url.toString() };
   }
 
-  const redirectError = (request: { redirectUri: string; state?: string }, error: OAuthError) =>
-    redirectTo(request.redirectUri, { error: error.error, error_description: error.description, state: request.state });
+  const redirectError = (request: { redirectUri: string; state?: string }, error: DomainError) =>
+    redirectTo(request.redirectUri, { error: error.oauth ?? 'invalid_request', error_description: error.message, state: request.state });
 
   const errorPage = (message: string): AuthorizeOutcome => ({ type: 'error_page', status: 400, title: 'This sign-in link is not valid', message });
 
@@ -112,18 +112,18 @@ export function createAuthorization(deps: {
       || (request.maxAge !== undefined && clock.now() - signedIn.session.authTime > request.maxAge * 1000)));
     const interactive = !request.promptNone;
     if (needsLogin) {
-      if (!interactive) return redirectError(request, new OAuthError('login_required', 'the user is not signed in'));
+      if (!interactive) return redirectError(request, oauthError('login_required', 'the user is not signed in'));
       if (!stored) await store.putAuthRequest(request);
       return { type: 'sign_in', requestId: request.requestId };
     }
     const { session, user } = signedIn!;
     if (user.status === 'setup_required') {
       await store.deleteAuthRequest(request.requestId);
-      return redirectError(request, new OAuthError('account_setup_required', 'the account has not finished registration; complete it and sign in again'));
+      return redirectError(request, oauthError('account_setup_required', 'the account has not finished registration; complete it and sign in again'));
     }
     const consent = await store.getConsent(user.svcnumId, request.clientId);
     if (!consent || !isSubset(request.scopes, consent.scopes) || request.forceConsent) {
-      if (!interactive) return redirectError(request, new OAuthError('consent_required', 'the user has not approved this application'));
+      if (!interactive) return redirectError(request, oauthError('consent_required', 'the user has not approved this application'));
       if (!stored) await store.putAuthRequest(request);
       return { type: 'consent', requestId: request.requestId };
     }
@@ -131,10 +131,10 @@ export function createAuthorization(deps: {
     return issueCode(request, user, session.authTime);
   }
 
-  /** Validates everything the client sent; throws OAuthError for errors that may be redirected. */
+  /** Validates everything the client sent; throws a DomainError (with its OAuth code) for errors that may be redirected. */
   function parseRequest(params: Params, client: Client, redirectUri: string): AuthRequest {
     const state = optionalParam(params, 'state');
-    const fail = (error: OAuthError): never => {
+    const fail = (error: DomainError): never => {
       throw Object.assign(error, { state });
     };
     // Repeated or oversized parameters are refused too, and their errors must also carry state.
@@ -142,39 +142,39 @@ export function createAuthorization(deps: {
       try {
         return optionalParam(params, name);
       } catch (error) {
-        if (error instanceof OAuthError) fail(error);
+        if (error instanceof DomainError) fail(error);
         throw error;
       }
     };
-    if (state !== undefined && state.length > MAX_STATE_LENGTH) fail(new OAuthError('invalid_request', `state is longer than ${MAX_STATE_LENGTH} characters`));
-    if (params.has('request')) fail(new OAuthError('request_not_supported', 'request objects are not supported'));
-    if (params.has('request_uri')) fail(new OAuthError('request_uri_not_supported', 'request_uri is not supported'));
+    if (state !== undefined && state.length > MAX_STATE_LENGTH) fail(oauthError('invalid_request', `state is longer than ${MAX_STATE_LENGTH} characters`));
+    if (params.has('request')) fail(oauthError('request_not_supported', 'request objects are not supported'));
+    if (params.has('request_uri')) fail(oauthError('request_uri_not_supported', 'request_uri is not supported'));
     const responseType = param('response_type');
-    if (responseType === undefined) fail(new OAuthError('invalid_request', 'response_type is required'));
-    if (responseType !== 'code') fail(new OAuthError('unsupported_response_type', 'only response_type=code is supported'));
+    if (responseType === undefined) fail(oauthError('invalid_request', 'response_type is required'));
+    if (responseType !== 'code') fail(oauthError('unsupported_response_type', 'only response_type=code is supported'));
     const responseMode = param('response_mode');
-    if (responseMode !== undefined && responseMode !== 'query') fail(new OAuthError('invalid_request', 'only response_mode=query is supported'));
+    if (responseMode !== undefined && responseMode !== 'query') fail(oauthError('invalid_request', 'only response_mode=query is supported'));
     const scopeValue = param('scope');
-    if (scopeValue === undefined) fail(new OAuthError('invalid_request', 'scope is required'));
+    if (scopeValue === undefined) fail(oauthError('invalid_request', 'scope is required'));
     const scopes = parseScope(scopeValue!);
-    if (!scopes) fail(new OAuthError('invalid_scope', 'scope is not a valid space-separated list'));
+    if (!scopes) fail(oauthError('invalid_scope', 'scope is not a valid space-separated list'));
     // Descriptions never echo what was sent: clients show them to people (a phishing lure
     // otherwise), and RFC 6749 §4.1.2.1 limits their characters.
-    if (scopes!.some((scope) => !client.scopes.includes(scope))) fail(new OAuthError('invalid_scope', `scope not allowed for this client (allowed: ${client.scopes.join(' ')})`));
+    if (scopes!.some((scope) => !client.scopes.includes(scope))) fail(oauthError('invalid_scope', `scope not allowed for this client (allowed: ${client.scopes.join(' ')})`));
     const codeChallenge = param('code_challenge');
     const method = param('code_challenge_method');
-    if (codeChallenge === undefined) fail(new OAuthError('invalid_request', 'code_challenge is required (PKCE with S256)'));
-    if (method === undefined) fail(new OAuthError('invalid_request', 'code_challenge_method is required and must be S256'));
-    if (method !== 'S256') fail(new OAuthError('invalid_request', 'code_challenge_method must be S256; plain is not supported'));
-    if (!CODE_CHALLENGE.test(codeChallenge!)) fail(new OAuthError('invalid_request', 'code_challenge must be the base64url SHA-256 of the code_verifier (43 characters)'));
+    if (codeChallenge === undefined) fail(oauthError('invalid_request', 'code_challenge is required (PKCE with S256)'));
+    if (method === undefined) fail(oauthError('invalid_request', 'code_challenge_method is required and must be S256'));
+    if (method !== 'S256') fail(oauthError('invalid_request', 'code_challenge_method must be S256; plain is not supported'));
+    if (!CODE_CHALLENGE.test(codeChallenge!)) fail(oauthError('invalid_request', 'code_challenge must be the base64url SHA-256 of the code_verifier (43 characters)'));
     const nonce = param('nonce');
-    if (nonce !== undefined && nonce.length > MAX_NONCE_LENGTH) fail(new OAuthError('invalid_request', `nonce is longer than ${MAX_NONCE_LENGTH} characters`));
+    if (nonce !== undefined && nonce.length > MAX_NONCE_LENGTH) fail(oauthError('invalid_request', `nonce is longer than ${MAX_NONCE_LENGTH} characters`));
     const prompts = (param('prompt') ?? '').split(' ').filter(Boolean);
     const unsupported = prompts.filter((prompt) => !SUPPORTED_PROMPTS.has(prompt));
-    if (unsupported.length > 0) fail(new OAuthError('invalid_request', 'prompt value not supported (supported: none, login, consent)'));
-    if (prompts.includes('none') && prompts.length > 1) fail(new OAuthError('invalid_request', 'prompt=none cannot be combined with other values'));
+    if (unsupported.length > 0) fail(oauthError('invalid_request', 'prompt value not supported (supported: none, login, consent)'));
+    if (prompts.includes('none') && prompts.length > 1) fail(oauthError('invalid_request', 'prompt=none cannot be combined with other values'));
     const maxAgeValue = param('max_age');
-    if (maxAgeValue !== undefined && !/^\d{1,9}$/.test(maxAgeValue)) fail(new OAuthError('invalid_request', 'max_age must be a non-negative integer'));
+    if (maxAgeValue !== undefined && !/^\d{1,9}$/.test(maxAgeValue)) fail(oauthError('invalid_request', 'max_age must be a non-negative integer'));
     return {
       requestId: randomSecret(random),
       clientId: client.clientId,
@@ -242,7 +242,7 @@ export function createAuthorization(deps: {
         clientId = optionalParam(params, 'client_id');
         redirectUri = optionalParam(params, 'redirect_uri');
       } catch (error) {
-        return errorPage(error instanceof OAuthError ? error.description : 'the request is malformed');
+        return errorPage(error instanceof DomainError ? error.message : 'the request is malformed');
       }
       if (clientId === undefined) return errorPage('The application did not say who it is (client_id is missing).');
       const client = await getClient(clientId);
@@ -253,7 +253,7 @@ export function createAuthorization(deps: {
       try {
         request = parseRequest(params, client, redirectUri);
       } catch (error) {
-        if (error instanceof OAuthError) return redirectError({ redirectUri, state: (error as OAuthError & { state?: string }).state }, error);
+        if (error instanceof DomainError) return redirectError({ redirectUri, state: (error as DomainError & { state?: string }).state }, error);
         throw error;
       }
       return proceed(request, await sessionUser(sessionToken), false);
@@ -306,9 +306,9 @@ export function createAuthorization(deps: {
       if (!signedIn) return { type: 'sign_in', requestId: parked.request.requestId };
       const { request } = parked;
       await store.deleteAuthRequest(request.requestId);
-      if (!allow) return redirectError(request, new OAuthError('access_denied', 'the user denied the request'));
+      if (!allow) return redirectError(request, oauthError('access_denied', 'the user denied the request'));
       if (signedIn.user.status === 'setup_required') {
-        return redirectError(request, new OAuthError('account_setup_required', 'the account has not finished registration; complete it and sign in again'));
+        return redirectError(request, oauthError('account_setup_required', 'the account has not finished registration; complete it and sign in again'));
       }
       const existing = await store.getConsent(signedIn.user.svcnumId, request.clientId);
       await store.putConsent({

@@ -1,4 +1,4 @@
-import { OAuthError } from './errors';
+import { oauthError } from './kernel/errors';
 
 /** Request parameters with every value kept, so that repeated parameters can be refused. */
 export type Params = ReadonlyMap<string, readonly string[]>;
@@ -23,14 +23,14 @@ export function paramsFrom(entries: Iterable<[string, string]>): Params {
 export function optionalParam(params: Params, name: string): string | undefined {
   const values = params.get(name);
   if (!values) return undefined;
-  if (values.length > 1) throw new OAuthError('invalid_request', `${name} must not be repeated`);
+  if (values.length > 1) throw oauthError('invalid_request', `${name} must not be repeated`);
   const value = values[0]!;
-  if (value.length > MAX_PARAMETER_LENGTH) throw new OAuthError('invalid_request', `${name} is too long`);
+  if (value.length > MAX_PARAMETER_LENGTH) throw oauthError('invalid_request', `${name} is too long`);
   return value === '' ? undefined : value;
 }
 
 export function requiredParam(params: Params, name: string): string {
   const value = optionalParam(params, name);
-  if (value === undefined) throw new OAuthError('invalid_request', `${name} is required`);
+  if (value === undefined) throw oauthError('invalid_request', `${name} is required`);
   return value;
 }

@@ -1,4 +1,5 @@
 import { createAccounts } from './accounts';
+import { createBearerAuthentication } from './bearer';
 import { createAuthorization } from './authorization';
 import { ttlCache } from './cache';
 import type { ServiceConfig } from './config';
@@ -66,6 +67,8 @@ export function createCore(deps: CoreDeps) {
     }),
     tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh: clients.fresh }),
     verifyAccessToken,
+    /** The one Bearer path of every edge: Authorization value(s) → verified claims, or the refusal. */
+    authenticateBearer: createBearerAuthentication(verifyAccessToken),
     provisioning: createProvisioning({
       store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig, pageTokens,
     }),

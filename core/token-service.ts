@@ -1,5 +1,5 @@
 import { limits } from './config';
-import { OAuthError } from './errors';
+import { DomainError, oauthError } from './kernel/errors';
 import { inService, type Client, type Grant } from './model';
 import { optionalParam, requiredParam, type Params } from './params';
 import type { Clock, Random } from './ports';
@@ -26,12 +26,9 @@ export interface PresentedCredentials {
   malformedAuthorization?: boolean;
 }
 
-/** invalid_client, answered with 401 and (when the client tried Basic) a Basic challenge. */
-export class InvalidClientError extends OAuthError {
-  constructor(description: string, readonly usedBasic: boolean) {
-    super('invalid_client', description);
-  }
-}
+/** invalid_client (RFC 6749 §5.2): 401, with a Basic challenge when the client tried Basic. */
+const invalidClient = (description: string, usedBasic: boolean): DomainError =>
+  oauthError('invalid_client', description, usedBasic ? { challenge: 'Basic' } : {});
 
 /** A grant is in force until revoked or idle for the refresh token's inactivity lifetime (checked on every read). */
 export const grantInForce = (grant: Grant, now: number): boolean =>
@@ -57,26 +54,26 @@ export function createTokenService(deps: {
    * by client_secret_post but not both; login clients are public and only name themselves.
    */
   async function authenticate(params: Params, credentials: PresentedCredentials): Promise<Client> {
-    if (credentials.malformedAuthorization) throw new InvalidClientError('the Authorization header is not valid HTTP Basic', true);
+    if (credentials.malformedAuthorization) throw invalidClient('the Authorization header is not valid HTTP Basic', true);
     const postedId = optionalParam(params, 'client_id');
     const postedSecret = optionalParam(params, 'client_secret');
     const basic = credentials.basic;
-    if (basic && postedSecret !== undefined) throw new OAuthError('invalid_request', 'use one client authentication method, not both');
-    if (basic && postedId !== undefined && postedId !== basic.clientId) throw new OAuthError('invalid_request', 'client_id does not match the Authorization header');
+    if (basic && postedSecret !== undefined) throw oauthError('invalid_request', 'use one client authentication method, not both');
+    if (basic && postedId !== undefined && postedId !== basic.clientId) throw oauthError('invalid_request', 'client_id does not match the Authorization header');
     const clientId = basic?.clientId ?? postedId;
     const secret = basic?.clientSecret ?? postedSecret;
     const usedBasic = basic !== undefined;
     // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
-    if (clientId === undefined || clientId === '') throw new InvalidClientError('client authentication is required (client_id)', usedBasic);
+    if (clientId === undefined || clientId === '') throw invalidClient('client authentication is required (client_id)', usedBasic);
     const client = clientId.length > 128 ? undefined : secret === undefined ? await getClient(clientId) : await getClientFresh(clientId);
-    if (!client || client.disabled) throw new InvalidClientError('unknown or disabled client', usedBasic);
+    if (!client || client.disabled) throw invalidClient('unknown or disabled client', usedBasic);
     if (secret === undefined) {
-      if (client.secretHash) throw new InvalidClientError('this client must authenticate with its client secret', usedBasic);
+      if (client.secretHash) throw invalidClient('this client must authenticate with its client secret', usedBasic);
       return client;
     }
-    if (!client.secretHash) throw new InvalidClientError('this client is public and has no client secret', usedBasic);
+    if (!client.secretHash) throw invalidClient('this client is public and has no client secret', usedBasic);
     if (!OPAQUE_SECRET.test(secret) || !safeEqual(sha256(secret), client.secretHash)) {
-      throw new InvalidClientError('client authentication failed', usedBasic);
+      throw invalidClient('client authentication failed', usedBasic);
     }
     return client;
   }
@@ -85,8 +82,8 @@ export function createTokenService(deps: {
     const value = optionalParam(params, 'scope');
     if (value === undefined) return undefined;
     const scopes = parseScope(value);
-    if (!scopes) throw new OAuthError('invalid_scope', 'scope is not a valid space-separated list');
-    if (!isSubset(scopes, allowed)) throw new OAuthError('invalid_scope', `scope exceeds what was granted: ${scopes.filter((s) => !allowed.includes(s)).join(' ')}`);
+    if (!scopes) throw oauthError('invalid_scope', 'scope is not a valid space-separated list');
+    if (!isSubset(scopes, allowed)) throw oauthError('invalid_scope', `scope exceeds what was granted: ${scopes.filter((s) => !allowed.includes(s)).join(' ')}`);
     return scopes;
   }
 
@@ -96,26 +93,26 @@ export function createTokenService(deps: {
   }
 
   async function authorizationCode(params: Params, client: Client): Promise<TokenResponse> {
-    if (client.kind !== 'login') throw new OAuthError('unauthorized_client', 'this client may not use the authorization_code grant');
+    if (client.kind !== 'login') throw oauthError('unauthorized_client', 'this client may not use the authorization_code grant');
     const code = requiredParam(params, 'code');
     const redirectUri = requiredParam(params, 'redirect_uri');
     const verifier = requiredParam(params, 'code_verifier');
     if (!CODE_VERIFIER.test(verifier)) {
-      throw new OAuthError('invalid_request', `code_verifier must be ${limits.codeVerifierMin} to ${limits.codeVerifierMax} characters of [A-Za-z0-9-._~]`);
+      throw oauthError('invalid_request', `code_verifier must be ${limits.codeVerifierMin} to ${limits.codeVerifierMax} characters of [A-Za-z0-9-._~]`);
     }
-    if (!OPAQUE_SECRET.test(code)) throw new OAuthError('invalid_grant', 'the authorization code is invalid or expired');
+    if (!OPAQUE_SECRET.test(code)) throw oauthError('invalid_grant', 'the authorization code is invalid or expired');
     const now = clock.now();
     const result = await store.redeemCode(sha256(code), { clientId: client.clientId, redirectUri, codeChallenge: pkceChallenge(verifier) }, now);
     switch (result.outcome) {
       case 'unknown':
       case 'expired':
-        throw new OAuthError('invalid_grant', 'the authorization code is invalid or expired');
+        throw oauthError('invalid_grant', 'the authorization code is invalid or expired');
       case 'mismatch':
-        throw new OAuthError('invalid_grant', 'the authorization code was issued for another client, redirect_uri or code_verifier');
+        throw oauthError('invalid_grant', 'the authorization code was issued for another client, redirect_uri or code_verifier');
       case 'replayed':
         // RFC 6749 §4.1.2: a code used twice revokes what it produced.
         await store.revokeGrant(result.grantId, now);
-        throw new OAuthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
+        throw oauthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
       case 'redeemed':
         break;
     }
@@ -127,7 +124,7 @@ export function createTokenService(deps: {
     };
     // Fails only if a replay revoked this grant before it existed (the tombstone wins).
     if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
-      throw new OAuthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
+      throw oauthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
     }
     // The account may have been disabled while the code was outstanding. Disabling revokes the
     // grants that exist when it lists them; reading the user only after ours exists means one of
@@ -141,7 +138,7 @@ export function createTokenService(deps: {
     ]);
     if (user?.status !== 'active') {
       await store.revokeGrant(grant.grantId, now);
-      throw new OAuthError('invalid_grant', 'the account behind this authorization code is no longer active');
+      throw oauthError('invalid_grant', 'the account behind this authorization code is no longer active');
     }
     return {
       access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
@@ -161,12 +158,12 @@ export function createTokenService(deps: {
   }
 
   async function refreshToken(params: Params, client: Client): Promise<TokenResponse> {
-    if (client.kind !== 'login') throw new OAuthError('unauthorized_client', 'this client may not use the refresh_token grant');
+    if (client.kind !== 'login') throw oauthError('unauthorized_client', 'this client may not use the refresh_token grant');
     const token = requiredParam(params, 'refresh_token');
     const now = clock.now();
     const grant = await liveGrant(token, now);
     if (!grant || grant.clientId !== client.clientId) {
-      throw new OAuthError('invalid_grant', 'the refresh token is invalid, expired or revoked');
+      throw oauthError('invalid_grant', 'the refresh token is invalid, expired or revoked');
     }
     const scopes = requestedScopes(params, grant.scopes) ?? grant.scopes;
     // Slide the inactivity window, but write at most about once a day per grant.
@@ -183,19 +180,19 @@ export function createTokenService(deps: {
 
   async function clientCredentials(params: Params, client: Client): Promise<TokenResponse> {
     if (!client.secretHash || client.kind === 'login') {
-      throw new OAuthError('unauthorized_client', 'login clients may not use the client_credentials grant');
+      throw oauthError('unauthorized_client', 'login clients may not use the client_credentials grant');
     }
     const scopes = requestedScopes(params, client.scopes) ?? client.scopes;
     // An agent's client acts as the agent (its svcnum_id is the subject); others act as themselves.
     const subject = client.kind === 'agent' && client.subjectId ? client.subjectId : client.clientId;
     if (client.kind === 'provisioning') {
       const owner = client.ownerId ? await store.getUser(client.ownerId) : undefined;
-      if (owner?.status !== 'active') throw new OAuthError('invalid_grant', 'the account of this provisioning client is not active');
+      if (owner?.status !== 'active') throw oauthError('invalid_grant', 'the account of this provisioning client is not active');
     }
     if (client.kind === 'agent') {
       const agent = await store.getUser(subject);
       if (!inService(agent)) {
-        throw new OAuthError('invalid_grant', 'the agent behind this client is not active');
+        throw oauthError('invalid_grant', 'the agent behind this client is not active');
       }
     }
     const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
@@ -218,7 +215,7 @@ export function createTokenService(deps: {
       if (!handle) {
         // RFC 6749 §5.2: error_description is printable ASCII without '"' and '\'; echo only such values.
         const shown = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/.test(grantType) ? `grant_type ${grantType}` : 'this grant_type';
-        throw new OAuthError('unsupported_grant_type', `${shown} is not supported`);
+        throw oauthError('unsupported_grant_type', `${shown} is not supported`);
       }
       const client = await authenticate(params, credentials);
       return handle(params, client);
@@ -236,7 +233,7 @@ export function createTokenService(deps: {
         return;
       }
       if (hint === 'access_token' || token.split('.').length === 3) {
-        throw new OAuthError('unsupported_token_type', 'access tokens are self-contained and expire within an hour; revoke the refresh token instead');
+        throw oauthError('unsupported_token_type', 'access tokens are self-contained and expire within an hour; revoke the refresh token instead');
       }
     },
   };

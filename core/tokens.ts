@@ -1,5 +1,7 @@
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { invalidToken } from './bearer';
 import { newUlid } from './ids';
+import { DomainError } from './kernel/errors';
 import { apiAudience, limits, type ServiceConfig } from './config';
 import type { Clock, KeyRing, Random } from './ports';
 
@@ -90,20 +92,6 @@ export interface AccessTokenClaims extends JWTPayload {
   grant_id?: string;
 }
 
-/** RFC 6750 §3.1: whether a request presents a Bearer credential at all; without one it gets a bare challenge, no error code. */
-export const presentsBearer = (authorization: string | undefined): authorization is string =>
-  authorization !== undefined && /^Bearer(\s|$)/i.test(authorization.trim());
-
-/** RFC 6750 §2.1: the b64token of an `Authorization: Bearer …` value, or undefined if it is not one. */
-export function bearerToken(authorization: string): string | undefined {
-  return /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim())?.[1];
-}
-
-/** Why a token was refused; never shown verbatim beyond these fixed words. */
-export class InvalidTokenError extends Error {
-  override name = 'InvalidTokenError';
-}
-
 // Public keys are cached per process; a token with an unknown kid triggers one reload (a key
 // added for rotation) at most this often.
 const KEY_CACHE_TTL = 5 * 60 * 1000;
@@ -112,7 +100,7 @@ const KEY_RELOAD_MIN_INTERVAL = 30 * 1000;
 /** Grant ids are random base64url (a usable store key whatever a token claims). */
 const GRANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned. */
+/** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned; a refusal is invalid_token. */
 export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
   let cache: { jwks: ReturnType<typeof createLocalJWKSet>; kids: Set<string>; loadedAt: number } | undefined;
 
@@ -139,15 +127,13 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
       });
       if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
         || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)))) {
-        throw new InvalidTokenError('malformed claims');
+        throw invalidToken('the access token has malformed claims');
       }
       return payload as AccessTokenClaims;
     } catch (error) {
-      if (error instanceof InvalidTokenError) throw error;
-      if (error instanceof joseErrors.JWTExpired) throw new InvalidTokenError('the access token expired');
-      if (error instanceof joseErrors.JOSEError || error instanceof TypeError) {
-        throw new InvalidTokenError('the access token is invalid');
-      }
+      if (error instanceof DomainError) throw error;
+      if (error instanceof joseErrors.JWTExpired) throw invalidToken('the access token expired');
+      if (error instanceof joseErrors.JOSEError || error instanceof TypeError) throw invalidToken('the access token is invalid');
       throw error;
     }
   };

@@ -1,14 +1,8 @@
+import { invalidToken, requireScope } from './bearer';
 import type { User } from './model';
 import type { Store } from './store';
 import { grantInForce } from './token-service';
 import type { AccessTokenClaims } from './tokens';
-
-/** Why UserInfo refuses: RFC 6750 §3.1 codes. */
-export class UserInfoError extends Error {
-  constructor(readonly error: 'invalid_token' | 'insufficient_scope', description: string) {
-    super(description);
-  }
-}
 
 export interface UserInfoResponse {
   sub: string;
@@ -40,16 +34,15 @@ export function userInfoClaims(user: User, scopes: readonly string[]): UserInfoR
  * agents, token exchange) are judged by the account alone.
  */
 export async function userInfo(store: Store, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
-  const scopes = claims.scope.split(' ');
-  if (!scopes.includes('openid')) throw new UserInfoError('insufficient_scope', 'UserInfo needs a token with the openid scope');
+  const scopes = requireScope(claims, 'openid');
   const { user, grant } = claims.grant_id === undefined
     ? { user: await store.getUser(claims.sub), grant: undefined }
     : await store.getUserAndGrant(claims.sub, claims.grant_id);
   if (claims.grant_id !== undefined
     && !(grant && grantInForce(grant, now) && grant.svcnumId === claims.sub && grant.clientId === claims.client_id)) {
-    throw new UserInfoError('invalid_token', 'the access was revoked or has expired');
+    throw invalidToken('the access was revoked or has expired');
   }
-  if (!user || user.status === 'disabled') throw new UserInfoError('invalid_token', 'the account behind this token no longer exists');
-  if ((user.numberState ?? 'active') !== 'active') throw new UserInfoError('invalid_token', `the account behind this token is ${user.numberState}`);
+  if (!user || user.status === 'disabled') throw invalidToken('the account behind this token no longer exists');
+  if ((user.numberState ?? 'active') !== 'active') throw invalidToken(`the account behind this token is ${user.numberState}`);
   return userInfoClaims(user, scopes);
 }

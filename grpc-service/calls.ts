@@ -1,139 +1,197 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
+import {
+  Metadata, ServerInterceptingCall, status, type sendUnaryData, type ServerInterceptor, type ServerUnaryCall,
+  type ServerWritableStream, type ServiceError,
+} from '@grpc/grpc-js';
 import { once } from 'node:events';
+import { invalidToken, requireScope } from '../core/bearer';
+import { DomainError, type ErrorKind } from '../core/kernel/errors';
 import type { ProvisioningScope } from '../core/scopes';
-import { DomainError } from '../core/kernel/errors';
-import { ProvisioningError, type ProvisioningErrorCode } from '../core/provisioning/errors';
 import type { Caller } from '../core/provisioning/programmable';
 import type { Core } from '../core/service';
-import { bearerToken, InvalidTokenError } from '../core/tokens';
 
-// Every RPC goes through `unary`: authenticate the bearer token, check the RPC's prov:* scope,
-// run the core call, and turn failures into gRPC statuses with messages a developer can act on.
-// One structured log line per call; never a token or secret.
+// How every RPC is served. Two server interceptors: `logCalls` writes one structured line per
+// call (never a token or secret), `authenticateCalls` finds the provisioning client behind a call
+// and checks its scope before the handler runs. Handlers (`unary`, `serverStream`) run the core
+// call; whatever they throw becomes a gRPC status through `grpcError`, the one mapping.
 
 export const logger = new Logger({ serviceName: 'svcnum-provisioning' });
 
-const CODES: Record<ProvisioningErrorCode, status> = {
+const STATUS: Record<ErrorKind, status> = {
   invalid_argument: status.INVALID_ARGUMENT,
+  unauthenticated: status.UNAUTHENTICATED,
+  forbidden: status.PERMISSION_DENIED,
   not_found: status.NOT_FOUND,
-  already_exists: status.ALREADY_EXISTS,
+  // gRPC has no "gone": the thing is not there (AIP-193).
+  gone: status.NOT_FOUND,
+  conflict: status.ALREADY_EXISTS,
   failed_precondition: status.FAILED_PRECONDITION,
-  resource_exhausted: status.RESOURCE_EXHAUSTED,
-  permission_denied: status.PERMISSION_DENIED,
+  exhausted: status.RESOURCE_EXHAUSTED,
   aborted: status.ABORTED,
   unavailable: status.UNAVAILABLE,
 };
 
-export class CallError extends Error {
-  constructor(readonly code: status, message: string, readonly trailers?: Metadata) {
-    super(message);
+const serviceError = (code: status, details: string, metadata = new Metadata()): ServiceError =>
+  Object.assign(new Error(details), { code, details, metadata });
+
+/** `/svcnum.provisioning.v1alpha1.AgentService/ListAgents` → `AgentService.ListAgents`. */
+const methodName = (path: string) => {
+  const [, service = '', rpc = ''] = path.split('/');
+  return `${service.slice(service.lastIndexOf('.') + 1)}.${rpc}`;
+};
+
+/**
+ * A failure as the status the caller gets: a DomainError by its kind, with its message; anything
+ * else is INTERNAL with a generic message, the details logged here only. A refused token request
+ * (RFC 8693 §2.2.2) names its OAuth code in the message and the `oauth-error` trailer; a refused
+ * credential (one with a challenge, RFC 6750) is said by UNAUTHENTICATED / PERMISSION_DENIED
+ * alone, as HTTP says it in WWW-Authenticate rather than as a token endpoint error.
+ */
+export function grpcError(error: unknown, method: string): ServiceError {
+  if (!(error instanceof DomainError)) {
+    logger.error('call failed', { method, error: error as Error });
+    return serviceError(status.INTERNAL, 'the service failed; retry the call');
   }
+  if (!error.oauth || error.challenge) return serviceError(STATUS[error.kind], error.message);
+  const trailers = new Metadata();
+  trailers.set('oauth-error', error.oauth);
+  return serviceError(STATUS[error.kind], `${error.oauth}: ${error.message}`, trailers);
 }
-
-function serviceError(error: CallError): Partial<ServiceError> {
-  return { code: error.code, details: error.message, ...(error.trailers ? { metadata: error.trailers } : {}) };
-}
-
-
 
 /** A caller and the scopes its token carries (for RPCs whose scope depends on the resource). */
 export type ScopedCaller = Caller & { scopes: readonly string[] };
 
+/** The scope an RPC needs, or a list of which the token must carry at least one (the core then checks the one the resource needs). */
+export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
+
 /**
- * The provisioning client behind the call, or UNAUTHENTICATED / PERMISSION_DENIED. `scope` is the
- * scope the RPC needs, or a list of which the token must carry at least one (the core then
- * checks the one the resource needs).
+ * The provisioning client behind the call, or its refusal as a gRPC status (UNAUTHENTICATED,
+ * PERMISSION_DENIED): the Bearer token as every edge checks it, then a provisioning client of an
+ * active account with the scope the RPC needs.
  */
-export async function authenticate(core: Core, metadata: Metadata, scope: ProvisioningScope | readonly ProvisioningScope[]): Promise<ScopedCaller> {
-  const values = metadata.get('authorization');
-  if (values.length !== 1 || typeof values[0] !== 'string') throw new CallError(status.UNAUTHENTICATED, 'send one "authorization: Bearer <access token>" header (client_credentials grant)');
-  const token = bearerToken(values[0]);
-  if (!token) throw new CallError(status.UNAUTHENTICATED, 'the authorization header must be "Bearer <access token>"');
-  let claims;
+export async function authenticate(core: Core, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
   try {
-    claims = await core.verifyAccessToken(token);
+    const claims = await core.authenticateBearer(metadata.get('authorization'));
+    const client = await core.getClient(claims.client_id);
+    if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
+      throw invalidToken('the token does not belong to an enabled provisioning client');
+    }
+    const scopes = requireScope(claims, scope);
+    if (!(await core.accountActive(client.ownerId))) throw new DomainError('forbidden', 'the account of this provisioning client is not active');
+    return { ownerId: client.ownerId, clientId: client.clientId, scopes };
   } catch (error) {
-    if (error instanceof InvalidTokenError) throw new CallError(status.UNAUTHENTICATED, error.message);
-    throw error;
+    throw grpcError(error, method);
   }
-  const client = await core.getClient(claims.client_id);
-  if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
-    throw new CallError(status.UNAUTHENTICATED, 'the token does not belong to an enabled provisioning client');
-  }
-  const granted = claims.scope.split(' ');
-  const anyOf: readonly ProvisioningScope[] = typeof scope === 'string' ? [scope] : scope;
-  if (!anyOf.some((needed) => granted.includes(needed))) throw new CallError(status.PERMISSION_DENIED, `this call needs a token with the ${anyOf.join(' or ')} scope`);
-  if (!(await core.accountActive(client.ownerId))) throw new CallError(status.PERMISSION_DENIED, 'the account of this provisioning client is not active');
-  return { ownerId: client.ownerId, clientId: client.clientId, scopes: granted };
 }
 
-/** A core failure as the status the caller gets; anything unexpected becomes INTERNAL, logged here only. */
-function toCallError(error: unknown, method: string): CallError {
-  if (error instanceof CallError) return error;
-  // Bridge until the one gRPC mapper (issue 10) maps every DomainError kind: the page-token codec's refusals.
-  if (error instanceof DomainError && error.kind === 'invalid_argument') return new CallError(status.INVALID_ARGUMENT, error.message);
-  if (error instanceof ProvisioningError) {
-    if (!error.oauthError) return new CallError(CODES[error.code], error.message);
-    // RFC 8693 error code, machine-readable next to the status.
-    const trailers = new Metadata();
-    trailers.set('oauth-error', error.oauthError);
-    return new CallError(CODES[error.code], error.message, trailers);
-  }
-  logger.error('call failed', { method, error: error as Error });
-  return new CallError(status.INTERNAL, 'the service failed; retry the call');
+/**
+ * Callers by the Metadata object of their call: the object grpc-js hands this interceptor is the
+ * one the handler gets as `call.metadata`. Nothing a client sends can put an entry here.
+ */
+const callers = new WeakMap<Metadata, ScopedCaller>();
+
+/**
+ * Authenticates every call of a method in `scopes` (by path) before its handler runs; other
+ * methods (health, reflection) pass as they are. Our authenticated methods are unary or server
+ * streaming, so at half-close the request has arrived and passed the schema check (a misfit is
+ * refused before this, and never reaches here): a refused call ends with its status, an admitted
+ * one reaches the handler with its caller.
+ */
+export function authenticateCalls(core: Core, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
+  return (method, call) => {
+    const scope = scopes.get(method.path);
+    if (!scope) return new ServerInterceptingCall(call);
+    let metadata = new Metadata();
+    return new ServerInterceptingCall(call, {
+      start: (next) => next({
+        onReceiveMetadata: (received, pass) => {
+          metadata = received;
+          pass(received);
+        },
+        onReceiveHalfClose: (pass) => {
+          authenticate(core, metadata, scope, methodName(method.path)).then(
+            (caller) => {
+              callers.set(metadata, caller);
+              pass();
+            },
+            (refusal: ServiceError) => call.sendStatus(refusal),
+          );
+        },
+      }),
+    });
+  };
 }
 
-export function unary<Request, Response>(core: Core, method: string, scope: ProvisioningScope | readonly ProvisioningScope[], run: (caller: ScopedCaller, request: Request) => Promise<Response>) {
+/** One log line per call: method, status, duration and, for streams, the messages sent. */
+export const logCalls: ServerInterceptor = (method, call) => {
+  const started = performance.now();
+  let messages = 0;
+  let logged = false;
+  const log = (code: status) => {
+    if (logged) return;
+    logged = true;
+    const elapsed = performance.now() - started;
+    if (method.responseStream) logger.info('stream', { method: methodName(method.path), code: status[code], messages, durationMs: Math.round(elapsed) });
+    else logger.info('call', { method: methodName(method.path), code: status[code], durationMs: Math.round(elapsed * 10) / 10 });
+  };
+  return new ServerInterceptingCall(call, {
+    start: (next) => next({ onCancel: () => log(status.CANCELLED) }),
+    sendMessage: (message, next) => {
+      messages++;
+      next(message);
+    },
+    sendStatus: (sent, next) => {
+      log(sent.code);
+      next(sent);
+    },
+  });
+};
+
+/** Runs a handler's work with the call's caller; a failure comes back as the status the caller gets. */
+async function serve<T>(call: { metadata: Metadata; getPath(): string }, work: (caller: ScopedCaller) => Promise<T>): Promise<T> {
+  try {
+    const caller = callers.get(call.metadata);
+    // Fails closed: a method missing from the scope table has no caller, and is INTERNAL.
+    if (!caller) throw new Error(`${call.getPath()} ran without an authenticated caller`);
+    return await work(caller);
+  } catch (error) {
+    throw grpcError(error, methodName(call.getPath()));
+  }
+}
+
+export function unary<Request, Response>(run: (caller: ScopedCaller, request: Request) => Promise<Response>) {
   return (call: ServerUnaryCall<Request, Response>, callback: sendUnaryData<Response>) => {
-    const started = performance.now();
-    authenticate(core, call.metadata, scope)
-      .then((caller) => run(caller, call.request))
-      .then(
-        (response) => {
-          logger.info('call', { method, code: 'OK', durationMs: Math.round((performance.now() - started) * 10) / 10 });
-          callback(null, response);
-        },
-        (error: unknown) => {
-          const failure = toCallError(error, method);
-          logger.info('call', { method, code: status[failure.code], durationMs: Math.round((performance.now() - started) * 10) / 10 });
-          callback(serviceError(failure), null);
-        },
-      );
+    serve(call, (caller) => run(caller, call.request)).then(
+      (response) => callback(null, response),
+      (failure: ServiceError) => callback(failure, null),
+    );
   };
 }
 
 /**
- * A server-streaming RPC: authenticated like `unary`; `run` writes through `send` (which waits
- * when the client reads slowly) until it returns, the client cancels, or `closing` (server
- * drain) aborts; then the call ends normally. Failures become statuses as in `unary`.
+ * A server-streaming RPC: `run` writes through `send` (which waits when the client reads slowly)
+ * until it returns, the client cancels, or `closing` (server drain) aborts; then the call ends
+ * normally. Failures become statuses as in `unary`.
  */
 export function serverStream<Request, Response>(
-  core: Core, method: string, scope: ProvisioningScope, closing: AbortSignal,
+  closing: AbortSignal,
   run: (caller: Caller, request: Request, send: (response: Response) => Promise<void>, signal: AbortSignal) => Promise<void>,
 ) {
   return (call: ServerWritableStream<Request, Response>) => {
-    const started = performance.now();
     const stop = new AbortController();
     const abort = () => stop.abort();
     call.on('cancelled', abort);
     closing.addEventListener('abort', abort);
-    let sent = 0;
     const send = async (response: Response) => {
-      sent++;
       if (!call.write(response)) await once(call, 'drain', { signal: stop.signal }).catch(() => undefined);
     };
-    authenticate(core, call.metadata, scope)
-      .then((caller) => run(caller, call.request, send, stop.signal))
+    serve(call, (caller) => run(caller, call.request, send, stop.signal))
       .then(
         () => {
-          logger.info('stream', { method, code: 'OK', messages: sent, durationMs: Math.round(performance.now() - started) });
           if (!call.cancelled) call.end();
         },
-        (error: unknown) => {
-          const failure = toCallError(error, method);
-          logger.info('stream', { method, code: status[failure.code], messages: sent, durationMs: Math.round(performance.now() - started) });
-          if (!call.cancelled) call.emit('error', serviceError(failure));
+        (failure: ServiceError) => {
+          if (!call.cancelled) call.emit('error', failure);
         },
       )
       .finally(() => closing.removeEventListener('abort', abort));

@@ -8,10 +8,10 @@ import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_se
 import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceService } from './gen/svcnum/provisioning/v1alpha1/number_service';
-import { logger } from './calls';
+import { authenticateCalls, logCalls, logger, type CallScope } from './calls';
 import { addReflection, readDescriptorSet } from './reflection';
 import { agentService } from './services/agents';
-import { aliasService } from './services/aliases';
+import { ALIAS_SCOPES, aliasService } from './services/aliases';
 import { maskService } from './services/masks';
 import { numberService } from './services/numbers';
 import { StrictServer } from './strict-requests';
@@ -52,17 +52,23 @@ export interface RunningGrpcServer {
 
 export async function startGrpcServer(core: Core, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
   const descriptorSet = readDescriptorSet();
-  // Requests that are protobuf but not the method's message answer INVALID_ARGUMENT (strict-requests.ts).
-  const server = new StrictServer(createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)), serverOptions);
   const closing = new AbortController();
   // Every open stream listens for the drain: no listener limit on this signal.
   setMaxListeners(0, closing.signal);
+  // Our services and the scope each one's calls need.
   const ours = [
-    [NumberServiceService, numberService(core, closing.signal)],
-    [MaskServiceService, maskService(core)],
-    [AgentServiceService, agentService(core)],
-    [AliasServiceService, aliasService(core)],
+    [NumberServiceService, numberService(core, closing.signal), 'prov:numbers'],
+    [MaskServiceService, maskService(core), 'prov:masks'],
+    [AgentServiceService, agentService(core), 'prov:agents'],
+    [AliasServiceService, aliasService(core), ALIAS_SCOPES],
   ] as const;
+  /** Every method of ours by path: only these are authenticated (health and reflection are open). */
+  const scopes = new Map<string, CallScope>(ours.flatMap(([definition, , scope]) => Object.values(definition).map((method) => [method.path, scope] as const)));
+  // Requests that are protobuf but not the method's message answer INVALID_ARGUMENT (strict-requests.ts);
+  // the log sees every call, refused ones included; authentication sees only requests that fit.
+  const server = new StrictServer(createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)), {
+    ...serverOptions, interceptors: [authenticateCalls(core, scopes)],
+  }, [logCalls]);
   for (const [definition, implementation] of ours) server.addService(definition, implementation);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
   health.addToServer(server);

@@ -1,7 +1,6 @@
 import { ScalarType, type DescEnum, type DescField, type DescMessage, type Registry } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { Server, ServerInterceptingCall, status, type ServerInterceptor, type ServerOptions, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { logger } from './calls';
 
 // Requests are checked against their message's schema before the generated decoder sees them.
 // The generated decoders skip a known field sent with another wire type, silently wrap an
@@ -182,7 +181,6 @@ const refuseMalformed: ServerInterceptor = (method, call) => new ServerIntercept
       onReceiveMessage: (message, pass) => {
         if (!(message instanceof MalformedRequest)) return pass(message);
         refused = true;
-        logger.info('call', { method: method.path, code: 'INVALID_ARGUMENT', reason: 'malformed request' });
         call.sendStatus({ code: status.INVALID_ARGUMENT, details: `the request is not a valid ${method.path.split('/')[2]} request: ${message.reason}` });
       },
       onReceiveHalfClose: (pass) => {
@@ -195,10 +193,12 @@ const refuseMalformed: ServerInterceptor = (method, call) => new ServerIntercept
 /**
  * A grpc-js server whose every service (ours, health, reflection) gets its requests checked
  * against `registry` (the descriptor set reflection serves, so both agree on the schema).
+ * `options.interceptors` see only calls whose request fits; `observers` (logging) sit closer to
+ * the wire and see every call, a refused one included.
  */
 export class StrictServer extends Server {
-  constructor(private readonly registry: Registry, options: ServerOptions = {}) {
-    super({ ...options, interceptors: [refuseMalformed, ...(options.interceptors ?? [])] });
+  constructor(private readonly registry: Registry, options: ServerOptions = {}, observers: ServerInterceptor[] = []) {
+    super({ ...options, interceptors: [...observers, refuseMalformed, ...(options.interceptors ?? [])] });
   }
 
   override addService(service: ServiceDefinition, implementation: UntypedServiceImplementation): void {

@@ -193,7 +193,7 @@ export function createBrowserHandler(core: Core) {
   }, {
     serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')),
     // People see these routes: a malformed form or query gets a page, not JSON.
-    clientError: (error) => page(400, messagePage('This request is not valid', error.description)),
+    errorPage: (error, status) => page(status, messagePage('This request is not valid', error.message)),
   });
 }
 

@@ -4,13 +4,14 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { OAuthError } from '../core/errors';
-import { json, methodNotAllowed, oauthError, type HttpEvent, type HttpResult } from './http';
+import { DomainError } from '../core/kernel/errors';
+import { errorResult, httpStatus, json, methodNotAllowed, type HttpEvent, type HttpResult } from './http';
 
 // The one wrapper every Lambda handler goes through: routing by resource and method, one
 // structured log line per request (never a query string, body, cookie or token), and errors
-// turned into safe answers: an OAuthError keeps its code and description, anything else
-// becomes a plain server_error with the details kept in the log.
+// turned into safe answers: routes throw, and here a DomainError becomes its HTTP answer (the
+// one mapping, lambdas/http.ts); anything else becomes a plain server_error with the details
+// kept in the log.
 
 /**
  * In AWS the stack names each function's service (POWERTOOLS_SERVICE_NAME, `svcnum-<group>`); an
@@ -26,8 +27,12 @@ export type RouteTable = Record<string, Partial<Record<'GET' | 'POST', Route>>>;
 export interface EdgeOptions {
   /** How an unexpected failure is shown (HTML pages answer with a page, APIs with JSON). */
   serverError?: () => HttpResult;
-  /** How a malformed request (an OAuthError thrown by parsing) is shown; JSON by default. */
-  clientError?: (error: OAuthError) => HttpResult;
+  /** How a refusal is shown with the status the mapping gives it; JSON (`errorResult`) by default. */
+  errorPage?: (error: DomainError, status: number) => HttpResult;
+  /** The realm of this route group's challenges (`WWW-Authenticate: Bearer realm="…"`). */
+  realm?: string;
+  /** Headers every refusal of this group carries besides (CORS on the public API). */
+  errorHeaders?: Record<string, string>;
 }
 
 const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
@@ -47,8 +52,8 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
       else if (!route) result = methodNotAllowed(Object.keys(methods));
       else result = await route(event);
     } catch (error) {
-      if (error instanceof OAuthError) {
-        result = (options.clientError ?? oauthError)(error);
+      if (error instanceof DomainError) {
+        result = options.errorPage ? options.errorPage(error, httpStatus(error)) : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders);
       } else {
         logger.error('request failed', { resource, method: event.httpMethod, error: error as Error });
         result = (options.serverError ?? jsonServerError)();

@@ -1,5 +1,5 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import { OAuthError } from '../core/errors';
+import { oauthError, type DomainError, type ErrorKind, type OAuthErrorCode } from '../core/kernel/errors';
 import { paramsFrom, type Params } from '../core/params';
 
 // Translating API Gateway REST proxy events to what the core needs, and results back.
@@ -49,10 +49,10 @@ export function rawBody(event: HttpEvent): string {
 /** A form-encoded body (the only body any of our endpoints accept). */
 export function formParams(event: HttpEvent): Params {
   const body = rawBody(event);
-  if (Buffer.byteLength(body) > MAX_BODY_BYTES) throw new OAuthError('invalid_request', 'the request body is too large');
+  if (Buffer.byteLength(body) > MAX_BODY_BYTES) throw oauthError('invalid_request', 'the request body is too large');
   const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (body !== '' && contentType !== 'application/x-www-form-urlencoded') {
-    throw new OAuthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
+    throw oauthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
   return paramsFrom(new URLSearchParams(body));
 }
@@ -88,12 +88,6 @@ export function json(statusCode: number, body: unknown, headers: Record<string, 
     body: JSON.stringify(body),
   };
 }
-
-/**
- * RFC 6750 §3.1: a request with no credential (or another scheme than Bearer) gets 401 with a bare
- * challenge and no error information: `{}` and `WWW-Authenticate: Bearer realm="…"`.
- */
-export const bearerChallengeOnly = (realm: string): HttpResult => json(401, {}, { 'WWW-Authenticate': `Bearer realm="${realm}"` });
 
 /** Public, cacheable JSON (discovery documents and keys): the one exception to no-store. */
 export function publicJson(body: unknown, maxAgeSeconds: number): HttpResult {
@@ -150,9 +144,52 @@ export function redirect(location: string, statusCode: 302 | 303, setCookies: st
   };
 }
 
-/** RFC 6749 §5.2 error body. */
-export function oauthError(error: OAuthError, statusCode = 400, headers: Record<string, string> = {}): HttpResult {
-  return json(statusCode, { error: error.error, error_description: error.description }, headers);
+// The one mapping of a domain refusal to HTTP. The status is the OAuth code's own where a
+// standard gives it one (RFC 6749 §5.2, RFC 6750 §3.1, RFC 8693 §2.2.2), else the kind's.
+
+const OAUTH_STATUS: Partial<Record<OAuthErrorCode, number>> = {
+  invalid_request: 400, invalid_client: 401, invalid_token: 401, insufficient_scope: 403,
+  invalid_grant: 400, unauthorized_client: 400, unsupported_grant_type: 400, invalid_scope: 400,
+  invalid_target: 400, unsupported_token_type: 400, temporarily_unavailable: 503,
+};
+
+const KIND_STATUS: Record<ErrorKind, number> = {
+  invalid_argument: 400, unauthenticated: 401, forbidden: 403, not_found: 404, gone: 410,
+  conflict: 409, failed_precondition: 409, exhausted: 429, aborted: 409, unavailable: 503,
+};
+
+export const httpStatus = (error: DomainError): number => (error.oauth && OAUTH_STATUS[error.oauth]) ?? KIND_STATUS[error.kind];
+
+/** The body's `error`: the OAuth code, else the documented word, else the kind (`invalid_request` for a bad argument, as OAuth says it). */
+const errorCode = (error: DomainError): string =>
+  error.oauth ?? error.code ?? (error.kind === 'invalid_argument' ? 'invalid_request' : error.kind);
+
+/** RFC 6750 §3: auth-param values are quoted-strings of %x20-21 / %x23-5B / %x5D-7E only. */
+const quotable = (value: string) => value.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, "'");
+
+function challenge(error: DomainError, realm: string): string | undefined {
+  if (error.challenge === 'Basic') return `Basic realm="${realm}", charset="UTF-8"`;
+  if (error.challenge !== 'Bearer') return undefined;
+  const params = [`realm="${realm}"`];
+  if (error.oauth) params.push(`error="${error.oauth}"`, `error_description="${quotable(error.message)}"`);
+  if (error.scope) params.push(`scope="${quotable(error.scope)}"`);
+  return `Bearer ${params.join(', ')}`;
+}
+
+/**
+ * A refusal as JSON: `{error, error_description}` (RFC 6749 §5.2), the challenge the caller
+ * should answer (`realm` names the route group) and `Retry-After`. RFC 6750 §3.1: a request that
+ * sent no Bearer credential gets the bare challenge, 401 with `{}` and no error information.
+ */
+export function errorResult(error: DomainError, realm: string, headers: Record<string, string> = {}): HttpResult {
+  const authenticate = challenge(error, realm);
+  const extra = {
+    ...headers,
+    ...(authenticate ? { 'WWW-Authenticate': authenticate } : {}),
+    ...(error.retryAfterSeconds !== undefined ? { 'Retry-After': String(error.retryAfterSeconds) } : {}),
+  };
+  if (error.kind === 'unauthenticated' && error.challenge === 'Bearer' && !error.oauth) return json(401, {}, extra);
+  return json(httpStatus(error), { error: errorCode(error), error_description: error.message }, extra);
 }
 
 export const methodNotAllowed = (allowed: string[]): HttpResult =>

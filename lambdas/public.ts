@@ -1,8 +1,7 @@
 import { directoryLimits } from '../core/directory/config';
 import { clientKey, createRateLimiter, rateLimitFromEnvironment, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
-import { optionalParam } from '../core/params';
 import { DomainError } from '../core/kernel/errors';
-import { ProvisioningError } from '../core/provisioning/errors';
+import { optionalParam } from '../core/params';
 import type { Core } from '../core/service';
 import { edgeHandler, type Route } from './edge';
 import { json, queryParams, type HttpEvent, type HttpResult } from './http';
@@ -27,26 +26,8 @@ const CORS = { 'Access-Control-Allow-Origin': '*' };
 const cacheable = (body: unknown, maxAgeSeconds: number): HttpResult =>
   json(200, body, { ...CORS, 'Cache-Control': maxAgeSeconds >= 1 ? `public, max-age=${maxAgeSeconds}` : 'no-store' });
 
-const failure = (status: number, error: string, description: string, headers: Record<string, string> = {}) =>
-  json(status, { error, error_description: description }, { ...CORS, ...headers });
-
-/** The directory's refusals as HTTP answers; anything else is the edge's 500. */
-function answer(error: unknown): HttpResult {
-  if (error instanceof ProvisioningError && error.code === 'invalid_argument') return failure(400, 'invalid_request', error.message);
-  // Bridge until the one HTTP mapper (issue 10) maps every DomainError kind: the page-token codec's refusals.
-  if (error instanceof DomainError && error.kind === 'invalid_argument') return failure(400, 'invalid_request', error.message);
-  if (error instanceof ProvisioningError && error.code === 'not_found') return failure(404, 'not_found', error.message);
-  throw error;
-}
-
 /** One parameter, at most once (a repeated one is a 400 like everywhere else). */
-function param(event: HttpEvent, name: string): string | undefined {
-  try {
-    return optionalParam(queryParams(event), name);
-  } catch {
-    throw new ProvisioningError('invalid_argument', `${name} must not be repeated and at most 4096 characters`);
-  }
-}
+const param = (event: HttpEvent, name: string): string | undefined => optionalParam(queryParams(event), name);
 
 export function createPublicHandler(core: Core, options: PublicOptions = {}) {
   const limiter = options.limiter ?? createRateLimiter(options.rateLimit ?? rateLimitFromEnvironment(), core.clock);
@@ -56,13 +37,9 @@ export function createPublicHandler(core: Core, options: PublicOptions = {}) {
     const decision = limiter.take(clientKey(event.requestContext?.identity?.sourceIp));
     if (!decision.allowed) {
       const seconds = decision.retryAfterSeconds;
-      return failure(429, 'rate_limited', `too many requests from this address; retry in ${seconds} s`, { 'Retry-After': String(seconds) });
+      throw new DomainError('exhausted', `too many requests from this address; retry in ${seconds} s`, { code: 'rate_limited', retryAfterSeconds: seconds });
     }
-    try {
-      return await route(event);
-    } catch (error) {
-      return answer(error);
-    }
+    return route(event);
   };
 
   return edgeHandler({
@@ -79,7 +56,7 @@ export function createPublicHandler(core: Core, options: PublicOptions = {}) {
         capability: param(event, 'capability'), pageToken: param(event, 'page_token'), pageSize: param(event, 'page_size'),
       }), directoryLimits.discoverMaxAge)),
     },
-  });
+  }, { errorHeaders: CORS });
 }
 
 export const handler = lazyHandler(createPublicHandler);

@@ -1,11 +1,12 @@
-import { OAuthError } from '../core/errors';
 import type { Core } from '../core/service';
-import { InvalidClientError, type PresentedCredentials } from '../core/token-service';
+import type { PresentedCredentials } from '../core/token-service';
 import { edgeHandler } from './edge';
-import { formParams, header, json, oauthError, type HttpEvent } from './http';
+import { formParams, header, json, type HttpEvent } from './http';
 import { lazyHandler } from './runtime';
 
-// POST /oauth/token and POST /oauth/revoke: form-encoded in, JSON out, never cached.
+// POST /oauth/token and POST /oauth/revoke: form-encoded in, JSON out, never cached. Refusals
+// are RFC 6749 §5.2 answers made by the edge (400; invalid_client 401, with a Basic challenge
+// when the client tried Basic).
 
 /** RFC 6749 §2.3.1: Basic credentials are form-urlencoded before base64. */
 function presentedCredentials(event: HttpEvent): PresentedCredentials {
@@ -23,37 +24,18 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
   }
 }
 
-/** OAuth errors of the token and revocation endpoints: 400, or 401 for invalid_client (RFC 6749 §5.2). */
-function tokenError(error: unknown) {
-  if (error instanceof InvalidClientError) {
-    return oauthError(error, 401, error.usedBasic ? { 'WWW-Authenticate': 'Basic realm="oauth", charset="UTF-8"' } : {});
-  }
-  if (error instanceof OAuthError) return oauthError(error);
-  throw error;
-}
-
 export function createTokenHandler(core: Core) {
   return edgeHandler({
     '/oauth/token': {
-      POST: async (event) => {
-        try {
-          return json(200, await core.tokens.token(formParams(event), presentedCredentials(event)));
-        } catch (error) {
-          return tokenError(error);
-        }
-      },
+      POST: async (event) => json(200, await core.tokens.token(formParams(event), presentedCredentials(event))),
     },
     '/oauth/revoke': {
       POST: async (event) => {
-        try {
-          await core.tokens.revoke(formParams(event), presentedCredentials(event));
-          return json(200, {});
-        } catch (error) {
-          return tokenError(error);
-        }
+        await core.tokens.revoke(formParams(event), presentedCredentials(event));
+        return json(200, {});
       },
     },
-  });
+  }, { realm: 'oauth' });
 }
 
 export const handler = lazyHandler(createTokenHandler);

@@ -3,11 +3,11 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createAccounts, InvalidInputError, publicClient, publicUser } from '../core/accounts';
+import { createAccounts, publicClient, publicUser } from '../core/accounts';
 import { createCore } from '../core/service';
 import { serviceConfig } from '../core/config';
 import { OPERATOR, type AliasView } from '../core/directory/aliases';
-import { ProvisioningError } from '../core/provisioning/errors';
+import { DomainError } from '../core/kernel/errors';
 import { identifierKey } from '../core/sign-in-guard';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
@@ -308,7 +308,7 @@ try {
   // One line, always: node's parseArgs messages can run over several.
   const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.replace(/\. To specify a positional argument.*$/, '');
   process.stderr.write(`${usageError ? `${message} (see: admin help)` : message}\n`);
-  const expected = usageError || error instanceof InvalidInputError || error instanceof ProvisioningError || error instanceof LocalStartError;
+  const expected = usageError || error instanceof DomainError || error instanceof LocalStartError;
   if (!expected && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
   process.exitCode = usageError ? 2 : 1;
 }

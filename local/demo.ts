@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
-import { InvalidInputError } from '../core/accounts';
+import { DomainError, invalidArgument } from '../core/kernel/errors';
 import type { Core } from '../core/service';
 import { html } from '../lambdas/http';
 import { escapeHtml, layout } from '../lambdas/pages';
@@ -32,8 +32,8 @@ export async function ensureDemo(core: Core, dataDir: string, issuer: string): P
     const password = randomBytes(12).toString('base64url');
     await core.accounts.createUser({ email, password }).catch((error: unknown) => {
       // The password was only ever in demo.json: with the file gone, the demo user cannot be used.
-      if (error instanceof InvalidInputError && /already registered/.test(error.message)) {
-        throw new InvalidInputError(`${path} is gone but its demo user is still in the data; stop the service and rm -rf ${dataDir} to start over`);
+      if (error instanceof DomainError && /already registered/.test(error.message)) {
+        throw invalidArgument(`${path} is gone but its demo user is still in the data; stop the service and rm -rf ${dataDir} to start over`);
       }
       throw error;
     });

@@ -6,7 +6,7 @@ import { ensureDemo, demoClient } from './demo';
 import { localEnvironment } from './environment';
 import { startLocal, type LocalService } from './runner';
 import { hostPort, LocalStartError } from './start-errors';
-import { InvalidInputError } from '../core/accounts';
+import { DomainError } from '../core/kernel/errors';
 import { coolOffFromEnvironment } from '../core/adapters/aws-environment';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 
@@ -32,7 +32,7 @@ async function start(): Promise<LocalService> {
     demo = await ensureDemo(service.core, env.dataDir, service.issuer);
     demoExtra = demoClient(service.issuer, demo.clientId);
   } catch (error) {
-    if (!(error instanceof InvalidInputError)) {
+    if (!(error instanceof DomainError && error.kind === 'invalid_argument')) {
       await service.close();
       throw error;
     }

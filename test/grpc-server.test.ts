@@ -1,4 +1,4 @@
-import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { authenticate, logger } from '../grpc-service/calls';
 import { SERVICE_NAMES, serverOptions, startGrpcServer } from '../grpc-service/server';
@@ -251,6 +251,44 @@ describe('authentication of provisioning calls', () => {
     // The provisioning client's token still works, and the token endpoint is not confused either.
     expect(await call(app.agents, 'listAgents', ListAgentsRequest.fromPartial({}), app.token)).toBeDefined();
     expect((await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: apiClient.clientId, client_secret: 'wrong' })).status).toBe(401);
+  });
+});
+
+describe('the call interceptors', () => {
+  it('log one line per call, refused ones included, never with a token; a misfit request is INVALID_ARGUMENT before any authentication', async () => {
+    const info = vi.spyOn(logger, 'info');
+    const raw = new Client(`127.0.0.1:${service.grpcPort}`, credentials.createInsecure());
+    const health = healthClient(service.grpcPort);
+    try {
+      const listNumbers = ListNumbersRequest.fromPartial({});
+      await call(app.numbers, 'listNumbers', listNumbers, app.token);
+      expect((await failure(call(app.numbers, 'listNumbers', listNumbers, 'garbage'))).code).toBe(status.UNAUTHENTICATED);
+      expect((await failure(call(app.numbers, 'listNumbers', listNumbers))).code).toBe(status.UNAUTHENTICATED);
+      // page_token (field 2, a string) sent as a varint, and no credential: the schema check answers.
+      const misfit = await failure(new Promise((resolve, reject) => {
+        raw.makeUnaryRequest('/svcnum.provisioning.v1alpha1.NumberService/ListNumbers', (bytes: Buffer) => bytes, (bytes: Buffer) => bytes,
+          Buffer.from([0x10, 0x01]), new Metadata(), (error, response) => (error ? reject(error) : resolve(response)));
+      }));
+      expect(misfit.code).toBe(status.INVALID_ARGUMENT);
+      expect(await check(health, '')).toBe('SERVING');
+
+      const lines = info.mock.calls
+        .filter(([message]) => message === 'call')
+        .map(([, fields]) => fields as unknown as { method: string; code: string; durationMs: number });
+      expect(lines.map(({ method, code }) => [method, code])).toEqual([
+        ['NumberService.ListNumbers', 'OK'],
+        ['NumberService.ListNumbers', 'UNAUTHENTICATED'],
+        ['NumberService.ListNumbers', 'UNAUTHENTICATED'],
+        ['NumberService.ListNumbers', 'INVALID_ARGUMENT'],
+        ['Health.Check', 'OK'],
+      ]);
+      for (const line of lines) expect(line.durationMs).toEqual(expect.any(Number));
+      expect(JSON.stringify(info.mock.calls)).not.toContain(app.token);
+    } finally {
+      info.mockRestore();
+      raw.close();
+      health.close();
+    }
   });
 });
 

@@ -120,7 +120,7 @@ async function exhaust(): Promise<string[]> {
     try {
       taken.push((await service.core.provisioning.numbers.provision({ ownerId: filler.owner.svcnumId, clientId: filler.clientId }, { displayName: 'filler' })).svcnum);
     } catch (error) {
-      if ((error as { code?: string }).code === 'failed_precondition') return taken;
+      if ((error as { kind?: string }).kind === 'failed_precondition') return taken;
       throw error;
     }
   }

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient } from '../core/adapters/dynamo-schema';
 import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
-import { ProvisioningError } from '../core/provisioning/errors';
+import { DomainError } from '../core/kernel/errors';
 import { tableNames } from '../core/tables';
 import { localDynamoClient } from '../local/embedded-dynamo';
 import { LOCAL_TABLE_PREFIX } from '../local/runner';
@@ -367,7 +367,7 @@ describe('CloseMask', () => {
   it('is the only way to end a mask number: the operator lifecycle refuses mask numbers', async () => {
     const mask = await maskOf({ scope: 'operator' });
     for (const operation of [lifecycle().suspend, lifecycle().reactivate, lifecycle().deactivate]) {
-      await expect(operation(mask.svcnum)).rejects.toMatchObject({ code: 'failed_precondition', message: expect.stringMatching(/close the mask instead/) });
+      await expect(operation(mask.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/close the mask instead/) });
     }
     expect((await getMask(mask.maskId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
   });
@@ -428,7 +428,7 @@ describe("a mask number's return to the pool", () => {
         await service.core.provisioning.numbers.provision(callerOf(other), { displayName: 'filler' });
         taken++;
       } catch (error) {
-        if (error instanceof ProvisioningError && error.code === 'failed_precondition') return taken;
+        if (error instanceof DomainError && error.kind === 'failed_precondition') return taken;
         throw error;
       }
     }

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import type { ProgrammableNumberView } from '../core/provisioning/programmable';
-import { ProvisioningError } from '../core/provisioning/errors';
+import { DomainError } from '../core/kernel/errors';
 import { NumberState } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import { ListMasksRequest, type ListMasksResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import {
@@ -90,7 +90,7 @@ async function drainPool(): Promise<ProgrammableNumberView[]> {
     const batch = await Promise.allSettled(Array.from({ length: 8 }, take));
     for (const outcome of batch) {
       if (outcome.status === 'fulfilled') taken.push(outcome.value);
-      else if (outcome.reason instanceof ProvisioningError) full = false;
+      else if (outcome.reason instanceof DomainError) full = false;
       else throw outcome.reason;
     }
     expect(taken.length).toBeLessThanOrEqual(SEEDED + 10);
@@ -99,7 +99,7 @@ async function drainPool(): Promise<ProgrammableNumberView[]> {
     try {
       taken.push(await take());
     } catch (error) {
-      if (error instanceof ProvisioningError && error.code === 'failed_precondition') return taken;
+      if (error instanceof DomainError && error.kind === 'failed_precondition') return taken;
       throw error;
     }
   }
@@ -466,10 +466,10 @@ describe('number lifecycle (operator)', () => {
     expect((await listAll(100)).flat().find((each) => each.svcnumId === number.svcnumId)?.state).toBe(NumberState.NUMBER_STATE_SUSPENDED);
     // A suspended number can still be configured.
     expect((await configure({ svcnumId: number.svcnumId, config: { autoReply: 'Back soon' } })).state).toBe(NumberState.NUMBER_STATE_SUSPENDED);
-    await expect(lifecycle().suspend(number.svcnum)).rejects.toMatchObject({ code: 'failed_precondition', message: expect.stringMatching(/is suspended; it must be active/) });
+    await expect(lifecycle().suspend(number.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/is suspended; it must be active/) });
     expect(await lifecycle().reactivate(number.svcnum)).toMatchObject({ state: 'active', holder: number.svcnumId });
     expect((await getNumber(number.svcnumId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
-    await expect(lifecycle().reactivate(number.svcnum)).rejects.toMatchObject({ code: 'failed_precondition', message: expect.stringMatching(/is active; it must be suspended/) });
+    await expect(lifecycle().reactivate(number.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/is active; it must be suspended/) });
   });
 
   it('deactivates a number: the number is QUARANTINED for the cool-off, the entity DEACTIVATED and no longer configurable', async () => {
@@ -484,21 +484,21 @@ describe('number lifecycle (operator)', () => {
     expect(entity).toMatchObject({ svcnumId: number.svcnumId, svcnum: number.svcnum, state: NumberState.NUMBER_STATE_DEACTIVATED, config: { autoReply: 'bye' } });
     await rejects(configure({ svcnumId: number.svcnumId, config: { autoReply: 'again' } }), status.FAILED_PRECONDITION, new RegExp(`number ${number.svcnum} is deactivated`));
     // No way back, and nothing more to do.
-    await expect(lifecycle().reactivate(number.svcnum)).rejects.toMatchObject({ code: 'failed_precondition' });
-    await expect(lifecycle().suspend(number.svcnum)).rejects.toMatchObject({ code: 'failed_precondition', message: expect.stringMatching(/is quarantined/) });
-    await expect(lifecycle().deactivate(number.svcnum)).rejects.toMatchObject({ code: 'failed_precondition', message: expect.stringMatching(/only active or suspended numbers can be deactivated/) });
+    await expect(lifecycle().reactivate(number.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition' });
+    await expect(lifecycle().suspend(number.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/is quarantined/) });
+    await expect(lifecycle().deactivate(number.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/only active or suspended numbers can be deactivated/) });
     expect((await getNumber(number.svcnumId)).state).toBe(NumberState.NUMBER_STATE_DEACTIVATED);
   });
 
   it('refuses unknown and malformed service numbers, and numbers still in the pool', async () => {
-    await expect(lifecycle().suspend(`${PREFIX}999999999`)).rejects.toMatchObject({ code: 'not_found' });
-    await expect(lifecycle().show('12')).rejects.toMatchObject({ code: 'invalid_argument' });
-    await expect(lifecycle().deactivate('abc')).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(lifecycle().suspend(`${PREFIX}999999999`)).rejects.toMatchObject({ kind: 'not_found' });
+    await expect(lifecycle().show('12')).rejects.toMatchObject({ kind: 'invalid_argument' });
+    await expect(lifecycle().deactivate('abc')).rejects.toMatchObject({ kind: 'invalid_argument' });
     // A number still in the pool has no holder to suspend or retire.
     const { first: free } = await seedPool(service, `${PREFIX}9`, 1);
     expect((await lifecycle().show(free)).state).toBe('available');
-    await expect(lifecycle().suspend(free)).rejects.toMatchObject({ code: 'failed_precondition' });
-    await expect(lifecycle().deactivate(free)).rejects.toMatchObject({ code: 'failed_precondition' });
+    await expect(lifecycle().suspend(free)).rejects.toMatchObject({ kind: 'failed_precondition' });
+    await expect(lifecycle().deactivate(free)).rejects.toMatchObject({ kind: 'failed_precondition' });
     expect((await lifecycle().show(free)).state).toBe('available');
   });
 

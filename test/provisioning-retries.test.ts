@@ -165,7 +165,7 @@ describe('an attempt that outlived its lease, and the retry that took over', () 
       if (++calls === 1) await stalled;
     });
     const slow = service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId })
-      .then(() => 'created', (error: Error) => `${(error as { code?: string }).code}: ${error.message}`);
+      .then(() => 'created', (error: Error) => `${(error as { kind?: string }).kind}: ${error.message}`);
     await reached(method);
     lapse();
     const retried = await createAgent(app, requestId);

@@ -3,7 +3,7 @@ import { inService, type User } from '../model';
 import type { Clock, Random } from '../ports';
 import type { ProvisioningScope } from '../scopes';
 import type { Store } from '../store';
-import { failedPrecondition, notFound, ProvisioningError } from '../provisioning/errors';
+import { DomainError, failedPrecondition, notFound } from '../kernel/errors';
 import { svcnumIdField } from '../provisioning/validation';
 import { directoryLimits } from './config';
 import { aliasMember, parseAliasMember, type AliasRecord, type AliasedEntity } from './store';
@@ -64,7 +64,8 @@ export function createAliases(deps: { store: Store; clock: Clock; random: Random
   function authorised(actor: { scopes: readonly string[] }, entity: User, needed: ProvisioningScope) {
     if (!actor.scopes.includes(needed)) {
       const what = entity.accountType === 'programmable' ? 'a programmable number' : 'an agent';
-      throw new ProvisioningError('permission_denied', `aliases of ${what} need a token with the ${needed} scope`);
+      // The same refusal as the Bearer path's for a missing scope (core/bearer.ts), for the scope this entity needs.
+      throw new DomainError('forbidden', `aliases of ${what} need a token with the ${needed} scope`, { oauth: 'insufficient_scope', challenge: 'Bearer', scope: needed });
     }
   }
 
@@ -91,7 +92,7 @@ export function createAliases(deps: { store: Store; clock: Clock; random: Random
       if (existing.leaseUntil > clock.now() || await live(existing)) break;
       if (await store.takeOverAlias(record, existing)) return;
     }
-    throw new ProvisioningError('already_exists', `the alias ${record.alias} is taken`);
+    throw new DomainError('conflict', `the alias ${record.alias} is taken`);
   }
 
   /** The caller's live alias `alias`, with its entity, or NOT_FOUND. */
@@ -131,7 +132,7 @@ export function createAliases(deps: { store: Store; clock: Clock; random: Random
       }
       if (!committed) {
         if (!(await store.getAliasedEntity(entity.svcnumId))) throw notFound(`no entity ${entity.svcnumId}`);
-        throw new ProvisioningError('resource_exhausted', `entity ${entity.svcnumId} already has ${max} aliases; delete one first`);
+        throw new DomainError('exhausted', `entity ${entity.svcnumId} already has ${max} aliases; delete one first`);
       }
       return view(record);
     },

@@ -1,6 +1,6 @@
 import type { PageTokenCodec } from '../kernel/page-token';
 import { inService, type User } from '../model';
-import { invalidArgument } from '../provisioning/errors';
+import { invalidArgument } from '../kernel/errors';
 import type { PageKey } from '../provisioning/store';
 import { capabilitiesField } from '../provisioning/validation';
 import type { Store } from '../store';

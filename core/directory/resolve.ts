@@ -1,7 +1,7 @@
 import type { NumberRecord } from '../model';
 import type { Clock } from '../ports';
 import { numberView } from '../provisioning/lifecycle';
-import { invalidArgument, notFound } from '../provisioning/errors';
+import { invalidArgument, notFound } from '../kernel/errors';
 import type { Store } from '../store';
 import type { Aliases } from './aliases';
 import { aliasField, formattedNumber } from './validation';

@@ -1,4 +1,4 @@
-import { invalidArgument } from '../provisioning/errors';
+import { invalidArgument } from '../kernel/errors';
 import { directoryLimits } from './config';
 
 // Inputs of the directory: aliases and formatted numbers.

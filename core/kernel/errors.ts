@@ -61,3 +61,20 @@ export class DomainError extends Error {
 export const invalidArgument = (message: string, options?: DomainErrorOptions) => new DomainError('invalid_argument', message, options);
 export const notFound = (message: string, options?: DomainErrorOptions) => new DomainError('not_found', message, options);
 export const failedPrecondition = (message: string, options?: DomainErrorOptions) => new DomainError('failed_precondition', message, options);
+
+/**
+ * What each OAuth error code is, for refusals named by their code alone (token endpoint,
+ * authorization redirects). Refusals that need another kind (a token exchange's NOT_FOUND) say so.
+ */
+const OAUTH_KINDS: Record<OAuthErrorCode, ErrorKind> = {
+  invalid_request: 'invalid_argument', invalid_client: 'unauthenticated', invalid_grant: 'invalid_argument',
+  unauthorized_client: 'forbidden', unsupported_grant_type: 'invalid_argument', invalid_scope: 'invalid_argument',
+  invalid_target: 'invalid_argument', access_denied: 'forbidden', unsupported_response_type: 'invalid_argument',
+  server_error: 'unavailable', temporarily_unavailable: 'unavailable', invalid_token: 'unauthenticated',
+  insufficient_scope: 'forbidden', unsupported_token_type: 'invalid_argument', login_required: 'unauthenticated',
+  consent_required: 'forbidden', interaction_required: 'unauthenticated', request_not_supported: 'invalid_argument',
+  request_uri_not_supported: 'invalid_argument', account_setup_required: 'failed_precondition',
+};
+
+export const oauthError = (oauth: OAuthErrorCode, message: string, options?: Omit<DomainErrorOptions, 'oauth'>) =>
+  new DomainError(OAUTH_KINDS[oauth], message, { ...options, oauth });

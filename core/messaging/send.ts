@@ -1,5 +1,7 @@
 import { EventEmitter } from 'node:events';
+import { invalidToken, requireScope } from '../bearer';
 import { newUlid } from '../ids';
+import { DomainError, invalidArgument, notFound } from '../kernel/errors';
 import { inService, type Client, type User } from '../model';
 import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
@@ -17,16 +19,8 @@ export const MESSAGE_RETENTION_MS = 30 * 86_400_000;
 export const MAX_DERIVED_HOPS = 3;
 export const MAX_TEXT_LENGTH = 2000;
 
-export class MessagingError extends Error {
-  override name = 'MessagingError';
-  constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 410,
-    readonly error: 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'forbidden' | 'not_found' | 'not_in_service' | 'gone',
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** A number that exists but cannot send or receive now (suspended, an inactive account): 409 `not_in_service`. */
+const notInService = (message: string) => new DomainError('failed_precondition', message, { code: 'not_in_service' });
 
 export interface Sender { svcnumId: string; svcnum: string; entityType: SenderEntityType }
 
@@ -75,21 +69,21 @@ export function createMessaging(deps: {
   /** Where a message to `to` goes, as whom it appears, or why it cannot go. */
   async function route(sender: Sender, to: string) {
     const number = await store.getNumber(to);
-    if (!number?.svcnumId || !['active', 'suspended'].includes(number.state)) throw new MessagingError(404, 'not_found', `number ${to} is not in service`);
-    if (number.state === 'suspended') throw new MessagingError(409, 'not_in_service', `number ${to} is suspended`);
+    if (!number?.svcnumId || !['active', 'suspended'].includes(number.state)) throw notFound(`number ${to} is not in service`);
+    if (number.state === 'suspended') throw notInService(`number ${to} is suspended`);
     if (number.entityType === 'mask') {
       const mask = await store.getMask(number.svcnumId);
-      if (!mask || mask.svcnum !== to) throw new MessagingError(404, 'not_found', `number ${to} is not in service`);
-      if (mask.expiresAt <= clock.now()) throw new MessagingError(410, 'gone', `mask ${to} has expired`);
+      if (!mask || mask.svcnum !== to) throw notFound(`number ${to} is not in service`);
+      if (mask.expiresAt <= clock.now()) throw new DomainError('gone', `mask ${to} has expired`);
       const other = sender.svcnumId === mask.participantA ? mask.participantB : sender.svcnumId === mask.participantB ? mask.participantA : undefined;
-      if (!other) throw new MessagingError(403, 'forbidden', `only the two participants of mask ${to} can send to it`);
+      if (!other) throw new DomainError('forbidden', `only the two participants of mask ${to} can send to it`);
       const recipient = await store.getUser(other);
-      if (!inService(recipient)) throw new MessagingError(409, 'not_in_service', 'the other participant cannot receive messages now');
+      if (!inService(recipient)) throw notInService('the other participant cannot receive messages now');
       // Bridged: the recipient sees the mask's number, never the sender's number or id.
       return { recipient: recipient!, fromSvcnum: mask.svcnum, senderEntityType: 'mask' as const, toSvcnum: mask.svcnum };
     }
     const recipient = await store.getUser(number.svcnumId);
-    if (!recipient || recipient.svcnum !== to || recipient.status !== 'active') throw new MessagingError(404, 'not_found', `number ${to} is not in service`);
+    if (!recipient || recipient.svcnum !== to || recipient.status !== 'active') throw notFound(`number ${to} is not in service`);
     return { recipient, fromSvcnum: sender.svcnum, senderEntityType: sender.entityType, toSvcnum: to };
   }
 
@@ -136,39 +130,39 @@ export function createMessaging(deps: {
      * `from`, which must be a number its owner account controls.
      */
     async sender(claims: AccessTokenClaims, from: string | undefined): Promise<Sender> {
-      if (!claims.scope.split(' ').includes('messaging')) throw new MessagingError(403, 'insufficient_scope', 'sending needs a token with the messaging scope');
+      requireScope(claims, 'messaging');
       const fromNumber = from === undefined ? undefined : normaliseNumber(from);
-      if (from !== undefined && !fromNumber) throw new MessagingError(400, 'invalid_request', 'from must be a number of 11 to 15 digits');
+      if (from !== undefined && !fromNumber) throw invalidArgument('from must be a number of 11 to 15 digits');
       let entity: User | undefined;
       const client = await getClient(claims.client_id);
       if (client && claims.sub === client.clientId) {
         // A disabled client stops sending within the client cache's lifetime, whatever its tokens' lifetime.
-        if (client.disabled) throw new MessagingError(401, 'invalid_token', 'this client is disabled');
-        if (client.kind !== 'api' || !client.ownerId) throw new MessagingError(403, 'forbidden', 'this client has no owner account, so it has no number to send from');
-        if (!fromNumber) throw new MessagingError(400, 'invalid_request', 'from is required: a number of the account this client belongs to');
+        if (client.disabled) throw invalidToken('this client is disabled');
+        if (client.kind !== 'api' || !client.ownerId) throw new DomainError('forbidden', 'this client has no owner account, so it has no number to send from');
+        if (!fromNumber) throw invalidArgument('from is required: a number of the account this client belongs to');
         const holder = (await store.getNumber(fromNumber))?.svcnumId;
         entity = holder ? await store.getUser(holder) : undefined;
         const controlled = entity && entity.svcnum === fromNumber && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
-        if (!controlled) throw new MessagingError(403, 'forbidden', `number ${fromNumber} is not a number of this client's account`);
+        if (!controlled) throw new DomainError('forbidden', `number ${fromNumber} is not a number of this client's account`);
         // A disabled account's clients stop sending (as its provisioning clients stop calling).
         const ownerActive = entity!.svcnumId === client.ownerId ? entity!.status === 'active' : await accountActive(client.ownerId);
-        if (!ownerActive) throw new MessagingError(403, 'forbidden', 'the account of this client is not active');
+        if (!ownerActive) throw new DomainError('forbidden', 'the account of this client is not active');
       } else {
         entity = await store.getUser(claims.sub);
-        if (!entity) throw new MessagingError(403, 'forbidden', 'the token does not name an account that can send');
-        if (fromNumber && fromNumber !== entity.svcnum) throw new MessagingError(403, 'forbidden', `this token sends as ${entity.svcnum} only`);
+        if (!entity) throw new DomainError('forbidden', 'the token does not name an account that can send');
+        if (fromNumber && fromNumber !== entity.svcnum) throw new DomainError('forbidden', `this token sends as ${entity.svcnum} only`);
         // An agent or lent number of a disabled account stops with it (its tokens may still be valid).
-        if (entity.ownerId && !(await accountActive(entity.ownerId))) throw new MessagingError(403, 'forbidden', 'the account this number belongs to is not active');
+        if (entity.ownerId && !(await accountActive(entity.ownerId))) throw new DomainError('forbidden', 'the account this number belongs to is not active');
       }
-      if (!SENDER_TYPES.has(entity!.accountType)) throw new MessagingError(403, 'forbidden', 'this account cannot send messages');
-      if (!inService(entity)) throw new MessagingError(409, 'not_in_service', `number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);
+      if (!SENDER_TYPES.has(entity!.accountType)) throw new DomainError('forbidden', 'this account cannot send messages');
+      if (!inService(entity)) throw notInService(`number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);
       return { svcnumId: entity!.svcnumId, svcnum: entity!.svcnum, entityType: entity!.accountType as SenderEntityType };
     },
 
     async send(sender: Sender, input: { to?: unknown; text?: unknown }): Promise<AcceptedMessage> {
-      if (typeof input.to !== 'string' || !normaliseNumber(input.to)) throw new MessagingError(400, 'invalid_request', 'to must be a number of 11 to 15 digits');
-      if (typeof input.text !== 'string' || input.text.length === 0) throw new MessagingError(400, 'invalid_request', 'text is required');
-      if ([...input.text].length > MAX_TEXT_LENGTH) throw new MessagingError(400, 'invalid_request', `text is longer than ${MAX_TEXT_LENGTH} characters`);
+      if (typeof input.to !== 'string' || !normaliseNumber(input.to)) throw invalidArgument('to must be a number of 11 to 15 digits');
+      if (typeof input.text !== 'string' || input.text.length === 0) throw invalidArgument('text is required');
+      if ([...input.text].length > MAX_TEXT_LENGTH) throw invalidArgument(`text is longer than ${MAX_TEXT_LENGTH} characters`);
       const to = normaliseNumber(input.to)!;
       const message = await deliver(sender, to, input.text, 'message', 0);
       return { messageId: message.messageId, from: sender.svcnum, to, acceptedAt: message.acceptedAt };

@@ -8,7 +8,7 @@ import { sha256 } from '../secrets';
 import type { Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import type { ProvisioningConfig } from './config';
-import { failedPrecondition, invalidArgument, notFound, ProvisioningError } from './errors';
+import { DomainError, failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from './pages';
 import type { PageKey } from './store';
 import type { NumberPool } from './pool';
@@ -265,13 +265,13 @@ export function createAgents(deps: {
       const oldNumber = agent.svcnum;
       const oldFallback = agent.fallbackSvcnum;
       if (!oldFallback) throw failedPrecondition(`agent ${agent.svcnumId} has no fallback number`);
-      const changed = () => new ProvisioningError('aborted', 'the agent changed during rotation; retry');
+      const changed = () => new DomainError('aborted', 'the agent changed during rotation; retry');
       return Steps.all(async (steps) => {
         const held = clock.now() + config.lease;
         await steps.run(
           async () => {
             if (!(await store.claimRotation(agent.svcnumId, { svcnum: oldNumber, fallbackSvcnum: oldFallback }, held, clock.now()))) {
-              throw new ProvisioningError('aborted', 'the agent is being rotated or changed meanwhile; retry');
+              throw new DomainError('aborted', 'the agent is being rotated or changed meanwhile; retry');
             }
           },
           () => store.updateEntity(agent.svcnumId, { rotationUntil: undefined }, { rotationUntil: held }),

@@ -3,8 +3,8 @@ import type { Clock } from '../ports';
 import { formatScope, isSubset, parseScope } from '../scopes';
 import type { Store } from '../store';
 import { apiAudience, type ServiceConfig } from '../config';
-import { InvalidTokenError, type AccessTokenClaims, type AccessTokenVerifier, type TokenIssuer } from '../tokens';
-import { ProvisioningError } from './errors';
+import { type AccessTokenClaims, type AccessTokenVerifier, type TokenIssuer } from '../tokens';
+import { DomainError, oauthError } from '../kernel/errors';
 import type { Caller } from './programmable';
 
 // RFC 8693 token exchange, for two delegations:
@@ -39,7 +39,7 @@ export interface ExchangeResult {
 }
 
 
-const invalidRequest = (message: string) => new ProvisioningError('invalid_argument', message, 'invalid_request');
+const invalidRequest = (message: string) => oauthError('invalid_request', message);
 
 export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
   const { store, clock, issuer, verify, config } = deps;
@@ -53,7 +53,8 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
     try {
       return await verify(input.actorToken);
     } catch (error) {
-      if (error instanceof InvalidTokenError) throw invalidRequest('actor_token is invalid or expired');
+      // RFC 8693 §2.2.2: a token sent as a parameter is the request's fault, not the caller's credential.
+      if (error instanceof DomainError && error.oauth === 'invalid_token') throw invalidRequest('actor_token is invalid or expired');
       throw error;
     }
   }
@@ -65,17 +66,17 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
       throw invalidRequest('actor_token does not belong to an agent of your account');
     }
     if (!inService(agent)) {
-      throw new ProvisioningError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, 'invalid_request');
+      throw new DomainError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, { oauth: 'invalid_request' });
     }
     return agent;
   }
 
   function narrowed(requested: string | undefined, allowed: readonly string[]): string[] {
-    if (allowed.length === 0) throw new ProvisioningError('invalid_argument', 'no scope can be delegated here', 'invalid_scope');
+    if (allowed.length === 0) throw oauthError('invalid_scope', 'no scope can be delegated here');
     if (!requested?.trim()) return [...allowed];
     const scopes = parseScope(requested);
     if (!scopes || !isSubset(scopes, allowed)) {
-      throw new ProvisioningError('invalid_argument', `scope may only narrow: at most "${formatScope(allowed)}"`, 'invalid_scope');
+      throw oauthError('invalid_scope', `scope may only narrow: at most "${formatScope(allowed)}"`);
     }
     return scopes;
   }
@@ -85,7 +86,7 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
       throw invalidRequest(`requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
     }
     if (input.audience && input.audience !== apiAudience(config)) {
-      throw new ProvisioningError('invalid_argument', `audience must be ${apiAudience(config)}`, 'invalid_target');
+      throw oauthError('invalid_target', `audience must be ${apiAudience(config)}`);
     }
     if (!input.subjectToken) throw invalidRequest('subject_token is required');
     if (input.subjectTokenType !== TOKEN_TYPE_SVCNUM_ID) throw invalidRequest(`subject_token_type must be ${TOKEN_TYPE_SVCNUM_ID}`);
@@ -94,12 +95,12 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
     if (!yours || !(subject.accountType === 'programmable' || (subject.accountType === 'ai_agent' && subject.agentKind === 'dependent'))) {
       // The contract: NOT_FOUND for anything but a programmable number or a dependent agent of the caller.
       const independent = yours && subject.accountType === 'ai_agent';
-      throw new ProvisioningError('not_found', independent
+      throw new DomainError('not_found', independent
         ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
-        : 'subject_token names no programmable number or dependent agent of your account', 'invalid_request');
+        : 'subject_token names no programmable number or dependent agent of your account', { oauth: 'invalid_request' });
     }
     if (!inService(subject)) {
-      throw new ProvisioningError('failed_precondition', `subject ${subject.svcnumId} is not active`, 'invalid_request');
+      throw new DomainError('failed_precondition', `subject ${subject.svcnumId} is not active`, { oauth: 'invalid_request' });
     }
     const actor = await actorClaims(input);
     let scopes: string[];
@@ -119,7 +120,7 @@ export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: 
         // The owner agent acts (act.sub) even without its token: it must be active too.
         const owner = await store.getUser(subject.parentId);
         if (!owner || !inService(owner)) {
-          throw new ProvisioningError('failed_precondition', `the owner agent ${subject.parentId} is not active`, 'invalid_request');
+          throw new DomainError('failed_precondition', `the owner agent ${subject.parentId} is not active`, { oauth: 'invalid_request' });
         }
       }
       const allowed = (subject.scopes ?? []).filter((scope) => !actor || actor.scope.split(' ').includes(scope));

@@ -2,7 +2,7 @@ import type { NumberRecord, NumberState } from '../model';
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import type { ProvisioningConfig } from './config';
-import { failedPrecondition, invalidArgument, notFound } from './errors';
+import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import type { LeaseResolver, NumberPool } from './pool';
 
 // Operator side of the number lifecycle (admin CLI):

@@ -1,5 +1,5 @@
 import type { PageTokenCodec } from '../kernel/page-token';
-import { ProvisioningError } from './errors';
+import { DomainError } from '../kernel/errors';
 import { provisioningLimits } from './config';
 import type { Page, PageKey } from './store';
 
@@ -8,7 +8,7 @@ import type { Page, PageKey } from './store';
 
 export function pageSize(requested: number | undefined): number {
   if (requested === undefined || requested === 0) return provisioningLimits.pageSizeDefault;
-  if (!Number.isInteger(requested) || requested < 0) throw new ProvisioningError('invalid_argument', 'page_size must be a positive integer');
+  if (!Number.isInteger(requested) || requested < 0) throw new DomainError('invalid_argument', 'page_size must be a positive integer');
   return Math.min(requested, provisioningLimits.pageSizeMax);
 }
 

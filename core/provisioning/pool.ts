@@ -1,7 +1,7 @@
 import type { NumberRecord } from '../model';
 import type { Clock } from '../ports';
 import type { ProvisioningConfig } from './config';
-import { ProvisioningError } from './errors';
+import { DomainError } from '../kernel/errors';
 import type { ProvisioningStore } from './store';
 
 // The number pool. Allocation leases a free number to a holder that has not committed yet; the
@@ -36,7 +36,7 @@ export function createNumberPool(store: ProvisioningStore, clock: Clock, config:
         const now = clock.now();
         const candidates = await store.freeNumbers(now, CANDIDATES_PER_QUERY);
         if (candidates.length === 0) {
-          throw new ProvisioningError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
+          throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
         }
         // Random order: concurrent allocations rarely race for the same number.
         for (const candidate of shuffled(candidates)) {
@@ -50,7 +50,7 @@ export function createNumberPool(store: ProvisioningStore, clock: Clock, config:
           if (await store.leaseNumber(candidate, holder, entityType, now + config.lease, now)) return candidate.svcnum;
         }
       }
-      throw new ProvisioningError('unavailable', 'the number pool is busy; retry the call');
+      throw new DomainError('unavailable', 'the number pool is busy; retry the call');
     },
 
     /** Makes a lease permanent. Fails loudly if the number was lost (the lease lapsed and was taken). */

@@ -3,7 +3,7 @@ import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../ports';
 import type { Store } from '../store';
 import { provisioningLimits } from './config';
-import { failedPrecondition, invalidArgument, notFound } from './errors';
+import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from './pages';
 import type { NumberPool } from './pool';
 import type { RequestLog } from './requests';

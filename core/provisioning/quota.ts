@@ -1,7 +1,7 @@
 import type { QuotaSlot } from '../model';
 import type { Clock } from '../ports';
 import type { ProvisioningConfig } from './config';
-import { ProvisioningError } from './errors';
+import { DomainError } from '../kernel/errors';
 import type { ProvisioningStore } from './store';
 
 // Exact quotas without transactions: a quota of N is N slot items (`owner#kind#0` … `#N-1`),
@@ -37,7 +37,7 @@ export function createQuota(store: ProvisioningStore, clock: Clock, config: Prov
       for (const slot of lapsed) {
         if (await store.takeOverSlot(slot, holder, clock.now() + config.lease)) return slot.slotKey;
       }
-      throw new ProvisioningError('resource_exhausted', `the quota of ${limit} ${kind} agents for ${ownerId} is used up; higher quotas are available on request`);
+      throw new DomainError('exhausted', `the quota of ${limit} ${kind} agents for ${ownerId} is used up; higher quotas are available on request`);
     },
 
     confirm: async (key: string, holder: string) => {

@@ -3,8 +3,8 @@ import { newUlid } from '../ids';
 import type { IdempotencyRecord } from '../model';
 import type { Clock, Random } from '../ports';
 import { provisioningLimits, type ProvisioningConfig } from './config';
-import { LeaseLost, ProvisioningError } from './errors';
-import type { Held } from './steps';
+import { DomainError } from '../kernel/errors';
+import { LEASE_LOST, type Held } from './steps';
 import type { ProvisioningStore } from './store';
 
 // request_id idempotency for creates (AIP-155): a retried create with the same request_id and the
@@ -46,7 +46,7 @@ export function createRequestLog(store: ProvisioningStore, clock: Clock, random:
     try {
       result = await run(id, () => clock.now() < heldUntil);
     } catch (error) {
-      if (error instanceof ProvisioningError && !(error instanceof LeaseLost)) {
+      if (error instanceof DomainError && error.code !== LEASE_LOST) {
         // A refusal (bad input, quota, empty pool) comes before any commit write: nothing was
         // created, so the request_id is free for a corrected request.
         await store.abandonRequest(record.requestKey, record.leaseUntil).catch(ignore);
@@ -72,7 +72,7 @@ export function createRequestLog(store: ProvisioningStore, clock: Clock, random:
   ): Promise<T> {
     if (!scope.requestId) return creation.create(newUlid(clock, random), () => true);
     if (!REQUEST_ID.test(scope.requestId)) {
-      throw new ProvisioningError('invalid_argument', `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`);
+      throw new DomainError('invalid_argument', `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`);
     }
     const requestKey = `${scope.ownerId}#${scope.method}#${scope.requestId}`;
     const fingerprint = createHash('sha256').update(JSON.stringify(scope.request)).digest('base64url');
@@ -85,9 +85,9 @@ export function createRequestLog(store: ProvisioningStore, clock: Clock, random:
     if (claim.outcome === 'started') return attempt(first, creation.create);
 
     const { record } = claim;
-    if (record.fingerprint !== fingerprint) throw new ProvisioningError('already_exists', 'request_id was already used for a different request');
+    if (record.fingerprint !== fingerprint) throw new DomainError('conflict', 'request_id was already used for a different request');
     if (record.state === 'done' && record.resourceId) return creation.replay(record.resourceId);
-    const inProgress = () => new ProvisioningError('aborted', 'a call with this request_id is still in progress; retry later');
+    const inProgress = () => new DomainError('aborted', 'a call with this request_id is still in progress; retry later');
     if (record.state !== 'pending' || record.leaseUntil > now) throw inProgress();
     // The attempt holding the record crashed or failed: take it over with its resource id (a
     // record from before resource ids gets one now).

@@ -9,7 +9,17 @@
 // says the lease is (nearly) over, a retry may own the same resource id, so the steps neither
 // commit nor undo any more; what they hold is the retry's to use, or lapses.
 
-import { LeaseLost } from './errors';
+import { DomainError } from '../kernel/errors';
+
+/** `code` of the refusal below: the request log tells it from the refusals that come before any write. */
+export const LEASE_LOST = 'lease_lost';
+
+/**
+ * An attempt of a create that outlived its request record's lease: a retry may have taken the
+ * record over and be building the same resource, so this attempt neither commits nor undoes.
+ */
+const leaseLost = () =>
+  new DomainError('aborted', 'this call took longer than its request_id may be held; retry it to get its result', { code: LEASE_LOST });
 
 /** Whether the attempt running the steps still holds its request (always, without a request_id). */
 export type Held = () => boolean;
@@ -35,7 +45,7 @@ export class Steps {
    */
   async commit(write: () => Promise<void>, applied: () => Promise<boolean>): Promise<void>;
   async commit<T>(write: () => Promise<T>, applied?: () => Promise<boolean>): Promise<T | void> {
-    if (!this.held()) throw new LeaseLost();
+    if (!this.held()) throw leaseLost();
     try {
       const result = await write();
       this.undo.length = 0;
@@ -65,7 +75,7 @@ export class Steps {
       return await work(steps);
     } catch (error) {
       // Whatever failed, an attempt that lost its lease leaves everything to the retry.
-      if (!steps.held()) throw new LeaseLost();
+      if (!steps.held()) throw leaseLost();
       await steps.rollBack();
       throw error;
     }

@@ -1,7 +1,7 @@
 import { ULID_PATTERN } from '../ids';
 import { agentScopes, parseScope } from '../scopes';
 import { provisioningLimits } from './config';
-import { invalidArgument } from './errors';
+import { invalidArgument } from '../kernel/errors';
 
 // Checks of provisioning inputs, with messages that say what to send instead.
 

@@ -34,29 +34,29 @@ export function agentService(core: Core): AgentServiceServer {
     discoverable: request.discoverable, scope: request.scope,
   });
   return {
-    createAgent: unary(core, 'AgentService.CreateAgent', 'prov:agents', async (caller, request) => {
+    createAgent: unary(async (caller, request) => {
       const created = await agents.create(caller, input(request));
       return { agent: toProto(created.agent), clientId: created.clientId, clientSecret: created.clientSecret };
     }),
-    getAgent: unary(core, 'AgentService.GetAgent', 'prov:agents', async (caller, request) => toProto(await agents.get(caller, request.svcnumId))),
-    listAgents: unary(core, 'AgentService.ListAgents', 'prov:agents', async (caller, request) => {
+    getAgent: unary(async (caller, request) => toProto(await agents.get(caller, request.svcnumId))),
+    listAgents: unary(async (caller, request) => {
       const kind = kindFilter(request.kind);
       const page = await agents.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken, ...(kind ? { kind } : {}) });
       return { agents: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
-    issueAgentToken: unary(core, 'AgentService.IssueAgentToken', 'prov:agents', async (caller, request) => {
+    issueAgentToken: unary(async (caller, request) => {
       const token = await agents.issueToken(caller, { svcnumId: request.svcnumId, scope: request.scope });
       return { accessToken: token.accessToken, tokenType: token.tokenType, expiresIn: token.expiresIn, scope: token.scope };
     }),
-    createDependentAgent: unary(core, 'AgentService.CreateDependentAgent', 'prov:agents', async (caller, request) =>
+    createDependentAgent: unary(async (caller, request) =>
       toProto(await agents.createDependent(caller, { ...input(request), ownerSvcnumId: request.ownerSvcnumId }))),
-    exchangeToken: unary(core, 'AgentService.ExchangeToken', 'prov:agents', async (caller, request) => {
+    exchangeToken: unary(async (caller, request) => {
       const result = await exchange(caller, {
         subjectToken: request.subjectToken, subjectTokenType: request.subjectTokenType, actorToken: request.actorToken,
         actorTokenType: request.actorTokenType, requestedTokenType: request.requestedTokenType, scope: request.scope, audience: request.audience,
       });
       return { accessToken: result.accessToken, issuedTokenType: result.issuedTokenType, tokenType: result.tokenType, expiresIn: result.expiresIn, scope: result.scope };
     }),
-    rotateAgentSvcnum: unary(core, 'AgentService.RotateAgentSvcnum', 'prov:agents', async (caller, request) => toProto(await agents.rotate(caller, request.svcnumId))),
+    rotateAgentSvcnum: unary(async (caller, request) => toProto(await agents.rotate(caller, request.svcnumId))),
   };
 }

@@ -6,20 +6,20 @@ import { timestamp } from './convert';
 
 // AliasService: a token with prov:numbers or prov:agents gets in; the core then checks the
 // scope the entity needs (prov:numbers for a programmable number, prov:agents for an agent).
-const SCOPES = ['prov:numbers', 'prov:agents'] as const;
+export const ALIAS_SCOPES = ['prov:numbers', 'prov:agents'] as const;
 
 const toProto = (alias: AliasView): Alias => ({ alias: alias.alias, svcnumId: alias.svcnumId, createTime: timestamp(alias.createTime) });
 
 export function aliasService(core: Core): AliasServiceServer {
   const { aliases } = core.directory;
   return {
-    createAlias: unary(core, 'AliasService.CreateAlias', SCOPES, async (caller, request) =>
+    createAlias: unary(async (caller, request) =>
       toProto(await aliases.create(caller, { svcnumId: request.svcnumId, alias: request.alias }))),
-    deleteAlias: unary(core, 'AliasService.DeleteAlias', SCOPES, async (caller, request) => {
+    deleteAlias: unary(async (caller, request) => {
       await aliases.remove(caller, request.alias);
       return {};
     }),
-    listAliases: unary(core, 'AliasService.ListAliases', SCOPES, async (caller, request) =>
+    listAliases: unary(async (caller, request) =>
       ({ aliases: (await aliases.list(caller, request.svcnumId)).map(toProto) })),
   };
 }

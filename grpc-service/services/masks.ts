@@ -18,15 +18,15 @@ const toProto = (mask: MaskView): Mask => ({
 export function maskService(core: Core): MaskServiceServer {
   const { masks } = core.provisioning;
   return {
-    createMask: unary(core, 'MaskService.CreateMask', 'prov:masks', async (caller, request) => toProto(await masks.create(caller, {
+    createMask: unary(async (caller, request) => toProto(await masks.create(caller, {
       requestId: request.requestId, ttlSeconds: request.ttlSeconds, participantA: request.participantA,
       participantB: request.participantB, scope: request.scope,
     }))),
-    getMask: unary(core, 'MaskService.GetMask', 'prov:masks', async (caller, request) => toProto(await masks.get(caller, request.maskId))),
-    listMasks: unary(core, 'MaskService.ListMasks', 'prov:masks', async (caller, request) => {
+    getMask: unary(async (caller, request) => toProto(await masks.get(caller, request.maskId))),
+    listMasks: unary(async (caller, request) => {
       const page = await masks.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });
       return { masks: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
-    closeMask: unary(core, 'MaskService.CloseMask', 'prov:masks', async (caller, request) => toProto(await masks.close(caller, request.maskId))),
+    closeMask: unary(async (caller, request) => toProto(await masks.close(caller, request.maskId))),
   };
 }

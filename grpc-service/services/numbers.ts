@@ -3,9 +3,9 @@ import type { Core } from '../../core/service';
 import { MessageKind, type IncomingMessage, type NumberServiceServer, type ProgrammableNumber } from '../gen/svcnum/provisioning/v1alpha1/number_service';
 import { EntityType } from '../gen/svcnum/provisioning/v1alpha1/common';
 import type { MessageKind as CoreMessageKind, SenderEntityType, StoredMessage } from '../../core/messaging/store';
+import { invalidArgument } from '../../core/kernel/errors';
 import { followInboxes } from '../../core/messaging/stream';
-import { CallError, serverStream, unary } from '../calls';
-import { status } from '@grpc/grpc-js';
+import { serverStream, unary } from '../calls';
 import { numberState, timestamp } from './convert';
 
 const toProto = (number: ProgrammableNumberView): ProgrammableNumber => ({
@@ -49,24 +49,24 @@ const incoming = (message: StoredMessage, cursor: string): IncomingMessage => ({
 export function numberService(core: Core, closing: AbortSignal = new AbortController().signal): NumberServiceServer {
   const { numbers } = core.provisioning;
   return {
-    provisionNumber: unary(core, 'NumberService.ProvisionNumber', 'prov:numbers', async (caller, request) => toProto(await numbers.provision(caller, {
+    provisionNumber: unary(async (caller, request) => toProto(await numbers.provision(caller, {
       requestId: request.requestId, displayName: request.displayName,
       ...(request.config ? { config: request.config } : {}),
     }))),
-    getNumber: unary(core, 'NumberService.GetNumber', 'prov:numbers', async (caller, request) => toProto(await numbers.get(caller, request.svcnumId))),
-    listNumbers: unary(core, 'NumberService.ListNumbers', 'prov:numbers', async (caller, request) => {
+    getNumber: unary(async (caller, request) => toProto(await numbers.get(caller, request.svcnumId))),
+    listNumbers: unary(async (caller, request) => {
       const page = await numbers.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });
       return { numbers: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
-    streamAllMessages: serverStream(core, 'NumberService.StreamAllMessages', 'prov:numbers', closing, async (caller, request, send, signal) => {
+    streamAllMessages: serverStream(closing, async (caller, request, send, signal) => {
       const deliveries = followInboxes({
         store: core.store, hub: core.messageHub, clock: core.clock, ownerId: caller.ownerId, resumeCursor: request.resumeCursor, signal,
         listInboxes: () => core.provisioning.numbers.allIds(caller),
       });
       for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));
     }),
-    configureProgrammable: unary(core, 'NumberService.ConfigureProgrammable', 'prov:numbers', async (caller, request) => {
-      if (!request.config) throw new CallError(status.INVALID_ARGUMENT, 'config is required');
+    configureProgrammable: unary(async (caller, request) => {
+      if (!request.config) throw invalidArgument('config is required');
       return toProto(await numbers.configure(caller, { svcnumId: request.svcnumId, config: request.config, updatePaths: request.updateMask ?? [] }));
     }),
   };
