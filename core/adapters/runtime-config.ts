@@ -16,6 +16,14 @@ import { defaultSignInLimits, type SignInLimits } from '../sign-in-guard';
 
 export type Environment = Readonly<Record<string, string | undefined>>;
 
+type ServiceVariable =
+  | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
+  | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
+/** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
+type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable;
+type Variable = AwsVariable | LocalVariable;
+
 /** What every process hands to the domain. */
 export interface ServiceSettings {
   /** NUMBER_COOL_OFF_DAYS, AGENT_QUOTA_INDEPENDENT, AGENT_QUOTA_DEPENDENT. */
@@ -83,12 +91,12 @@ const MAX_DRAIN_SECONDS = 120;
 function variableReader(env: Environment) {
   const problems: string[] = [];
   /** Trimmed; blank counts as unset (its default applies). */
-  const given = (name: string) => env[name]?.trim() || undefined;
-  function refuse<T>(name: string, value: string, allowed: string, fallback: T): T {
+  const given = (name: Variable) => env[name]?.trim() || undefined;
+  function refuse<T>(name: Variable, value: string, allowed: string, fallback: T): T {
     problems.push(`${name} must be ${allowed}, got '${value}'`);
     return fallback;
   }
-  function wholeNumber(name: string, fallback: number, min: number, max: number, allowed = `a whole number ${min}-${max}`): number {
+  function wholeNumber(name: Variable, fallback: number, min: number, max: number, allowed = `a whole number ${min}-${max}`): number {
     const value = given(name);
     if (value === undefined) return fallback;
     const parsed = /^\d{1,9}$/.test(value) ? Number(value) : Number.NaN;
@@ -96,23 +104,23 @@ function variableReader(env: Environment) {
   }
   return {
     problems,
-    text: (name: string, fallback: string) => given(name) ?? fallback,
+    text: (name: Variable, fallback: string) => given(name) ?? fallback,
     optional: given,
-    required(name: string, what: string): string {
+    required(name: Variable, what: string): string {
       const value = given(name);
       if (value === undefined) problems.push(`${name} must be set (${what})`);
       return value ?? '';
     },
-    list: (name: string) => (given(name) ?? '').split(',').map((item) => item.trim()).filter(Boolean),
+    list: (name: Variable) => (given(name) ?? '').split(',').map((item) => item.trim()).filter(Boolean),
     wholeNumber,
     /** A non-negative decimal number of days, in milliseconds. */
-    days(name: string, fallback: number): number {
+    days(name: Variable, fallback: number): number {
       const value = given(name);
       if (value === undefined) return fallback;
       return /^\d{1,6}(\.\d{1,9})?$/.test(value) ? Number(value) * DAY : refuse(name, value, 'a non-negative number', fallback);
     },
-    port: (name: string, fallback: number) => wholeNumber(name, fallback, 0, 65535, 'a port number (0-65535)'),
-    issuer(name: string): string | undefined {
+    port: (name: Variable, fallback: number) => wholeNumber(name, fallback, 0, 65535, 'a port number (0-65535)'),
+    issuer(name: Variable): string | undefined {
       const value = given(name);
       if (value === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(value)) return value;
       return refuse(name, value, 'an http(s) URL without query or fragment', undefined);
@@ -122,17 +130,17 @@ function variableReader(env: Environment) {
 
 type VariableReader = ReturnType<typeof variableReader>;
 
-const positive = (read: VariableReader, name: string, fallback: number) =>
+const positive = (read: VariableReader, name: ServiceVariable, fallback: number) =>
   read.wholeNumber(name, fallback, 1, 999_999_999, 'a whole number of at least 1');
 
-/** `<prefix>_BURST` and `<prefix>_PER_MINUTE`. */
-const rateLimit = (read: VariableReader, prefix: string, fallback: RateLimitConfig): RateLimitConfig => ({
-  burst: positive(read, `${prefix}_BURST`, fallback.burst),
-  perMinute: positive(read, `${prefix}_PER_MINUTE`, fallback.perMinute),
+/** `<prefix>_RATE_LIMIT_BURST` and `<prefix>_RATE_LIMIT_PER_MINUTE`. */
+const rateLimit = (read: VariableReader, prefix: 'SIGN_IN' | 'PUBLIC', fallback: RateLimitConfig): RateLimitConfig => ({
+  burst: positive(read, `${prefix}_RATE_LIMIT_BURST`, fallback.burst),
+  perMinute: positive(read, `${prefix}_RATE_LIMIT_PER_MINUTE`, fallback.perMinute),
 });
 
 function serviceSettings(read: VariableReader): ServiceSettings {
-  const quota = (name: string, fallback: number) => read.wholeNumber(name, fallback, 0, 100_000);
+  const quota = (name: ServiceVariable, fallback: number) => read.wholeNumber(name, fallback, 0, 100_000);
   return {
     provisioning: {
       ...defaultProvisioningConfig,
@@ -143,9 +151,9 @@ function serviceSettings(read: VariableReader): ServiceSettings {
     signIn: {
       concurrentChecks: positive(read, 'SIGN_IN_CONCURRENT_CHECKS', defaultSignInLimits.concurrentChecks),
       queuedChecks: positive(read, 'SIGN_IN_QUEUED_CHECKS', defaultSignInLimits.queuedChecks),
-      perIp: rateLimit(read, 'SIGN_IN_RATE_LIMIT', defaultSignInLimits.perIp),
+      perIp: rateLimit(read, 'SIGN_IN', defaultSignInLimits.perIp),
     },
-    publicRateLimit: rateLimit(read, 'PUBLIC_RATE_LIMIT', defaultRateLimit),
+    publicRateLimit: rateLimit(read, 'PUBLIC', defaultRateLimit),
     messagePollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
   };
 }
