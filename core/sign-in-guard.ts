@@ -1,5 +1,5 @@
 import { limits, SECOND } from './config';
-import { clientKey, createRateLimiter, positiveInteger, rateLimitFromEnvironment, type RateLimitConfig } from './directory/rate-limit';
+import { clientKey, createRateLimiter, type RateLimitConfig } from './directory/rate-limit';
 import type { Clock } from './ports';
 import { sha256 } from './secrets';
 import type { Store } from './store';
@@ -12,10 +12,9 @@ import type { Store } from './store';
 //     a few failures are free, then each one delays the next check (progressive delay). Nothing
 //     ever locks an account: a browser that signed in before is judged by its own device count.
 //
-//   SIGN_IN_CONCURRENT_CHECKS        password checks at once per process (default 2)
-//   SIGN_IN_QUEUED_CHECKS            sign-ins that may wait for one (default 8)
-//   SIGN_IN_RATE_LIMIT_BURST         attempts a client IP may make at once (default 20)
-//   SIGN_IN_RATE_LIMIT_PER_MINUTE    sustained attempts per minute and IP (default 10); a success gives its token back
+// The per-process limits below are set by SIGN_IN_CONCURRENT_CHECKS, SIGN_IN_QUEUED_CHECKS,
+// SIGN_IN_RATE_LIMIT_BURST and SIGN_IN_RATE_LIMIT_PER_MINUTE (core/adapters/runtime-config.ts);
+// a successful sign-in gives its per-IP token back.
 
 export interface SignInLimits {
   concurrentChecks: number;
@@ -24,14 +23,6 @@ export interface SignInLimits {
 }
 
 export const defaultSignInLimits: SignInLimits = { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } };
-
-export function signInLimitsFromEnvironment(env: NodeJS.ProcessEnv = process.env): SignInLimits {
-  return {
-    concurrentChecks: positiveInteger(env, 'SIGN_IN_CONCURRENT_CHECKS', defaultSignInLimits.concurrentChecks),
-    queuedChecks: positiveInteger(env, 'SIGN_IN_QUEUED_CHECKS', defaultSignInLimits.queuedChecks),
-    perIp: rateLimitFromEnvironment(env, 'SIGN_IN_RATE_LIMIT', defaultSignInLimits.perIp),
-  };
-}
 
 /** A place for one sign-in: its store work, then at most one password check. */
 export interface Admission {

@@ -1,15 +1,17 @@
 // The Fargate task's entry point: the gRPC server on GRPC_PORT (default 50051), the core built
-// from the task's environment (see core/adapters/aws-environment.ts). TLS ends at the NLB.
+// from the task's environment (core/adapters/runtime-config.ts, aws-environment.ts). TLS ends at the NLB.
 // On SIGTERM (ECS stopping the task) health turns NOT_SERVING, calls in flight get up to
 // DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout) to finish, then the process exits.
 
 import { coreFromEnvironment } from '../core/adapters/aws-environment';
+import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { logger } from './calls';
 import { startGrpcServer } from './server';
 
-const port = Number(process.env.GRPC_PORT ?? 50051);
-const drainSeconds = Number(process.env.DRAIN_SECONDS ?? 25);
-const running = await startGrpcServer(coreFromEnvironment(), { port });
+// Read and validated once; a problem stops the task at start with every problem named.
+const config = readRuntimeConfig('task');
+const { drainSeconds } = config;
+const running = await startGrpcServer(coreFromEnvironment(config), { port: config.grpcPort });
 logger.info('listening', { port: running.port });
 
 process.once('SIGTERM', () => {

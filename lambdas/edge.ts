@@ -38,9 +38,10 @@ export interface EdgeOptions {
 const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
 
 export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
-  // CloudWatch EMF metrics per route: requests and their outcome class (the local runner turns
-  // them off with POWERTOOLS_METRICS_DISABLED). Built here, not at import, so that setting is read.
-  const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'svcnum', serviceName });
+  // CloudWatch EMF metrics per route: requests and their outcome class. Powertools reads its own
+  // POWERTOOLS_METRICS_NAMESPACE (the stack sets svcnum) and POWERTOOLS_METRICS_DISABLED (the local
+  // runner sets it) when this is built, not at import.
+  const metrics = new Metrics({ serviceName });
   const base = async (event: HttpEvent): Promise<HttpResult> => {
     const started = performance.now();
     const resource = event.resource ?? event.path;

@@ -1,5 +1,5 @@
 import { directoryLimits } from '../core/directory/config';
-import { clientKey, createRateLimiter, rateLimitFromEnvironment, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
+import { clientKey, createRateLimiter, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
 import { DomainError } from '../core/kernel/errors';
 import { optionalParam } from '../core/params';
 import type { Core } from '../core/service';
@@ -15,7 +15,7 @@ import { lazyHandler } from './runtime';
 // errors and 429s are never cached.
 
 export interface PublicOptions {
-  /** Limits of the per-IP token bucket (default: from the environment, see rate-limit.ts). */
+  /** Limits of the per-IP token bucket (PUBLIC_RATE_LIMIT_*, read by core/adapters/runtime-config.ts). */
   rateLimit?: RateLimitConfig;
   /** A ready limiter (tests); it wins over `rateLimit`. */
   limiter?: RateLimiter;
@@ -30,7 +30,7 @@ const cacheable = (body: unknown, maxAgeSeconds: number): HttpResult =>
 const param = (event: HttpEvent, name: string): string | undefined => optionalParam(queryParams(event), name);
 
 export function createPublicHandler(core: Core, options: PublicOptions = {}) {
-  const limiter = options.limiter ?? createRateLimiter(options.rateLimit ?? rateLimitFromEnvironment(), core.clock);
+  const limiter = options.limiter ?? createRateLimiter(options.rateLimit ?? defaultRateLimit, core.clock);
 
   /** Every public route: one token from the client's bucket first, then the route. */
   const limited = (route: Route): Route => async (event) => {
@@ -59,4 +59,4 @@ export function createPublicHandler(core: Core, options: PublicOptions = {}) {
   }, { errorHeaders: CORS });
 }
 
-export const handler = lazyHandler(createPublicHandler);
+export const handler = lazyHandler((core, config) => createPublicHandler(core, { rateLimit: config.service.publicRateLimit }));

@@ -1,15 +1,23 @@
 import type { Context } from 'aws-lambda';
 import { coreFromEnvironment } from '../core/adapters/aws-environment';
+import { readRuntimeConfig, type AwsRuntimeConfig } from '../core/adapters/runtime-config';
 import type { Core } from '../core/service';
 import type { HttpEvent, HttpResult } from './http';
 
 type Handler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
 
-/** The exported Lambda handler of a route group: built on the first invocation, then reused. */
-export function lazyHandler(create: (core: Core) => Handler): Handler {
+/**
+ * The exported Lambda handler of a route group: on the first invocation the function's
+ * configuration is read from its environment (once; a problem fails that invocation with every
+ * problem named), the core built from it, and the handler; then reused.
+ */
+export function lazyHandler(create: (core: Core, config: AwsRuntimeConfig) => Handler): Handler {
   let built: Handler | undefined;
   return (event, context) => {
-    built ??= create(coreFromEnvironment());
+    if (!built) {
+      const config = readRuntimeConfig('lambda');
+      built = create(coreFromEnvironment(config), config);
+    }
     return built(event, context);
   };
 }

@@ -8,7 +8,8 @@ import { serviceConfig } from '../core/config';
 import type { Clock, Random } from '../core/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
 import { createCore, type Core } from '../core/service';
-import { signInLimitsFromEnvironment, type SignInLimits } from '../core/sign-in-guard';
+import type { RateLimitConfig } from '../core/directory/rate-limit';
+import type { SignInLimits } from '../core/sign-in-guard';
 import type { Store } from '../core/store';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server';
 import { tableNames } from '../core/tables';
@@ -35,8 +36,12 @@ export interface LocalOptions {
   grpcPort: number;
   /** Cool-off, leases and quotas of the provisioning API. */
   provisioning?: ProvisioningConfig;
-  /** Sign-in limits (default: from the environment, see core/sign-in-guard.ts). */
+  /** Sign-in limits (default: core/sign-in-guard.ts; `npm start` passes its configuration's). */
   signIn?: SignInLimits;
+  /** Per-IP limit of the public endpoints (default: core/directory/rate-limit.ts). */
+  publicRateLimit?: RateLimitConfig;
+  /** How often open message streams poll their inboxes (default: core/messaging/stream.ts). */
+  messagePollIntervalMs?: number;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;
   /** Defaults to http://localhost:<port>. */
@@ -87,14 +92,16 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       store: options.wrapStore ? options.wrapStore(store) : store,
       keys,
       macKey,
-      signIn: options.signIn ?? signInLimitsFromEnvironment(),
+      ...(options.signIn ? { signIn: options.signIn } : {}),
       clock: options.clock ?? systemClock,
       random: options.random ?? systemRandom,
       config: serviceConfig(issuer),
       ...(options.provisioning ? { provisioning: options.provisioning } : {}),
+      ...(options.messagePollIntervalMs ? { messagePollIntervalMs: options.messagePollIntervalMs } : {}),
     });
     for (const [group, definition] of Object.entries(routeGroups)) {
-      const handler = definition.create(core) as LambdaHandler;
+      // Only the public group takes options: its per-IP limit.
+      const handler = definition.create(core, options.publicRateLimit ? { rateLimit: options.publicRateLimit } : {}) as LambdaHandler;
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);

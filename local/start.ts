@@ -7,8 +7,6 @@ import { localEnvironment } from './environment';
 import { startLocal, type LocalService } from './runner';
 import { hostPort, LocalStartError } from './start-errors';
 import { DomainError } from '../core/kernel/errors';
-import { coolOffFromEnvironment } from '../core/adapters/aws-environment';
-import { defaultProvisioningConfig } from '../core/provisioning/config';
 
 // `npm start`: the whole service on this machine, no AWS account, no Docker.
 
@@ -21,7 +19,7 @@ async function start(): Promise<LocalService> {
     port: env.port,
     dynamoPort: env.dynamoPort,
     grpcPort: env.grpcPort,
-    provisioning: { ...defaultProvisioningConfig, coolOff: coolOffFromEnvironment() },
+    ...env.service,
     ...(env.issuer ? { issuer: env.issuer } : {}),
     extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
   });

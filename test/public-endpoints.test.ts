@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATOR } from '../core/directory/aliases';
-import { clientKey, createRateLimiter, rateLimitFromEnvironment } from '../core/directory/rate-limit';
+import { readRuntimeConfig } from '../core/adapters/runtime-config';
+import { clientKey, createRateLimiter } from '../core/directory/rate-limit';
 import { newUlid } from '../core/ids';
 import { systemRandom } from '../core/adapters/system';
 import {
@@ -20,10 +21,6 @@ import { TestClock } from './support/clock';
 // after their TTL, discover with pagination and hidden agents, and the per-IP rate limit.
 // Each request comes from its own loopback address unless a test wants one client's bucket.
 
-// A small limit, so the limit test is quick; read once when the service builds its handlers.
-const saved = { burst: process.env.PUBLIC_RATE_LIMIT_BURST, perMinute: process.env.PUBLIC_RATE_LIMIT_PER_MINUTE };
-process.env.PUBLIC_RATE_LIMIT_BURST = '5';
-process.env.PUBLIC_RATE_LIMIT_PER_MINUTE = '6';
 
 let service: TestService;
 let app: ProvisioningApp;
@@ -32,11 +29,8 @@ const apps: ProvisioningApp[] = [];
 const faults = new StoreFaults();
 
 beforeAll(async () => {
-  service = await startTestService({ wrapStore: faults.wrap });
-  for (const [name, value] of Object.entries({ PUBLIC_RATE_LIMIT_BURST: saved.burst, PUBLIC_RATE_LIMIT_PER_MINUTE: saved.perMinute })) {
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-  }
+  // A small limit, so the limit test is quick.
+  service = await startTestService({ wrapStore: faults.wrap, publicRateLimit: { burst: 5, perMinute: 6 } });
   await seedPool(service, '81', 300);
   app = await newApp();
   aliases = aliasClient(service);
@@ -317,6 +311,7 @@ describe('per-IP rate limit of the public endpoints', () => {
     expect(clientKey(undefined)).toBe('unknown');
     expect(clientKey('not an address')).toBe('unknown');
 
+    const rateLimitFromEnvironment = (env: Record<string, string>) => readRuntimeConfig('local', env).service.publicRateLimit;
     expect(rateLimitFromEnvironment({})).toEqual({ burst: 20, perMinute: 300 });
     expect(rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_BURST: '50', PUBLIC_RATE_LIMIT_PER_MINUTE: '600' })).toEqual({ burst: 50, perMinute: 600 });
     expect(() => rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/PUBLIC_RATE_LIMIT_PER_MINUTE/);

@@ -4,9 +4,8 @@ import type { Clock } from '../ports';
 // The in-process per-IP limiter of the public endpoints: a token bucket per client address.
 // In AWS a WAF rate-based rule on the API is the first line; this stays on behind it, per
 // process (each Lambda container or local runner counts on its own).
-//
-//   PUBLIC_RATE_LIMIT_BURST       requests a client may make at once (default 20)
-//   PUBLIC_RATE_LIMIT_PER_MINUTE  sustained requests per minute and client (default 300 = 5/s)
+// PUBLIC_RATE_LIMIT_BURST and PUBLIC_RATE_LIMIT_PER_MINUTE set it (core/adapters/runtime-config.ts;
+// defaults below: a burst of 20, 300 a minute = 5/s).
 //
 // Memory is bounded: at most `maxClients` buckets. A bucket is a few numbers; when the map is
 // full, the buckets idle longest are dropped first (they have usually refilled, so forgetting
@@ -24,21 +23,6 @@ export interface RateLimitConfig {
 export const defaultRateLimit: Readonly<Required<RateLimitConfig>> = { burst: 20, perMinute: 300, maxClients: 10_000 };
 
 export type RateDecision = { allowed: true; remaining: number } | { allowed: false; retryAfterSeconds: number };
-
-export function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const value = env[name]?.trim();
-  if (value === undefined || value === '') return fallback;
-  if (!/^\d{1,9}$/.test(value) || Number(value) < 1) throw new Error(`${name} must be a whole number of at least 1, got '${value}'`);
-  return Number(value);
-}
-
-/** `<prefix>_BURST` and `<prefix>_PER_MINUTE` (the sign-in limiter reuses this with its own names). */
-export function rateLimitFromEnvironment(env: NodeJS.ProcessEnv = process.env, prefix = 'PUBLIC_RATE_LIMIT', fallback: RateLimitConfig = defaultRateLimit): RateLimitConfig {
-  return {
-    burst: positiveInteger(env, `${prefix}_BURST`, fallback.burst),
-    perMinute: positiveInteger(env, `${prefix}_PER_MINUTE`, fallback.perMinute),
-  };
-}
 
 /**
  * The bucket key of a client address: an IPv4 address as is (also when IPv4-mapped), an IPv6

@@ -1,0 +1,204 @@
+import { DAY } from '../config';
+import { defaultRateLimit, type RateLimitConfig } from '../directory/rate-limit';
+import { POLL_INTERVAL_MS } from '../messaging/stream';
+import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
+import { defaultSignInLimits, type SignInLimits } from '../sign-in-guard';
+
+// The runtime configuration of a process, read from its environment once, at start, and validated
+// as a whole: every variable the service reads, its default and what it accepts are here
+// (docs/configuration.md is the reference). All problems are reported together, in one line
+// naming each variable, the value given and what is allowed. No variable read here is a secret
+// (key ids are ARNs, not key material), so a refused value is shown as given.
+//
+// Three kinds of process read it: a Lambda function (`lambda`), the Fargate task running the gRPC
+// server (`task`), and the local runner and admin CLI (`local`). The domain receives the plain
+// values (`ServiceSettings`), never the environment. Powertools reads its own POWERTOOLS_* variables.
+
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+type ServiceVariable =
+  | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
+  | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
+/** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
+type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable;
+type Variable = AwsVariable | LocalVariable;
+
+/** What every process hands to the domain. */
+export interface ServiceSettings {
+  /** NUMBER_COOL_OFF_DAYS, AGENT_QUOTA_INDEPENDENT, AGENT_QUOTA_DEPENDENT. */
+  provisioning: ProvisioningConfig;
+  /** SIGN_IN_CONCURRENT_CHECKS, SIGN_IN_QUEUED_CHECKS, SIGN_IN_RATE_LIMIT_BURST, SIGN_IN_RATE_LIMIT_PER_MINUTE. */
+  signIn: SignInLimits;
+  /** PUBLIC_RATE_LIMIT_BURST, PUBLIC_RATE_LIMIT_PER_MINUTE: the public endpoints' per-IP limit. */
+  publicRateLimit: RateLimitConfig;
+  /** MESSAGE_POLL_INTERVAL_MS: how often open message streams poll their inboxes. */
+  messagePollIntervalMs: number;
+}
+
+/** A Lambda function (and the base of the task): the stack sets these. */
+export interface AwsRuntimeConfig {
+  /** ISSUER */
+  issuer: string;
+  /** TABLE_PREFIX */
+  tablePrefix: string;
+  /** KMS_KEY_ID: the key that signs. */
+  kmsKeyId: string;
+  /** KMS_VERIFY_KEY_IDS: further keys published in the JWKS (rotation). */
+  kmsVerifyKeyIds: string[];
+  /** MAC_KEY_ID: the HMAC key; only processes that use it have it, and it is checked on use. */
+  macKeyId?: string;
+  service: ServiceSettings;
+}
+
+/** The Fargate task running the gRPC server. */
+export interface TaskRuntimeConfig extends AwsRuntimeConfig {
+  /** GRPC_PORT */
+  grpcPort: number;
+  /** DRAIN_SECONDS: how long calls in flight may finish after SIGTERM. */
+  drainSeconds: number;
+}
+
+/** The local runner (`npm start`) and the admin CLI. */
+export interface LocalRuntimeConfig {
+  /** HOST: where the HTTP and gRPC servers listen. */
+  host: string;
+  /** PORT, GRPC_PORT, DYNAMODB_PORT: 0 picks a free one. */
+  port: number;
+  grpcPort: number;
+  dynamoPort: number;
+  /** DATA_DIR */
+  dataDir: string;
+  /** ISSUER; unset: http://localhost:$PORT, once the port is known. */
+  issuer?: string;
+  service: ServiceSettings;
+}
+
+export interface RuntimeConfig {
+  lambda: AwsRuntimeConfig;
+  task: TaskRuntimeConfig;
+  local: LocalRuntimeConfig;
+}
+
+export type ProcessKind = keyof RuntimeConfig;
+
+const DEFAULT_GRPC_PORT = 50051;
+/** Below ECS's 30 s stop timeout; the Fargate maximum of that timeout bounds it. */
+const DEFAULT_DRAIN_SECONDS = 25;
+const MAX_DRAIN_SECONDS = 120;
+
+/** Reads variables, collecting every refusal instead of stopping at the first. */
+function variableReader(env: Environment) {
+  const problems: string[] = [];
+  /** Trimmed; blank counts as unset (its default applies). */
+  const given = (name: Variable) => env[name]?.trim() || undefined;
+  function refuse<T>(name: Variable, value: string, allowed: string, fallback: T): T {
+    problems.push(`${name} must be ${allowed}, got '${value}'`);
+    return fallback;
+  }
+  function wholeNumber(name: Variable, fallback: number, min: number, max: number, allowed = `a whole number ${min}-${max}`): number {
+    const value = given(name);
+    if (value === undefined) return fallback;
+    const parsed = /^\d{1,9}$/.test(value) ? Number(value) : Number.NaN;
+    return parsed >= min && parsed <= max ? parsed : refuse(name, value, allowed, fallback);
+  }
+  return {
+    problems,
+    text: (name: Variable, fallback: string) => given(name) ?? fallback,
+    optional: given,
+    required(name: Variable, what: string): string {
+      const value = given(name);
+      if (value === undefined) problems.push(`${name} must be set (${what})`);
+      return value ?? '';
+    },
+    list: (name: Variable) => (given(name) ?? '').split(',').map((item) => item.trim()).filter(Boolean),
+    wholeNumber,
+    /** A non-negative decimal number of days, in milliseconds. */
+    days(name: Variable, fallback: number): number {
+      const value = given(name);
+      if (value === undefined) return fallback;
+      return /^\d{1,6}(\.\d{1,9})?$/.test(value) ? Number(value) * DAY : refuse(name, value, 'a non-negative number', fallback);
+    },
+    port: (name: Variable, fallback: number) => wholeNumber(name, fallback, 0, 65535, 'a port number (0-65535)'),
+    issuer(name: Variable): string | undefined {
+      const value = given(name);
+      if (value === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(value)) return value;
+      return refuse(name, value, 'an http(s) URL without query or fragment', undefined);
+    },
+  };
+}
+
+type VariableReader = ReturnType<typeof variableReader>;
+
+const positive = (read: VariableReader, name: ServiceVariable, fallback: number) =>
+  read.wholeNumber(name, fallback, 1, 999_999_999, 'a whole number of at least 1');
+
+/** `<prefix>_RATE_LIMIT_BURST` and `<prefix>_RATE_LIMIT_PER_MINUTE`. */
+const rateLimit = (read: VariableReader, prefix: 'SIGN_IN' | 'PUBLIC', fallback: RateLimitConfig): RateLimitConfig => ({
+  burst: positive(read, `${prefix}_RATE_LIMIT_BURST`, fallback.burst),
+  perMinute: positive(read, `${prefix}_RATE_LIMIT_PER_MINUTE`, fallback.perMinute),
+});
+
+function serviceSettings(read: VariableReader): ServiceSettings {
+  const quota = (name: ServiceVariable, fallback: number) => read.wholeNumber(name, fallback, 0, 100_000);
+  return {
+    provisioning: {
+      ...defaultProvisioningConfig,
+      coolOff: read.days('NUMBER_COOL_OFF_DAYS', defaultProvisioningConfig.coolOff),
+      independentAgentQuota: quota('AGENT_QUOTA_INDEPENDENT', defaultProvisioningConfig.independentAgentQuota),
+      dependentAgentQuota: quota('AGENT_QUOTA_DEPENDENT', defaultProvisioningConfig.dependentAgentQuota),
+    },
+    signIn: {
+      concurrentChecks: positive(read, 'SIGN_IN_CONCURRENT_CHECKS', defaultSignInLimits.concurrentChecks),
+      queuedChecks: positive(read, 'SIGN_IN_QUEUED_CHECKS', defaultSignInLimits.queuedChecks),
+      perIp: rateLimit(read, 'SIGN_IN', defaultSignInLimits.perIp),
+    },
+    publicRateLimit: rateLimit(read, 'PUBLIC', defaultRateLimit),
+    messagePollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
+  };
+}
+
+function awsConfig(read: VariableReader): AwsRuntimeConfig {
+  const macKeyId = read.optional('MAC_KEY_ID');
+  return {
+    // Refused as a URL (then given) or missing: one problem either way.
+    issuer: read.issuer('ISSUER') ?? read.required('ISSUER', 'the issuer URL'),
+    tablePrefix: read.required('TABLE_PREFIX', 'the physical table name prefix'),
+    kmsKeyId: read.required('KMS_KEY_ID', 'the KMS key that signs'),
+    kmsVerifyKeyIds: read.list('KMS_VERIFY_KEY_IDS'),
+    ...(macKeyId ? { macKeyId } : {}),
+    service: serviceSettings(read),
+  };
+}
+
+const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] } = {
+  lambda: awsConfig,
+  task: (read) => ({
+    ...awsConfig(read),
+    grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
+    drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
+  }),
+  local: (read) => {
+    const issuer = read.issuer('ISSUER');
+    return {
+      host: read.text('HOST', '127.0.0.1'),
+      port: read.port('PORT', 3000),
+      grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
+      dynamoPort: read.port('DYNAMODB_PORT', 8000),
+      dataDir: read.text('DATA_DIR', '.data'),
+      ...(issuer ? { issuer } : {}),
+      service: serviceSettings(read),
+    };
+  },
+};
+
+/**
+ * The configuration of a `kind` process from `env`, or an Error whose message names every
+ * problem (`A must be …, got '…'; B must be set (…)`). Call it once, when the process starts.
+ */
+export function readRuntimeConfig<K extends ProcessKind>(kind: K, env: Environment = process.env): RuntimeConfig[K] {
+  const read = variableReader(env);
+  const config = readers[kind](read);
+  if (read.problems.length > 0) throw new Error(read.problems.join('; '));
+  return config;
+}

@@ -1,0 +1,193 @@
+import type { Context } from 'aws-lambda';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { readRuntimeConfig, type Environment, type ProcessKind, type RuntimeConfig, type ServiceSettings } from '../core/adapters/runtime-config';
+import { DAY } from '../core/config';
+import { handler as discoveryHandler } from '../lambdas/discovery';
+import type { HttpEvent } from '../lambdas/http';
+import { runScript } from './support/processes';
+
+// core/adapters/runtime-config.ts: every variable a process reads, its default, the values it
+// accepts and the message for each it refuses; several problems are named together. Then the two
+// AWS entry points (a Lambda handler, the gRPC task) refuse a bad environment with that message.
+
+/** What the stack always sets for a process in AWS. */
+const aws = { ISSUER: 'https://id.example.com', TABLE_PREFIX: 'svcnum-sandbox-', KMS_KEY_ID: 'arn:aws:kms:eu-central-1:111122223333:key/active' };
+const baseOf: Record<ProcessKind, Environment> = { lambda: aws, task: aws, local: {} };
+const kinds = Object.keys(baseOf) as ProcessKind[];
+
+const read = <K extends ProcessKind>(kind: K, env: Environment) => readRuntimeConfig(kind, { ...baseOf[kind], ...env });
+const refusal = (kind: ProcessKind, env: Environment): string => {
+  try {
+    read(kind, env);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  throw new Error(`${JSON.stringify(env)} was accepted by ${kind}`);
+};
+
+interface Variable {
+  name: string;
+  /** The kinds of process that read it. */
+  kinds: ProcessKind[];
+  value: (config: RuntimeConfig[ProcessKind]) => unknown;
+  /** Required: blank is refused rather than defaulted (the base environment sets it). */
+  required?: boolean;
+  fallback: unknown;
+  valid: Array<[given: string, read: unknown]>;
+  invalid: string[];
+  allowed: string;
+}
+
+const service = (pick: (settings: ServiceSettings) => unknown) => (config: RuntimeConfig[ProcessKind]) => pick(config.service);
+/** A top-level field of a process's configuration. */
+const field = (name: string) => (config: RuntimeConfig[ProcessKind]) => (config as unknown as Record<string, unknown>)[name];
+const positive = (name: string, fallback: number, pick: (settings: ServiceSettings) => number): Variable => ({
+  name, kinds, value: service(pick), fallback, valid: [['1', 1], [' 50 ', 50], ['999999999', 999_999_999]],
+  invalid: ['0', '-3', '1.5', 'lots', '1e3', '0x10', '1000000000'], allowed: 'a whole number of at least 1',
+});
+const port = (name: string, key: string, fallback: number, kindsReading: ProcessKind[]): Variable => ({
+  name, kinds: kindsReading, value: field(key),
+  fallback, valid: [['0', 0], ['8080', 8080], ['65535', 65535]], invalid: ['65536', '-1', 'eighty', '80.5'], allowed: 'a port number (0-65535)',
+});
+
+const variables: Variable[] = [
+  {
+    name: 'NUMBER_COOL_OFF_DAYS', kinds, value: service((s) => s.provisioning.coolOff), fallback: 90 * DAY,
+    valid: [['0', 0], ['1', DAY], ['0.5', DAY / 2], ['365', 365 * DAY]], invalid: ['-1', 'ninety', '1e3', '.5', 'Infinity'], allowed: 'a non-negative number',
+  },
+  {
+    name: 'AGENT_QUOTA_INDEPENDENT', kinds, value: service((s) => s.provisioning.independentAgentQuota), fallback: 10,
+    valid: [['0', 0], ['100000', 100_000]], invalid: ['100001', '-1', '2.5', 'ten'], allowed: 'a whole number 0-100000',
+  },
+  {
+    name: 'AGENT_QUOTA_DEPENDENT', kinds, value: service((s) => s.provisioning.dependentAgentQuota), fallback: 10,
+    valid: [['0', 0], ['25', 25]], invalid: ['100001', 'many'], allowed: 'a whole number 0-100000',
+  },
+  positive('SIGN_IN_CONCURRENT_CHECKS', 2, (s) => s.signIn.concurrentChecks),
+  positive('SIGN_IN_QUEUED_CHECKS', 8, (s) => s.signIn.queuedChecks),
+  positive('SIGN_IN_RATE_LIMIT_BURST', 20, (s) => s.signIn.perIp.burst),
+  positive('SIGN_IN_RATE_LIMIT_PER_MINUTE', 10, (s) => s.signIn.perIp.perMinute),
+  positive('PUBLIC_RATE_LIMIT_BURST', 20, (s) => s.publicRateLimit.burst),
+  positive('PUBLIC_RATE_LIMIT_PER_MINUTE', 300, (s) => s.publicRateLimit.perMinute),
+  {
+    name: 'MESSAGE_POLL_INTERVAL_MS', kinds, value: service((s) => s.messagePollIntervalMs), fallback: 250,
+    valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', 'fast', '100.5'], allowed: 'a whole number 20-60000',
+  },
+  {
+    name: 'ISSUER', kinds: ['local'], value: field('issuer'), fallback: undefined,
+    valid: [['https://id.example.com', 'https://id.example.com'], ['http://192.0.2.10:3000/base', 'http://192.0.2.10:3000/base']],
+    invalid: ['id.example.com', 'ftp://id.example.com', 'https://id.example.com/?x=1', 'https://id.example.com/#top', 'https://'], allowed: 'an http(s) URL without query or fragment',
+  },
+  {
+    name: 'ISSUER', kinds: ['lambda', 'task'], value: field('issuer'), fallback: 'https://id.example.com', required: true,
+    valid: [['https://abc.execute-api.eu-central-1.amazonaws.com/prod', 'https://abc.execute-api.eu-central-1.amazonaws.com/prod']],
+    invalid: ['abc.execute-api.eu-central-1.amazonaws.com', 'https://id.example.com?x'], allowed: 'an http(s) URL without query or fragment',
+  },
+  port('PORT', 'port', 3000, ['local']),
+  port('DYNAMODB_PORT', 'dynamoPort', 8000, ['local']),
+  port('GRPC_PORT', 'grpcPort', 50051, ['local', 'task']),
+  {
+    name: 'DRAIN_SECONDS', kinds: ['task'], value: field('drainSeconds'), fallback: 25,
+    valid: [['0', 0], ['120', 120]], invalid: ['121', '2.5', 'forever'], allowed: 'a whole number 0-120',
+  },
+];
+
+describe('readRuntimeConfig', () => {
+  for (const variable of variables) {
+    for (const kind of variable.kinds) {
+      it(`${kind}: ${variable.name}: default, accepted values, and each refusal`, () => {
+        expect(variable.value(read(kind, {}))).toStrictEqual(variable.fallback);
+        // Blank is unset: the default applies.
+        if (!variable.required) expect(variable.value(read(kind, { [variable.name]: '  ' }))).toStrictEqual(variable.fallback);
+        for (const [given, value] of variable.valid) expect(variable.value(read(kind, { [variable.name]: given })), given).toStrictEqual(value);
+        for (const given of variable.invalid) {
+          expect(refusal(kind, { [variable.name]: given })).toBe(`${variable.name} must be ${variable.allowed}, got '${given.trim()}'`);
+        }
+      });
+    }
+  }
+
+  it('local: HOST and DATA_DIR default to 127.0.0.1 and .data, and take any value', () => {
+    expect(read('local', {})).toMatchObject({ host: '127.0.0.1', dataDir: '.data' });
+    expect(read('local', { HOST: ' 0.0.0.0 ', DATA_DIR: '/var/lib/svcnum' })).toMatchObject({ host: '0.0.0.0', dataDir: '/var/lib/svcnum' });
+  });
+
+  it('local: the whole configuration with nothing set (the design brief §5 defaults)', () => {
+    expect(readRuntimeConfig('local', {})).toStrictEqual({
+      host: '127.0.0.1', port: 3000, grpcPort: 50051, dynamoPort: 8000, dataDir: '.data',
+      service: {
+        provisioning: { coolOff: 90 * DAY, lease: 60_000, independentAgentQuota: 10, dependentAgentQuota: 10 },
+        signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },
+        publicRateLimit: { burst: 20, perMinute: 300 },
+        messagePollIntervalMs: 250,
+      },
+    });
+  });
+
+  it('AWS: ISSUER, TABLE_PREFIX and KMS_KEY_ID are required; KMS_VERIFY_KEY_IDS is a list; MAC_KEY_ID is optional', () => {
+    for (const kind of ['lambda', 'task'] as const) {
+      expect(refusal(kind, { ISSUER: '', TABLE_PREFIX: ' ', KMS_KEY_ID: '' })).toBe(
+        'ISSUER must be set (the issuer URL); TABLE_PREFIX must be set (the physical table name prefix); KMS_KEY_ID must be set (the KMS key that signs)',
+      );
+      const config = read(kind, {});
+      expect(config).toMatchObject({ issuer: aws.ISSUER, tablePrefix: aws.TABLE_PREFIX, kmsKeyId: aws.KMS_KEY_ID, kmsVerifyKeyIds: [] });
+      expect(config).not.toHaveProperty('macKeyId');
+      expect(read(kind, { KMS_VERIFY_KEY_IDS: 'arn:a, arn:b,,' }).kmsVerifyKeyIds).toStrictEqual(['arn:a', 'arn:b']);
+      expect(read(kind, { MAC_KEY_ID: 'arn:mac' }).macKeyId).toBe('arn:mac');
+    }
+    // The task reads the Lambda variables and its own two.
+    expect(read('task', {})).toMatchObject({ grpcPort: 50051, drainSeconds: 25 });
+    expect(read('lambda', {})).not.toHaveProperty('grpcPort');
+  });
+
+  it('names every problem together, in the order of the variables, with the value given', () => {
+    expect(refusal('local', { PORT: 'eighty', GRPC_PORT: '70000', ISSUER: 'ftp://x', NUMBER_COOL_OFF_DAYS: 'soon', SIGN_IN_QUEUED_CHECKS: '0', PUBLIC_RATE_LIMIT_BURST: 'lots' })).toBe([
+      "ISSUER must be an http(s) URL without query or fragment, got 'ftp://x'",
+      "PORT must be a port number (0-65535), got 'eighty'",
+      "GRPC_PORT must be a port number (0-65535), got '70000'",
+      "NUMBER_COOL_OFF_DAYS must be a non-negative number, got 'soon'",
+      "SIGN_IN_QUEUED_CHECKS must be a whole number of at least 1, got '0'",
+      "PUBLIC_RATE_LIMIT_BURST must be a whole number of at least 1, got 'lots'",
+    ].join('; '));
+    expect(refusal('task', { KMS_KEY_ID: '', AGENT_QUOTA_DEPENDENT: '-1', MESSAGE_POLL_INTERVAL_MS: '5', DRAIN_SECONDS: '300' })).toBe([
+      'KMS_KEY_ID must be set (the KMS key that signs)',
+      "AGENT_QUOTA_DEPENDENT must be a whole number 0-100000, got '-1'",
+      "MESSAGE_POLL_INTERVAL_MS must be a whole number 20-60000, got '5'",
+      "DRAIN_SECONDS must be a whole number 0-120, got '300'",
+    ].join('; '));
+  });
+
+  it('reads only the environment it is given', () => {
+    vi.stubEnv('PORT', 'not read');
+    try {
+      expect(readRuntimeConfig('local', { PORT: '4000' }).port).toBe(4000);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+});
+
+describe('the AWS entry points', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it('a Lambda handler refuses its first invocation with every problem of its environment, before any AWS call', async () => {
+    vi.stubEnv('ISSUER', '');
+    vi.stubEnv('TABLE_PREFIX', 'svcnum-sandbox-');
+    vi.stubEnv('KMS_KEY_ID', '');
+    vi.stubEnv('PUBLIC_RATE_LIMIT_PER_MINUTE', '0');
+    const event = { resource: '/.well-known/jwks.json', path: '/.well-known/jwks.json', httpMethod: 'GET', headers: {} } as unknown as HttpEvent;
+    await expect(async () => discoveryHandler(event, {} as Context)).rejects.toThrow(
+      "ISSUER must be set (the issuer URL); KMS_KEY_ID must be set (the KMS key that signs); PUBLIC_RATE_LIMIT_PER_MINUTE must be a whole number of at least 1, got '0'",
+    );
+  });
+
+  it('the gRPC task stops at start with every problem of its environment', async () => {
+    const outcome = await runScript('grpc-service/main.ts', [], { ...aws, TABLE_PREFIX: '', GRPC_PORT: 'grpc', DRAIN_SECONDS: 'forever' });
+    expect(outcome.code).not.toBe(0);
+    expect(outcome.stderr).toContain(
+      "TABLE_PREFIX must be set (the physical table name prefix); GRPC_PORT must be a port number (0-65535), got 'grpc'; DRAIN_SECONDS must be a whole number 0-120, got 'forever'",
+    );
+  });
+});
