@@ -27,8 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { POLL_INTERVAL_MS } from '../core/messaging/stream';
-import type { Core } from '../core/service';
+import type { Modules } from '../core/registry';
 import type { BenchChildStats, BenchGrpcInfo, BenchPoolInfo, BenchServerInfo } from './server-process';
 import { countingStore, type StoreCounters } from './store-counters';
 
@@ -75,7 +74,7 @@ async function seedPool(seed: (first: string, count: number) => Promise<{ added:
  * Answers {"id":n,"cmd":"stats","gc":bool} lines on stdin with {"reply":n,"stats":…} on stdout.
  * stdin closing still stops the process (see `lifetime`).
  */
-function answerStats(core: Core, counters: StoreCounters) {
+function answerStats({ messaging }: Pick<Modules, 'messaging'>, counters: StoreCounters) {
   const gc = (globalThis as { gc?: () => void }).gc;
   createInterface({ input: process.stdin }).on('line', (line) => {
     let request: { id?: unknown; cmd?: unknown; gc?: unknown };
@@ -96,7 +95,7 @@ function answerStats(core: Core, counters: StoreCounters) {
         pid: process.pid,
         gcRun: Boolean(request.gc && gc),
         memory: process.memoryUsage(),
-        hub: { watchedInboxes: core.messageHub.watchedInboxes(), pollIntervalMs: core.messagePollIntervalMs ?? POLL_INTERVAL_MS },
+        hub: { watchedInboxes: messaging.hub.watchedInboxes(), pollIntervalMs: messaging.pollIntervalMs },
         store: { ...counters },
       };
       process.stdout.write(`${JSON.stringify({ reply: request.id, stats })}\n`);
@@ -131,9 +130,9 @@ async function grpcMain(dataDir: string) {
   if (!endpoint || !issuer || !tablePrefix) throw new Error('BENCH_DYNAMO_ENDPOINT, BENCH_ISSUER and BENCH_TABLE_PREFIX are required for BENCH_ROLE=grpc');
   // Only what a gRPC task loads (not local/runner, which pulls in every Lambda handler, nor
   // dynalite): the process's memory is one of the measurements.
-  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey }, { systemClock, systemRandom }, { serviceConfig }, { createCore }, { tableNames }, { startGrpcServer }] = await Promise.all([
+  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }] = await Promise.all([
     import('@aws-sdk/client-dynamodb'), import('../core/adapters/dynamo-store'), import('../core/adapters/dynamo-schema'), import('../core/adapters/local-keys'),
-    import('../core/adapters/system'), import('../core/config'), import('../core/service'), import('../core/tables'), import('../grpc-service/server'),
+    import('../core/adapters/system'), import('../core/config'), import('../core/registry'), import('../core/tables'), import('../grpc-service/server'),
   ]);
   // As local/embedded-dynamo.ts localDynamoClient (not imported: it loads dynalite).
   const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, maxAttempts: 3 });
@@ -141,14 +140,14 @@ async function grpcMain(dataDir: string) {
   // The runner's key folder: tokens it issued verify here (the folder is only read: it already has its key).
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const macKey = await openLocalMacKey(join(dataDir, 'keys'));
-  const core = createCore({ store, keys, macKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer) });
-  const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
+  const modules = buildModules(modulePorts({ store, keys, macKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer) }), grpcModules);
+  const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
   lifetime(async () => {
     await grpc.drain(2_000);
-    core.messageHub.close();
+    modules.messaging.hub.close();
     client.destroy();
   }, async () => undefined);
-  answerStats(core, counters);
+  answerStats(modules, counters);
   const info: BenchGrpcInfo = { ready: true, role: 'grpc', pid: process.pid, grpcPort: grpc.port };
   process.stdout.write(`${JSON.stringify(info)}\n`);
 }

@@ -56,7 +56,7 @@ export function createAuthorization(deps: {
   config: ServiceConfig;
   clock: Clock;
   random: Random;
-  accounts: Accounts;
+  accounts: Pick<Accounts, 'findUser'>;
   macKey: MacKey;
   guard: SignInGuard;
   getClient: (clientId: string) => Promise<Client | undefined>;

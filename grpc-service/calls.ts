@@ -8,7 +8,7 @@ import { invalidToken, requireScope } from '../core/bearer';
 import { DomainError, type ErrorKind } from '../core/kernel/errors';
 import type { ProvisioningScope } from '../core/scopes';
 import type { Caller } from '../core/provisioning/programmable';
-import type { Core } from '../core/service';
+import type { Modules } from '../core/registry';
 
 // How every RPC is served. Two server interceptors: `logCalls` writes one structured line per
 // call (never a token or secret), `authenticateCalls` finds the provisioning client behind a call
@@ -69,15 +69,15 @@ export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
  * PERMISSION_DENIED): the Bearer token as every edge checks it, then a provisioning client of an
  * active account with the scope the RPC needs.
  */
-export async function authenticate(core: Core, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
+export async function authenticate({ oauth, accounts }: Pick<Modules, 'oauth' | 'accounts'>, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
   try {
-    const claims = await core.authenticateBearer(metadata.get('authorization'));
-    const client = await core.getClient(claims.client_id);
+    const claims = await oauth.authenticateBearer(metadata.get('authorization'));
+    const client = await accounts.getClient(claims.client_id);
     if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
       throw invalidToken('the token does not belong to an enabled provisioning client');
     }
     const scopes = requireScope(claims, scope);
-    if (!(await core.accountActive(client.ownerId))) throw new DomainError('forbidden', 'the account of this provisioning client is not active');
+    if (!(await accounts.accountActive(client.ownerId))) throw new DomainError('forbidden', 'the account of this provisioning client is not active');
     return { ownerId: client.ownerId, clientId: client.clientId, scopes };
   } catch (error) {
     throw grpcError(error, method);
@@ -97,7 +97,7 @@ const callers = new WeakMap<Metadata, ScopedCaller>();
  * refused before this, and never reaches here): a refused call ends with its status, an admitted
  * one reaches the handler with its caller.
  */
-export function authenticateCalls(core: Core, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
+export function authenticateCalls(modules: Pick<Modules, 'oauth' | 'accounts'>, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
   return (method, call) => {
     const scope = scopes.get(method.path);
     if (!scope) return new ServerInterceptingCall(call);
@@ -109,7 +109,7 @@ export function authenticateCalls(core: Core, scopes: ReadonlyMap<string, CallSc
           pass(received);
         },
         onReceiveHalfClose: (pass) => {
-          authenticate(core, metadata, scope, methodName(method.path)).then(
+          authenticate(modules, metadata, scope, methodName(method.path)).then(
             (caller) => {
               callers.set(metadata, caller);
               pass();

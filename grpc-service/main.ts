@@ -3,15 +3,15 @@
 // On SIGTERM (ECS stopping the task) health turns NOT_SERVING, calls in flight get up to
 // DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout) to finish, then the process exits.
 
-import { coreFromEnvironment } from '../core/adapters/aws-environment';
+import { modulesFromEnvironment } from '../core/adapters/aws-environment';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { logger } from './calls';
-import { startGrpcServer } from './server';
+import { grpcModules, startGrpcServer } from './server';
 
 // Read and validated once; a problem stops the task at start with every problem named.
 const config = readRuntimeConfig('task');
 const { drainSeconds } = config;
-const running = await startGrpcServer(coreFromEnvironment(config), { port: config.grpcPort });
+const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules), { port: config.grpcPort });
 logger.info('listening', { port: running.port });
 
 process.once('SIGTERM', () => {

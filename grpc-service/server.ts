@@ -3,7 +3,7 @@ import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { ServerCredentials, type ChannelOptions, type Server } from '@grpc/grpc-js';
 import { HealthImplementation, service as healthService } from 'grpc-health-check';
 import { setMaxListeners } from 'node:events';
-import type { Core } from '../core/service';
+import { allModules, type Modules } from '../core/registry';
 import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_service';
 import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
@@ -50,24 +50,27 @@ export interface RunningGrpcServer {
   drain(graceMs?: number): Promise<void>;
 }
 
-export async function startGrpcServer(core: Core, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
+/** The modules the gRPC services use (the task builds them all). */
+export const grpcModules = allModules;
+
+export async function startGrpcServer(modules: Pick<Modules, 'oauth' | 'accounts' | 'provisioning' | 'messaging' | 'directory'>, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
   const descriptorSet = readDescriptorSet();
   const closing = new AbortController();
   // Every open stream listens for the drain: no listener limit on this signal.
   setMaxListeners(0, closing.signal);
   // Our services and the scope each one's calls need.
   const ours = [
-    [NumberServiceService, numberService(core, closing.signal), 'prov:numbers'],
-    [MaskServiceService, maskService(core), 'prov:masks'],
-    [AgentServiceService, agentService(core), 'prov:agents'],
-    [AliasServiceService, aliasService(core), ALIAS_SCOPES],
+    [NumberServiceService, numberService(modules, closing.signal), 'prov:numbers'],
+    [MaskServiceService, maskService(modules), 'prov:masks'],
+    [AgentServiceService, agentService(modules), 'prov:agents'],
+    [AliasServiceService, aliasService(modules), ALIAS_SCOPES],
   ] as const;
   /** Every method of ours by path: only these are authenticated (health and reflection are open). */
   const scopes = new Map<string, CallScope>(ours.flatMap(([definition, , scope]) => Object.values(definition).map((method) => [method.path, scope] as const)));
   // Requests that are protobuf but not the method's message answer INVALID_ARGUMENT (strict-requests.ts);
   // the log sees every call, refused ones included; authentication sees only requests that fit.
   const server = new StrictServer(createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)), {
-    ...serverOptions, interceptors: [authenticateCalls(core, scopes)],
+    ...serverOptions, interceptors: [authenticateCalls(modules, scopes)],
   }, [logCalls]);
   for (const [definition, implementation] of ours) server.addService(definition, implementation);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });

@@ -1,14 +1,14 @@
 import type { AuthorizeOutcome, SignInRefusal } from '../core/authorization';
 import { limits } from '../core/config';
 import { safeEqual } from '../core/secrets';
-import type { Core } from '../core/service';
+import { accountsModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import {
   cookieName, cookies, formParams, header, html, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
 } from './http';
 import { optionalParam } from '../core/params';
 import { accountPage, consentPage, favicon, messagePage, revokePage, signInPage, stylesheet } from './pages';
-import { lazyHandler } from './runtime';
+import { lambdaHandler } from './runtime';
 
 // GET /oauth/authorize and the pages a person sees: sign-in, consent, account, sign-out.
 
@@ -33,8 +33,11 @@ const asset = (contentType: string, body: string): HttpResult => ({
   body,
 });
 
-export function createBrowserHandler(core: Core) {
-  const { authorization, config } = core;
+/** The modules this group's routes use: oauth's authorization flow, accounts for the clients' form targets. */
+export const browserModules = [oauthModule, accountsModule] as const;
+
+export function createBrowserHandler({ oauth, accounts }: Pick<Modules, 'oauth' | 'accounts'>) {
+  const { authorization, config } = oauth;
   const secure = config.secureCookies;
   const SESSION = cookieName('session', secure);
   const CSRF = cookieName('csrf', secure);
@@ -54,7 +57,7 @@ export function createBrowserHandler(core: Core) {
   const fromOurPages = (route: Route): Route => async (event) => (postedFromElsewhere(event, issuerOrigin) ? forbidden() : route(event));
 
   async function formTargets(clientId: string): Promise<string[]> {
-    const client = await core.getClient(clientId);
+    const client = await accounts.getClient(clientId);
     return [...new Set((client?.redirectUris ?? []).map((uri) => new URL(uri).origin))];
   }
 
@@ -197,4 +200,4 @@ export function createBrowserHandler(core: Core) {
   });
 }
 
-export const handler = lazyHandler(createBrowserHandler);
+export const handler = lambdaHandler(browserModules, createBrowserHandler);

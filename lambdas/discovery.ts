@@ -1,8 +1,8 @@
 import { loginScopes, externalApiScopes } from '../core/scopes';
-import type { Core } from '../core/service';
+import { oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { publicJson } from './http';
-import { lazyHandler } from './runtime';
+import { lambdaHandler } from './runtime';
 
 // OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
 
@@ -32,13 +32,16 @@ export function discoveryDocument(issuer: string) {
   };
 }
 
-export function createDiscoveryHandler(core: Core) {
-  const document = discoveryDocument(core.config.issuer);
+/** The modules this group's routes use: oauth's metadata and published keys. */
+export const discoveryModules = [oauthModule] as const;
+
+export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
+  const document = discoveryDocument(oauth.config.issuer);
   return edgeHandler({
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.
-    '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await core.keys.publicKeys() }, 300) },
+    '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await oauth.publicKeys() }, 300) },
   });
 }
 
-export const handler = lazyHandler(createDiscoveryHandler);
+export const handler = lambdaHandler(discoveryModules, createDiscoveryHandler);

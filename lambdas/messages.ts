@@ -1,8 +1,8 @@
 import { invalidArgument } from '../core/kernel/errors';
-import type { Core } from '../core/service';
+import { messagingModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
-import { lazyHandler } from './runtime';
+import { lambdaHandler } from './runtime';
 
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
 // scope sends a message; it is stored in the recipient's inbox before the answer (202).
@@ -10,9 +10,12 @@ import { lazyHandler } from './runtime';
 /** The HTTP edge's own refusals of a body it cannot take (415, 413): protocol, not domain. */
 const unacceptable = (status: 413 | 415, description: string) => json(status, { error: 'invalid_request', error_description: description });
 
-export function createMessagesHandler(core: Core) {
+/** The modules this group's routes use: oauth for the Bearer token, messaging to send. */
+export const messagesModules = [oauthModule, messagingModule] as const;
+
+export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth' | 'messaging'>) {
   async function send(event: HttpEvent): Promise<HttpResult> {
-    const claims = await core.authenticateBearer(header(event, 'authorization'));
+    const claims = await oauth.authenticateBearer(header(event, 'authorization'));
     const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (contentType !== 'application/json') return unacceptable(415, 'the body must be application/json');
     const body = rawBody(event);
@@ -26,11 +29,11 @@ export function createMessagesHandler(core: Core) {
     if (!input || typeof input !== 'object' || Array.isArray(input)) throw invalidArgument('the body must be a JSON object: { "to", "text", "from"? }');
     const { to, text, from } = input as Record<string, unknown>;
     if (from !== undefined && typeof from !== 'string') throw invalidArgument('from must be a string');
-    const sender = await core.messaging.sender(claims, from);
-    const accepted = await core.messaging.send(sender, { to, text });
+    const sender = await messaging.sender(claims, from);
+    const accepted = await messaging.send(sender, { to, text });
     return json(202, { message_id: accepted.messageId, from: accepted.from, to: accepted.to, accepted_at: new Date(accepted.acceptedAt).toISOString() });
   }
   return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging' });
 }
 
-export const handler = lazyHandler(createMessagesHandler);
+export const handler = lambdaHandler(messagesModules, createMessagesHandler);

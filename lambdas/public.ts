@@ -1,11 +1,11 @@
 import { directoryLimits } from '../core/directory/config';
-import { clientKey, createRateLimiter, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
+import { clientKey, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
 import { DomainError } from '../core/kernel/errors';
 import { optionalParam } from '../core/params';
-import type { Core } from '../core/service';
+import { directoryModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import { json, queryParams, type HttpEvent, type HttpResult } from './http';
-import { lazyHandler } from './runtime';
+import { lambdaHandler } from './runtime';
 
 // The public, read-only endpoints (spec 4.4): no credential, limited per client IP.
 //   GET /api/resolve?alias=…                                  alias or formatted number → number, entity type, state
@@ -29,8 +29,11 @@ const cacheable = (body: unknown, maxAgeSeconds: number): HttpResult =>
 /** One parameter, at most once (a repeated one is a 400 like everywhere else). */
 const param = (event: HttpEvent, name: string): string | undefined => optionalParam(queryParams(event), name);
 
-export function createPublicHandler(core: Core, options: PublicOptions = {}) {
-  const limiter = options.limiter ?? createRateLimiter(options.rateLimit ?? defaultRateLimit, core.clock);
+/** The modules this group's routes use. */
+export const publicModules = [directoryModule] as const;
+
+export function createPublicHandler({ directory }: Pick<Modules, 'directory'>, options: PublicOptions = {}) {
+  const limiter = options.limiter ?? directory.rateLimiter(options.rateLimit ?? defaultRateLimit);
 
   /** Every public route: one token from the client's bucket first, then the route. */
   const limited = (route: Route): Route => async (event) => {
@@ -45,18 +48,18 @@ export function createPublicHandler(core: Core, options: PublicOptions = {}) {
   return edgeHandler({
     '/api/resolve': {
       GET: limited(async (event) => {
-        const { resolved, validFor } = await core.directory.resolve(param(event, 'alias'));
+        const { resolved, validFor } = await directory.resolve(param(event, 'alias'));
         // Never cached past the moment an active mask expires.
         const maxAge = validFor === undefined ? directoryLimits.resolveMaxAge : Math.min(directoryLimits.resolveMaxAge, Math.floor(validFor / 1000));
         return cacheable(resolved, maxAge);
       }),
     },
     '/api/discover': {
-      GET: limited(async (event) => cacheable(await core.directory.discover({
+      GET: limited(async (event) => cacheable(await directory.discover({
         capability: param(event, 'capability'), pageToken: param(event, 'page_token'), pageSize: param(event, 'page_size'),
       }), directoryLimits.discoverMaxAge)),
     },
   }, { errorHeaders: CORS });
 }
 
-export const handler = lazyHandler((core, config) => createPublicHandler(core, { rateLimit: config.service.publicRateLimit }));
+export const handler = lambdaHandler(publicModules, (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }));

@@ -1,22 +1,25 @@
 import type { Context } from 'aws-lambda';
-import { coreFromEnvironment } from '../core/adapters/aws-environment';
+import { modulesFromEnvironment } from '../core/adapters/aws-environment';
 import { readRuntimeConfig, type AwsRuntimeConfig } from '../core/adapters/runtime-config';
-import type { Core } from '../core/service';
+import type { AnyModuleDefinition, ModulesOf } from '../core/registry';
 import type { HttpEvent, HttpResult } from './http';
 
 type Handler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
 
 /**
- * The exported Lambda handler of a route group: on the first invocation the function's
+ * The exported Lambda handler of a route group, given the modules its routes use (their
+ * definitions, so the bundle holds only their code): on the first invocation the function's
  * configuration is read from its environment (once; a problem fails that invocation with every
- * problem named), the core built from it, and the handler; then reused.
+ * problem named), those modules built from it, and the handler; then reused.
  */
-export function lazyHandler(create: (core: Core, config: AwsRuntimeConfig) => Handler): Handler {
+export function lambdaHandler<const D extends readonly AnyModuleDefinition[]>(
+  definitions: D, create: (modules: ModulesOf<D>, config: AwsRuntimeConfig) => Handler,
+): Handler {
   let built: Handler | undefined;
   return (event, context) => {
     if (!built) {
       const config = readRuntimeConfig('lambda');
-      built = create(coreFromEnvironment(config), config);
+      built = create(modulesFromEnvironment(config, definitions), config);
     }
     return built(event, context);
   };

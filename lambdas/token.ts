@@ -1,8 +1,8 @@
-import type { Core } from '../core/service';
+import { oauthModule, type Modules } from '../core/registry';
 import type { PresentedCredentials } from '../core/token-service';
 import { edgeHandler } from './edge';
 import { formParams, header, json, type HttpEvent } from './http';
-import { lazyHandler } from './runtime';
+import { lambdaHandler } from './runtime';
 
 // POST /oauth/token and POST /oauth/revoke: form-encoded in, JSON out, never cached. Refusals
 // are RFC 6749 §5.2 answers made by the edge (400; invalid_client 401, with a Basic challenge
@@ -24,18 +24,21 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
   }
 }
 
-export function createTokenHandler(core: Core) {
+/** The modules this group's routes use. */
+export const tokenModules = [oauthModule] as const;
+
+export function createTokenHandler({ oauth }: Pick<Modules, 'oauth'>) {
   return edgeHandler({
     '/oauth/token': {
-      POST: async (event) => json(200, await core.tokens.token(formParams(event), presentedCredentials(event))),
+      POST: async (event) => json(200, await oauth.tokens.token(formParams(event), presentedCredentials(event))),
     },
     '/oauth/revoke': {
       POST: async (event) => {
-        await core.tokens.revoke(formParams(event), presentedCredentials(event));
+        await oauth.tokens.revoke(formParams(event), presentedCredentials(event));
         return json(200, {});
       },
     },
   }, { realm: 'oauth' });
 }
 
-export const handler = lazyHandler(createTokenHandler);
+export const handler = lambdaHandler(tokenModules, createTokenHandler);

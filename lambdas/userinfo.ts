@@ -1,17 +1,19 @@
-import type { Core } from '../core/service';
-import { userInfo } from '../core/userinfo';
+import { oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { header, json, type HttpEvent, type HttpResult } from './http';
-import { lazyHandler } from './runtime';
+import { lambdaHandler } from './runtime';
 
 // GET/POST /oauth/userinfo with a Bearer access token (OIDC Core §5.3, RFC 6750 errors).
 
-export function createUserInfoHandler(core: Core) {
+/** The modules this group's routes use. */
+export const userInfoModules = [oauthModule] as const;
+
+export function createUserInfoHandler({ oauth }: Pick<Modules, 'oauth'>) {
   async function handle(event: HttpEvent): Promise<HttpResult> {
-    const claims = await core.authenticateBearer(header(event, 'authorization'));
-    return json(200, await userInfo(core.store, claims, core.clock.now()));
+    const claims = await oauth.authenticateBearer(header(event, 'authorization'));
+    return json(200, await oauth.userInfo(claims));
   }
   return edgeHandler({ '/oauth/userinfo': { GET: handle, POST: handle } }, { realm: 'userinfo' });
 }
 
-export const handler = lazyHandler(createUserInfoHandler);
+export const handler = lambdaHandler(userInfoModules, createUserInfoHandler);

@@ -4,7 +4,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createAccounts, publicClient, publicUser } from '../core/accounts';
-import { createCore } from '../core/service';
+import { buildModules, directoryModule, modulePorts, provisioningModule } from '../core/registry';
 import { serviceConfig } from '../core/config';
 import { OPERATOR, type AliasView } from '../core/directory/aliases';
 import { DomainError } from '../core/kernel/errors';
@@ -204,11 +204,11 @@ async function run(argv: string[]): Promise<unknown> {
   return withStore(async (store) => {
     const accounts = createAccounts(store, systemClock, systemRandom);
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
-    const offlineCore = () => createCore({
+    const offlineCore = () => buildModules(modulePorts({
       store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
       keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
       macKey: { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) },
-    });
+    }), [provisioningModule, directoryModule]);
     const lifecycle = () => offlineCore().provisioning.lifecycle;
     const aliases = () => offlineCore().directory.aliases;
     const aliasJson = (alias: AliasView) => ({ alias: alias.alias, svcnum_id: alias.svcnumId, created_at: new Date(alias.createTime).toISOString() });

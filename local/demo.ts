@@ -3,7 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
 import { DomainError, invalidArgument } from '../core/kernel/errors';
-import type { Core } from '../core/service';
+import type { Modules } from '../core/registry';
 import { html } from '../lambdas/http';
 import { escapeHtml, layout } from '../lambdas/pages';
 import type { LocalExtra } from './http-server';
@@ -21,7 +21,7 @@ interface DemoFile { email: string; password: string; clients: Record<string, st
  * recorded as soon as it exists, so a failure in between (an issuer no login client may redirect
  * to) leaves nothing that a later start would try to create twice.
  */
-export async function ensureDemo(core: Core, dataDir: string, issuer: string): Promise<DemoSetup> {
+export async function ensureDemo(core: Pick<Modules, 'accounts'>, dataDir: string, issuer: string): Promise<DemoSetup> {
   const path = join(dataDir, 'demo.json');
   // Local convenience only: the demo password lives in the (git-ignored) data folder, mode 0600.
   const save = (demo: DemoFile) => writeFile(path, JSON.stringify(demo, null, 2), { mode: 0o600 });

@@ -7,13 +7,13 @@ import { systemClock, systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/config';
 import type { Clock, Random } from '../core/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
-import { createCore, type Core } from '../core/service';
+import { allModules, buildModules, modulePorts, type Infrastructure, type Modules } from '../core/registry';
 import type { RateLimitConfig } from '../core/directory/rate-limit';
 import type { SignInLimits } from '../core/sign-in-guard';
 import type { Store } from '../core/store';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server';
 import { tableNames } from '../core/tables';
-import { routeGroups } from '../lambdas/routes';
+import { modulesOf, routeGroups } from '../lambdas/routes';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
 import { announceRunning, withdrawRunning } from './running';
 import { ensurePortsFree } from './start-errors';
@@ -49,8 +49,24 @@ export interface LocalOptions {
   clock?: Clock;
   random?: Random;
   /** Extra non-Lambda routes (the demo client). */
-  extra?: (core: Core, issuer: string) => LocalExtra;
+  extra?: (core: LocalCore, issuer: string) => LocalExtra;
 }
+
+/**
+ * Every module of the local process, with the store, clock, keys and random source beside them:
+ * for tests, the admin-style set-up of `npm start` and the benchmarks. Edges never get this (each
+ * route group gets only its modules).
+ */
+export type LocalCore = Modules & Pick<Infrastructure, 'store' | 'clock' | 'random' | 'keys'>;
+
+/** All modules of one process from its infrastructure, with the handle tests and set-up use. */
+export function localCore(infrastructure: Infrastructure): LocalCore {
+  const { store, clock, random, keys } = infrastructure;
+  return { store, clock, random, keys, ...buildModules(modulePorts(infrastructure), allModules) };
+}
+
+/** The modules of a local core, without the store, clock and keys: what the gRPC server gets. */
+export const modulesOfCore = (core: LocalCore): Modules => Object.fromEntries(allModules.map(({ name }) => [name, core[name]])) as Modules;
 
 export interface LocalService {
   issuer: string;
@@ -58,7 +74,7 @@ export interface LocalService {
   port: number;
   grpcPort: number;
   dynamoEndpoint: string;
-  core: Core;
+  core: LocalCore;
   close(): Promise<void>;
 }
 
@@ -81,14 +97,14 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     const keys = await openLocalKeyStore(join(options.dataDir, 'keys'));
     const macKey = await openLocalMacKey(join(options.dataDir, 'keys'));
     // The issuer embeds the port, which is only known after listening when port 0 is asked for:
-    // routes are bound to a core built once the port is known.
+    // routes are bound to modules built once the port is known.
     const routes = new Map<string, LocalRoute>();
     let extra: LocalExtra | undefined;
     const started = await startHttpServer(routes, { port: options.port, host }, (request, url, response) => extra ? extra(request, url, response) : Promise.resolve(false));
     server = started.server;
     const issuer = options.issuer ?? `http://localhost:${started.port}`;
     const store = createDynamoStore(documentClient(client), tables);
-    const core = createCore({
+    const core = localCore({
       store: options.wrapStore ? options.wrapStore(store) : store,
       keys,
       macKey,
@@ -101,11 +117,11 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     });
     for (const [group, definition] of Object.entries(routeGroups)) {
       // Only the public group takes options: its per-IP limit.
-      const handler = definition.create(core, options.publicRateLimit ? { rateLimit: options.publicRateLimit } : {}) as LambdaHandler;
+      const handler = definition.create(modulesOf(group as keyof typeof routeGroups, core), options.publicRateLimit ? { rateLimit: options.publicRateLimit } : {}) as LambdaHandler;
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);
-    grpc = await startGrpcServer(core, { port: options.grpcPort, host });
+    grpc = await startGrpcServer(modulesOfCore(core), { port: options.grpcPort, host });
     const httpServer = server;
     const grpcServer = grpc;
     await announceRunning(options.dataDir, { pid: process.pid, dynamoEndpoint: dynamo.endpoint });

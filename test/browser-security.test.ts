@@ -268,7 +268,7 @@ describe('sign-in failures and throttling', () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
-    const checks = () => service.core.authorization.passwordChecks;
+    const checks = () => service.core.oauth.authorization.passwordChecks;
     const at = service.clock.freeze();
     try {
       for (let attempt = 1; attempt <= limits.signInFreeFailures; attempt++) {
@@ -312,10 +312,10 @@ describe('sign-in failures and throttling', () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
-    const before = service.core.authorization.passwordChecks;
+    const before = service.core.oauth.authorization.passwordChecks;
     const guesses = await Promise.all(Array.from({ length: 20 }, (_, index) =>
       browser.request('/login', { form: signInForm(page, { ...login, password: `guess ${index}` }) })));
-    const checked = service.core.authorization.passwordChecks - before;
+    const checked = service.core.oauth.authorization.passwordChecks - before;
     expect(checked).toBeGreaterThanOrEqual(1);
     expect(checked).toBeLessThanOrEqual(limits.signInFreeFailures);
     expect(guesses.filter((guess) => guess.status === 400 && guess.body.includes(GENERIC_FAILURE))).toHaveLength(checked);

@@ -406,7 +406,7 @@ describe('authentication and scopes of MaskService', () => {
     for (const attempt of everyRpc(app)) await rejects(attempt(), status.UNAUTHENTICATED, /authorization/);
     for (const attempt of everyRpc(app, 'garbage')) await rejects(attempt(), status.UNAUTHENTICATED, /access token is invalid/);
     const { client } = await service.core.accounts.createProvisioningClient({ name: 'Disabled', scope: 'prov:masks', ownerId: app.owner.svcnumId });
-    const { token } = await service.core.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:masks'] });
+    const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:masks'] });
     await service.core.store.setClientDisabled(client.clientId, true); // before any use: clients are cached for 30 s
     for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /enabled provisioning client/);
   });

@@ -425,10 +425,10 @@ describe('authentication and scopes of NumberService', () => {
     // A login client's user access token, as the token endpoint issues it after a sign-in.
     const login = await createLoginClient(service);
     const user = await someone();
-    const userToken = await service.core.issuer.accessToken({ subject: user.svcnumId, clientId: login.clientId, scopes: ['openid', 'profile'], authTime: service.clock.now() });
+    const userToken = await service.core.oauth.issuer.accessToken({ subject: user.svcnumId, clientId: login.clientId, scopes: ['openid', 'profile'], authTime: service.clock.now() });
     for (const attempt of everyRpc(app, userToken.token)) await rejects(attempt(), status.UNAUTHENTICATED, /does not belong to an enabled provisioning client/);
     // Even if it claimed the scope.
-    const claiming = await service.core.issuer.accessToken({ subject: user.svcnumId, clientId: login.clientId, scopes: ['prov:numbers'], authTime: service.clock.now() });
+    const claiming = await service.core.oauth.issuer.accessToken({ subject: user.svcnumId, clientId: login.clientId, scopes: ['prov:numbers'], authTime: service.clock.now() });
     await rejects(call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), claiming.token), status.UNAUTHENTICATED, /provisioning client/);
     // An External API client's client_credentials token.
     const api = await service.core.accounts.createApiClient({ name: 'Messaging app', scope: 'messaging' });
@@ -440,7 +440,7 @@ describe('authentication and scopes of NumberService', () => {
     const { client } = await service.core.accounts.createProvisioningClient({ name: 'Soon disabled', scope: 'prov:numbers', ownerId: app.owner.svcnumId });
     // Its token as the token endpoint issued it; then the operator disables the client (before
     // any use of it: client records are cached in-process for 30 s).
-    const { token } = await service.core.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:numbers'] });
+    const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:numbers'] });
     await service.core.store.setClientDisabled(client.clientId, true);
     for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /does not belong to an enabled provisioning client/);
   });

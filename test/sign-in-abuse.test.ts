@@ -36,7 +36,7 @@ beforeAll(async () => {
 });
 afterAll(() => service?.close());
 
-const checks = () => service.core.authorization.passwordChecks;
+const checks = () => service.core.oauth.authorization.passwordChecks;
 
 /** A browser with its own address and its sign-in page. */
 async function openSignIn(options: { ip?: string } = {}) {

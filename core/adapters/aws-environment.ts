@@ -2,7 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KMSClient } from '@aws-sdk/client-kms';
 import { serviceConfig } from '../config';
 import type { MacKey } from '../ports';
-import { createCore, type Core } from '../service';
+import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf } from '../registry';
 import { tableNames } from '../tables';
 import { createDynamoStore } from './dynamo-store';
 import { documentClient } from './dynamo-schema';
@@ -10,7 +10,7 @@ import { createKmsKeyRing, createKmsMacKey } from './kms-keys';
 import type { AwsRuntimeConfig } from './runtime-config';
 import { systemClock, systemRandom } from './system';
 
-// How a process in AWS (a Lambda container, a Fargate task) builds the core from its configuration
+// How a process in AWS (a Lambda container, a Fargate task) builds its modules from its configuration
 // (its environment, read and validated by runtime-config.ts). Its caller builds it once, on first use.
 
 /**
@@ -23,10 +23,11 @@ function macKeyFromEnvironment(client: KMSClient, keyId: string | undefined): Ma
   return { mac: missing, verify: missing };
 }
 
-export function coreFromEnvironment(config: AwsRuntimeConfig): Core {
+/** The modules `definitions` name (and what they need), built from this process's configuration. */
+export function modulesFromEnvironment<const D extends readonly AnyModuleDefinition[]>(config: AwsRuntimeConfig, definitions: D): ModulesOf<D> {
   const kms = new KMSClient({});
   const keys = createKmsKeyRing({ client: kms, activeKeyId: config.kmsKeyId, additionalKeyIds: config.kmsVerifyKeyIds });
-  return createCore({
+  return buildModules(modulePorts({
     store: createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(config.tablePrefix)),
     keys,
     macKey: macKeyFromEnvironment(kms, config.macKeyId),
@@ -36,5 +37,5 @@ export function coreFromEnvironment(config: AwsRuntimeConfig): Core {
     config: serviceConfig(config.issuer),
     provisioning: config.service.provisioning,
     messagePollIntervalMs: config.service.messagePollIntervalMs,
-  });
+  }), definitions);
 }

@@ -3,6 +3,7 @@ import type { Clock, Random } from '../ports';
 import type { Store } from '../store';
 import { createAliases } from './aliases';
 import { createDiscovery } from './discover';
+import { createRateLimiter, type RateLimitConfig } from './rate-limit';
 import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
@@ -17,3 +18,12 @@ export function createDirectory(deps: { store: Store; clock: Clock; random: Rand
 }
 
 export type Directory = ReturnType<typeof createDirectory>;
+
+/** The directory module, as the registry builds it (the cool-off decides when a retired number resolves no more). */
+export function createDirectoryModule(ports: { store: Store; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number } }) {
+  return {
+    ...createDirectory({ ...ports, coolOff: ports.provisioning.coolOff }),
+    /** A per-client token bucket on this process's clock (the public endpoints' limit). */
+    rateLimiter: (config: RateLimitConfig) => createRateLimiter(config, ports.clock),
+  };
+}

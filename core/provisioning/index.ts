@@ -38,3 +38,11 @@ export function createProvisioning(deps: {
 }
 
 export type Provisioning = ReturnType<typeof createProvisioning>;
+
+/** The provisioning module, as the registry builds it. */
+export function createProvisioningModule(
+  ports: { store: Store; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
+  needs: { accounts: Accounts; oauth: { issuer: TokenIssuer; verifyAccessToken: AccessTokenVerifier } },
+) {
+  return createProvisioning({ ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, verifyAccessToken: needs.oauth.verifyAccessToken });
+}

@@ -1,6 +1,6 @@
 import type { AgentKind as CoreAgentKind } from '../../core/model';
 import type { AgentView } from '../../core/provisioning/agents';
-import type { Core } from '../../core/service';
+import type { Modules } from '../../core/registry';
 import { type Agent, AgentKind, type AgentServiceServer } from '../gen/svcnum/provisioning/v1alpha1/agent_service';
 import { unary } from '../calls';
 import { numberState, timestamp } from './convert';
@@ -27,8 +27,8 @@ const toProto = (agent: AgentView): Agent => ({
   createTime: timestamp(agent.createTime),
 });
 
-export function agentService(core: Core): AgentServiceServer {
-  const { agents, exchange } = core.provisioning;
+export function agentService({ provisioning }: Pick<Modules, 'provisioning'>): AgentServiceServer {
+  const { agents, exchange } = provisioning;
   const input = (request: { requestId: string; displayName: string; capabilities: string[]; discoverable: boolean; scope: string }) => ({
     requestId: request.requestId, displayName: request.displayName, capabilities: request.capabilities,
     discoverable: request.discoverable, scope: request.scope,

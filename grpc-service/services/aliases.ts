@@ -1,5 +1,5 @@
 import type { AliasView } from '../../core/directory/aliases';
-import type { Core } from '../../core/service';
+import type { Modules } from '../../core/registry';
 import type { Alias, AliasServiceServer } from '../gen/svcnum/provisioning/v1alpha1/alias_service';
 import { unary } from '../calls';
 import { timestamp } from './convert';
@@ -10,8 +10,8 @@ export const ALIAS_SCOPES = ['prov:numbers', 'prov:agents'] as const;
 
 const toProto = (alias: AliasView): Alias => ({ alias: alias.alias, svcnumId: alias.svcnumId, createTime: timestamp(alias.createTime) });
 
-export function aliasService(core: Core): AliasServiceServer {
-  const { aliases } = core.directory;
+export function aliasService({ directory }: Pick<Modules, 'directory'>): AliasServiceServer {
+  const { aliases } = directory;
   return {
     createAlias: unary(async (caller, request) =>
       toProto(await aliases.create(caller, { svcnumId: request.svcnumId, alias: request.alias }))),

@@ -1,5 +1,5 @@
 import type { MaskView } from '../../core/provisioning/masks';
-import type { Core } from '../../core/service';
+import type { Modules } from '../../core/registry';
 import type { Mask, MaskServiceServer } from '../gen/svcnum/provisioning/v1alpha1/mask_service';
 import { unary } from '../calls';
 import { numberState, timestamp } from './convert';
@@ -15,8 +15,8 @@ const toProto = (mask: MaskView): Mask => ({
   expireTime: timestamp(mask.expireTime),
 });
 
-export function maskService(core: Core): MaskServiceServer {
-  const { masks } = core.provisioning;
+export function maskService({ provisioning }: Pick<Modules, 'provisioning'>): MaskServiceServer {
+  const { masks } = provisioning;
   return {
     createMask: unary(async (caller, request) => toProto(await masks.create(caller, {
       requestId: request.requestId, ttlSeconds: request.ttlSeconds, participantA: request.participantA,

@@ -1,10 +1,9 @@
 import type { ProgrammableNumberView } from '../../core/provisioning/programmable';
-import type { Core } from '../../core/service';
+import type { Modules } from '../../core/registry';
 import { MessageKind, type IncomingMessage, type NumberServiceServer, type ProgrammableNumber } from '../gen/svcnum/provisioning/v1alpha1/number_service';
 import { EntityType } from '../gen/svcnum/provisioning/v1alpha1/common';
 import type { MessageKind as CoreMessageKind, SenderEntityType, StoredMessage } from '../../core/messaging/store';
 import { invalidArgument } from '../../core/kernel/errors';
-import { followInboxes } from '../../core/messaging/stream';
 import { serverStream, unary } from '../calls';
 import { numberState, timestamp } from './convert';
 
@@ -46,8 +45,8 @@ const incoming = (message: StoredMessage, cursor: string): IncomingMessage => ({
 });
 
 /** `closing` aborts when the server drains: open streams end, clients resume elsewhere with their cursor. */
-export function numberService(core: Core, closing: AbortSignal = new AbortController().signal): NumberServiceServer {
-  const { numbers } = core.provisioning;
+export function numberService({ provisioning, messaging }: Pick<Modules, 'provisioning' | 'messaging'>, closing: AbortSignal = new AbortController().signal): NumberServiceServer {
+  const { numbers } = provisioning;
   return {
     provisionNumber: unary(async (caller, request) => toProto(await numbers.provision(caller, {
       requestId: request.requestId, displayName: request.displayName,
@@ -59,10 +58,7 @@ export function numberService(core: Core, closing: AbortSignal = new AbortContro
       return { numbers: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
     streamAllMessages: serverStream(closing, async (caller, request, send, signal) => {
-      const deliveries = followInboxes({
-        store: core.store, hub: core.messageHub, clock: core.clock, ownerId: caller.ownerId, resumeCursor: request.resumeCursor, signal,
-        listInboxes: () => core.provisioning.numbers.allIds(caller),
-      });
+      const deliveries = messaging.stream({ ownerId: caller.ownerId, listInboxes: () => numbers.allIds(caller) }, request.resumeCursor, signal);
       for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));
     }),
     configureProgrammable: unary(async (caller, request) => {

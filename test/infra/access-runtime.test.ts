@@ -11,7 +11,7 @@ import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-ke
 import { systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
 import type { MacKey } from '../../core/ports';
-import { createCore, type Core } from '../../core/service';
+import { buildModules, modulePorts, type Modules } from '../../core/registry';
 import { tableNames, type TableKey } from '../../core/tables';
 import { CreateAgentRequest, CreateDependentAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest, RotateAgentSvcnumRequest, type CreateAgentResponse, type Agent } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { AliasServiceClient, CreateAliasRequest, DeleteAliasRequest, ListAliasesRequest } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
@@ -19,6 +19,8 @@ import { CloseMaskRequest, CreateMaskRequest, GetMaskRequest, ListMasksRequest, 
 import { ConfigureProgrammableRequest, GetNumberRequest, ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { startGrpcServer, type RunningGrpcServer } from '../../grpc-service/server';
 import { routeGroups, type RouteGroup } from '../../lambdas/routes';
+import { localCore, type LocalCore } from '../../local/runner';
+import { grpcModules } from '../../grpc-service/server';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from '../../local/embedded-dynamo';
 import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
 import { access, type ComputeUnit, type DynamoAction } from '../../lib/access';
@@ -101,19 +103,21 @@ beforeAll(async () => {
   const started = await startHttpServer(routes, { port: 0, host: '127.0.0.1' });
   server = started.server;
   const issuer = `http://localhost:${started.port}`;
-  const coreFor = (unit?: ComputeUnit): Core => {
+  const infrastructureFor = (unit?: ComputeUnit) => {
     const client = localDynamoClient(dynamo.endpoint);
     clients.push(client);
     if (unit) recordCalls(client, unit);
-    return createCore({ store: createDynamoStore(documentClient(client), names), keys, macKey: unit ? recordMac(macKey, unit) : macKey, clock, random: systemRandom, config: serviceConfig(issuer) });
+    return { store: createDynamoStore(documentClient(client), names), keys, macKey: unit ? recordMac(macKey, unit) : macKey, clock, random: systemRandom, config: serviceConfig(issuer) };
   };
+  // Each unit builds only the modules its entry builds (lambdas/<group>.ts, grpc-service/main.ts).
   for (const [group, definition] of Object.entries(routeGroups)) {
-    const handler = definition.create(coreFor(group as RouteGroup)) as LambdaHandler;
+    const modules = buildModules(modulePorts(infrastructureFor(group as RouteGroup)), definition.modules) as unknown as Modules;
+    const handler = definition.create(modules) as LambdaHandler;
     for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: group });
   }
-  grpc = await startGrpcServer(coreFor('provisioning'), { port: 0, host: '127.0.0.1' });
+  grpc = await startGrpcServer(buildModules(modulePorts(infrastructureFor('provisioning')), grpcModules), { port: 0, host: '127.0.0.1' });
   // Set-up (clients, users, the pool) goes through an unrecorded core: the operator's admin CLI.
-  const operator = coreFor();
+  const operator: LocalCore = localCore(infrastructureFor());
   service = { issuer, host: '127.0.0.1', port: started.port, grpcPort: grpc.port, dynamoEndpoint: dynamo.endpoint, core: operator, clock, dataDir, close: async () => undefined };
   await seedPool(service, '77', 20);
   app = await provisioningApp(service);

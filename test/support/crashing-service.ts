@@ -50,8 +50,8 @@ function wrapStore(store: Store): Store {
   });
 }
 
-const { core } = await processCore({ wrapStore, provisioning: { ...defaultProvisioningConfig, lease: Number(need('LEASE_MS')) } });
-const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
+const { modules } = await processCore({ wrapStore, provisioning: { ...defaultProvisioningConfig, lease: Number(need('LEASE_MS')) } });
+const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
 process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port })}\n`);
 // The parent going away (its stdin pipe closing) ends this process too.
 process.stdin.on('end', () => process.kill(process.pid, 'SIGKILL'));

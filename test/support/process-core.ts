@@ -9,11 +9,10 @@ import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-ke
 import { systemClock, systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/config';
 import type { ProvisioningConfig } from '../../core/provisioning/config';
-import { createCore } from '../../core/service';
 import type { Store } from '../../core/store';
 import { tableNames } from '../../core/tables';
 import { localDynamoClient } from '../../local/embedded-dynamo';
-import { LOCAL_TABLE_PREFIX } from '../../local/runner';
+import { LOCAL_TABLE_PREFIX, localCore, modulesOfCore } from '../../local/runner';
 
 export function need(name: string): string {
   const value = process.env[name];
@@ -25,7 +24,7 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
   const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
   const store = createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX));
   const keys = join(need('DATA_DIR'), 'keys');
-  const core = createCore({
+  const core = localCore({
     store: options.wrapStore ? options.wrapStore(store) : store,
     keys: await openLocalKeyStore(keys),
     macKey: await openLocalMacKey(keys),
@@ -34,5 +33,5 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
     config: serviceConfig(need('ISSUER')),
     ...(options.provisioning ? { provisioning: options.provisioning } : {}),
   });
-  return { core, client };
+  return { core, modules: modulesOfCore(core), client };
 }

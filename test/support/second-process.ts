@@ -6,14 +6,14 @@
 // Prints one JSON line {"grpcPort", "httpPort"} once listening; SIGTERM drains and exits.
 
 import { startGrpcServer } from '../../grpc-service/server';
-import { routeGroups } from '../../lambdas/routes';
+import { modulesOf, routeGroups } from '../../lambdas/routes';
 import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
 import { processCore } from './process-core';
 
-const { core, client } = await processCore();
-const grpc = await startGrpcServer(core, { port: 0, host: '127.0.0.1' });
+const { modules, client } = await processCore();
+const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
 const messages = routeGroups.messages;
-const handler = messages.create(core) as LambdaHandler;
+const handler = messages.create(modulesOf('messages', modules)) as LambdaHandler;
 const routes = new Map<string, LocalRoute>(Object.keys(messages.routes).map((path) => [path, { handler, functionName: 'second-messages' }]));
 const http = await startHttpServer(routes, { port: 0, host: '127.0.0.1' }, () => Promise.resolve(false));
 process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port, httpPort: http.port })}\n`);

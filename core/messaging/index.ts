@@ -1,0 +1,34 @@
+import type { AccountsModule } from '../accounts';
+import type { PageTokenCodec } from '../kernel/page-token';
+import type { Clock, Random } from '../ports';
+import type { Store } from '../store';
+import { createMessaging, InboxNotifier } from './send';
+import { createMessageHub, followInboxes, POLL_INTERVAL_MS, type Delivery } from './stream';
+
+/** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
+export function createMessagingModule(
+  ports: { store: Store; clock: Clock; random: Random; pageTokens: PageTokenCodec; messagePollIntervalMs?: number },
+  needs: { accounts: Pick<AccountsModule, 'getClient' | 'accountStatus'> },
+) {
+  const { store, clock, random, pageTokens } = ports;
+  // Wakes streams of this process at once when this process accepts a message.
+  const notifier = new InboxNotifier();
+  /** Open streams of this process and what they watch (polling starts with the first stream). */
+  const pollIntervalMs = ports.messagePollIntervalMs ?? POLL_INTERVAL_MS;
+  const hub = createMessageHub(store, notifier, pageTokens, pollIntervalMs);
+  return {
+    ...createMessaging({ store, clock, random, notifier, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountStatus() }),
+    hub,
+    /** How often this process's open streams poll their inboxes. */
+    pollIntervalMs,
+    /**
+     * The messages arriving in `owner`'s inboxes (listed by `listInboxes`, re-listed as they
+     * change), from the resume cursor on, until `signal` aborts.
+     */
+    stream(owner: { ownerId: string; listInboxes: () => Promise<string[]> }, resumeCursor: string | undefined, signal: AbortSignal): AsyncGenerator<Delivery> {
+      return followInboxes({ store, hub, clock, ownerId: owner.ownerId, listInboxes: owner.listInboxes, resumeCursor, signal });
+    },
+  };
+}
+
+export type MessagingModule = ReturnType<typeof createMessagingModule>;

@@ -1,0 +1,97 @@
+import { createAccountsModule } from './accounts';
+import type { ServiceConfig } from './config';
+import { createDirectoryModule } from './directory';
+import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
+import { createMessagingModule } from './messaging';
+import { createOAuthModule } from './oauth';
+import type { Clock, KeyRing, MacKey, Random } from './ports';
+import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
+import { createProvisioningModule } from './provisioning';
+import type { SignInLimits } from './sign-in-guard';
+import type { Store } from './store';
+
+// The typed registry: each domain module with the modules it needs, and the one way to build a
+// set of them. Building builds each needed module once, and only those: the discovery Lambda,
+// which needs oauth, never builds provisioning or the message hub.
+//
+// A process names the modules it wants by their definitions (not by a string), so that a Lambda
+// bundle holds only the code its definitions reach: every definition below is a separate,
+// side-effect-free constant that esbuild drops when nothing imports it.
+
+/** What a process provides (its adapters and settings); modules never see more than they declare. */
+export interface Infrastructure {
+  store: Store;
+  keys: KeyRing;
+  /** Signs the sign-in form's CSRF token and device cookies; the page-token key is derived from it. */
+  macKey: MacKey;
+  clock: Clock;
+  random: Random;
+  config: ServiceConfig;
+  /** Cool-off, leases and quotas of the provisioning API (defaults: 90-day cool-off, 10/10 agents). */
+  provisioning?: ProvisioningConfig;
+  /** Sign-in limits of this process (default: core/sign-in-guard.ts). */
+  signIn?: SignInLimits;
+  /** How often this process polls the inboxes its open streams watch (default 250 ms). */
+  messagePollIntervalMs?: number;
+}
+
+/** The ports a module may declare: the infrastructure, settings resolved, and the one page-token codec. */
+export interface ModulePorts extends Infrastructure {
+  provisioning: ProvisioningConfig;
+  /** Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from the MAC key). */
+  pageTokens: PageTokenCodec;
+}
+
+/** A module: its name, the modules it needs, and its factory (given only the ports and needs it declares). */
+export interface ModuleDefinition<Name extends string = string, Needs extends ModuleNeeds = ModuleNeeds, Built = unknown> {
+  readonly name: Name;
+  readonly needs: Needs;
+  readonly create: (ports: ModulePorts, needs: BuiltModules<Needs>) => Built;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyModuleDefinition = ModuleDefinition<string, any, unknown>;
+type ModuleNeeds = { readonly [name: string]: AnyModuleDefinition };
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type BuiltModule<D> = D extends { readonly create: (...args: any[]) => infer Built } ? Built : never;
+type BuiltModules<Needs extends ModuleNeeds> = { -readonly [K in keyof Needs]: BuiltModule<Needs[K]> };
+/** A list of definitions, built: name → module. */
+export type ModulesOf<D extends readonly AnyModuleDefinition[]> = { [M in D[number] as M['name']]: BuiltModule<M> };
+
+/** Fixes a definition's types; the factory's own parameter types are checked against the ports and needs. */
+const defineModule = <Name extends string, Needs extends ModuleNeeds, Built>(definition: ModuleDefinition<Name, Needs, Built>) => definition;
+
+export const accountsModule = /* @__PURE__ */ defineModule({ name: 'accounts', needs: {}, create: createAccountsModule });
+export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: { accounts: accountsModule }, create: createOAuthModule });
+export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: {}, create: createDirectoryModule });
+export const messagingModule = /* @__PURE__ */ defineModule({ name: 'messaging', needs: { accounts: accountsModule }, create: createMessagingModule });
+export const provisioningModule = /* @__PURE__ */ defineModule({
+  name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule }, create: createProvisioningModule,
+});
+
+/** Every module (the local runner and the gRPC task build them all). */
+export const allModules = [accountsModule, oauthModule, directoryModule, messagingModule, provisioningModule] as const;
+
+export type Modules = ModulesOf<typeof allModules>;
+
+/** The ports every module of one process shares: settings resolved, one page-token codec. */
+export function modulePorts(infrastructure: Infrastructure): ModulePorts {
+  return {
+    ...infrastructure,
+    provisioning: infrastructure.provisioning ?? defaultProvisioningConfig,
+    pageTokens: createPageTokenCodec(infrastructure.macKey),
+  };
+}
+
+/** Builds `definitions` and what they need, each once, from one process's ports. */
+export function buildModules<const D extends readonly AnyModuleDefinition[]>(ports: ModulePorts, definitions: D): ModulesOf<D> {
+  const built = new Map<string, unknown>();
+  const build = (definition: AnyModuleDefinition): unknown => {
+    if (!built.has(definition.name)) {
+      const needs = Object.fromEntries(Object.entries(definition.needs as ModuleNeeds).map(([name, need]) => [name, build(need)]));
+      built.set(definition.name, definition.create(ports, needs));
+    }
+    return built.get(definition.name);
+  };
+  return Object.fromEntries(definitions.map((definition) => [definition.name, build(definition)])) as ModulesOf<D>;
+}
