@@ -5,15 +5,15 @@ import { join } from 'node:path';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { openLocalKeyStore } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
-import { serviceConfig } from '../core/config';
-import { newUlid } from '../core/ids';
-import { randomSecret } from '../core/secrets';
-import { createAccessTokenVerifier, createTokenIssuer } from '../core/tokens';
+import { serviceConfig } from '../core/kernel/config';
+import { newUlid } from '../core/kernel/ids';
+import { randomSecret } from '../core/kernel/secrets';
+import { createAccessTokenVerifier, createTokenIssuer } from '../core/oauth/tokens';
 import { onCleanup } from './cleanup';
 
 // In-process signing and verifying, one operation at a time on this thread:
 //   the physical reference (node:crypto Ed25519 on a JWT-sized message) and what the service
-//   does per token (core/tokens.ts signing with the local key store, jose verification).
+//   does per token (core/oauth/tokens.ts signing with the local key store, jose verification).
 
 export interface OpsResult {
   ops: number;
@@ -91,7 +91,7 @@ export async function cryptoBenchmarks(seconds: number, log: (message: string) =
     measureSync(warm, () => verify(null, message, publicKey, signature));
     const ed25519Verify = measureSync(seconds, () => verify(null, message, publicKey, signature));
 
-    log(`JWT sign (core/tokens.ts) and verify (jose) (${seconds} s each)`);
+    log(`JWT sign (core/oauth/tokens.ts) and verify (jose) (${seconds} s each)`);
     await measureAsync(warm, () => issuer.accessToken(input));
     const jwtSign = await measureAsync(seconds, () => issuer.accessToken(input));
 

@@ -280,9 +280,9 @@ async function main() {
     table(opsHeaders, [
       opsRow('Ed25519 sign (node:crypto)', crypto.ed25519Sign),
       opsRow('Ed25519 verify (node:crypto)', crypto.ed25519Verify),
-      opsRow('JWT sign (core/tokens.ts createTokenIssuer, local keys)', crypto.jwtSign),
+      opsRow('JWT sign (core/oauth/tokens.ts createTokenIssuer, local keys)', crypto.jwtSign),
       opsRow('JWT verify (jose jwtVerify, local JWKS)', crypto.joseJwtVerify),
-      opsRow('JWT verify (core/tokens.ts createAccessTokenVerifier)', crypto.accessTokenVerifier),
+      opsRow('JWT verify (core/oauth/tokens.ts createAccessTokenVerifier)', crypto.accessTokenVerifier),
     ]),
     '',
     `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,

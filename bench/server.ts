@@ -132,7 +132,7 @@ async function grpcMain(dataDir: string) {
   // dynalite): the process's memory is one of the measurements.
   const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }] = await Promise.all([
     import('@aws-sdk/client-dynamodb'), import('../core/adapters/dynamo-store'), import('../core/adapters/dynamo-schema'), import('../core/adapters/local-keys'),
-    import('../core/adapters/system'), import('../core/config'), import('../core/registry'), import('../core/tables'), import('../grpc-service/server'),
+    import('../core/adapters/system'), import('../core/kernel/config'), import('../core/registry'), import('../core/tables'), import('../grpc-service/server'),
   ]);
   // As local/embedded-dynamo.ts localDynamoClient (not imported: it loads dynalite).
   const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, maxAttempts: 3 });

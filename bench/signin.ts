@@ -51,7 +51,7 @@ const REFRESH_TOKENS = 8;
 const WARMUP_CODES = 2000;
 /** Headroom over the warm-up rate when sizing the pool for the timed run. */
 const POOL_HEADROOM = 1.5;
-/** Authorization codes live 5 minutes (core/config.ts). */
+/** Authorization codes live 5 minutes (core/kernel/config.ts). */
 const CODE_TTL_SECONDS = 300;
 
 function authorizePath(server: BenchServerInfo, challenge: string, state: string) {

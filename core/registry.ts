@@ -1,13 +1,13 @@
 import { createAccountsModule } from './accounts';
-import type { ServiceConfig } from './config';
+import type { ServiceConfig } from './kernel/config';
 import { createDirectoryModule } from './directory';
 import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
 import { createOAuthModule } from './oauth';
-import type { Clock, KeyRing, MacKey, Random } from './ports';
+import type { Clock, KeyRing, MacKey, Random } from './kernel/ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
 import { createProvisioningModule } from './provisioning';
-import type { SignInLimits } from './sign-in-guard';
+import type { SignInLimits } from './oauth/sign-in-guard';
 import type { Store } from './store';
 
 // The typed registry: each domain module with the modules it needs, and the one way to build a
@@ -29,7 +29,7 @@ export interface Infrastructure {
   config: ServiceConfig;
   /** Cool-off, leases and quotas of the provisioning API (defaults: 90-day cool-off, 10/10 agents). */
   provisioning?: ProvisioningConfig;
-  /** Sign-in limits of this process (default: core/sign-in-guard.ts). */
+  /** Sign-in limits of this process (default: core/oauth/sign-in-guard.ts). */
   signIn?: SignInLimits;
   /** How often this process polls the inboxes its open streams watch (default 250 ms). */
   messagePollIntervalMs?: number;

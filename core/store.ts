@@ -3,7 +3,7 @@ import type { DirectoryStore } from './directory/store';
 import type { ProvisioningStore } from './provisioning/store';
 import type {
   AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, SignInThrottle, User, UserStatus,
-} from './model';
+} from './kernel/model';
 
 export type RedeemResult =
   | { outcome: 'redeemed'; code: AuthorizationCode }

@@ -1,12 +1,12 @@
-import { limits } from './config';
+import { limits } from './kernel/config';
 import { DomainError, oauthError } from './kernel/errors';
-import { inService, type Client, type Grant } from './model';
-import { optionalParam, requiredParam, type Params } from './params';
-import type { Clock, Random } from './ports';
-import { formatScope, isSubset, parseScope } from './scopes';
-import { pkceChallenge, randomSecret, safeEqual, sha256 } from './secrets';
+import { inService, type Client, type Grant } from './kernel/model';
+import { optionalParam, requiredParam, type Params } from './kernel/params';
+import type { Clock, Random } from './kernel/ports';
+import { formatScope, isSubset, parseScope } from './kernel/scopes';
+import { pkceChallenge, randomSecret, safeEqual, sha256 } from './kernel/secrets';
 import type { Store } from './store';
-import type { TokenIssuer } from './tokens';
+import type { TokenIssuer } from './oauth/tokens';
 
 // POST /oauth/token and POST /oauth/revoke (RFC 6749 §4.1.3, §4.4, §6; RFC 7636; RFC 7009).
 

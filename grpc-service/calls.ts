@@ -4,9 +4,9 @@ import {
   type ServerWritableStream, type ServiceError,
 } from '@grpc/grpc-js';
 import { once } from 'node:events';
-import { invalidToken, requireScope } from '../core/bearer';
+import { invalidToken, requireScope } from '../core/oauth/bearer';
 import { DomainError, type ErrorKind } from '../core/kernel/errors';
-import type { ProvisioningScope } from '../core/scopes';
+import type { ProvisioningScope } from '../core/kernel/scopes';
 import type { Caller } from '../core/provisioning/programmable';
 import type { Modules } from '../core/registry';
 

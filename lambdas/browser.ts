@@ -1,12 +1,12 @@
-import type { AuthorizeOutcome, SignInRefusal } from '../core/authorization';
-import { limits } from '../core/config';
-import { safeEqual } from '../core/secrets';
+import type { AuthorizeOutcome, SignInRefusal } from '../core/oauth/authorization';
+import { limits } from '../core/kernel/config';
+import { safeEqual } from '../core/kernel/secrets';
 import { accountsModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import {
   cookieName, cookies, formParams, header, html, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
 } from './http';
-import { optionalParam } from '../core/params';
+import { optionalParam } from '../core/kernel/params';
 import { accountPage, consentPage, favicon, messagePage, revokePage, signInPage, stylesheet } from './pages';
 import { lambdaHandler } from './runtime';
 

@@ -1,4 +1,4 @@
-import { loginScopes, externalApiScopes } from '../core/scopes';
+import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
 import { oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { publicJson } from './http';

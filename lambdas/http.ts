@@ -1,6 +1,6 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import { oauthError, type DomainError, type ErrorKind, type OAuthErrorCode } from '../core/kernel/errors';
-import { paramsFrom, type Params } from '../core/params';
+import { paramsFrom, type Params } from '../core/kernel/params';
 
 // Translating API Gateway REST proxy events to what the core needs, and results back.
 

@@ -1,4 +1,4 @@
-import { scopeDescription } from '../core/scopes';
+import { scopeDescription } from '../core/kernel/scopes';
 import { PAGE_REFERRER_POLICY } from './http';
 
 // Server-rendered pages: plain HTML forms, no script, one stylesheet, no inline style (the CSP

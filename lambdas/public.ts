@@ -1,7 +1,7 @@
 import { directoryLimits } from '../core/directory/config';
-import { clientKey, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/directory/rate-limit';
+import { clientKey, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/kernel/rate-limit';
 import { DomainError } from '../core/kernel/errors';
-import { optionalParam } from '../core/params';
+import { optionalParam } from '../core/kernel/params';
 import { directoryModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import { json, queryParams, type HttpEvent, type HttpResult } from './http';

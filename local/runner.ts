@@ -4,12 +4,12 @@ import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore, openLocalMacKey } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
-import { serviceConfig } from '../core/config';
-import type { Clock, Random } from '../core/ports';
+import { serviceConfig } from '../core/kernel/config';
+import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
 import { allModules, buildModules, modulePorts, type Infrastructure, type Modules } from '../core/registry';
-import type { RateLimitConfig } from '../core/directory/rate-limit';
-import type { SignInLimits } from '../core/sign-in-guard';
+import type { RateLimitConfig } from '../core/kernel/rate-limit';
+import type { SignInLimits } from '../core/oauth/sign-in-guard';
 import type { Store } from '../core/store';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server';
 import { tableNames } from '../core/tables';
@@ -36,9 +36,9 @@ export interface LocalOptions {
   grpcPort: number;
   /** Cool-off, leases and quotas of the provisioning API. */
   provisioning?: ProvisioningConfig;
-  /** Sign-in limits (default: core/sign-in-guard.ts; `npm start` passes its configuration's). */
+  /** Sign-in limits (default: core/oauth/sign-in-guard.ts; `npm start` passes its configuration's). */
   signIn?: SignInLimits;
-  /** Per-IP limit of the public endpoints (default: core/directory/rate-limit.ts). */
+  /** Per-IP limit of the public endpoints (default: core/kernel/rate-limit.ts). */
   publicRateLimit?: RateLimitConfig;
   /** How often open message streams poll their inboxes (default: core/messaging/stream.ts). */
   messagePollIntervalMs?: number;

@@ -1,6 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { User } from '../core/model';
+import type { User } from '../core/kernel/model';
 import {
   CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, ListAgentsRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';

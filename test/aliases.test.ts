@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemRandom } from '../core/adapters/system';
-import { newUlid } from '../core/ids';
+import { newUlid } from '../core/kernel/ids';
 import { CreateAgentRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import {
   type Alias, CreateAliasRequest, DeleteAliasRequest, ListAliasesRequest, type ListAliasesResponse,

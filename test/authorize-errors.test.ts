@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Client } from '../core/model';
+import type { Client } from '../core/kernel/model';
 import { Browser, pkcePair } from './support/browser';
 import { authorizePath, createLoginClient, createUser, exchange, obtainCode, REDIRECT_URI } from './support/flow';
 import { startTestService, type TestService } from './support/service';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { limits } from '../core/config';
-import type { Client } from '../core/model';
+import { limits } from '../core/kernel/config';
+import type { Client } from '../core/kernel/model';
 import { postedFromElsewhere } from '../lambdas/browser';
 import type { HttpEvent } from '../lambdas/http';
 import { Browser, pkcePair, sameOriginFormHeaders } from './support/browser';

@@ -9,7 +9,7 @@ import { createAccounts } from '../core/accounts';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { systemClock, systemRandom } from '../core/adapters/system';
-import type { Client, User } from '../core/model';
+import type { Client, User } from '../core/kernel/model';
 import { tableNames } from '../core/tables';
 import { HealthClient, healthCheckResponse_ServingStatusToJSON as statusName } from '../grpc-service/gen/grpc/health/v1/health';
 import { ListNumbersRequest, NumberServiceClient, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';

@@ -1,8 +1,8 @@
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { invalidToken, requireScope } from '../core/bearer';
+import { invalidToken, requireScope } from '../core/oauth/bearer';
 import { DomainError, oauthError, type ErrorKind, type OAuthErrorCode } from '../core/kernel/errors';
-import type { AccessTokenClaims } from '../core/tokens';
+import type { AccessTokenClaims } from '../core/oauth/tokens';
 import { grpcError, logger } from '../grpc-service/calls';
 import { ListNumbersRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { errorResult } from '../lambdas/http';

@@ -9,9 +9,9 @@ import { createKmsMacKey } from '../core/adapters/kms-keys';
 import { MAC_KEY_FILE, openLocalMacKey } from '../core/adapters/local-keys';
 import { DomainError } from '../core/kernel/errors';
 import { createPageTokenCodec } from '../core/kernel/page-token';
-import { openToken, sealToken } from '../core/secrets';
+import { openToken, sealToken } from '../core/kernel/secrets';
 
-// The MacKey port (core/ports.ts) that signs the sign-in CSRF token and device cookies: the local
+// The MacKey port (core/kernel/ports.ts) that signs the sign-in CSRF token and device cookies: the local
 // adapter (an HMAC key file in DATA_DIR/keys) and the KMS adapter (GenerateMac / VerifyMac, KMS
 // mocked: the exact requests are asserted, AWS is never called), the signed tokens on top, and
 // the page-token key derived from it (core/kernel/page-token.ts).

@@ -2,7 +2,7 @@ import { DeleteCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient } from '../core/adapters/dynamo-schema';
 import { seqKey } from '../core/adapters/dynamo-messaging-store';
-import { DAY } from '../core/config';
+import { DAY } from '../core/kernel/config';
 import { MESSAGE_RETENTION_MS } from '../core/messaging/send';
 import { isTombstone } from '../core/messaging/store';
 import { tableNames } from '../core/tables';

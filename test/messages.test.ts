@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { systemRandom } from '../core/adapters/system';
-import { newUlid } from '../core/ids';
+import { newUlid } from '../core/kernel/ids';
 import { MAX_DERIVED_HOPS, MESSAGE_RETENTION_MS } from '../core/messaging/send';
 import { isTombstone, type StoredMessage } from '../core/messaging/store';
 import { GAP_GRACE_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS } from '../core/messaging/stream';

@@ -1,6 +1,6 @@
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DAY, SECOND } from '../core/config';
+import { DAY, SECOND } from '../core/kernel/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import {
   type Agent, AgentKind, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, GetAgentRequest,
@@ -183,7 +183,7 @@ describe('CreateAgent', () => {
 
   it('a replay\'s new secret works at once and the earlier secret stops at once, also when the earlier one was in use', async () => {
     // Fails while the token endpoint checks secrets against the 30-second client cache of
-    // core/service.ts (cachedClients): after the rotation it still holds the earlier hash.
+    // core/accounts/index.ts (the client cache): after the rotation it still holds the earlier hash.
     const app = await newApp();
     const request = { requestId: `used-${Date.now()}`, displayName: 'Used before retry' };
     const first = await createAgent(app, request);

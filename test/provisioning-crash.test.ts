@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { User } from '../core/model';
+import type { User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import {
   AgentServiceClient, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, type Agent,

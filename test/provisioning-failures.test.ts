@@ -1,6 +1,6 @@
 import { credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { NumberRecord, User } from '../core/model';
+import type { NumberRecord, User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { slotKey } from '../core/provisioning/quota';
 import {

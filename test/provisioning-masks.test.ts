@@ -3,7 +3,7 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient } from '../core/adapters/dynamo-schema';
-import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
+import { DAY, HOUR, MINUTE, SECOND } from '../core/kernel/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { DomainError } from '../core/kernel/errors';
 import { tableNames } from '../core/tables';

@@ -1,6 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DAY, HOUR, MINUTE, SECOND } from '../core/config';
+import { DAY, HOUR, MINUTE, SECOND } from '../core/kernel/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import type { ProgrammableNumberView } from '../core/provisioning/programmable';
 import { DomainError } from '../core/kernel/errors';

@@ -1,6 +1,6 @@
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { User } from '../core/model';
+import type { User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { agentClientId } from '../core/provisioning/agents';
 import { slotKey } from '../core/provisioning/quota';

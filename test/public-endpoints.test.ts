@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATOR } from '../core/directory/aliases';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
-import { clientKey, createRateLimiter } from '../core/directory/rate-limit';
-import { newUlid } from '../core/ids';
+import { clientKey, createRateLimiter } from '../core/kernel/rate-limit';
+import { newUlid } from '../core/kernel/ids';
 import { systemRandom } from '../core/adapters/system';
 import {
   type Agent, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, RotateAgentSvcnumRequest,

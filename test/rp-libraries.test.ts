@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Client } from '../core/model';
+import type { Client } from '../core/kernel/model';
 import { Browser } from './support/browser';
 import { authorizeInBrowser, authorizePath, createUser, REDIRECT_URI, verifyWithJwks } from './support/flow';
 import { startTestService, type TestService } from './support/service';

@@ -1,7 +1,7 @@
 import type { Context } from 'aws-lambda';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readRuntimeConfig, type Environment, type ProcessKind, type RuntimeConfig, type ServiceSettings } from '../core/adapters/runtime-config';
-import { DAY } from '../core/config';
+import { DAY } from '../core/kernel/config';
 import { handler as discoveryHandler } from '../lambdas/discovery';
 import type { HttpEvent } from '../lambdas/http';
 import { runScript } from './support/processes';

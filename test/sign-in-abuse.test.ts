@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { limits } from '../core/config';
+import { limits } from '../core/kernel/config';
 import type { StoreMethod } from './support/faults';
 import { StoreFaults } from './support/faults';
 import { Browser } from './support/browser';

@@ -8,7 +8,7 @@ import { aliasMember, type AliasRecord } from '../core/directory/store';
 import type { StoredMessage } from '../core/messaging/store';
 import type {
   AuthorizationCode, AuthRequest, Client, Grant, IdempotencyRecord, Mask, NumberRecord, Session, SignInThrottle, User,
-} from '../core/model';
+} from '../core/kernel/model';
 import type { Store } from '../core/store';
 import { tableNames, type TableNames } from '../core/tables';
 import { localDynamoClient, type EmbeddedDynamo } from '../local/embedded-dynamo';

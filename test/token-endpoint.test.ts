@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Client } from '../core/model';
+import type { Client } from '../core/kernel/model';
 import { Browser, pkcePair } from './support/browser';
 import { createLoginClient, createUser, exchange, obtainCode, postForm, REDIRECT_URI, send, verifyWithJwks, type Reply } from './support/flow';
 import { startTestService, type TestService } from './support/service';

@@ -1,6 +1,6 @@
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SECOND } from '../core/config';
+import { SECOND } from '../core/kernel/config';
 import {
   type Agent, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, ExchangeTokenRequest, type ExchangeTokenResponse,
   IssueAgentTokenRequest,

@@ -8,8 +8,8 @@ import { openLocalKeyStore, type LocalKeyStore } from '../core/adapters/local-ke
 import { BatchGetCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient } from '../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
-import { limits } from '../core/config';
-import type { Client, User } from '../core/model';
+import { limits } from '../core/kernel/config';
+import type { Client, User } from '../core/kernel/model';
 import { tableNames } from '../core/tables';
 import { localDynamoClient } from '../local/embedded-dynamo';
 import { LOCAL_TABLE_PREFIX, startLocal } from '../local/runner';

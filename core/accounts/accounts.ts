@@ -1,11 +1,11 @@
 import { randomInt } from 'node:crypto';
 import * as z from 'zod/mini';
-import { newUlid } from '../ids';
+import { newUlid } from '../kernel/ids';
 import { invalidArgument } from '../kernel/errors';
-import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from '../model';
-import type { Clock, Random } from '../ports';
-import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../scopes';
-import { hashPassword, randomSecret, sha256 } from '../secrets';
+import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from '../kernel/model';
+import type { Clock, Random } from '../kernel/ports';
+import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
+import { hashPassword, randomSecret, sha256 } from '../kernel/secrets';
 import type { Store } from '../store';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);

@@ -1,5 +1,5 @@
-import { ttlCache } from '../cache';
-import type { Clock, Random } from '../ports';
+import { ttlCache } from '../kernel/cache';
+import type { Clock, Random } from '../kernel/ports';
 import type { Store } from '../store';
 import { createAccounts } from './accounts';
 

@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KMSClient } from '@aws-sdk/client-kms';
-import { serviceConfig } from '../config';
-import type { MacKey } from '../ports';
+import { serviceConfig } from '../kernel/config';
+import type { MacKey } from '../kernel/ports';
 import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf } from '../registry';
 import { tableNames } from '../tables';
 import { createDynamoStore } from './dynamo-store';

@@ -1,5 +1,5 @@
 import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { User } from '../model';
+import type { User } from '../kernel/model';
 import type { AliasRecord, CapabilityEntry, DirectoryStore } from '../directory/store';
 import type { TableNames } from '../tables';
 import { conditional, dynamoOps, record } from './dynamo-ops';

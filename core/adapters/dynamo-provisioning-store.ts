@@ -1,5 +1,5 @@
 import { DeleteCommand, GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../model';
+import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../kernel/model';
 import type { ProvisioningStore, RequestClaim } from '../provisioning/store';
 import type { TableNames } from '../tables';
 import { conditional, dynamoOps, record, ttlSeconds } from './dynamo-ops';

@@ -4,7 +4,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, SignInThrottle, User,
-} from '../model';
+} from '../kernel/model';
 import type { CodeBinding, RedeemResult, Store } from '../store';
 import type { TableNames } from '../tables';
 import { createDynamoDirectoryStore } from './dynamo-directory-store';

@@ -1,6 +1,6 @@
 import { GenerateMacCommand, GetPublicKeyCommand, KMSInvalidMacException, SignCommand, VerifyMacCommand, type KMSClient } from '@aws-sdk/client-kms';
-import { ed25519PublicJwk } from '../jwk';
-import type { KeyRing, MacKey, PublicJwk, Signer } from '../ports';
+import { ed25519PublicJwk } from '../kernel/jwk';
+import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
 
 export interface KmsKeyRingOptions {
   client: KMSClient;

@@ -1,8 +1,8 @@
 import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { link, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ed25519PublicJwk } from '../jwk';
-import type { KeyRing, MacKey, PublicJwk, Signer } from '../ports';
+import { ed25519PublicJwk } from '../kernel/jwk';
+import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
 
 // Layout of DATA_DIR/keys: one `<kid>.pem` (PKCS#8, mode 0600) per key, and `active` naming the
 // key that signs. Every key in the folder is published in the JWKS, which is what rotation needs:

@@ -1,8 +1,8 @@
-import { DAY } from '../config';
-import { defaultRateLimit, type RateLimitConfig } from '../directory/rate-limit';
+import { DAY } from '../kernel/config';
+import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
 import { POLL_INTERVAL_MS } from '../messaging/stream';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
-import { defaultSignInLimits, type SignInLimits } from '../sign-in-guard';
+import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
 
 // The runtime configuration of a process, read from its environment once, at start, and validated
 // as a whole: every variable the service reads, its default and what it accepts are here

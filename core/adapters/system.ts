@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Clock, Random } from '../ports';
+import type { Clock, Random } from '../kernel/ports';
 
 export const systemClock: Clock = { now: () => Date.now() };
 

@@ -1,7 +1,7 @@
-import { newUlid } from '../ids';
-import { inService, type User } from '../model';
-import type { Clock, Random } from '../ports';
-import type { ProvisioningScope } from '../scopes';
+import { newUlid } from '../kernel/ids';
+import { inService, type User } from '../kernel/model';
+import type { Clock, Random } from '../kernel/ports';
+import type { ProvisioningScope } from '../kernel/scopes';
 import type { Store } from '../store';
 import { DomainError, failedPrecondition, notFound } from '../kernel/errors';
 import { svcnumIdField } from '../provisioning/validation';
@@ -64,7 +64,7 @@ export function createAliases(deps: { store: Store; clock: Clock; random: Random
   function authorised(actor: { scopes: readonly string[] }, entity: User, needed: ProvisioningScope) {
     if (!actor.scopes.includes(needed)) {
       const what = entity.accountType === 'programmable' ? 'a programmable number' : 'an agent';
-      // The same refusal as the Bearer path's for a missing scope (core/bearer.ts), for the scope this entity needs.
+      // The same refusal as the Bearer path's for a missing scope (core/oauth/bearer.ts), for the scope this entity needs.
       throw new DomainError('forbidden', `aliases of ${what} need a token with the ${needed} scope`, { oauth: 'insufficient_scope', challenge: 'Bearer', scope: needed });
     }
   }

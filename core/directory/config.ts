@@ -1,4 +1,4 @@
-import { MINUTE } from '../config';
+import { MINUTE } from '../kernel/config';
 
 // Limits of the public directory: aliases, resolve and discover. One place, so the docs, the
 // proto comments, the tests and the code agree.

@@ -1,5 +1,5 @@
 import type { PageTokenCodec } from '../kernel/page-token';
-import { inService, type User } from '../model';
+import { inService, type User } from '../kernel/model';
 import { invalidArgument } from '../kernel/errors';
 import type { PageKey } from '../provisioning/store';
 import { capabilitiesField } from '../provisioning/validation';

@@ -1,9 +1,9 @@
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock, Random } from '../ports';
+import type { Clock, Random } from '../kernel/ports';
 import type { Store } from '../store';
 import { createAliases } from './aliases';
 import { createDiscovery } from './discover';
-import { createRateLimiter, type RateLimitConfig } from './rate-limit';
+import { createRateLimiter, type RateLimitConfig } from '../kernel/rate-limit';
 import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */

@@ -1,5 +1,5 @@
-import type { NumberRecord } from '../model';
-import type { Clock } from '../ports';
+import type { NumberRecord } from '../kernel/model';
+import type { Clock } from '../kernel/ports';
 import { numberView } from '../provisioning/lifecycle';
 import { invalidArgument, notFound } from '../kernel/errors';
 import type { Store } from '../store';

@@ -1,4 +1,4 @@
-import type { User } from '../model';
+import type { User } from '../kernel/model';
 import type { Page, PageKey } from '../provisioning/store';
 
 /**

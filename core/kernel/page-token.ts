@@ -1,5 +1,5 @@
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import type { MacKey } from '../ports';
+import type { MacKey } from './ports';
 import { invalidArgument } from './errors';
 
 // Page tokens and resume cursors: where a listing continues, handed to the client and back. The
@@ -16,7 +16,7 @@ import { invalidArgument } from './errors';
 // The key is derived once per process from the service MAC key (KMS in AWS, DATA_DIR/keys/mac.key
 // locally) as MAC("svcnum page-token key v1"), so every process of an environment agrees without
 // a secret of its own; then each token costs a local HMAC. No sign-in token can be that MAC: their
-// inputs always contain a newline (core/secrets.ts). A change of a list's key shape renames the
+// inputs always contain a newline (core/kernel/secrets.ts). A change of a list's key shape renames the
 // list (e.g. `numbers.2`), so tokens of the old shape are refused instead of reaching the store.
 
 const KEY_LABEL = new TextEncoder().encode('svcnum page-token key v1');

@@ -1,6 +1,6 @@
 import type { AccountsModule } from '../accounts';
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock, Random } from '../ports';
+import type { Clock, Random } from '../kernel/ports';
 import type { Store } from '../store';
 import { createMessaging, InboxNotifier } from './send';
 import { createMessageHub, followInboxes, POLL_INTERVAL_MS, type Delivery } from './stream';

@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { invalidToken, requireScope } from '../bearer';
-import { newUlid } from '../ids';
+import { invalidToken, requireScope } from '../oauth/bearer';
+import { newUlid } from '../kernel/ids';
 import { DomainError, invalidArgument, notFound } from '../kernel/errors';
-import { inService, type Client, type User } from '../model';
-import type { Clock, Random } from '../ports';
+import { inService, type Client, type User } from '../kernel/model';
+import type { Clock, Random } from '../kernel/ports';
 import type { Store } from '../store';
-import type { AccessTokenClaims } from '../tokens';
+import type { AccessTokenClaims } from '../oauth/tokens';
 import type { MessageKind, SenderEntityType, StoredMessage } from './store';
 
 // The message path: who is sending (from the token), where a message goes (a number's holder, or

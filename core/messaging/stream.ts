@@ -1,5 +1,5 @@
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../ports';
+import type { Clock } from '../kernel/ports';
 import type { Store } from '../store';
 import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
 import { isTombstone, type InboxEntry, type StoredMessage } from './store';

@@ -1,13 +1,13 @@
 import type { AccountsModule } from '../accounts';
-import { createAuthorization } from '../authorization';
-import { createBearerAuthentication } from '../bearer';
-import type { ServiceConfig } from '../config';
-import type { Clock, KeyRing, MacKey, Random } from '../ports';
-import { createSignInGuard, defaultSignInLimits, type SignInLimits } from '../sign-in-guard';
+import { createAuthorization } from './authorization';
+import { createBearerAuthentication } from './bearer';
+import type { ServiceConfig } from '../kernel/config';
+import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
+import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
 import type { Store } from '../store';
 import { createTokenService } from '../token-service';
-import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from '../tokens';
-import { userInfo } from '../userinfo';
+import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from './tokens';
+import { userInfo } from './userinfo';
 
 /**
  * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path), the token endpoint's

@@ -1,12 +1,12 @@
 import type { Accounts } from '../accounts';
 import { indexAgent } from '../directory/discover';
-import { inService, type AgentKind, type NumberState, type User } from '../model';
+import { inService, type AgentKind, type NumberState, type User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../ports';
-import { formatScope, isSubset, parseScope } from '../scopes';
-import { sha256 } from '../secrets';
+import type { Clock } from '../kernel/ports';
+import { formatScope, isSubset, parseScope } from '../kernel/scopes';
+import { sha256 } from '../kernel/secrets';
 import type { Store } from '../store';
-import type { TokenIssuer } from '../tokens';
+import type { TokenIssuer } from '../oauth/tokens';
 import type { ProvisioningConfig } from './config';
 import { DomainError, failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from './pages';

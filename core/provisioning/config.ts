@@ -1,4 +1,4 @@
-import { DAY, MINUTE, SECOND } from '../config';
+import { DAY, MINUTE, SECOND } from '../kernel/config';
 
 export interface ProvisioningConfig {
   /** How long a retired number cools off before it can be allocated again (default 90 days). */

@@ -1,9 +1,9 @@
-import { inService, type User } from '../model';
-import type { Clock } from '../ports';
-import { formatScope, isSubset, parseScope } from '../scopes';
+import { inService, type User } from '../kernel/model';
+import type { Clock } from '../kernel/ports';
+import { formatScope, isSubset, parseScope } from '../kernel/scopes';
 import type { Store } from '../store';
-import { apiAudience, type ServiceConfig } from '../config';
-import { type AccessTokenClaims, type AccessTokenVerifier, type TokenIssuer } from '../tokens';
+import { apiAudience, type ServiceConfig } from '../kernel/config';
+import { type AccessTokenClaims, type AccessTokenVerifier, type TokenIssuer } from '../oauth/tokens';
 import { DomainError, oauthError } from '../kernel/errors';
 import type { Caller } from './programmable';
 

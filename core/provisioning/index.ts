@@ -1,9 +1,9 @@
 import type { Accounts } from '../accounts';
-import type { ServiceConfig } from '../config';
+import type { ServiceConfig } from '../kernel/config';
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock, Random } from '../ports';
+import type { Clock, Random } from '../kernel/ports';
 import type { Store } from '../store';
-import type { AccessTokenVerifier, TokenIssuer } from '../tokens';
+import type { AccessTokenVerifier, TokenIssuer } from '../oauth/tokens';
 import { createAgents } from './agents';
 import type { ProvisioningConfig } from './config';
 import { createTokenExchange } from './exchange';

@@ -1,5 +1,5 @@
-import type { NumberRecord, NumberState } from '../model';
-import type { Clock } from '../ports';
+import type { NumberRecord, NumberState } from '../kernel/model';
+import type { Clock } from '../kernel/ports';
 import type { Store } from '../store';
 import type { ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';

@@ -1,6 +1,6 @@
-import { inService, type Mask } from '../model';
+import { inService, type Mask } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../ports';
+import type { Clock } from '../kernel/ports';
 import type { Store } from '../store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';

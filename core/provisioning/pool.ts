@@ -1,5 +1,5 @@
-import type { NumberRecord } from '../model';
-import type { Clock } from '../ports';
+import type { NumberRecord } from '../kernel/model';
+import type { Clock } from '../kernel/ports';
 import type { ProvisioningConfig } from './config';
 import { DomainError } from '../kernel/errors';
 import type { ProvisioningStore } from './store';

@@ -1,6 +1,6 @@
-import type { NumberState, User } from '../model';
+import type { NumberState, User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../ports';
+import type { Clock } from '../kernel/ports';
 import type { Store } from '../store';
 import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';

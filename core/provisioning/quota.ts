@@ -1,5 +1,5 @@
-import type { QuotaSlot } from '../model';
-import type { Clock } from '../ports';
+import type { QuotaSlot } from '../kernel/model';
+import type { Clock } from '../kernel/ports';
 import type { ProvisioningConfig } from './config';
 import { DomainError } from '../kernel/errors';
 import type { ProvisioningStore } from './store';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { newUlid } from '../ids';
-import type { IdempotencyRecord } from '../model';
-import type { Clock, Random } from '../ports';
+import { newUlid } from '../kernel/ids';
+import type { IdempotencyRecord } from '../kernel/model';
+import type { Clock, Random } from '../kernel/ports';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { DomainError } from '../kernel/errors';
 import { LEASE_LOST, type Held } from './steps';

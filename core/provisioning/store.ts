@@ -1,4 +1,4 @@
-import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../model';
+import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../kernel/model';
 
 /** Where a page of a list continues (DynamoDB's LastEvaluatedKey, opaque to callers). */
 export type PageKey = Record<string, unknown>;

@@ -1,5 +1,5 @@
-import { ULID_PATTERN } from '../ids';
-import { agentScopes, parseScope } from '../scopes';
+import { ULID_PATTERN } from '../kernel/ids';
+import { agentScopes, parseScope } from '../kernel/scopes';
 import { provisioningLimits } from './config';
 import { invalidArgument } from '../kernel/errors';
 

@@ -1,4 +1,4 @@
-import type { AgentKind as CoreAgentKind } from '../../core/model';
+import type { AgentKind as CoreAgentKind } from '../../core/kernel/model';
 import type { AgentView } from '../../core/provisioning/agents';
 import type { Modules } from '../../core/registry';
 import { type Agent, AgentKind, type AgentServiceServer } from '../gen/svcnum/provisioning/v1alpha1/agent_service';

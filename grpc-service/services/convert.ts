@@ -1,4 +1,4 @@
-import type { NumberState as CoreNumberState } from '../../core/model';
+import type { NumberState as CoreNumberState } from '../../core/kernel/model';
 import { NumberState } from '../gen/svcnum/provisioning/v1alpha1/common';
 
 // Core values → protobuf values.

@@ -9,8 +9,8 @@ import { documentClient, ensureTables } from '../../core/adapters/dynamo-schema'
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
 import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
 import { systemRandom } from '../../core/adapters/system';
-import { serviceConfig } from '../../core/config';
-import type { MacKey } from '../../core/ports';
+import { serviceConfig } from '../../core/kernel/config';
+import type { MacKey } from '../../core/kernel/ports';
 import { buildModules, modulePorts, type Modules } from '../../core/registry';
 import { tableNames, type TableKey } from '../../core/tables';
 import { CreateAgentRequest, CreateDependentAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest, RotateAgentSvcnumRequest, type CreateAgentResponse, type Agent } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';

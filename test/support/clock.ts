@@ -1,4 +1,4 @@
-import type { Clock } from '../../core/ports';
+import type { Clock } from '../../core/kernel/ports';
 
 /**
  * A clock the test moves by hand: expiry is tested without sleeping. For boundaries to the

@@ -8,7 +8,7 @@
 // record names), once the call returned. Without CRASH it dies only when killed from outside.
 // Prints one JSON line {"grpcPort"} once listening.
 
-import type { IdempotencyRecord } from '../../core/model';
+import type { IdempotencyRecord } from '../../core/kernel/model';
 import { defaultProvisioningConfig } from '../../core/provisioning/config';
 import type { Store } from '../../core/store';
 import { startGrpcServer } from '../../grpc-service/server';

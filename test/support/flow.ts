@@ -1,5 +1,5 @@
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import type { Client, User } from '../../core/model';
+import type { Client, User } from '../../core/kernel/model';
 import { Browser, pkcePair } from './browser';
 import type { TestService } from './service';
 

@@ -4,7 +4,7 @@ import type { Caller } from '../../core/provisioning/programmable';
 import { AgentServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { MaskServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import type { AccountType, User } from '../../core/model';
+import type { AccountType, User } from '../../core/kernel/model';
 import { postForm } from './flow';
 import type { TestService } from './service';
 

@@ -7,7 +7,7 @@ import { documentClient } from '../../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
 import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
-import { serviceConfig } from '../../core/config';
+import { serviceConfig } from '../../core/kernel/config';
 import type { ProvisioningConfig } from '../../core/provisioning/config';
 import type { Store } from '../../core/store';
 import { tableNames } from '../../core/tables';

@@ -1,5 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
-import type { Clock } from '../ports';
+import type { Clock } from './ports';
 
 // The in-process per-IP limiter of the public endpoints: a token bucket per client address.
 // In AWS a WAF rate-based rule on the API is the first line; this stays on behind it, per

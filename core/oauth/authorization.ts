@@ -1,13 +1,13 @@
-import { limits, type ServiceConfig } from './config';
-import { DomainError, oauthError } from './kernel/errors';
-import type { AuthRequest, Client, Session, User } from './model';
-import { optionalParam, type Params } from './params';
-import type { Clock, MacKey, Random } from './ports';
-import { isSubset, parseScope } from './scopes';
-import { decoyPasswordHash, openToken, randomSecret, safeEqual, sealToken, sha256, verifyPassword } from './secrets';
+import { limits, type ServiceConfig } from '../kernel/config';
+import { DomainError, oauthError } from '../kernel/errors';
+import type { AuthRequest, Client, Session, User } from '../kernel/model';
+import { optionalParam, type Params } from '../kernel/params';
+import type { Clock, MacKey, Random } from '../kernel/ports';
+import { isSubset, parseScope } from '../kernel/scopes';
+import { decoyPasswordHash, openToken, randomSecret, safeEqual, sealToken, sha256, verifyPassword } from '../kernel/secrets';
 import { deviceKey, identifierKey, type SignInGuard } from './sign-in-guard';
-import type { Store } from './store';
-import type { Accounts } from './accounts';
+import type { Store } from '../store';
+import type { Accounts } from '../accounts';
 
 // The browser side of the authorization code flow: /oauth/authorize, sign-in, consent and the
 // account page. Everything here returns an outcome; the HTTP edge turns it into a page or a
@@ -43,7 +43,7 @@ const SIGN_IN_THROTTLED = 'Too many attempts to sign in with this number or emai
 const ADDRESS_THROTTLED = 'Too many sign-in attempts from your network. Wait a few minutes and try again.';
 const SIGN_IN_BUSY = 'We are busy right now. Try again in a moment.';
 const BUSY_RETRY_AFTER_MS = 2_000;
-/** Purposes of signed tokens (core/secrets.ts sealToken): one never passes for the other. */
+/** Purposes of signed tokens (core/kernel/secrets.ts sealToken): one never passes for the other. */
 const DEVICE_TOKEN = 'device';
 const SIGN_IN_CSRF_TOKEN = 'sign-in-csrf';
 

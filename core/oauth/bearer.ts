@@ -1,4 +1,4 @@
-import { DomainError } from './kernel/errors';
+import { DomainError } from '../kernel/errors';
 import type { AccessTokenClaims, AccessTokenVerifier } from './tokens';
 
 // RFC 6750: the one way every edge (UserInfo, the messages API, gRPC) turns what a request sent

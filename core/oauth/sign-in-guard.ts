@@ -1,8 +1,8 @@
-import { limits, SECOND } from './config';
-import { clientKey, createRateLimiter, type RateLimitConfig } from './directory/rate-limit';
-import type { Clock } from './ports';
-import { sha256 } from './secrets';
-import type { Store } from './store';
+import { limits, SECOND } from '../kernel/config';
+import { clientKey, createRateLimiter, type RateLimitConfig } from '../kernel/rate-limit';
+import type { Clock } from '../kernel/ports';
+import { sha256 } from '../kernel/secrets';
+import type { Store } from '../store';
 
 // What stands between a sign-in form and scrypt (128 MiB, ~0.4 s of CPU per check):
 //   - per client IP, an in-process token bucket (a WAF rate rule on /login in AWS comes first);

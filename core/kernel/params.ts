@@ -1,4 +1,4 @@
-import { oauthError } from './kernel/errors';
+import { oauthError } from './errors';
 
 /** Request parameters with every value kept, so that repeated parameters can be refused. */
 export type Params = ReadonlyMap<string, readonly string[]>;

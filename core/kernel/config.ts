@@ -18,7 +18,7 @@ export const limits = {
   authRequestTtl: 10 * MINUTE,
   sessionTtl: 12 * HOUR,
   /**
-   * Sign-in throttle, per identifier and per device cookie (core/sign-in-guard.ts): this many
+   * Sign-in throttle, per identifier and per device cookie (core/oauth/sign-in-guard.ts): this many
    * failures are free; then each failure delays the next check, doubling from the first delay up
    * to the longest. A count is forgotten a day after its last failure, or at a success.
    */

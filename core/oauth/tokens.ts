@@ -1,9 +1,9 @@
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { invalidToken } from './bearer';
-import { newUlid } from './ids';
-import { DomainError } from './kernel/errors';
-import { apiAudience, limits, type ServiceConfig } from './config';
-import type { Clock, KeyRing, Random } from './ports';
+import { newUlid } from '../kernel/ids';
+import { DomainError } from '../kernel/errors';
+import { apiAudience, limits, type ServiceConfig } from '../kernel/config';
+import type { Clock, KeyRing, Random } from '../kernel/ports';
 
 const encodeJson = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
