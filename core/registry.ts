@@ -66,7 +66,7 @@ export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: 
 export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: {}, create: createDirectoryModule });
 export const messagingModule = /* @__PURE__ */ defineModule({ name: 'messaging', needs: { accounts: accountsModule }, create: createMessagingModule });
 export const provisioningModule = /* @__PURE__ */ defineModule({
-  name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule }, create: createProvisioningModule,
+  name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule, directory: directoryModule }, create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */

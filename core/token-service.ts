@@ -5,7 +5,7 @@ import { optionalParam, requiredParam, type Params } from './kernel/params';
 import type { Clock, Random } from './kernel/ports';
 import { formatScope, isSubset, parseScope } from './kernel/scopes';
 import { pkceChallenge, randomSecret, safeEqual, sha256 } from './kernel/secrets';
-import type { Store } from './store';
+import type { OAuthPort as Store } from './oauth/store';
 import type { TokenIssuer } from './oauth/tokens';
 
 // POST /oauth/token and POST /oauth/revoke (RFC 6749 §4.1.3, §4.4, §6; RFC 7636; RFC 7009).

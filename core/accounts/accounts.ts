@@ -6,7 +6,7 @@ import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, ty
 import type { Clock, Random } from '../kernel/ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
 import { hashPassword, randomSecret, sha256 } from '../kernel/secrets';
-import type { Store } from '../store';
+import type { AccountsPort } from './store';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -69,7 +69,7 @@ function randomServiceNumber(): string {
 
 export interface CreatedClient { client: Client; clientSecret?: string }
 
-export function createAccounts(store: Store, clock: Clock, random: Random) {
+export function createAccounts(store: AccountsPort, clock: Clock, random: Random) {
   /** A provisioning client acts for an active person or business, and only with scopes the catalog grants that account type. */
   /** The owner account of a client: it must exist and be active. */
   async function activeOwner(ownerId: string) {

@@ -1,6 +1,6 @@
 import { ttlCache } from '../kernel/cache';
 import type { Clock, Random } from '../kernel/ports';
-import type { Store } from '../store';
+import type { AccountsPort } from './store';
 import { createAccounts } from './accounts';
 
 export * from './accounts';
@@ -13,7 +13,7 @@ export * from './accounts';
 const RECORD_CACHE_TTL = 30_000;
 
 /** The accounts module: users and clients (registration, admin), and the cached look-ups other modules use. */
-export function createAccountsModule(ports: { store: Store; clock: Clock; random: Random }) {
+export function createAccountsModule(ports: { store: AccountsPort; clock: Clock; random: Random }) {
   const { store } = ports;
   // Secret checks read the client fresh, so that a rotated secret works (and the old one stops) at once.
   const clients = ttlCache((clientId) => store.getClient(clientId), RECORD_CACHE_TTL);

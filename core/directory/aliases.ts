@@ -2,9 +2,9 @@ import { newUlid } from '../kernel/ids';
 import { inService, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
 import type { ProvisioningScope } from '../kernel/scopes';
-import type { Store } from '../store';
+import type { DirectoryPort } from './store';
 import { DomainError, failedPrecondition, notFound } from '../kernel/errors';
-import { svcnumIdField } from '../provisioning/validation';
+import { svcnumIdField } from '../kernel/validation';
 import { directoryLimits } from './config';
 import { aliasMember, parseAliasMember, type AliasRecord, type AliasedEntity } from './store';
 import { aliasField } from './validation';
@@ -37,7 +37,7 @@ const SCOPE_FOR: Partial<Record<User['accountType'], ProvisioningScope>> = {
 
 const view = (record: AliasRecord): AliasView => ({ alias: record.alias, svcnumId: record.svcnumId, createTime: record.createdAt });
 
-export function createAliases(deps: { store: Store; clock: Clock; random: Random }) {
+export function createAliases(deps: { store: DirectoryPort; clock: Clock; random: Random }) {
   const { store, clock, random } = deps;
   const { aliasesPerEntity: max, aliasClaimLease: lease } = directoryLimits;
 

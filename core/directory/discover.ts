@@ -1,9 +1,9 @@
 import type { PageTokenCodec } from '../kernel/page-token';
 import { inService, type User } from '../kernel/model';
 import { invalidArgument } from '../kernel/errors';
-import type { PageKey } from '../provisioning/store';
-import { capabilitiesField } from '../provisioning/validation';
-import type { Store } from '../store';
+import type { PageKey } from '../kernel/paging';
+import { capabilitiesField } from '../kernel/validation';
+import type { DirectoryPort } from './store';
 import { directoryLimits } from './config';
 import type { CapabilityEntry } from './store';
 
@@ -20,7 +20,7 @@ export interface DiscoveredAgent {
 }
 
 /** Writes the discover index of a newly committed agent (idempotent). */
-export async function indexAgent(store: Store, agent: User, now: number): Promise<void> {
+export async function indexAgent(store: DirectoryPort, agent: User, now: number): Promise<void> {
   if (!agent.discoverable || !agent.capabilities?.length) return;
   await store.indexCapabilities(agent.svcnumId, agent.capabilities, now);
 }
@@ -47,7 +47,7 @@ function pageSizeParam(value: string | undefined): number {
   return Math.min(size, max);
 }
 
-export function createDiscovery(deps: { store: Store; pageTokens: PageTokenCodec }) {
+export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTokenCodec }) {
   const { store, pageTokens } = deps;
   return {
     /**

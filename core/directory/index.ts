@@ -1,13 +1,14 @@
+import type { User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
-import type { Store } from '../store';
+import type { DirectoryPort } from './store';
 import { createAliases } from './aliases';
-import { createDiscovery } from './discover';
+import { createDiscovery, indexAgent } from './discover';
 import { createRateLimiter, type RateLimitConfig } from '../kernel/rate-limit';
 import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
-export function createDirectory(deps: { store: Store; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec }) {
+export function createDirectory(deps: { store: DirectoryPort; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec }) {
   const { store, clock, random, coolOff, pageTokens } = deps;
   const aliases = createAliases({ store, clock, random });
   return {
@@ -20,10 +21,12 @@ export function createDirectory(deps: { store: Store; clock: Clock; random: Rand
 export type Directory = ReturnType<typeof createDirectory>;
 
 /** The directory module, as the registry builds it (the cool-off decides when a retired number resolves no more). */
-export function createDirectoryModule(ports: { store: Store; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number } }) {
+export function createDirectoryModule(ports: { store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number } }) {
   return {
     ...createDirectory({ ...ports, coolOff: ports.provisioning.coolOff }),
     /** A per-client token bucket on this process's clock (the public endpoints' limit). */
     rateLimiter: (config: RateLimitConfig) => createRateLimiter(config, ports.clock),
+    /** The discover index of an agent (provisioning calls it as the agent changes). */
+    indexAgent: (agent: User, now: number) => indexAgent(ports.store, agent, now),
   };
 }

@@ -1,8 +1,8 @@
 import type { NumberRecord } from '../kernel/model';
 import type { Clock } from '../kernel/ports';
-import { numberView } from '../provisioning/lifecycle';
+import { numberView } from '../kernel/number-view';
 import { invalidArgument, notFound } from '../kernel/errors';
-import type { Store } from '../store';
+import type { DirectoryPort } from './store';
 import type { Aliases } from './aliases';
 import { aliasField, formattedNumber } from './validation';
 
@@ -25,7 +25,7 @@ export interface Resolution { resolved: Resolved; validFor?: number }
 
 const PUBLIC_STATES: ReadonlySet<string> = new Set(['active', 'suspended', 'deactivated', 'quarantined']);
 
-export function createResolver(deps: { store: Store; clock: Clock; coolOff: number; aliases: Aliases }) {
+export function createResolver(deps: { store: DirectoryPort; clock: Clock; coolOff: number; aliases: Aliases }) {
   const { store, clock, coolOff, aliases } = deps;
 
   /** A mask number: active or expired by its mask (the mask record is the truth; the number follows it). */

@@ -1,5 +1,6 @@
 import type { User } from '../kernel/model';
-import type { Page, PageKey } from '../provisioning/store';
+import type { Page, PageKey } from '../kernel/paging';
+import type { SharedStore } from '../kernel/store';
 
 /**
  * The uniqueness claim of an alias (table `aliases`). A claim is only half of an alias: it is
@@ -64,3 +65,8 @@ export interface DirectoryStore {
   /** Several entities in one round trip (any order; missing ones left out). */
   getEntities(svcnumIds: readonly string[]): Promise<User[]>;
 }
+
+/** Exactly the store methods the directory module calls. */
+export type DirectoryPort = Pick<DirectoryStore & SharedStore,
+  | 'addAliasClaim' | 'claimAlias' | 'deleteAlias' | 'getAlias' | 'getAliasedEntity' | 'getEntities' | 'getMask' | 'getNumber' | 'getUser'
+  | 'indexCapabilities' | 'listCapability' | 'removeAliasClaims' | 'takeOverAlias'>;

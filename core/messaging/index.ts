@@ -1,14 +1,14 @@
-import type { AccountsModule } from '../accounts';
+import type { AccountStatus, ClientLookup } from '../kernel/capabilities';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
-import type { Store } from '../store';
+import type { MessagingPort } from './store';
 import { createMessaging, InboxNotifier } from './send';
 import { createMessageHub, followInboxes, POLL_INTERVAL_MS, type Delivery } from './stream';
 
 /** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
 export function createMessagingModule(
-  ports: { store: Store; clock: Clock; random: Random; pageTokens: PageTokenCodec; messagePollIntervalMs?: number },
-  needs: { accounts: Pick<AccountsModule, 'getClient' | 'accountStatus'> },
+  ports: { store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; messagePollIntervalMs?: number },
+  needs: { accounts: Pick<ClientLookup, 'getClient'> & AccountStatus },
 ) {
   const { store, clock, random, pageTokens } = ports;
   // Wakes streams of this process at once when this process accepts a message.

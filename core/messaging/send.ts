@@ -1,12 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { invalidToken, requireScope } from '../oauth/bearer';
+import { invalidToken, requireScope, type AccessTokenClaims } from '../kernel/access';
 import { newUlid } from '../kernel/ids';
 import { DomainError, invalidArgument, notFound } from '../kernel/errors';
 import { inService, type Client, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
-import type { Store } from '../store';
-import type { AccessTokenClaims } from '../oauth/tokens';
-import type { MessageKind, SenderEntityType, StoredMessage } from './store';
+import type { MessageKind, MessagingPort, SenderEntityType, StoredMessage } from './store';
 
 // The message path: who is sending (from the token), where a message goes (a number's holder, or
 // through a mask to the other participant), and what a programmable number does on arrival
@@ -44,7 +42,7 @@ export function normaliseNumber(value: string): string | undefined {
 
 
 export function createMessaging(deps: {
-  store: Store; clock: Clock; random: Random; notifier: InboxNotifier;
+  store: MessagingPort; clock: Clock; random: Random; notifier: InboxNotifier;
   getClient: (clientId: string) => Promise<Client | undefined>;
   /** Whether an account is active (briefly cached: read on every send of its API clients). */
   accountActive: (svcnumId: string) => Promise<boolean>;

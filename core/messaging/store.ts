@@ -1,3 +1,4 @@
+import type { SharedStore } from '../kernel/store';
 // The store port of the message flow. Every recipient has an inbox: a counter (the last sequence
 // number handed out) and its messages keyed by that sequence, so each inbox is totally ordered
 // whichever process accepted its messages.
@@ -42,3 +43,7 @@ export interface MessagingStore {
   /** The last sequence handed out per inbox (0 for an inbox that never got one). */
   inboxHeads(inboxIds: readonly string[]): Promise<Map<string, number>>;
 }
+
+/** Exactly the store methods the messaging module calls. */
+export type MessagingPort = Pick<MessagingStore & SharedStore,
+  'appendMessage' | 'getMask' | 'getNumber' | 'getUser' | 'inboxHeads' | 'nextSeq' | 'readInbox' | 'tombstone'>;

@@ -1,6 +1,6 @@
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
-import type { Store } from '../store';
+import type { MessagingPort } from './store';
 import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
 import { isTombstone, type InboxEntry, type StoredMessage } from './store';
 
@@ -26,7 +26,7 @@ export const GAP_GRACE_MS = 3_000;
 export const INBOX_REFRESH_MS = 30_000;
 const READ_BATCH = 100;
 
-export function createMessageHub(store: Store, notifier: InboxNotifier, pageTokens: PageTokenCodec, pollIntervalMs = POLL_INTERVAL_MS) {
+export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, pageTokens: PageTokenCodec, pollIntervalMs = POLL_INTERVAL_MS) {
   const watchers = new Map<string, Set<(inboxId: string) => void>>();
   const heads = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
@@ -147,7 +147,7 @@ const settledGap = (entry: InboxEntry, now: number) => !isTombstone(entry) && no
  * with every message.
  */
 export async function* followInboxes(deps: {
-  store: Store; hub: MessageHub; clock: Clock; ownerId: string;
+  store: MessagingPort; hub: MessageHub; clock: Clock; ownerId: string;
   listInboxes: () => Promise<string[]>; resumeCursor: string | undefined; signal: AbortSignal;
 }): AsyncGenerator<Delivery> {
   const { store, hub, clock, ownerId, signal } = deps;

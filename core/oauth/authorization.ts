@@ -6,8 +6,8 @@ import type { Clock, MacKey, Random } from '../kernel/ports';
 import { isSubset, parseScope } from '../kernel/scopes';
 import { decoyPasswordHash, openToken, randomSecret, safeEqual, sealToken, sha256, verifyPassword } from '../kernel/secrets';
 import { deviceKey, identifierKey, type SignInGuard } from './sign-in-guard';
-import type { Store } from '../store';
-import type { Accounts } from '../accounts';
+import type { OAuthPort } from './store';
+import type { AccountFinder } from '../kernel/capabilities';
 
 // The browser side of the authorization code flow: /oauth/authorize, sign-in, consent and the
 // account page. Everything here returns an outcome; the HTTP edge turns it into a page or a
@@ -52,11 +52,11 @@ const refused = (status: SignInRefusal['status'], message: string, retryAfterMs?
 });
 
 export function createAuthorization(deps: {
-  store: Store;
+  store: OAuthPort;
   config: ServiceConfig;
   clock: Clock;
   random: Random;
-  accounts: Pick<Accounts, 'findUser'>;
+  accounts: AccountFinder;
   macKey: MacKey;
   guard: SignInGuard;
   getClient: (clientId: string) => Promise<Client | undefined>;

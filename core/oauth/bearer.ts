@@ -1,5 +1,8 @@
 import { DomainError } from '../kernel/errors';
-import type { AccessTokenClaims, AccessTokenVerifier } from './tokens';
+import type { AccessTokenClaims, AccessTokenVerifier } from '../kernel/access';
+
+// The RFC 6750 refusals live in the kernel (other modules refuse a missing scope alike).
+export { invalidToken, requireScope } from '../kernel/access';
 
 // RFC 6750: the one way every edge (UserInfo, the messages API, gRPC) turns what a request sent
 // in `Authorization` into verified claims. The same fault gets the same refusal everywhere:
@@ -13,9 +16,6 @@ export type AuthorizationValues = string | readonly (string | Buffer)[] | undefi
 
 const bearer = { challenge: 'Bearer' } as const;
 
-/** A token that cannot be used (ours or not, expired, of a disabled client): RFC 6750 invalid_token. */
-export const invalidToken = (message: string) => new DomainError('unauthenticated', message, { ...bearer, oauth: 'invalid_token' });
-
 /** RFC 6750 §3.1: whether a value presents a Bearer credential at all; without one it gets a bare challenge, no error code. */
 const presentsBearer = (authorization: string | Buffer): authorization is string =>
   typeof authorization === 'string' && /^Bearer(\s|$)/i.test(authorization.trim());
@@ -23,18 +23,6 @@ const presentsBearer = (authorization: string | Buffer): authorization is string
 /** RFC 6750 §2.1: the b64token of an `Authorization: Bearer …` value, or undefined if it is not one. */
 const bearerToken = (authorization: string): string | undefined =>
   /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization.trim())?.[1];
-
-/** The scopes the token carries, if it has at least one of `anyOf`; else insufficient_scope naming them. */
-export function requireScope(claims: AccessTokenClaims, anyOf: string | readonly string[]): string[] {
-  const needed = typeof anyOf === 'string' ? [anyOf] : anyOf;
-  const granted = claims.scope.split(' ');
-  if (!needed.some((scope) => granted.includes(scope))) {
-    throw new DomainError('forbidden', `this call needs a token with the ${needed.join(' or ')} scope`, {
-      ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
-    });
-  }
-  return granted;
-}
 
 export function createBearerAuthentication(verify: AccessTokenVerifier) {
   /** The claims of the one Bearer access token the request presents, or the refusal. */

@@ -1,10 +1,10 @@
-import type { AccountsModule } from '../accounts';
+import type { AccountFinder, ClientLookup } from '../kernel/capabilities';
 import { createAuthorization } from './authorization';
 import { createBearerAuthentication } from './bearer';
 import type { ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
-import type { Store } from '../store';
+import type { OAuthPort } from './store';
 import { createTokenService } from '../token-service';
 import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from './tokens';
 import { userInfo } from './userinfo';
@@ -15,8 +15,8 @@ import { userInfo } from './userinfo';
  * discovery publishes (the issuer, the public keys).
  */
 export function createOAuthModule(
-  ports: { store: Store; keys: KeyRing; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits },
-  needs: { accounts: Pick<AccountsModule, 'findUser' | 'getClient' | 'getClientFresh'> },
+  ports: { store: OAuthPort; keys: KeyRing; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits },
+  needs: { accounts: AccountFinder & ClientLookup },
 ) {
   const { store, keys, macKey, clock, random, config } = ports;
   const { getClient, getClientFresh } = needs.accounts;

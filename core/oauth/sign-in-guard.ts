@@ -2,7 +2,7 @@ import { limits, SECOND } from '../kernel/config';
 import { clientKey, createRateLimiter, type RateLimitConfig } from '../kernel/rate-limit';
 import type { Clock } from '../kernel/ports';
 import { sha256 } from '../kernel/secrets';
-import type { Store } from '../store';
+import type { OAuthPort } from './store';
 
 // What stands between a sign-in form and scrypt (128 MiB, ~0.4 s of CPU per check):
 //   - per client IP, an in-process token bucket (a WAF rate rule on /login in AWS comes first);
@@ -93,7 +93,7 @@ export type Counted = { counted: true } | { counted: false; retryAfterMs: number
 /** Parallel attempts on one key that lose the race re-read this often before giving up. */
 const COUNT_ROUNDS = 3;
 
-export function createSignInGuard(deps: { store: Store; clock: Clock; limits: SignInLimits }) {
+export function createSignInGuard(deps: { store: OAuthPort; clock: Clock; limits: SignInLimits }) {
   const { store } = deps;
   const gate = createCheckGate(deps.limits.concurrentChecks, deps.limits.queuedChecks);
   const perIp = createRateLimiter(deps.limits.perIp, deps.clock);

@@ -1,5 +1,7 @@
-import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
-import { invalidToken } from './bearer';
+import { createLocalJWKSet, errors as joseErrors, jwtVerify } from 'jose';
+import { invalidToken, type AccessTokenClaims, type AccessTokenInput } from '../kernel/access';
+
+export type { AccessTokenClaims, AccessTokenInput } from '../kernel/access';
 import { newUlid } from '../kernel/ids';
 import { DomainError } from '../kernel/errors';
 import { apiAudience, limits, type ServiceConfig } from '../kernel/config';
@@ -16,21 +18,6 @@ async function signJwt(keys: KeyRing, typ: string, payload: Record<string, unkno
   const signingInput = `${encodeJson({ alg: 'EdDSA', typ, kid: signer.kid })}.${encodeJson(payload)}`;
   const signature = await signer.sign(Buffer.from(signingInput, 'ascii'));
   return `${signingInput}.${Buffer.from(signature).toString('base64url')}`;
-}
-
-export interface AccessTokenInput {
-  /** The user's svcnum_id, or the client id for client_credentials tokens. */
-  subject: string;
-  clientId: string;
-  scopes: readonly string[];
-  /** Time of the user's sign-in (user tokens only). */
-  authTime?: number;
-  /** The grant (consent chain) a user token comes from: its refresh token's public id, never a secret. */
-  grantId?: string;
-  /** RFC 8693 actor, for delegated tokens. */
-  act?: Record<string, unknown>;
-  /** A shorter lifetime in seconds (an exchanged token never outlives its actor token). */
-  maxLifetime?: number;
 }
 
 export interface IdTokenInput {
@@ -82,15 +69,6 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
 }
 
 export type TokenIssuer = ReturnType<typeof createTokenIssuer>;
-
-export interface AccessTokenClaims extends JWTPayload {
-  sub: string;
-  client_id: string;
-  scope: string;
-  auth_time?: number;
-  /** Present on tokens issued under a grant (authorization_code, refresh_token): UserInfo checks the grant is alive. */
-  grant_id?: string;
-}
 
 // Public keys are cached per process; a token with an unknown kid triggers one reload (a key
 // added for rotation) at most this often.

@@ -1,6 +1,6 @@
 import { invalidToken, requireScope } from './bearer';
 import type { User } from '../kernel/model';
-import type { Store } from '../store';
+import type { OAuthPort } from './store';
 import { grantInForce } from '../token-service';
 import type { AccessTokenClaims } from './tokens';
 
@@ -33,7 +33,7 @@ export function userInfoClaims(user: User, scopes: readonly string[]): UserInfoR
  * at once rather than when they expire (RFC 6749 §4.1.2). Tokens of no grant (client_credentials,
  * agents, token exchange) are judged by the account alone.
  */
-export async function userInfo(store: Store, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
+export async function userInfo(store: OAuthPort, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
   const scopes = requireScope(claims, 'openid');
   const { user, grant } = claims.grant_id === undefined
     ? { user: await store.getUser(claims.sub), grant: undefined }

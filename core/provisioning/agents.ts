@@ -1,16 +1,15 @@
-import type { Accounts } from '../accounts';
-import { indexAgent } from '../directory/discover';
+import type { AccessTokenIssuer } from '../kernel/access';
+import type { AgentClients, DiscoverIndex } from '../kernel/capabilities';
 import { inService, type AgentKind, type NumberState, type User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
 import { formatScope, isSubset, parseScope } from '../kernel/scopes';
 import { sha256 } from '../kernel/secrets';
-import type { Store } from '../store';
-import type { TokenIssuer } from '../oauth/tokens';
+import type { ProvisioningPort } from './store';
 import type { ProvisioningConfig } from './config';
 import { DomainError, failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
-import { listPage, type PagedList } from './pages';
-import type { PageKey } from './store';
+import { listPage, type PagedList } from '../kernel/paging';
+import type { PageKey } from '../kernel/paging';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { Quota } from './quota';
@@ -74,10 +73,10 @@ export interface AgentInput {
 }
 
 export function createAgents(deps: {
-  store: Store; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog;
-  accounts: Accounts; issuer: TokenIssuer; config: ProvisioningConfig; pageTokens: PageTokenCodec;
+  store: ProvisioningPort; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog;
+  accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex; config: ProvisioningConfig; pageTokens: PageTokenCodec;
 }) {
-  const { store, clock, pool, quota, once, accounts, issuer, config, pageTokens } = deps;
+  const { store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex } = deps;
 
   /** One of the caller's agents (independent or dependent), or NOT_FOUND. */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -112,7 +111,7 @@ export function createAgents(deps: {
     // Agents from before slots were named: their lapsed slot is confirmed by the next claim.
     async () => agent.quotaSlot && quota.confirm(agent.quotaSlot, agent.svcnumId),
     // The discover index (discoverable agents only); readers re-check the agent, so a lost write only hides it.
-    () => indexAgent(store, agent, clock.now()),
+    () => discoverIndex.indexAgent(agent, clock.now()),
   );
 
   /** The agent an interrupted attempt committed under `svcnumId` (confirmations finished), if any. */

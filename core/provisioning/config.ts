@@ -20,11 +20,8 @@ export const defaultProvisioningConfig: ProvisioningConfig = {
 export const provisioningLimits = {
   maskTtlMin: 60 * SECOND,
   maskTtlMax: 30 * DAY,
-  pageSizeDefault: 50,
-  pageSizeMax: 100,
   autoReplyMax: 1000,
   displayNameMax: 100,
-  capabilitiesMax: 20,
   requestIdMax: 64,
   /** Idempotency records are kept this long: a retry within it gets the first answer. */
   requestRetention: DAY,

@@ -1,9 +1,9 @@
 import { inService, type User } from '../kernel/model';
 import type { Clock } from '../kernel/ports';
 import { formatScope, isSubset, parseScope } from '../kernel/scopes';
-import type { Store } from '../store';
+import type { ProvisioningPort } from './store';
 import { apiAudience, type ServiceConfig } from '../kernel/config';
-import { type AccessTokenClaims, type AccessTokenVerifier, type TokenIssuer } from '../oauth/tokens';
+import type { AccessTokenClaims, AccessTokenVerifier, AccessTokenIssuer as TokenIssuer } from '../kernel/access';
 import { DomainError, oauthError } from '../kernel/errors';
 import type { Caller } from './programmable';
 
@@ -41,7 +41,7 @@ export interface ExchangeResult {
 
 const invalidRequest = (message: string) => oauthError('invalid_request', message);
 
-export function createTokenExchange(deps: { store: Store; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
+export function createTokenExchange(deps: { store: ProvisioningPort; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
   const { store, clock, issuer, verify, config } = deps;
 
   async function actorClaims(input: ExchangeInput): Promise<AccessTokenClaims | undefined> {

@@ -1,9 +1,9 @@
-import type { Accounts } from '../accounts';
+import type { AccessTokenIssuer, AccessTokenVerifier } from '../kernel/access';
+import type { AgentClients, DiscoverIndex } from '../kernel/capabilities';
 import type { ServiceConfig } from '../kernel/config';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
-import type { Store } from '../store';
-import type { AccessTokenVerifier, TokenIssuer } from '../oauth/tokens';
+import type { ProvisioningPort } from './store';
 import { createAgents } from './agents';
 import type { ProvisioningConfig } from './config';
 import { createTokenExchange } from './exchange';
@@ -16,10 +16,10 @@ import { createRequestLog } from './requests';
 
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
-  store: Store; clock: Clock; random: Random; accounts: Accounts; issuer: TokenIssuer;
+  store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex;
   verifyAccessToken: AccessTokenVerifier; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec;
 }) {
-  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens } = deps;
+  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
   const once = createRequestLog(store, clock, random, config);
   // A slot is committed when its holder agent exists and names it (agents from before slots were
@@ -31,7 +31,7 @@ export function createProvisioning(deps: {
   return {
     numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens }),
     masks: createMasks({ store, clock, pool, once, config, pageTokens }),
-    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens }),
+    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex }),
     exchange: createTokenExchange({ store, clock, issuer, verify: deps.verifyAccessToken, config: deps.config }),
     lifecycle: createNumberLifecycle({ store, clock, config, pool }),
   };
@@ -41,8 +41,10 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 
 /** The provisioning module, as the registry builds it. */
 export function createProvisioningModule(
-  ports: { store: Store; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
-  needs: { accounts: Accounts; oauth: { issuer: TokenIssuer; verifyAccessToken: AccessTokenVerifier } },
+  ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
+  needs: { accounts: AgentClients; oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; directory: DiscoverIndex },
 ) {
-  return createProvisioning({ ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, verifyAccessToken: needs.oauth.verifyAccessToken });
+  return createProvisioning({
+    ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, verifyAccessToken: needs.oauth.verifyAccessToken, discoverIndex: needs.directory,
+  });
 }

@@ -1,6 +1,7 @@
 import type { NumberRecord, NumberState } from '../kernel/model';
+import { numberView } from '../kernel/number-view';
 import type { Clock } from '../kernel/ports';
-import type { Store } from '../store';
+import type { ProvisioningPort } from './store';
 import type { ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import type { LeaseResolver, NumberPool } from './pool';
@@ -12,33 +13,7 @@ import type { LeaseResolver, NumberPool } from './pool';
 
 const SERVICE_NUMBER = /^\d{11,15}$/;
 
-/** The stored state as it stands at `now`. */
-function stateAt(number: NumberRecord, now: number, coolOff: number | undefined): NumberRecord['state'] | 'available' {
-  const until = number.quarantinedUntil;
-  if (number.state === 'quarantined') return (until ?? 0) > now ? 'quarantined' : 'available';
-  // A mask's number stays `active` in storage, back in the pool from `until` (the mask's expiry
-  // plus the cool-off): it cools off once its mask expired (or was closed), then it is free.
-  if (number.entityType === 'mask' && number.state === 'active' && until !== undefined) {
-    if (until <= now) return 'available';
-    if (coolOff !== undefined && until - coolOff <= now) return 'quarantined';
-  }
-  return number.state;
-}
-
-/** The state a number shows at `now`: cool-offs and mask expiry take effect on read. */
-export function numberView(number: NumberRecord, now: number, coolOff?: number) {
-  const state = stateAt(number, now, coolOff);
-  return {
-    svcnum: number.svcnum,
-    state,
-    ...(number.svcnumId ? { holder: number.svcnumId } : {}),
-    ...(number.entityType ? { entity_type: number.entityType } : {}),
-    ...(number.quarantinedUntil ? { cool_off_until: new Date(number.quarantinedUntil).toISOString() } : {}),
-    updated_at: new Date(number.updatedAt).toISOString(),
-  };
-}
-
-export function createNumberLifecycle(deps: { store: Store; clock: Clock; config: ProvisioningConfig; pool: NumberPool }) {
+export function createNumberLifecycle(deps: { store: ProvisioningPort; clock: Clock; config: ProvisioningConfig; pool: NumberPool }) {
   const { store, clock, pool, config } = deps;
   const view = (number: NumberRecord) => numberView(number, clock.now(), config.coolOff);
 
@@ -107,7 +82,7 @@ export function createNumberLifecycle(deps: { store: Store; clock: Clock; config
  * Whether the holder of a lapsed lease committed, and if so the state its number should have:
  * the commit write (entity or mask) names the number.
  */
-export function leaseResolver(store: Store, config: ProvisioningConfig): LeaseResolver {
+export function leaseResolver(store: ProvisioningPort, config: ProvisioningConfig): LeaseResolver {
   return async (number) => {
     const holder = number.svcnumId!;
     if (number.entityType === 'mask') {

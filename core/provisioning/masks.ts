@@ -1,10 +1,10 @@
 import { inService, type Mask } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
-import type { Store } from '../store';
+import type { ProvisioningPort } from './store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
-import { listPage, type PagedList } from './pages';
+import { listPage, type PagedList } from '../kernel/paging';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
 import type { RequestLog } from './requests';
@@ -44,7 +44,7 @@ const maskPages: PagedList<Mask> = {
   keyOf: (mask) => ({ maskId: mask.maskId, ownerId: mask.ownerId }),
 };
 
-export function createMasks(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec }) {
+export function createMasks(deps: { store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec }) {
   const { store, clock, pool, once, config, pageTokens } = deps;
 
   async function owned(caller: Caller, maskId: string | undefined): Promise<Mask> {

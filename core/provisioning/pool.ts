@@ -2,7 +2,7 @@ import type { NumberRecord } from '../kernel/model';
 import type { Clock } from '../kernel/ports';
 import type { ProvisioningConfig } from './config';
 import { DomainError } from '../kernel/errors';
-import type { ProvisioningStore } from './store';
+import type { ProvisioningPort } from './store';
 
 // The number pool. Allocation leases a free number to a holder that has not committed yet; the
 // operation then commits (writes its entity or mask) and confirms the lease. If it fails, it
@@ -28,7 +28,7 @@ export function shuffled<T>(items: T[]): T[] {
   return copy;
 }
 
-export function createNumberPool(store: ProvisioningStore, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver) {
+export function createNumberPool(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver) {
   return {
     /** Leases a free number to `holder`; throws FAILED_PRECONDITION when the pool is empty. */
     async lease(holder: string, entityType: EntityType): Promise<string> {

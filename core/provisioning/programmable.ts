@@ -1,10 +1,10 @@
 import type { NumberState, User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
-import type { Store } from '../store';
+import type { ProvisioningPort } from './store';
 import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
-import { listPage, type PagedList } from './pages';
+import { listPage, type PagedList } from '../kernel/paging';
 import type { NumberPool } from './pool';
 import type { RequestLog } from './requests';
 import { afterCommit, Steps } from './steps';
@@ -50,7 +50,7 @@ export function programmableView(entity: User): ProgrammableNumberView {
   };
 }
 
-export function createProgrammableNumbers(deps: { store: Store; clock: Clock; pool: NumberPool; once: RequestLog; pageTokens: PageTokenCodec }) {
+export function createProgrammableNumbers(deps: { store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; pageTokens: PageTokenCodec }) {
   const { store, clock, pool, once, pageTokens } = deps;
 
   /** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */

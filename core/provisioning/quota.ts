@@ -2,7 +2,7 @@ import type { QuotaSlot } from '../kernel/model';
 import type { Clock } from '../kernel/ports';
 import type { ProvisioningConfig } from './config';
 import { DomainError } from '../kernel/errors';
-import type { ProvisioningStore } from './store';
+import type { ProvisioningPort } from './store';
 
 // Exact quotas without transactions: a quota of N is N slot items (`owner#kind#0` … `#N-1`),
 // each claimed with a conditional put. Concurrent creations can never hold more than N. A claim
@@ -15,7 +15,7 @@ export type SlotCommitted = (slot: QuotaSlot) => Promise<boolean>;
 
 export const slotKey = (ownerId: string, kind: AgentQuotaKind, index: number) => `${ownerId}#${kind}#${index}`;
 
-export function createQuota(store: ProvisioningStore, clock: Clock, config: ProvisioningConfig, committed: SlotCommitted) {
+export function createQuota(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, committed: SlotCommitted) {
   return {
     /** Claims a free slot for `holder`; RESOURCE_EXHAUSTED when all `limit` slots are held. */
     async claim(ownerId: string, kind: AgentQuotaKind, holder: string, limit: number): Promise<string> {

@@ -5,7 +5,7 @@ import type { Clock, Random } from '../kernel/ports';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { DomainError } from '../kernel/errors';
 import { LEASE_LOST, type Held } from './steps';
-import type { ProvisioningStore } from './store';
+import type { ProvisioningPort } from './store';
 
 // request_id idempotency for creates (AIP-155): a retried create with the same request_id and the
 // same request returns the resource made the first time; the same request_id with a different
@@ -35,7 +35,7 @@ export interface Creation<T> {
 
 const ignore = () => undefined;
 
-export function createRequestLog(store: ProvisioningStore, clock: Clock, random: Random, config: ProvisioningConfig) {
+export function createRequestLog(store: ProvisioningPort, clock: Clock, random: Random, config: ProvisioningConfig) {
   /** Runs one attempt of a request under its record's lease and records how it ended. */
   async function attempt<T>(record: IdempotencyRecord, run: (id: string, held: Held) => Promise<T>): Promise<T> {
     const id = record.resourceId!;

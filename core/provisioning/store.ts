@@ -1,8 +1,9 @@
 import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../kernel/model';
 
-/** Where a page of a list continues (DynamoDB's LastEvaluatedKey, opaque to callers). */
-export type PageKey = Record<string, unknown>;
-export interface Page<T> { items: T[]; nextKey?: PageKey }
+import type { Page, PageKey } from '../kernel/paging';
+import type { SharedStore } from '../kernel/store';
+
+export type { Page, PageKey } from '../kernel/paging';
 
 export type SlotClaim =
   | { outcome: 'claimed' }
@@ -83,3 +84,10 @@ export interface ProvisioningStore {
   /** Deletes a pending record under lease `leaseUntil`: its request created nothing. */
   abandonRequest(requestKey: string, leaseUntil: number): Promise<void>;
 }
+
+/** Exactly the store methods the provisioning module calls. */
+export type ProvisioningPort = Pick<ProvisioningStore & SharedStore,
+  | 'abandonRequest' | 'beginRequest' | 'claimRotation' | 'claimSlot' | 'closeMask' | 'completeRequest' | 'confirmNumber' | 'confirmSlot'
+  | 'createMask' | 'createUser' | 'deleteClient' | 'freeNumbers' | 'getClient' | 'getMask' | 'getNumber' | 'getUser' | 'leaseNumber'
+  | 'listMasks' | 'listOwned' | 'quarantineNumber' | 'releaseRequest' | 'releaseSlot' | 'restoreNumber' | 'returnNumber' | 'seedNumber'
+  | 'takeOverRequest' | 'takeOverSlot' | 'transitionNumber' | 'updateEntity'>;

@@ -1,15 +1,10 @@
-import { ULID_PATTERN } from '../kernel/ids';
 import { agentScopes, parseScope } from '../kernel/scopes';
 import { provisioningLimits } from './config';
 import { invalidArgument } from '../kernel/errors';
 
-// Checks of provisioning inputs, with messages that say what to send instead.
+// Checks of provisioning inputs, with messages that say what to send instead (shared ones: core/kernel/validation.ts).
 
-export function svcnumIdField(value: string | undefined, field: string): string {
-  if (!value) throw invalidArgument(`${field} is required`);
-  if (!ULID_PATTERN.test(value)) throw invalidArgument(`${field} must be a svcnum_id (a 26-character ULID)`);
-  return value;
-}
+export { capabilitiesField, svcnumIdField } from '../kernel/validation';
 
 export function displayNameField(value: string | undefined, required: boolean): string | undefined {
   const trimmed = value?.trim() ?? '';
@@ -20,16 +15,6 @@ export function displayNameField(value: string | undefined, required: boolean): 
   if ([...trimmed].length > provisioningLimits.displayNameMax) throw invalidArgument(`display_name is longer than ${provisioningLimits.displayNameMax} characters`);
   if (/[\u0000-\u001f\u007f]/.test(trimmed)) throw invalidArgument('display_name must not contain control characters');
   return trimmed;
-}
-
-const CAPABILITY = /^[a-z0-9][a-z0-9_.:-]{0,63}$/;
-
-export function capabilitiesField(values: readonly string[] | undefined): string[] {
-  const list = [...new Set(values ?? [])];
-  if (list.length > provisioningLimits.capabilitiesMax) throw invalidArgument(`at most ${provisioningLimits.capabilitiesMax} capabilities`);
-  const bad = list.find((capability) => !CAPABILITY.test(capability));
-  if (bad !== undefined) throw invalidArgument('each capability is 1-64 characters of [a-z0-9_.:-], starting with a letter or digit');
-  return list;
 }
 
 /** The scopes an agent may hold: a subset of the agent catalog, all of it by default. */

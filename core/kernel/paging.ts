@@ -1,15 +1,20 @@
-import type { PageTokenCodec } from '../kernel/page-token';
-import { DomainError } from '../kernel/errors';
-import { provisioningLimits } from './config';
-import type { Page, PageKey } from './store';
+import { DomainError } from './errors';
+import type { PageTokenCodec } from './page-token';
+
+/** Where a page of a list continues (DynamoDB's LastEvaluatedKey, opaque to callers). */
+export type PageKey = Record<string, unknown>;
+export interface Page<T> { items: T[]; nextKey?: PageKey }
+
+/** AIP-158 page sizes of the gRPC lists. */
+export const pageLimits = { pageSizeDefault: 50, pageSizeMax: 100 } as const;
 
 // AIP-158 pagination: page_size (default 50, at most 100) and an opaque page_token that is only
 // valid for the list, the filter and the caller it was issued to (core/kernel/page-token.ts).
 
 export function pageSize(requested: number | undefined): number {
-  if (requested === undefined || requested === 0) return provisioningLimits.pageSizeDefault;
+  if (requested === undefined || requested === 0) return pageLimits.pageSizeDefault;
   if (!Number.isInteger(requested) || requested < 0) throw new DomainError('invalid_argument', 'page_size must be a positive integer');
-  return Math.min(requested, provisioningLimits.pageSizeMax);
+  return Math.min(requested, pageLimits.pageSizeMax);
 }
 
 /** One list's pages: its name, the filter of this listing, and how an item's key is built. */

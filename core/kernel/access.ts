@@ -1,0 +1,54 @@
+import type { JWTPayload } from 'jose';
+import { DomainError } from './errors';
+
+// Access tokens as every module sees them: their claims, the capabilities to issue and verify
+// them (implemented by the oauth module, injected by the registry), and the RFC 6750 refusals.
+
+export interface AccessTokenClaims extends JWTPayload {
+  sub: string;
+  client_id: string;
+  scope: string;
+  auth_time?: number;
+  /** Present on tokens issued under a grant (authorization_code, refresh_token): UserInfo checks the grant is alive. */
+  grant_id?: string;
+}
+
+export interface AccessTokenInput {
+  /** The user's svcnum_id, or the client id for client_credentials tokens. */
+  subject: string;
+  clientId: string;
+  scopes: readonly string[];
+  /** Time of the user's sign-in (user tokens only). */
+  authTime?: number;
+  /** The grant (consent chain) a user token comes from: its refresh token's public id, never a secret. */
+  grantId?: string;
+  /** RFC 8693 actor, for delegated tokens. */
+  act?: Record<string, unknown>;
+  /** A shorter lifetime in seconds (an exchanged token never outlives its actor token). */
+  maxLifetime?: number;
+}
+
+/** Issues RFC 9068 access tokens: the token and its lifetime in seconds. */
+export interface AccessTokenIssuer {
+  accessToken(input: AccessTokenInput): Promise<{ token: string; expiresIn: number }>;
+}
+
+/** Verifies one of our access tokens (algorithm, issuer, audience, type, expiry pinned); a refusal is invalid_token. */
+export type AccessTokenVerifier = (token: string) => Promise<AccessTokenClaims>;
+
+const bearer = { challenge: 'Bearer' } as const;
+
+/** A token that cannot be used (ours or not, expired, of a disabled client): RFC 6750 invalid_token. */
+export const invalidToken = (message: string) => new DomainError('unauthenticated', message, { ...bearer, oauth: 'invalid_token' });
+
+/** The scopes the token carries, if it has at least one of `anyOf`; else insufficient_scope naming them. */
+export function requireScope(claims: AccessTokenClaims, anyOf: string | readonly string[]): string[] {
+  const needed = typeof anyOf === 'string' ? [anyOf] : anyOf;
+  const granted = claims.scope.split(' ');
+  if (!needed.some((scope) => granted.includes(scope))) {
+    throw new DomainError('forbidden', `this call needs a token with the ${needed.join(' or ')} scope`, {
+      ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
+    });
+  }
+  return granted;
+}

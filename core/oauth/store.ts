@@ -1,0 +1,74 @@
+import type { AuthorizationCode, AuthRequest, Consent, Grant, Session, SignInThrottle, User } from '../kernel/model';
+import type { SharedStore } from '../kernel/store';
+
+export type RedeemResult =
+  | { outcome: 'redeemed'; code: AuthorizationCode }
+  | { outcome: 'unknown' }
+  | { outcome: 'expired' }
+  /** The code was used before: the caller must revoke the grant it produced. */
+  | { outcome: 'replayed'; grantId: string }
+  /** client_id, redirect_uri or PKCE verifier do not match; the code stays unused. */
+  | { outcome: 'mismatch' };
+
+export interface CodeBinding {
+  clientId: string;
+  redirectUri: string;
+  codeChallenge: string;
+}
+
+/**
+ * The OAuth side of the store: sign-in throttle, the authorization flow, codes, grants, consent and
+ * browser sessions. Reads of time-bound items return `undefined` once the item's lifetime has passed
+ * at `now`, whatever DynamoDB's TTL sweeper has or has not deleted yet.
+ */
+export interface OAuthStore {
+  // sign-in throttle (strongly consistent: parallel guesses must see each other's counts)
+  getSignInThrottle(key: string, now: number): Promise<SignInThrottle | undefined>;
+  /**
+   * Writes `next` only if the key still holds `seenFailures` failures (`undefined`: nothing live at
+   * `now`): one conditional put. False when a parallel attempt counted first.
+   */
+  putSignInThrottle(next: SignInThrottle, seenFailures: number | undefined, now: number): Promise<boolean>;
+  deleteSignInThrottle(key: string): Promise<void>;
+
+  // authorization flow
+  putAuthRequest(request: AuthRequest): Promise<void>;
+  getAuthRequest(requestId: string, now: number): Promise<AuthRequest | undefined>;
+  markAuthRequestSignedIn(requestId: string, at: number): Promise<void>;
+  deleteAuthRequest(requestId: string): Promise<void>;
+  putCode(code: AuthorizationCode): Promise<void>;
+  /** Marks the code used if it exists, is unused, unexpired and bound to `binding`: one conditional update. */
+  redeemCode(codeHash: string, binding: CodeBinding, now: number): Promise<RedeemResult>;
+
+  // grants (refresh tokens)
+  /** Fails (returns false) if the grant id exists already, including as a revocation tombstone. */
+  createGrant(grant: Grant, expiresAt: number): Promise<boolean>;
+  getGrant(grantId: string): Promise<Grant | undefined>;
+  /**
+   * The account and the grant a user token names, in one round trip (BatchGetItem), both strongly
+   * consistent: UserInfo needs both. A revocation tombstone is no grant; the caller checks expiry.
+   */
+  getUserAndGrant(svcnumId: string, grantId: string): Promise<{ user?: User; grant?: Grant }>;
+  touchGrant(grantId: string, now: number, expiresAt: number): Promise<void>;
+  /** Revokes a grant; if it does not exist yet, leaves a tombstone so it cannot be created later. */
+  revokeGrant(grantId: string, now: number): Promise<void>;
+  listGrants(svcnumId: string, clientId?: string): Promise<Grant[]>;
+
+  // consent
+  getConsent(svcnumId: string, clientId: string): Promise<Consent | undefined>;
+  putConsent(consent: Consent): Promise<void>;
+  listConsents(svcnumId: string): Promise<Consent[]>;
+  deleteConsent(svcnumId: string, clientId: string): Promise<void>;
+
+  // browser sessions
+  putSession(session: Session): Promise<void>;
+  getSession(sessionHash: string, now: number): Promise<Session | undefined>;
+  deleteSession(sessionHash: string): Promise<void>;
+}
+
+/** Exactly the store methods the oauth module calls (core/adapters/dynamo-store.ts implements them all). */
+export type OAuthPort = Pick<OAuthStore & SharedStore,
+  | 'createGrant' | 'deleteAuthRequest' | 'deleteConsent' | 'deleteSession' | 'deleteSignInThrottle' | 'getAuthRequest' | 'getConsent'
+  | 'getGrant' | 'getSession' | 'getSignInThrottle' | 'getUser' | 'getUserAndGrant' | 'listConsents' | 'listGrants'
+  | 'markAuthRequestSignedIn' | 'putAuthRequest' | 'putCode' | 'putConsent' | 'putSession' | 'putSignInThrottle' | 'redeemCode'
+  | 'revokeGrant' | 'touchGrant'>;
