@@ -195,6 +195,21 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
       disabled.close();
     }
   });
+
+  it('answers odd values of every RFC 8693 parameter with a 400 OAuth error, never a 5xx', async () => {
+    const actorToken = await agentToken(agentA.agent!.svcnumId);
+    const odd = ['', ' ', 'x'.repeat(4097), '\u0000', '%zz', 'constructor', '__proto__', 'a.b.c', `${actorToken}x`, '\u{1F600}'.repeat(10), 'urn:'];
+    const names = ['subject_token', 'subject_token_type', 'actor_token', 'actor_token_type', 'requested_token_type', 'scope', 'audience', 'resource'];
+    for (const name of names) {
+      for (const value of odd) {
+        const reply = await exchangeForm({ ...lend(actorToken), [name]: value });
+        // An empty value is an omitted parameter (RFC 6749 §3.1); some omissions are fine (scope, audience, resource).
+        if (reply.status === 200) continue;
+        expect({ name, value: value.slice(0, 20), status: reply.status }).toEqual({ name, value: value.slice(0, 20), status: 400 });
+        expect(['invalid_request', 'invalid_target', 'invalid_scope']).toContain(reply.json.error);
+      }
+    }
+  });
 });
 
 describe('parity: the ExchangeToken RPC and the token endpoint accept and refuse alike', () => {
