@@ -106,8 +106,9 @@ const lend = (actorToken: string, extra: Record<string, string> = {}) => ({
 
 describe.each([openidClient, oauth4webapi])('$name: grant_type token-exchange at the token endpoint', (library) => {
   it.each(['basic', 'post'] as const)('lends a number to an agent (client_secret_%s): sub is the number, act.sub the agent', async (method) => {
-    const actorToken = await agentToken(agentA.agent!.svcnumId);
-    const tokens = await library.exchange(appCredentials(method), lend(actorToken));
+    // Frozen: a fresh actor token leaves the full hour (its remaining seconds bound the result).
+    service.clock.freeze();
+    const tokens = await library.exchange(appCredentials(method), lend(await agentToken(agentA.agent!.svcnumId))).finally(() => service.clock.release());
     expect(tokens).toMatchObject({ issued_token_type: ACCESS_TOKEN, token_type: 'bearer', scope: 'messaging', expires_in: 3600 });
     expect(await claimsOf(String(tokens.access_token))).toMatchObject({
       sub: number.svcnumId, act: { sub: agentA.agent!.svcnumId }, client_id: agentA.clientId, scope: 'messaging',
@@ -303,6 +304,16 @@ describe('the grant type registry', () => {
     const document = await (await fetch(`${service.issuer}/.well-known/openid-configuration`)).json() as Record<string, unknown>;
     expect(document.grant_types_supported).toEqual([...service.core.tokens.grantTypes]);
     expect(service.core.tokens.grantTypes).toEqual(['authorization_code', 'refresh_token', 'client_credentials', TOKEN_EXCHANGE]);
+  });
+
+  it('serves confidential grants only to clients that proved a secret: a non-login record without one cannot authenticate', async () => {
+    // A record no admin path makes (every kind but login gets a secret); the token endpoint must not treat it as public.
+    const clientId = `secretless-${Date.now()}`;
+    await service.core.store.createClient({ clientId, kind: 'provisioning', name: 'No secret', redirectUris: [], scopes: ['prov:agents'], ownerId: app.owner.svcnumId, disabled: false, createdAt: 0 });
+    for (const grantType of ['client_credentials', TOKEN_EXCHANGE]) {
+      const reply = await postForm(`${service.issuer}/oauth/token`, { grant_type: grantType, client_id: clientId, subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID });
+      expect({ status: reply.status, error: reply.json.error }).toEqual({ status: 401, error: 'invalid_client' });
+    }
   });
 
   it('finds own entries only, and refuses a type registered twice', () => {
