@@ -8,6 +8,12 @@ import { createPageTokenCodec } from './kernel/page-token';
 import { createMessaging, InboxNotifier } from './messaging/send';
 import { createMessageHub } from './messaging/stream';
 import type { Clock, KeyRing, MacKey, Random } from './ports';
+import { authorizationCodeGrant } from './oauth/grants/authorization-code';
+import { clientCredentialsGrant } from './oauth/grants/client-credentials';
+import { refreshTokenGrant } from './oauth/grants/refresh-token';
+import { createGrantRegistry } from './oauth/grants/registry';
+import { tokenExchangeGrant } from './oauth/grants/token-exchange';
+import { createProvisioningCallers } from './provisioning/callers';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
 import { createProvisioning } from './provisioning';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
@@ -55,23 +61,33 @@ export function createCore(deps: CoreDeps) {
   const provisioningConfig = deps.provisioning ?? defaultProvisioningConfig;
   // Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from the MAC key).
   const pageTokens = createPageTokenCodec(macKey);
+  const provisioning = createProvisioning({
+    store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig, pageTokens,
+  });
+  /** Who may call the provisioning API (gRPC, and token exchange at the token endpoint). */
+  const provisioningCaller = createProvisioningCallers(accountActive);
+  // The token endpoint's grant types, in the order discovery lists them.
+  const grants = createGrantRegistry([
+    authorizationCodeGrant({ store, clock, random, issuer }),
+    refreshTokenGrant({ store, clock, issuer }),
+    clientCredentialsGrant({ store, issuer }),
+    tokenExchangeGrant({ exchange: provisioning.exchange, provisioningCaller }),
+  ]);
   return {
     ...deps,
     getClient,
-    accountActive,
     accounts,
     issuer,
     authorization: createAuthorization({
       store, config, clock, random, accounts, macKey, getClient,
       guard: createSignInGuard({ store, clock, limits: deps.signIn ?? defaultSignInLimits }),
     }),
-    tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh: clients.fresh }),
+    tokens: createTokenService({ store, clock, grants, getClient, getClientFresh: clients.fresh }),
     verifyAccessToken,
     /** The one Bearer path of every edge: Authorization value(s) → verified claims, or the refusal. */
     authenticateBearer: createBearerAuthentication(verifyAccessToken),
-    provisioning: createProvisioning({
-      store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig, pageTokens,
-    }),
+    provisioning,
+    provisioningCaller,
     messaging: createMessaging({ store, clock, random, notifier, getClient, accountActive: accountStatus() }),
     /** Open streams of this process and what they watch (created lazily by the first stream). */
     messageHub: createMessageHub(store, notifier, pageTokens, deps.messagePollIntervalMs),

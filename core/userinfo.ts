@@ -1,7 +1,7 @@
 import { invalidToken, requireScope } from './bearer';
 import type { User } from './model';
 import type { Store } from './store';
-import { grantInForce } from './token-service';
+import { grantInForce } from './oauth/user-grants';
 import type { AccessTokenClaims } from './tokens';
 
 export interface UserInfoResponse {

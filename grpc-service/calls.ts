@@ -4,9 +4,10 @@ import {
   type ServerWritableStream, type ServiceError,
 } from '@grpc/grpc-js';
 import { once } from 'node:events';
-import { invalidToken, requireScope } from '../core/bearer';
+import { insufficientScope, invalidToken } from '../core/bearer';
 import { DomainError, type ErrorKind } from '../core/kernel/errors';
 import type { ProvisioningScope } from '../core/scopes';
+import type { CallerRefusals, ScopedCaller } from '../core/provisioning/callers';
 import type { Caller } from '../core/provisioning/programmable';
 import type { Core } from '../core/service';
 
@@ -58,11 +59,15 @@ export function grpcError(error: unknown, method: string): ServiceError {
   return serviceError(STATUS[error.kind], `${error.oauth}: ${error.message}`, trailers);
 }
 
-/** A caller and the scopes its token carries (for RPCs whose scope depends on the resource). */
-export type ScopedCaller = Caller & { scopes: readonly string[] };
-
 /** The scope an RPC needs, or a list of which the token must carry at least one (the core then checks the one the resource needs). */
 export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
+
+/** A refused caller as RFC 6750 says it (UNAUTHENTICATED / PERMISSION_DENIED here). */
+const BEARER_REFUSALS: CallerRefusals = {
+  client: () => invalidToken('the token does not belong to an enabled provisioning client'),
+  scope: insufficientScope,
+  owner: () => new DomainError('forbidden', 'the account of this provisioning client is not active'),
+};
 
 /**
  * The provisioning client behind the call, or its refusal as a gRPC status (UNAUTHENTICATED,
@@ -72,13 +77,9 @@ export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
 export async function authenticate(core: Core, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
   try {
     const claims = await core.authenticateBearer(metadata.get('authorization'));
-    const client = await core.getClient(claims.client_id);
-    if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
-      throw invalidToken('the token does not belong to an enabled provisioning client');
-    }
-    const scopes = requireScope(claims, scope);
-    if (!(await core.accountActive(client.ownerId))) throw new DomainError('forbidden', 'the account of this provisioning client is not active');
-    return { ownerId: client.ownerId, clientId: client.clientId, scopes };
+    // A provisioning client's own token (client_credentials), not one it obtained for someone else.
+    if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
+    return await core.provisioningCaller(await core.getClient(claims.client_id), claims.scope.split(' '), scope, BEARER_REFUSALS);
   } catch (error) {
     throw grpcError(error, method);
   }

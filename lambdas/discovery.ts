@@ -6,7 +6,8 @@ import { lazyHandler } from './runtime';
 
 // OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
 
-export function discoveryDocument(issuer: string) {
+/** `grantTypes`: the token endpoint's registry (core.tokens.grantTypes), so the list cannot drift from what it serves. */
+export function discoveryDocument(issuer: string, grantTypes: readonly string[]) {
   return {
     issuer,
     authorization_endpoint: `${issuer}/oauth/authorize`,
@@ -17,7 +18,7 @@ export function discoveryDocument(issuer: string) {
     scopes_supported: [...Object.keys(loginScopes), ...Object.keys(externalApiScopes)],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
+    grant_types_supported: [...grantTypes],
     code_challenge_methods_supported: ['S256'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['EdDSA'],
@@ -33,7 +34,7 @@ export function discoveryDocument(issuer: string) {
 }
 
 export function createDiscoveryHandler(core: Core) {
-  const document = discoveryDocument(core.config.issuer);
+  const document = discoveryDocument(core.config.issuer, core.tokens.grantTypes);
   return edgeHandler({
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.
