@@ -20,7 +20,7 @@ type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
-export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
 type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable;
 type Variable = AwsVariable | LocalVariable;
 
@@ -46,13 +46,17 @@ export interface AwsRuntimeConfig {
   kmsKeyId: string;
   /** KMS_VERIFY_KEY_IDS: further keys published in the JWKS (rotation). */
   kmsVerifyKeyIds: string[];
-  /** MAC_KEY_ID: the HMAC key; only processes that use it have it, and it is checked on use. */
+  /** MAC_KEY_ID: the sign-in HMAC key; only processes that use it have it, and it is checked on use. */
   macKeyId?: string;
+  /** PAGE_TOKEN_KEY_ID: the HMAC key the page-token key is derived from; only the units that derive it have it. */
+  pageTokenKeyId?: string;
   service: ServiceSettings;
 }
 
 /** The Fargate task running the gRPC server. */
 export interface TaskRuntimeConfig extends AwsRuntimeConfig {
+  /** PAGE_TOKEN_KEY_ID: required, every List* and the message stream page with it. */
+  pageTokenKeyId: string;
   /** GRPC_PORT */
   grpcPort: number;
   /** DRAIN_SECONDS: how long calls in flight may finish after SIGTERM. */
@@ -160,6 +164,7 @@ function serviceSettings(read: VariableReader): ServiceSettings {
 
 function awsConfig(read: VariableReader): AwsRuntimeConfig {
   const macKeyId = read.optional('MAC_KEY_ID');
+  const pageTokenKeyId = read.optional('PAGE_TOKEN_KEY_ID');
   return {
     // Refused as a URL (then given) or missing: one problem either way.
     issuer: read.issuer('ISSUER') ?? read.required('ISSUER', 'the issuer URL'),
@@ -167,6 +172,7 @@ function awsConfig(read: VariableReader): AwsRuntimeConfig {
     kmsKeyId: read.required('KMS_KEY_ID', 'the KMS key that signs'),
     kmsVerifyKeyIds: read.list('KMS_VERIFY_KEY_IDS'),
     ...(macKeyId ? { macKeyId } : {}),
+    ...(pageTokenKeyId ? { pageTokenKeyId } : {}),
     service: serviceSettings(read),
   };
 }
@@ -175,6 +181,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
   lambda: awsConfig,
   task: (read) => ({
     ...awsConfig(read),
+    pageTokenKeyId: read.required('PAGE_TOKEN_KEY_ID', 'the KMS HMAC key of page tokens'),
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),

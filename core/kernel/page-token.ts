@@ -13,10 +13,11 @@ import { invalidArgument } from './errors';
 // prefix-free, so no other binding and position concatenate to the same input. The position is
 // readable, not secret: it only holds ids the caller may see.
 //
-// The key is derived once per process from the service MAC key (KMS in AWS, DATA_DIR/keys/mac.key
-// locally) as MAC("svcnum page-token key v1"), so every process of an environment agrees without
-// a secret of its own; then each token costs a local HMAC. No sign-in token can be that MAC: their
-// inputs always contain a newline (core/secrets.ts). A change of a list's key shape renames the
+// The key is derived once per process from the page-token key (a KMS HMAC key of its own in AWS,
+// PAGE_TOKEN_KEY_ID; DATA_DIR/keys/page-token.key locally) as MAC("svcnum page-token key v1"), so
+// every process of an environment agrees without holding key material; then each token costs a
+// local HMAC. It is not the sign-in MAC key: the units that derive it (public, the gRPC task) must
+// not be able to mint sign-in tokens or device cookies. A change of a list's key shape renames the
 // list (e.g. `numbers.2`), so tokens of the old shape are refused instead of reaching the store.
 
 const KEY_LABEL = new TextEncoder().encode('svcnum page-token key v1');
@@ -43,11 +44,11 @@ export interface PageTokenCodec {
   open<T>(binding: PageTokenBinding, token: string | undefined, field?: string): Promise<T | undefined>;
 }
 
-export function createPageTokenCodec(macKey: MacKey): PageTokenCodec {
+export function createPageTokenCodec(pageTokenKey: MacKey): PageTokenCodec {
   // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process; a failure is
   // not kept, so the next token tries again.
   let derived: Promise<KeyObject> | undefined;
-  const key = () => (derived ??= macKey.mac(KEY_LABEL).then(
+  const key = () => (derived ??= pageTokenKey.mac(KEY_LABEL).then(
     (bytes) => createSecretKey(Buffer.from(bytes)),
     (error: unknown) => {
       derived = undefined;
