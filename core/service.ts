@@ -56,7 +56,7 @@ export function createCore(deps: CoreDeps) {
   const notifier = new InboxNotifier();
   const provisioningConfig = deps.provisioning ?? defaultProvisioningConfig;
   // Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from its own key).
-  const pageTokens = createPageTokenCodec(deps.pageTokenKey);
+  const pageTokens = createPageTokenCodec(deps.pageTokenKey, clock);
   return {
     ...deps,
     getClient,

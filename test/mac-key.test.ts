@@ -146,7 +146,7 @@ describe('createKmsMacKey', () => {
       expect(kmsMock.commandCalls(VerifyMacCommand)).toHaveLength(0);
     });
 
-    it('agrees across processes of one environment (same KMS key), and a key that failed to derive is asked for again', async () => {
+    it('agrees across processes of one environment (same KMS key)', async () => {
       const first = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       const second = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       const token = await first.seal(numbers, position);
@@ -154,18 +154,39 @@ describe('createKmsMacKey', () => {
       expect(await second.seal(numbers, position)).toBe(token);
 
       expect(kmsMock.commandCalls(GenerateMacCommand)).toHaveLength(2);
+    });
 
-      // A failed derivation (KMS throttled) is not kept: the next token asks again.
-      const kms = createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID });
-      let attempts = 0;
-      const third = createPageTokenCodec({
-        mac: (message) => (++attempts === 1 ? Promise.reject(new Error('ThrottlingException: Rate exceeded')) : kms.mac(message)),
-        verify: kms.verify,
-      });
-      await expect(third.open(numbers, token)).rejects.toThrow(/ThrottlingException/);
-      expect(await third.open(numbers, token)).toEqual(position);
-      expect(await third.open(numbers, token)).toEqual(position);
-      expect(attempts).toBe(2);
+    it('remembers a failed derivation for 5 s: meanwhile every token is unavailable (Retry-After) without a KMS call; then it asks KMS again', async () => {
+      const token = await createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID })).seal(numbers, position);
+      let now = NOW;
+      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }), { now: () => now });
+      const kmsCalls = () => kmsMock.commandCalls(GenerateMacCommand).length;
+      const before = kmsCalls();
+      kmsMock.on(GenerateMacCommand).rejects(new Error('ThrottlingException: Rate exceeded'));
+
+      // The calls waiting for the one derivation get its failure (the edge logs it as a fault).
+      const waiting = await Promise.all([codec.open(numbers, token), codec.seal(numbers, position)].map((pending) => pending.catch((error: unknown) => error)));
+      for (const error of waiting) expect(String(error)).toMatch(/ThrottlingException/);
+      expect(kmsCalls() - before).toBe(1);
+
+      // For 5 s: unavailable at once, with the seconds left, for opening and sealing alike; KMS is not asked.
+      for (const [elapsed, seconds] of [[0, 5], [1000, 4], [4001, 1], [4999, 1]] as const) {
+        now = NOW + elapsed;
+        for (const attempt of [() => codec.open(numbers, token), () => codec.seal(numbers, position)]) {
+          const refused = await attempt().catch((error: unknown) => error);
+          expect(refused).toBeInstanceOf(DomainError);
+          expect(refused).toMatchObject({ kind: 'unavailable', retryAfterSeconds: seconds });
+        }
+      }
+      await Promise.all(Array.from({ length: 50 }, () => codec.open(numbers, token).catch(() => undefined)));
+      expect(kmsCalls() - before).toBe(1);
+
+      // KMS is back; after the 5 s the next token derives the key (one call) and works.
+      kmsMock.on(GenerateMacCommand).callsFake((input) => ({ KeyId: input.KeyId, MacAlgorithm: input.MacAlgorithm, Mac: hmac(input.Message) }));
+      now = NOW + 5000;
+      expect(await codec.open(numbers, token)).toEqual(position);
+      expect(await codec.seal(numbers, position)).toBe(token);
+      expect(kmsCalls() - before).toBe(2);
     });
 
     it('refuses, as invalid_argument naming the field, a token under another key, list, filter or caller', async () => {

@@ -1,6 +1,6 @@
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import type { MacKey } from '../ports';
-import { invalidArgument } from './errors';
+import type { Clock, MacKey } from '../ports';
+import { DomainError, invalidArgument } from './errors';
 
 // Page tokens and resume cursors: where a listing continues, handed to the client and back. The
 // position inside is a DynamoDB key (or the stream's per-inbox positions), so a token the client
@@ -22,6 +22,8 @@ import { invalidArgument } from './errors';
 
 const KEY_LABEL = new TextEncoder().encode('svcnum page-token key v1');
 const TAG_BYTES = 32;
+/** After a failed derivation the key is not asked for again for this long (per process). */
+const DERIVATION_RETRY_MS = 5_000;
 
 /** What a token is valid for; a token sealed under one binding opens under that binding only. */
 export interface PageTokenBinding {
@@ -44,17 +46,28 @@ export interface PageTokenCodec {
   open<T>(binding: PageTokenBinding, token: string | undefined, field?: string): Promise<T | undefined>;
 }
 
-export function createPageTokenCodec(pageTokenKey: MacKey): PageTokenCodec {
-  // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process; a failure is
-  // not kept, so the next token tries again.
+export function createPageTokenCodec(pageTokenKey: MacKey, clock: Clock = { now: () => Date.now() }): PageTokenCodec {
+  // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process. A failure
+  // reaches the calls waiting for it, then is remembered for DERIVATION_RETRY_MS: meanwhile every
+  // token is answered `unavailable` at once, so unauthenticated requests carrying a page_token
+  // cannot turn a KMS outage or throttling into a flood of KMS calls; after it, the next token tries again.
   let derived: Promise<KeyObject> | undefined;
-  const key = () => (derived ??= pageTokenKey.mac(KEY_LABEL).then(
-    (bytes) => createSecretKey(Buffer.from(bytes)),
-    (error: unknown) => {
-      derived = undefined;
-      throw error;
-    },
-  ));
+  let failedAt: number | undefined;
+  const key = () => {
+    const waitMs = failedAt === undefined ? 0 : failedAt + DERIVATION_RETRY_MS - clock.now();
+    if (waitMs > 0) {
+      const seconds = Math.ceil(waitMs / 1000);
+      return Promise.reject(new DomainError('unavailable', `page tokens are unavailable for a moment; retry in ${seconds} s`, { retryAfterSeconds: seconds }));
+    }
+    return (derived ??= pageTokenKey.mac(KEY_LABEL).then(
+      (bytes) => createSecretKey(Buffer.from(bytes)),
+      (error: unknown) => {
+        derived = undefined;
+        failedAt = clock.now();
+        throw error;
+      },
+    ));
+  };
   const tag = (secret: KeyObject, binding: PageTokenBinding, position: Buffer) => createHmac('sha256', secret)
     .update(JSON.stringify([binding.list, binding.filter ?? '', binding.caller]))
     .update(position)
