@@ -30,6 +30,22 @@ export function header(event: HttpEvent, name: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Every value of a header, by lower-case name, whatever case the client used: all of
+ * `multiValueHeaders`, plus any `headers` entry whose exact name is not there (API Gateway repeats
+ * a header's value in `headers` under the same name; a value must not count twice).
+ */
+export function headerValues(event: HttpEvent, name: string): string[] {
+  const wanted = name.toLowerCase();
+  const multi = event.multiValueHeaders ?? {};
+  const values: string[] = [];
+  for (const [key, list] of Object.entries(multi)) if (key.toLowerCase() === wanted) values.push(...(list ?? []));
+  for (const [key, value] of Object.entries(event.headers ?? {})) {
+    if (key.toLowerCase() === wanted && value !== undefined && !Object.hasOwn(multi, key)) values.push(value);
+  }
+  return values;
+}
+
 /** Query parameters with repeats kept (API Gateway's multi-value form). */
 export function queryParams(event: HttpEvent): Params {
   const multi = event.multiValueQueryStringParameters ?? {};
