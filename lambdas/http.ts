@@ -167,6 +167,8 @@ const OAUTH_STATUS: Partial<Record<OAuthErrorCode, number>> = {
   invalid_request: 400, invalid_client: 401, invalid_token: 401, insufficient_scope: 403,
   invalid_grant: 400, unauthorized_client: 400, unsupported_grant_type: 400, invalid_scope: 400,
   invalid_target: 400, unsupported_token_type: 400, temporarily_unavailable: 503,
+  // RFC 6749 §4.1.2.1: server_error is the 500 of a redirect; as an HTTP answer it is a 500, not a 503.
+  server_error: 500,
 };
 
 const KIND_STATUS: Record<ErrorKind, number> = {

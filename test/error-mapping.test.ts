@@ -69,6 +69,7 @@ describe('the mapping table', () => {
     ['invalid_token', 401, status.UNAUTHENTICATED],
     ['insufficient_scope', 403, status.PERMISSION_DENIED],
     ['temporarily_unavailable', 503, status.UNAVAILABLE],
+    ['server_error', 500, status.UNAVAILABLE],
   ];
 
   it.each(codes)('%s: HTTP %i with the code as error; gRPC %s with the code in the message and the oauth-error trailer', (code, httpStatus, grpcStatus) => {
