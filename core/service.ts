@@ -24,8 +24,10 @@ import { createAccessTokenVerifier, createTokenIssuer } from './tokens';
 export interface CoreDeps {
   store: Store;
   keys: KeyRing;
-  /** Signs the sign-in form's CSRF token and device cookies; the page-token key is derived from it. */
+  /** Signs the sign-in form's CSRF token and device cookies. */
   macKey: MacKey;
+  /** The page-token key is derived from it, and nothing else uses it (so holding it mints no sign-in token). */
+  pageTokenKey: MacKey;
   clock: Clock;
   random: Random;
   config: ServiceConfig;
@@ -59,8 +61,8 @@ export function createCore(deps: CoreDeps) {
   // Wakes streams of this process at once when this process accepts a message.
   const notifier = new InboxNotifier();
   const provisioningConfig = deps.provisioning ?? defaultProvisioningConfig;
-  // Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from the MAC key).
-  const pageTokens = createPageTokenCodec(macKey);
+  // Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from its own key).
+  const pageTokens = createPageTokenCodec(deps.pageTokenKey, clock);
   const provisioning = createProvisioning({
     store, clock, random, accounts, issuer, verifyAccessToken, config, provisioning: provisioningConfig, pageTokens,
   });

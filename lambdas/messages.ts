@@ -1,7 +1,7 @@
 import { invalidArgument } from '../core/kernel/errors';
 import type { Core } from '../core/service';
 import { edgeHandler } from './edge';
-import { header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
+import { header, headerValues, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
 import { lazyHandler } from './runtime';
 
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
@@ -12,7 +12,7 @@ const unacceptable = (status: 413 | 415, description: string) => json(status, { 
 
 export function createMessagesHandler(core: Core) {
   async function send(event: HttpEvent): Promise<HttpResult> {
-    const claims = await core.authenticateBearer(header(event, 'authorization'));
+    const claims = await core.authenticateBearer(headerValues(event, 'authorization'));
     const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (contentType !== 'application/json') return unacceptable(415, 'the body must be application/json');
     const body = rawBody(event);

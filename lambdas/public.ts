@@ -59,4 +59,5 @@ export function createPublicHandler(core: Core, options: PublicOptions = {}) {
   }, { errorHeaders: CORS });
 }
 
-export const handler = lazyHandler((core, config) => createPublicHandler(core, { rateLimit: config.service.publicRateLimit }));
+// discover's page_token needs the page-token key: without it the function fails at once, not at the first paged request.
+export const handler = lazyHandler((core, config) => createPublicHandler(core, { rateLimit: config.service.publicRateLimit }), ['PAGE_TOKEN_KEY_ID']);

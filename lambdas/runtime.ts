@@ -1,6 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { coreFromEnvironment } from '../core/adapters/aws-environment';
-import { readRuntimeConfig, type AwsRuntimeConfig } from '../core/adapters/runtime-config';
+import { readRuntimeConfig, type AwsRuntimeConfig, type MacKeyVariable } from '../core/adapters/runtime-config';
 import type { Core } from '../core/service';
 import type { HttpEvent, HttpResult } from './http';
 
@@ -9,13 +9,14 @@ type Handler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
 /**
  * The exported Lambda handler of a route group: on the first invocation the function's
  * configuration is read from its environment (once; a problem fails that invocation with every
- * problem named), the core built from it, and the handler; then reused.
+ * problem named), the core built from it, and the handler; then reused. `needs`: the MAC-key
+ * variables its routes use, so a missing one fails the first invocation, not the first request using it.
  */
-export function lazyHandler(create: (core: Core, config: AwsRuntimeConfig) => Handler): Handler {
+export function lazyHandler(create: (core: Core, config: AwsRuntimeConfig) => Handler, needs: readonly MacKeyVariable[] = []): Handler {
   let built: Handler | undefined;
   return (event, context) => {
     if (!built) {
-      const config = readRuntimeConfig('lambda');
+      const config = readRuntimeConfig('lambda', process.env, needs);
       built = create(coreFromEnvironment(config), config);
     }
     return built(event, context);
