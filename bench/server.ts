@@ -130,7 +130,7 @@ async function grpcMain(dataDir: string) {
   if (!endpoint || !issuer || !tablePrefix) throw new Error('BENCH_DYNAMO_ENDPOINT, BENCH_ISSUER and BENCH_TABLE_PREFIX are required for BENCH_ROLE=grpc');
   // Only what a gRPC task loads (not local/runner, which pulls in every Lambda handler, nor
   // dynalite): the process's memory is one of the measurements.
-  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }] = await Promise.all([
+  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }] = await Promise.all([
     import('@aws-sdk/client-dynamodb'), import('../core/adapters/dynamo-store'), import('../core/adapters/dynamo-schema'), import('../core/adapters/local-keys'),
     import('../core/adapters/system'), import('../core/kernel/config'), import('../core/registry'), import('../core/tables'), import('../grpc-service/server'),
   ]);
@@ -140,7 +140,8 @@ async function grpcMain(dataDir: string) {
   // The runner's key folder: tokens it issued verify here (the folder is only read: it already has its key).
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const macKey = await openLocalMacKey(join(dataDir, 'keys'));
-  const modules = buildModules(modulePorts({ store, keys, macKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer) }), grpcModules);
+  const pageTokenKey = await openLocalMacKey(join(dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
+  const modules = buildModules(modulePorts({ store, keys, macKey, pageTokenKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer) }), grpcModules);
   const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
   lifetime(async () => {
     await grpc.drain(2_000);

@@ -4,9 +4,10 @@ import { createDirectoryModule } from './directory';
 import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
 import { createOAuthModule } from './oauth';
+import { createTokenEndpointModule } from './oauth/token-endpoint';
 import type { Clock, KeyRing, MacKey, Random } from './kernel/ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
-import { createProvisioningModule } from './provisioning';
+import { createProvisioningModule, createTokenExchangeModule } from './provisioning';
 import type { SignInLimits } from './oauth/sign-in-guard';
 import type { Store } from './store';
 
@@ -22,8 +23,10 @@ import type { Store } from './store';
 export interface Infrastructure {
   store: Store;
   keys: KeyRing;
-  /** Signs the sign-in form's CSRF token and device cookies; the page-token key is derived from it. */
+  /** Signs the sign-in form's CSRF token and device cookies. */
   macKey: MacKey;
+  /** The page-token key is derived from it, and nothing else uses it (so holding it mints no sign-in token). */
+  pageTokenKey: MacKey;
   clock: Clock;
   random: Random;
   config: ServiceConfig;
@@ -38,7 +41,7 @@ export interface Infrastructure {
 /** The ports a module may declare: the infrastructure, settings resolved, and the one page-token codec. */
 export interface ModulePorts extends Infrastructure {
   provisioning: ProvisioningConfig;
-  /** Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from the MAC key). */
+  /** Page tokens and resume cursors: one authenticated codec for every list (key derived lazily from its own key). */
   pageTokens: PageTokenCodec;
 }
 
@@ -65,12 +68,20 @@ export const accountsModule = /* @__PURE__ */ defineModule({ name: 'accounts', n
 export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: { accounts: accountsModule }, create: createOAuthModule });
 export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: {}, create: createDirectoryModule });
 export const messagingModule = /* @__PURE__ */ defineModule({ name: 'messaging', needs: { accounts: accountsModule }, create: createMessagingModule });
+/** Token exchange (provisioning's rules), and the grant type it adds to the token endpoint. */
+export const tokenExchangeModule = /* @__PURE__ */ defineModule({
+  name: 'tokenExchange', needs: { oauth: oauthModule, accounts: accountsModule }, create: createTokenExchangeModule,
+});
+/** The token endpoint: OAuth's grant types and the ones other modules contribute. */
+export const tokenEndpointModule = /* @__PURE__ */ defineModule({
+  name: 'tokenEndpoint', needs: { oauth: oauthModule, accounts: accountsModule, grants: tokenExchangeModule }, create: createTokenEndpointModule,
+});
 export const provisioningModule = /* @__PURE__ */ defineModule({
   name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule, directory: directoryModule }, create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */
-export const allModules = [accountsModule, oauthModule, directoryModule, messagingModule, provisioningModule] as const;
+export const allModules = [accountsModule, oauthModule, directoryModule, messagingModule, tokenExchangeModule, tokenEndpointModule, provisioningModule] as const;
 
 export type Modules = ModulesOf<typeof allModules>;
 
@@ -79,7 +90,7 @@ export function modulePorts(infrastructure: Infrastructure): ModulePorts {
   return {
     ...infrastructure,
     provisioning: infrastructure.provisioning ?? defaultProvisioningConfig,
-    pageTokens: createPageTokenCodec(infrastructure.macKey),
+    pageTokens: createPageTokenCodec(infrastructure.pageTokenKey, infrastructure.clock),
   };
 }
 

@@ -4,9 +4,10 @@ import {
   type ServerWritableStream, type ServiceError,
 } from '@grpc/grpc-js';
 import { once } from 'node:events';
-import { invalidToken, requireScope } from '../core/oauth/bearer';
+import { insufficientScope, invalidToken } from '../core/oauth/bearer';
 import { DomainError, type ErrorKind } from '../core/kernel/errors';
 import type { ProvisioningScope } from '../core/kernel/scopes';
+import type { CallerRefusals, ScopedCaller } from '../core/provisioning/callers';
 import type { Caller } from '../core/provisioning/programmable';
 import type { Modules } from '../core/registry';
 
@@ -58,27 +59,27 @@ export function grpcError(error: unknown, method: string): ServiceError {
   return serviceError(STATUS[error.kind], `${error.oauth}: ${error.message}`, trailers);
 }
 
-/** A caller and the scopes its token carries (for RPCs whose scope depends on the resource). */
-export type ScopedCaller = Caller & { scopes: readonly string[] };
-
 /** The scope an RPC needs, or a list of which the token must carry at least one (the core then checks the one the resource needs). */
 export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
+
+/** A refused caller as RFC 6750 says it (UNAUTHENTICATED / PERMISSION_DENIED here). */
+const BEARER_REFUSALS: CallerRefusals = {
+  client: () => invalidToken('the token does not belong to an enabled provisioning client'),
+  scope: insufficientScope,
+  owner: () => new DomainError('forbidden', 'the account of this provisioning client is not active'),
+};
 
 /**
  * The provisioning client behind the call, or its refusal as a gRPC status (UNAUTHENTICATED,
  * PERMISSION_DENIED): the Bearer token as every edge checks it, then a provisioning client of an
  * active account with the scope the RPC needs.
  */
-export async function authenticate({ oauth, accounts }: Pick<Modules, 'oauth' | 'accounts'>, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
+export async function authenticate({ oauth, accounts, tokenExchange }: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
   try {
     const claims = await oauth.authenticateBearer(metadata.get('authorization'));
-    const client = await accounts.getClient(claims.client_id);
-    if (!client || client.disabled || client.kind !== 'provisioning' || claims.sub !== client.clientId || !client.ownerId) {
-      throw invalidToken('the token does not belong to an enabled provisioning client');
-    }
-    const scopes = requireScope(claims, scope);
-    if (!(await accounts.accountActive(client.ownerId))) throw new DomainError('forbidden', 'the account of this provisioning client is not active');
-    return { ownerId: client.ownerId, clientId: client.clientId, scopes };
+    // A provisioning client's own token (client_credentials), not one it obtained for someone else.
+    if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
+    return await tokenExchange.provisioningCaller(await accounts.getClient(claims.client_id), claims.scope.split(' '), scope, BEARER_REFUSALS);
   } catch (error) {
     throw grpcError(error, method);
   }
@@ -97,7 +98,7 @@ const callers = new WeakMap<Metadata, ScopedCaller>();
  * refused before this, and never reaches here): a refused call ends with its status, an admitted
  * one reaches the handler with its caller.
  */
-export function authenticateCalls(modules: Pick<Modules, 'oauth' | 'accounts'>, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
+export function authenticateCalls(modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
   return (method, call) => {
     const scope = scopes.get(method.path);
     if (!scope) return new ServerInterceptingCall(call);

@@ -53,7 +53,7 @@ export interface RunningGrpcServer {
 /** The modules the gRPC services use (the task builds them all). */
 export const grpcModules = allModules;
 
-export async function startGrpcServer(modules: Pick<Modules, 'oauth' | 'accounts' | 'provisioning' | 'messaging' | 'directory'>, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
+export async function startGrpcServer(modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange' | 'provisioning' | 'messaging' | 'directory'>, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
   const descriptorSet = readDescriptorSet();
   const closing = new AbortController();
   // Every open stream listens for the drain: no listener limit on this signal.

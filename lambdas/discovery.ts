@@ -1,12 +1,13 @@
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
-import { oauthModule, type Modules } from '../core/registry';
+import { oauthModule, tokenEndpointModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { publicJson } from './http';
 import { lambdaHandler } from './runtime';
 
 // OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
 
-export function discoveryDocument(issuer: string) {
+/** `grantTypes`: the token endpoint's registry (the token endpoint's grantTypes), so the list cannot drift from what it serves. */
+export function discoveryDocument(issuer: string, grantTypes: readonly string[]) {
   return {
     issuer,
     authorization_endpoint: `${issuer}/oauth/authorize`,
@@ -17,7 +18,7 @@ export function discoveryDocument(issuer: string) {
     scopes_supported: [...Object.keys(loginScopes), ...Object.keys(externalApiScopes)],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
+    grant_types_supported: [...grantTypes],
     code_challenge_methods_supported: ['S256'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['EdDSA'],
@@ -32,11 +33,11 @@ export function discoveryDocument(issuer: string) {
   };
 }
 
-/** The modules this group's routes use: oauth's metadata and published keys. */
-export const discoveryModules = [oauthModule] as const;
+/** The modules this group's routes use: oauth's published keys, the token endpoint's grant types. */
+export const discoveryModules = [oauthModule, tokenEndpointModule] as const;
 
-export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
-  const document = discoveryDocument(oauth.config.issuer);
+export function createDiscoveryHandler({ oauth, tokenEndpoint }: Pick<Modules, 'oauth' | 'tokenEndpoint'>) {
+  const document = discoveryDocument(oauth.config.issuer, tokenEndpoint.grantTypes);
   return edgeHandler({
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.

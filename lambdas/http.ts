@@ -30,6 +30,22 @@ export function header(event: HttpEvent, name: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Every value of a header, by lower-case name, whatever case the client used: all of
+ * `multiValueHeaders`, plus any `headers` entry whose exact name is not there (API Gateway repeats
+ * a header's value in `headers` under the same name; a value must not count twice).
+ */
+export function headerValues(event: HttpEvent, name: string): string[] {
+  const wanted = name.toLowerCase();
+  const multi = event.multiValueHeaders ?? {};
+  const values: string[] = [];
+  for (const [key, list] of Object.entries(multi)) if (key.toLowerCase() === wanted) values.push(...(list ?? []));
+  for (const [key, value] of Object.entries(event.headers ?? {})) {
+    if (key.toLowerCase() === wanted && value !== undefined && !Object.hasOwn(multi, key)) values.push(value);
+  }
+  return values;
+}
+
 /** Query parameters with repeats kept (API Gateway's multi-value form). */
 export function queryParams(event: HttpEvent): Params {
   const multi = event.multiValueQueryStringParameters ?? {};
@@ -151,6 +167,8 @@ const OAUTH_STATUS: Partial<Record<OAuthErrorCode, number>> = {
   invalid_request: 400, invalid_client: 401, invalid_token: 401, insufficient_scope: 403,
   invalid_grant: 400, unauthorized_client: 400, unsupported_grant_type: 400, invalid_scope: 400,
   invalid_target: 400, unsupported_token_type: 400, temporarily_unavailable: 503,
+  // RFC 6749 §4.1.2.1: server_error is the 500 of a redirect; as an HTTP answer it is a 500, not a 503.
+  server_error: 500,
 };
 
 const KIND_STATUS: Record<ErrorKind, number> = {

@@ -1,7 +1,7 @@
 import { invalidArgument } from '../core/kernel/errors';
 import { messagingModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
-import { header, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
+import { header, headerValues, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
 import { lambdaHandler } from './runtime';
 
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
@@ -15,7 +15,7 @@ export const messagesModules = [oauthModule, messagingModule] as const;
 
 export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth' | 'messaging'>) {
   async function send(event: HttpEvent): Promise<HttpResult> {
-    const claims = await oauth.authenticateBearer(header(event, 'authorization'));
+    const claims = await oauth.authenticateBearer(headerValues(event, 'authorization'));
     const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (contentType !== 'application/json') return unacceptable(415, 'the body must be application/json');
     const body = rawBody(event);

@@ -62,4 +62,5 @@ export function createPublicHandler({ directory }: Pick<Modules, 'directory'>, o
   }, { errorHeaders: CORS });
 }
 
-export const handler = lambdaHandler(publicModules, (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }));
+// discover's page_token needs the page-token key: without it the function fails at once, not at the first paged request.
+export const handler = lambdaHandler(publicModules, (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }), ['PAGE_TOKEN_KEY_ID']);

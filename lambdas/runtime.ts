@@ -1,6 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { modulesFromEnvironment } from '../core/adapters/aws-environment';
-import { readRuntimeConfig, type AwsRuntimeConfig } from '../core/adapters/runtime-config';
+import { readRuntimeConfig, type AwsRuntimeConfig, type MacKeyVariable } from '../core/adapters/runtime-config';
 import type { AnyModuleDefinition, ModulesOf } from '../core/registry';
 import type { HttpEvent, HttpResult } from './http';
 
@@ -10,15 +10,16 @@ type Handler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
  * The exported Lambda handler of a route group, given the modules its routes use (their
  * definitions, so the bundle holds only their code): on the first invocation the function's
  * configuration is read from its environment (once; a problem fails that invocation with every
- * problem named), those modules built from it, and the handler; then reused.
+ * problem named), those modules built from it, and the handler; then reused. `needs`: the MAC-key
+ * variables its routes use, so a missing one fails the first invocation, not the first request using it.
  */
 export function lambdaHandler<const D extends readonly AnyModuleDefinition[]>(
-  definitions: D, create: (modules: ModulesOf<D>, config: AwsRuntimeConfig) => Handler,
+  definitions: D, create: (modules: ModulesOf<D>, config: AwsRuntimeConfig) => Handler, needs: readonly MacKeyVariable[] = [],
 ): Handler {
   let built: Handler | undefined;
   return (event, context) => {
     if (!built) {
-      const config = readRuntimeConfig('lambda');
+      const config = readRuntimeConfig('lambda', process.env, needs);
       built = create(modulesFromEnvironment(config, definitions), config);
     }
     return built(event, context);

@@ -1,5 +1,5 @@
-import { oauthModule, type Modules } from '../core/registry';
-import type { PresentedCredentials } from '../core/token-service';
+import { tokenEndpointModule, type Modules } from '../core/registry';
+import type { PresentedCredentials } from '../core/oauth/token-service';
 import { edgeHandler } from './edge';
 import { formParams, header, json, type HttpEvent } from './http';
 import { lambdaHandler } from './runtime';
@@ -25,16 +25,16 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
 }
 
 /** The modules this group's routes use. */
-export const tokenModules = [oauthModule] as const;
+export const tokenModules = [tokenEndpointModule] as const;
 
-export function createTokenHandler({ oauth }: Pick<Modules, 'oauth'>) {
+export function createTokenHandler({ tokenEndpoint }: Pick<Modules, 'tokenEndpoint'>) {
   return edgeHandler({
     '/oauth/token': {
-      POST: async (event) => json(200, await oauth.tokens.token(formParams(event), presentedCredentials(event))),
+      POST: async (event) => json(200, await tokenEndpoint.token(formParams(event), presentedCredentials(event))),
     },
     '/oauth/revoke': {
       POST: async (event) => {
-        await oauth.tokens.revoke(formParams(event), presentedCredentials(event));
+        await tokenEndpoint.revoke(formParams(event), presentedCredentials(event));
         return json(200, {});
       },
     },

@@ -1,6 +1,6 @@
 import { oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
-import { header, json, type HttpEvent, type HttpResult } from './http';
+import { headerValues, json, type HttpEvent, type HttpResult } from './http';
 import { lambdaHandler } from './runtime';
 
 // GET/POST /oauth/userinfo with a Bearer access token (OIDC Core §5.3, RFC 6750 errors).
@@ -10,7 +10,8 @@ export const userInfoModules = [oauthModule] as const;
 
 export function createUserInfoHandler({ oauth }: Pick<Modules, 'oauth'>) {
   async function handle(event: HttpEvent): Promise<HttpResult> {
-    const claims = await oauth.authenticateBearer(header(event, 'authorization'));
+    // Every Authorization value: RFC 6750 §3.1, more than one is invalid_request.
+    const claims = await oauth.authenticateBearer(headerValues(event, 'authorization'));
     return json(200, await oauth.userInfo(claims));
   }
   return edgeHandler({ '/oauth/userinfo': { GET: handle, POST: handle } }, { realm: 'userinfo' });

@@ -14,8 +14,9 @@
 //   grants        UpdateItem + Query bySubject  /account/revoke: listGrants, revokeGrant
 //   sessions      GetItem, PutItem, DeleteItem  sign-in, every page, sign-out
 //   signInThrottle GetItem, PutItem, DeleteItem sign-in: read and count an attempt, clear on success
-//   KMS           no signing key: the pages never sign or verify a JWT. The MAC key (MAC_KEY_ID):
-//                 GenerateMac, VerifyMac for the sign-in CSRF token and device cookies.
+//   KMS           no signing key: the pages never sign or verify a JWT. The sign-in MAC key (MAC_KEY_ID):
+//                 GenerateMac, VerifyMac for the sign-in CSRF token and device cookies; only the pages
+//                 hold it, since whoever may GenerateMac with it can mint a device cookie for any account.
 //
 // token    (/oauth/token, /oauth/revoke)
 //   clients       GetItem                       authenticate (cached and fresh reads)
@@ -38,8 +39,8 @@
 //   users         GetItem, BatchGetItem         the entity (resolve); the agents of a discover page
 //   masks         GetItem                       a mask number's state (never its participants)
 //   capabilities  Query                         discover: agents by capability (base table)
-//   KMS           the MAC key (MAC_KEY_ID): GenerateMac, once per container, derives the page-token
-//                 key of discover's page_token (core/kernel/page-token.ts)
+//   KMS           the page-token key (PAGE_TOKEN_KEY_ID): GenerateMac, once per container, derives
+//                 the key of discover's page_token (core/kernel/page-token.ts); never the sign-in MAC key
 //
 // messages (POST /api/messages: the Messaging External API's ingress)
 //   clients       GetItem                       the sending client (cached)
@@ -66,7 +67,7 @@
 //   messages      Query, PutItem                StreamAllMessages: reads an inbox from a cursor; a tombstone
 //                                               fills a sequence whose writer gave up
 //   KMS           Sign, GetPublicKey            verifies callers' tokens; signs agent and exchanged tokens
-//                 the MAC key (MAC_KEY_ID): GenerateMac, once per task, derives the page-token key of
+//                 the page-token key (PAGE_TOKEN_KEY_ID): GenerateMac, once per task, derives the key of
 //                 the List* page tokens and StreamAllMessages' cursors (core/kernel/page-token.ts)
 //
 // Nothing deployed scans a table, deletes a user or writes email/number claims: those are
@@ -97,10 +98,15 @@ export interface ComputeAccess {
    */
   readonly keys: KeyUse;
   /**
-   * KMS MAC operations on the service MAC key (lib/keys.ts SignInMacKey), nothing else; the unit
-   * gets MAC_KEY_ID. Page tokens need GenerateMac only: their key is derived once, then local.
+   * KMS MAC operations on the sign-in MAC key (lib/keys.ts HmacKey `sign-in-mac`), nothing else;
+   * the unit gets MAC_KEY_ID.
    */
   readonly mac?: readonly MacAction[];
+  /**
+   * KMS MAC operations on the page-token key (lib/keys.ts HmacKey `page-token`); the unit gets
+   * PAGE_TOKEN_KEY_ID. GenerateMac only: the page-token key is derived once, then local.
+   */
+  readonly pageTokenMac?: readonly MacAction[];
 }
 
 export type ComputeUnit = RouteGroup | 'provisioning';
@@ -148,7 +154,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       capabilities: { actions: ['Query'] },
     },
     keys: 'none',
-    mac: ['kms:GenerateMac'],
+    pageTokenMac: ['kms:GenerateMac'],
   },
   messages: {
     tables: {
@@ -175,7 +181,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       messages: { actions: ['Query', 'PutItem'] },
     },
     keys: 'sign',
-    mac: ['kms:GenerateMac'],
+    pageTokenMac: ['kms:GenerateMac'],
   },
 };
 

@@ -30,6 +30,7 @@ export const outputNames = {
   signingKeyArn: 'SigningKeyArn',
   signingKeyAlias: 'SigningKeyAlias',
   signInMacKeyArn: 'SignInMacKeyArn',
+  pageTokenKeyArn: 'PageTokenKeyArn',
   alarmTopicArn: 'AlarmTopicArn',
   dashboardName: 'DashboardName',
 } as const;

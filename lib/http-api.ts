@@ -19,7 +19,7 @@ import { access, type ComputeUnit } from './access';
 import { lambdaBundle } from './bundling';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
-import type { SignInMacKey, SigningKeys } from './keys';
+import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
 import { logRetention, repoRoot } from './util';
 import { ApiFirewall } from './waf';
 
@@ -32,7 +32,8 @@ export interface HttpApiProps {
   readonly tables: Record<TableKey, GrantTarget>;
   readonly tablePrefix: string;
   readonly keys: SigningKeys;
-  readonly signInMac: SignInMacKey;
+  /** The sign-in MAC key and the page-token key, each for the units lib/access.ts names. */
+  readonly macKeys: MacKeys;
   /** Environment shared by the Lambda functions and the Fargate task (ISSUER excluded). */
   readonly sharedEnvironment: Record<string, string>;
 }
@@ -128,10 +129,10 @@ export class HttpApi extends Construct {
     const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
     const functions = {} as Record<RouteGroup, NodejsFunction>;
     for (const group of routeGroupNames) {
-      const fn = this.routeGroupFunction(group, config, { ...environment, ...(access[group].mac ? { MAC_KEY_ID: props.signInMac.key.keyArn } : {}) }, removalPolicy);
+      const fn = this.routeGroupFunction(group, config, { ...environment, ...macKeyEnvironment(access[group], props.macKeys) }, removalPolicy);
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
-      if (access[group].mac) props.signInMac.grant(fn, access[group].mac);
+      grantMacKeys(fn, access[group], props.macKeys);
       const integration = new LambdaIntegration(fn, { allowTestInvoke: false });
       for (const [path, methods] of Object.entries(routeManifest[group].routes)) {
         const resource = this.api.root.resourceForPath(path);

@@ -2,7 +2,7 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
-import { keyActions, type KeyUse, type MacAction } from './access';
+import { keyActions, type ComputeAccess, type KeyUse, type MacAction } from './access';
 
 // The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
 // leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
@@ -62,39 +62,66 @@ export class SigningKeys extends Construct {
   }
 }
 
-export interface SignInMacKeyProps {
+export interface HmacKeyProps {
   readonly environment: string;
   readonly retain: boolean;
+  /** The alias is `alias/svcnum-<environment>/<name>`. */
+  readonly name: string;
+  /** What it is for, in the key's description. */
+  readonly purpose: string;
 }
 
 /**
- * The service MAC key: KMS HMAC_256 (GENERATE_VERIFY_MAC). It signs the sign-in form's CSRF token
- * and the device cookie of a browser that signed in before (docs/security.md, "Failed sign-ins"), and the
- * page-token key is derived from it (core/kernel/page-token.ts); the key never leaves KMS.
- * Replacing it (a new key, a deploy) only invalidates open sign-in forms, device cookies, page
- * tokens and resume cursors: people sign in again, throttled like any new browser until they
- * have; clients list again from the first page and streams restart without a cursor.
+ * A KMS HMAC_256 key (GENERATE_VERIFY_MAC); the key never leaves KMS. The stack has two, so that
+ * holding one grants nothing over the other's tokens:
+ * - the sign-in MAC key (`sign-in-mac`, MAC_KEY_ID): the sign-in form's CSRF token and the device
+ *   cookie of a browser that signed in before (docs/security.md, "Failed sign-ins"); the pages only;
+ * - the page-token key (`page-token`, PAGE_TOKEN_KEY_ID): the page-token key is derived from it
+ *   (core/kernel/page-token.ts) by discover and the gRPC task, which must not mint device cookies.
+ * Replacing one (a new key, a deploy) only invalidates what it signed: open sign-in forms and
+ * device cookies (people sign in again, throttled like any new browser until they have), or page
+ * tokens and resume cursors (clients list again from the first page, streams restart without a cursor).
  */
-export class SignInMacKey extends Construct {
+export class HmacKey extends Construct {
   readonly key: Key;
   readonly alias: Alias;
 
-  constructor(scope: Construct, id: string, props: SignInMacKeyProps) {
+  constructor(scope: Construct, id: string, props: HmacKeyProps) {
     super(scope, id);
     this.key = new Key(this, 'Key', {
-      description: `svcnum ${props.environment}: service MAC key (sign-in CSRF token, device cookie, page-token key)`,
+      description: `svcnum ${props.environment}: ${props.purpose}`,
       keySpec: KeySpec.HMAC_256,
       keyUsage: KeyUsage.GENERATE_VERIFY_MAC,
-      // KMS cannot rotate HMAC keys automatically (lib/nag.ts acknowledges it).
+      // KMS cannot rotate HMAC keys automatically (cdk-nag's KMS5 applies to symmetric encryption keys only).
       enableKeyRotation: false,
       removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
       pendingWindow: Duration.days(props.retain ? 30 : 7),
     });
-    this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/sign-in-mac`, targetKey: this.key });
+    this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/${props.name}`, targetKey: this.key });
   }
 
-  /** Exactly `actions` (lib/access.ts `mac`) on this key only. */
+  /** Exactly `actions` (lib/access.ts `mac` or `pageTokenMac`) on this key only. */
   grant(grantee: IGrantable, actions: readonly MacAction[]): void {
     grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: [this.key.keyArn] }));
   }
+}
+
+/** The stack's two HMAC keys. */
+export interface MacKeys {
+  readonly signIn: HmacKey;
+  readonly pageToken: HmacKey;
+}
+
+/** The MAC-key variables a unit gets: exactly those of the keys lib/access.ts grants it. */
+export function macKeyEnvironment(unit: ComputeAccess, keys: MacKeys): Record<string, string> {
+  return {
+    ...(unit.mac ? { MAC_KEY_ID: keys.signIn.key.keyArn } : {}),
+    ...(unit.pageTokenMac ? { PAGE_TOKEN_KEY_ID: keys.pageToken.key.keyArn } : {}),
+  };
+}
+
+/** Grants a unit exactly its MAC-key actions (lib/access.ts `mac`, `pageTokenMac`), each on its key only. */
+export function grantMacKeys(grantee: IGrantable, unit: ComputeAccess, keys: MacKeys): void {
+  if (unit.mac) keys.signIn.grant(grantee, unit.mac);
+  if (unit.pageTokenMac) keys.pageToken.grant(grantee, unit.pageTokenMac);
 }

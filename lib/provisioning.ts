@@ -21,7 +21,7 @@ import type { TableKey } from '../core/tables';
 import { access } from './access';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
-import type { SignInMacKey, SigningKeys } from './keys';
+import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
 import { logRetention, repoRoot } from './util';
 
 // The provisioning face: the grpc-js server (grpc-service/) as a Fargate service behind an
@@ -42,8 +42,8 @@ export interface ProvisioningProps {
   readonly tables: Record<TableKey, GrantTarget>;
   readonly tablePrefix: string;
   readonly keys: SigningKeys;
-  /** The service MAC key: the page-token key is derived from it (lib/access.ts `mac`). */
-  readonly macKey: SignInMacKey;
+  /** The task derives its page-token key from the page-token key (lib/access.ts `pageTokenMac`). */
+  readonly macKeys: MacKeys;
   readonly environment: Record<string, string>;
 }
 
@@ -153,7 +153,7 @@ export class Provisioning extends Construct {
       logging: LogDrivers.awsLogs({ streamPrefix: 'grpc', logGroup: taskLogs }),
       environment: {
         ...props.environment,
-        ...(access.provisioning.mac ? { MAC_KEY_ID: props.macKey.key.keyArn } : {}),
+        ...macKeyEnvironment(access.provisioning, props.macKeys),
         GRPC_PORT: String(GRPC_PORT),
         DRAIN_SECONDS: String(p.drainSeconds),
         POWERTOOLS_SERVICE_NAME: 'svcnum-provisioning',
@@ -165,7 +165,7 @@ export class Provisioning extends Construct {
     });
     grantTableAccess(taskDefinition.taskRole, 'provisioning', props.tables);
     props.keys.grant(taskDefinition.taskRole, access.provisioning.keys);
-    if (access.provisioning.mac) props.macKey.grant(taskDefinition.taskRole, access.provisioning.mac);
+    grantMacKeys(taskDefinition.taskRole, access.provisioning, props.macKeys);
 
     this.service = new FargateService(this, 'Service', {
       serviceName: `${prefix}-provisioning`,

@@ -3,7 +3,7 @@ import type { Construct } from 'constructs';
 import { type EnvironmentConfig, isPlaceholderCertificate, outputNames, stackName, tablePrefix } from './config';
 import { Data } from './data';
 import { HttpApi } from './http-api';
-import { SignInMacKey, SigningKeys } from './keys';
+import { HmacKey, SigningKeys, type MacKeys } from './keys';
 import { Monitoring } from './monitoring';
 import { applyNagSuppressions } from './nag';
 import { Provisioning } from './provisioning';
@@ -17,7 +17,8 @@ export interface ServiceStackProps extends StackProps {
 export class ServiceStack extends Stack {
   readonly data: Data;
   readonly keys: SigningKeys;
-  readonly signInMac: SignInMacKey;
+  readonly signInMac: HmacKey;
+  readonly pageTokenKey: HmacKey;
   readonly http: HttpApi;
   readonly provisioning: Provisioning;
   readonly monitoring: Monitoring;
@@ -46,7 +47,10 @@ export class ServiceStack extends Stack {
       retain: config.retainData,
     });
 
-    this.signInMac = new SignInMacKey(this, 'SignInMac', { environment: config.name, retain: config.retainData });
+    const retain = config.retainData;
+    this.signInMac = new HmacKey(this, 'SignInMac', { environment: config.name, retain, name: 'sign-in-mac', purpose: 'sign-in MAC key (sign-in CSRF token, device cookie)' });
+    this.pageTokenKey = new HmacKey(this, 'PageTokenKey', { environment: config.name, retain, name: 'page-token', purpose: 'page-token key (page tokens and resume cursors)' });
+    const macKeys: MacKeys = { signIn: this.signInMac, pageToken: this.pageTokenKey };
 
     // What every process in AWS reads (core/adapters/aws-environment.ts), except ISSUER.
     const shared = {
@@ -60,13 +64,13 @@ export class ServiceStack extends Stack {
       POWERTOOLS_METRICS_NAMESPACE: 'svcnum',
     };
 
-    this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, signInMac: this.signInMac, sharedEnvironment: shared });
+    this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, macKeys, sharedEnvironment: shared });
     this.provisioning = new Provisioning(this, 'Provisioning', {
       config,
       tables: this.data.tables,
       tablePrefix: prefix,
       keys: this.keys,
-      macKey: this.signInMac,
+      macKeys,
       environment: { ...shared, ISSUER: this.http.issuer },
     });
     this.monitoring = new Monitoring(this, 'Monitoring', {
@@ -89,7 +93,8 @@ export class ServiceStack extends Stack {
     output(outputNames.loadBalancerDnsName, this.provisioning.loadBalancer.loadBalancerDnsName, `Point ${config.provisioning.domainName} here (CNAME or alias)`);
     output(outputNames.signingKeyArn, this.keys.active.keyArn, 'The KMS key that signs (KMS_KEY_ID)');
     output(outputNames.signingKeyAlias, this.keys.activeAlias.aliasName, 'Alias that follows the active signing key');
-    output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key (MAC_KEY_ID): sign-in tokens, and the page-token key derived from it');
+    output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key of sign-in tokens (MAC_KEY_ID)');
+    output(outputNames.pageTokenKeyArn, this.pageTokenKey.key.keyArn, 'The KMS HMAC key the page-token key is derived from (PAGE_TOKEN_KEY_ID)');
     output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
     output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
 

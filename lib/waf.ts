@@ -158,7 +158,7 @@ export class ApiFirewall extends Construct {
       ],
     });
 
-    // WAF logs: every blocked or counted request, without the credentials a request may carry.
+    // WAF logs: every request the ACL evaluates (there is no logging filter), without the credentials a request may carry.
     const wafLogs = new LogGroup(this, 'WafLogs', {
       logGroupName: `aws-waf-logs-${prefix}`,
       retention: logRetention(config.logRetentionDays),

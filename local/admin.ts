@@ -204,10 +204,12 @@ async function run(argv: string[]): Promise<unknown> {
   return withStore(async (store) => {
     const accounts = createAccounts(store, systemClock, systemRandom);
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
+    const noMac = { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) };
     const offlineCore = () => buildModules(modulePorts({
       store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
       keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
-      macKey: { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) },
+      macKey: noMac,
+      pageTokenKey: noMac,
     }), [provisioningModule, directoryModule]);
     const lifecycle = () => offlineCore().provisioning.lifecycle;
     const aliases = () => offlineCore().directory.aliases;

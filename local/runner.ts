@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
-import { openLocalKeyStore, openLocalMacKey } from '../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
@@ -96,6 +96,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     await ensureTables(client, tables);
     const keys = await openLocalKeyStore(join(options.dataDir, 'keys'));
     const macKey = await openLocalMacKey(join(options.dataDir, 'keys'));
+    const pageTokenKey = await openLocalMacKey(join(options.dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
     // The issuer embeds the port, which is only known after listening when port 0 is asked for:
     // routes are bound to modules built once the port is known.
     const routes = new Map<string, LocalRoute>();
@@ -108,6 +109,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       store: options.wrapStore ? options.wrapStore(store) : store,
       keys,
       macKey,
+      pageTokenKey,
       ...(options.signIn ? { signIn: options.signIn } : {}),
       clock: options.clock ?? systemClock,
       random: options.random ?? systemRandom,

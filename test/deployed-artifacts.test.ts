@@ -139,8 +139,9 @@ describe('the Lambda bundles, as deployed', () => {
       const external = output.imports.filter((entry) => entry.external).map((entry) => entry.path);
       expect(external.filter((path) => !path.startsWith('node:') && !builtins.has(path)), group).toEqual([]);
       expect(hosts[group].output.stderr, group).not.toMatch(/Error|ERR_/);
-      // What the stack configures, read from the template: the MAC key only where lib/access.ts grants it.
+      // What the stack configures, read from the template: each MAC key only where lib/access.ts grants it.
       expect('MAC_KEY_ID' in environment, group).toBe(access[group].mac !== undefined);
+      expect('PAGE_TOKEN_KEY_ID' in environment, group).toBe(access[group].pageTokenMac !== undefined);
       expect(environment.KMS_KEY_ID, group).toBe(kmsKeyId());
     }
   });

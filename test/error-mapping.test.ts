@@ -1,9 +1,10 @@
+import { connect } from 'node:net';
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { invalidToken, requireScope } from '../core/oauth/bearer';
 import { DomainError, oauthError, type ErrorKind, type OAuthErrorCode } from '../core/kernel/errors';
 import type { AccessTokenClaims } from '../core/oauth/tokens';
-import { grpcError, logger } from '../grpc-service/calls';
+import { authenticate, grpcError, logger } from '../grpc-service/calls';
 import { ListNumbersRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { errorResult } from '../lambdas/http';
 import { send, type Reply } from './support/flow';
@@ -68,6 +69,7 @@ describe('the mapping table', () => {
     ['invalid_token', 401, status.UNAUTHENTICATED],
     ['insufficient_scope', 403, status.PERMISSION_DENIED],
     ['temporarily_unavailable', 503, status.UNAVAILABLE],
+    ['server_error', 500, status.UNAVAILABLE],
   ];
 
   it.each(codes)('%s: HTTP %i with the code as error; gRPC %s with the code in the message and the oauth-error trailer', (code, httpStatus, grpcStatus) => {
@@ -207,6 +209,45 @@ describe('the same fault gets the same answer at every edge', () => {
       const { userinfo } = await sameEverywhere(authorization, { status: 400, error: 'invalid_request', grpc: status.UNAUTHENTICATED });
       expect(userinfo.body.error_description).toBe('the authorization header must be: Bearer <access token>');
     }
+  });
+
+  it('two Authorization headers (RFC 6750 §3.1), same or different case, even both valid: 400 invalid_request, as on gRPC', async () => {
+    /** Raw HTTP/1.1 on a socket: header lines exactly as given (node:http would merge names that differ in case only). */
+    const raw = (path: string, headerLines: string[]) => new Promise<{ status: number; body: Record<string, unknown>; challenge?: string }>((resolve, reject) => {
+      const payload = JSON.stringify({ to: '10000000000', text: 'x' });
+      const socket = connect(service.port, service.host);
+      let text = '';
+      socket.setEncoding('utf8').on('data', (chunk: string) => { text += chunk; }).on('error', reject).on('end', () => {
+        const [head, body = ''] = text.split('\r\n\r\n');
+        const lines = head!.split('\r\n');
+        const challenge = lines.find((line) => /^www-authenticate:/i.test(line))?.replace(/^[^:]+:\s*/, '');
+        resolve({ status: Number(lines[0]!.split(' ')[1]), body: JSON.parse(body) as Record<string, unknown>, ...(challenge ? { challenge } : {}) });
+      });
+      // Written, not ended: the server closes the connection after its answer (Connection: close).
+      socket.write([`POST ${path} HTTP/1.1`, `Host: ${service.host}:${service.port}`, ...headerLines, 'Content-Type: application/json',
+        `Content-Length: ${Buffer.byteLength(payload)}`, 'Connection: close', '', payload].join('\r\n'));
+    });
+    const token = `Bearer ${app.token}`;
+    // gRPC: grpc-js will not send two `authorization` values (test/grpc-server.test.ts), so the call's
+    // authentication is given them directly.
+    const metadata = new Metadata();
+    metadata.add('authorization', token);
+    metadata.add('authorization', token);
+    const refused = await authenticate(service.core, metadata, 'prov:numbers').then(() => undefined, (error: ServiceError) => error);
+    expect(refused?.code).toBe(status.UNAUTHENTICATED);
+    for (const headerLines of [
+      [`Authorization: ${token}`, `Authorization: ${token}`],
+      [`Authorization: ${token}`, 'Authorization: Bearer garbage'],
+      [`Authorization: ${token}`, `authorization: ${token}`],
+    ]) {
+      for (const [path, realm] of [['/oauth/userinfo', 'userinfo'], ['/api/messages', 'messaging']] as const) {
+        const reply = await raw(path, headerLines);
+        expect({ path, status: reply.status, body: reply.body }).toEqual({ path, status: 400, body: { error: 'invalid_request', error_description: refused?.details } });
+        expect(reply.challenge).toMatch(new RegExp(`^Bearer realm="${realm}", error="invalid_request"`));
+      }
+    }
+    // One header is judged on its token (this provisioning token lacks the openid scope).
+    expect((await raw('/oauth/userinfo', [`Authorization: ${token}`])).body.error).toBe('insufficient_scope');
   });
 
   it('a garbage or expired token: 401 invalid_token, UNAUTHENTICATED, with the same message', async () => {

@@ -6,15 +6,16 @@ import { GenerateMacCommand, KMSClient, KMSInvalidMacException, VerifyMacCommand
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKmsMacKey } from '../core/adapters/kms-keys';
-import { MAC_KEY_FILE, openLocalMacKey } from '../core/adapters/local-keys';
+import { MAC_KEY_FILE, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
 import { DomainError } from '../core/kernel/errors';
 import { createPageTokenCodec } from '../core/kernel/page-token';
 import { openToken, sealToken } from '../core/kernel/secrets';
 
-// The MacKey port (core/kernel/ports.ts) that signs the sign-in CSRF token and device cookies: the local
-// adapter (an HMAC key file in DATA_DIR/keys) and the KMS adapter (GenerateMac / VerifyMac, KMS
-// mocked: the exact requests are asserted, AWS is never called), the signed tokens on top, and
-// the page-token key derived from it (core/kernel/page-token.ts).
+// The MacKey port (core/kernel/ports.ts) behind two keys: the sign-in MAC key (the sign-in CSRF token and
+// device cookies) and the page-token key (the page-token key is derived from it,
+// core/kernel/page-token.ts). The local adapter (an HMAC key file in DATA_DIR/keys per key) and the
+// KMS adapter (GenerateMac / VerifyMac, KMS mocked: the exact requests are asserted, AWS is never
+// called), the signed tokens on top, and the page-token key's derivation.
 
 const ascii = (text: string) => new TextEncoder().encode(text);
 const NOW = Date.UTC(2030, 0, 1);
@@ -36,6 +37,19 @@ describe('local MAC key', () => {
     for (const mac of macs) expect(Buffer.from(mac).equals(Buffer.from(macs[0]!))).toBe(true);
     const reopened = await openLocalMacKey(join(dir, 'keys'));
     expect(await reopened.verify(message, macs[0]!)).toBe(true);
+  });
+
+  it('keeps the page-token key in a file of its own (page-token.key, mode 0600): another key than the sign-in MAC key', async () => {
+    const keys = join(dir, 'keys');
+    const signIn = await openLocalMacKey(keys);
+    const pageToken = await openLocalMacKey(keys, PAGE_TOKEN_KEY_FILE);
+    expect((await readdir(keys)).sort()).toEqual([MAC_KEY_FILE, PAGE_TOKEN_KEY_FILE].sort());
+    expect((await stat(join(keys, PAGE_TOKEN_KEY_FILE))).mode & 0o777).toBe(0o600);
+    const message = ascii('svcnum page-token key v1');
+    const derived = await pageToken.mac(message);
+    expect(Buffer.from(derived).equals(Buffer.from(await signIn.mac(message)))).toBe(false);
+    expect(await signIn.verify(message, derived)).toBe(false);
+    expect(await (await openLocalMacKey(keys, PAGE_TOKEN_KEY_FILE)).verify(message, derived)).toBe(true);
   });
 
   it('verifies only the MAC of the same message, in constant time, whatever the length', async () => {
@@ -114,11 +128,13 @@ describe('createKmsMacKey', () => {
   });
 
   describe('page-token key', () => {
+    // Its own KMS key (PAGE_TOKEN_KEY_ID), not the sign-in MAC key.
+    const PAGE_TOKEN_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/page-token-4444';
     const numbers = { list: 'numbers', caller: '01HZXJ0000000000000000OWNR' };
     const position = { svcnumId: '01HZXJ0000000000000000ABCD', ownerId: '01HZXJ0000000000000000OWNR' };
 
     it('is derived with exactly one GenerateMac of "svcnum page-token key v1" per process, lazily and single flight; then tokens cost no KMS call', async () => {
-      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       expect(kmsMock.commandCalls(GenerateMacCommand)).toHaveLength(0);
       const tokens = await Promise.all(Array.from({ length: 20 }, (_, index) => codec.seal(numbers, { ...position, n: index })));
       const opened = await Promise.all(tokens.map((token) => codec.open(numbers, token)));
@@ -126,34 +142,55 @@ describe('createKmsMacKey', () => {
       await expect(codec.open(numbers, tokens[0]!.slice(0, -2))).rejects.toBeInstanceOf(DomainError);
       const calls = kmsMock.commandCalls(GenerateMacCommand);
       expect(calls).toHaveLength(1);
-      expect(calls[0]!.args[0].input).toEqual({ KeyId: KEY_ID, Message: ascii('svcnum page-token key v1'), MacAlgorithm: 'HMAC_SHA_256' });
+      expect(calls[0]!.args[0].input).toEqual({ KeyId: PAGE_TOKEN_KEY_ID, Message: ascii('svcnum page-token key v1'), MacAlgorithm: 'HMAC_SHA_256' });
       expect(kmsMock.commandCalls(VerifyMacCommand)).toHaveLength(0);
     });
 
-    it('agrees across processes of one environment (same KMS key), and a key that failed to derive is asked for again', async () => {
-      const first = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
-      const second = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+    it('agrees across processes of one environment (same KMS key)', async () => {
+      const first = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
+      const second = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       const token = await first.seal(numbers, position);
       expect(await second.open(numbers, token)).toEqual(position);
       expect(await second.seal(numbers, position)).toBe(token);
 
       expect(kmsMock.commandCalls(GenerateMacCommand)).toHaveLength(2);
+    });
 
-      // A failed derivation (KMS throttled) is not kept: the next token asks again.
-      const kms = createKmsMacKey({ client, keyId: KEY_ID });
-      let attempts = 0;
-      const third = createPageTokenCodec({
-        mac: (message) => (++attempts === 1 ? Promise.reject(new Error('ThrottlingException: Rate exceeded')) : kms.mac(message)),
-        verify: kms.verify,
-      });
-      await expect(third.open(numbers, token)).rejects.toThrow(/ThrottlingException/);
-      expect(await third.open(numbers, token)).toEqual(position);
-      expect(await third.open(numbers, token)).toEqual(position);
-      expect(attempts).toBe(2);
+    it('remembers a failed derivation for 5 s: meanwhile every token is unavailable (Retry-After) without a KMS call; then it asks KMS again', async () => {
+      const token = await createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID })).seal(numbers, position);
+      let now = NOW;
+      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }), { now: () => now });
+      const kmsCalls = () => kmsMock.commandCalls(GenerateMacCommand).length;
+      const before = kmsCalls();
+      kmsMock.on(GenerateMacCommand).rejects(new Error('ThrottlingException: Rate exceeded'));
+
+      // The calls waiting for the one derivation get its failure (the edge logs it as a fault).
+      const waiting = await Promise.all([codec.open(numbers, token), codec.seal(numbers, position)].map((pending) => pending.catch((error: unknown) => error)));
+      for (const error of waiting) expect(String(error)).toMatch(/ThrottlingException/);
+      expect(kmsCalls() - before).toBe(1);
+
+      // For 5 s: unavailable at once, with the seconds left, for opening and sealing alike; KMS is not asked.
+      for (const [elapsed, seconds] of [[0, 5], [1000, 4], [4001, 1], [4999, 1]] as const) {
+        now = NOW + elapsed;
+        for (const attempt of [() => codec.open(numbers, token), () => codec.seal(numbers, position)]) {
+          const refused = await attempt().catch((error: unknown) => error);
+          expect(refused).toBeInstanceOf(DomainError);
+          expect(refused).toMatchObject({ kind: 'unavailable', retryAfterSeconds: seconds });
+        }
+      }
+      await Promise.all(Array.from({ length: 50 }, () => codec.open(numbers, token).catch(() => undefined)));
+      expect(kmsCalls() - before).toBe(1);
+
+      // KMS is back; after the 5 s the next token derives the key (one call) and works.
+      kmsMock.on(GenerateMacCommand).callsFake((input) => ({ KeyId: input.KeyId, MacAlgorithm: input.MacAlgorithm, Mac: hmac(input.Message) }));
+      now = NOW + 5000;
+      expect(await codec.open(numbers, token)).toEqual(position);
+      expect(await codec.seal(numbers, position)).toBe(token);
+      expect(kmsCalls() - before).toBe(2);
     });
 
     it('refuses, as invalid_argument naming the field, a token under another key, list, filter or caller', async () => {
-      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: KEY_ID }));
+      const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       const token = await codec.seal({ ...numbers, filter: 'all' }, position);
       const otherKey = createPageTokenCodec({ mac: async (message) => new Uint8Array(createHmac('sha256', 'another environment').update(message).digest()), verify: async () => false });
       for (const [binding, opener] of [

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readRuntimeConfig, type Environment, type ProcessKind, type RuntimeConfig, type ServiceSettings } from '../core/adapters/runtime-config';
 import { DAY } from '../core/kernel/config';
 import { handler as discoveryHandler } from '../lambdas/discovery';
+import { handler as publicHandler } from '../lambdas/public';
 import type { HttpEvent } from '../lambdas/http';
 import { runScript } from './support/processes';
 
@@ -12,7 +13,10 @@ import { runScript } from './support/processes';
 
 /** What the stack always sets for a process in AWS. */
 const aws = { ISSUER: 'https://id.example.com', TABLE_PREFIX: 'svcnum-sandbox-', KMS_KEY_ID: 'arn:aws:kms:eu-central-1:111122223333:key/active' };
-const baseOf: Record<ProcessKind, Environment> = { lambda: aws, task: aws, local: {} };
+/** The task also always gets the page-token key (it pages); a Lambda only where its routes page (public). */
+const PAGE_TOKEN_KEY_ID = 'arn:aws:kms:eu-central-1:111122223333:key/page-token';
+const task = { ...aws, PAGE_TOKEN_KEY_ID };
+const baseOf: Record<ProcessKind, Environment> = { lambda: aws, task, local: {} };
 const kinds = Object.keys(baseOf) as ProcessKind[];
 
 const read = <K extends ProcessKind>(kind: K, env: Environment) => readRuntimeConfig(kind, { ...baseOf[kind], ...env });
@@ -79,9 +83,17 @@ const variables: Variable[] = [
     invalid: ['id.example.com', 'ftp://id.example.com', 'https://id.example.com/?x=1', 'https://id.example.com/#top', 'https://'], allowed: 'an http(s) URL without query or fragment',
   },
   {
+    // Deployed: https only, no userinfo (RFC 8414 §2: the issuer is an https URL).
     name: 'ISSUER', kinds: ['lambda', 'task'], value: field('issuer'), fallback: 'https://id.example.com', required: true,
-    valid: [['https://abc.execute-api.eu-central-1.amazonaws.com/prod', 'https://abc.execute-api.eu-central-1.amazonaws.com/prod']],
-    invalid: ['abc.execute-api.eu-central-1.amazonaws.com', 'https://id.example.com?x'], allowed: 'an http(s) URL without query or fragment',
+    valid: [['https://abc.execute-api.eu-central-1.amazonaws.com/prod', 'https://abc.execute-api.eu-central-1.amazonaws.com/prod'], ['https://id.example.com:8443', 'https://id.example.com:8443']],
+    invalid: ['abc.execute-api.eu-central-1.amazonaws.com', 'https://id.example.com?x', 'http://id.example.com', 'HTTP://id.example.com'],
+    allowed: 'an https URL without userinfo, query or fragment',
+  },
+  {
+    name: 'TABLE_PREFIX', kinds: ['lambda', 'task'], value: field('tablePrefix'), fallback: 'svcnum-sandbox-', required: true,
+    valid: [['svcnum-production-', 'svcnum-production-'], ['a.B_9-', 'a.B_9-'], ['x'.repeat(200), 'x'.repeat(200)]],
+    invalid: ['svcnum sandbox', 'svcnum/sandbox-', 'svcnum:sandbox', 'tablé-', 'x'.repeat(201)],
+    allowed: '1-200 characters of A-Z a-z 0-9 _ . - (DynamoDB table names)',
   },
   port('PORT', 'port', 3000, ['local']),
   port('DYNAMODB_PORT', 'dynamoPort', 8000, ['local']),
@@ -140,6 +152,19 @@ describe('readRuntimeConfig', () => {
     expect(read('lambda', {})).not.toHaveProperty('grpcPort');
   });
 
+  it('AWS: PAGE_TOKEN_KEY_ID is required by the task, optional for a Lambda unless its handler needs it', () => {
+    expect(read('task', {}).pageTokenKeyId).toBe(PAGE_TOKEN_KEY_ID);
+    expect(refusal('task', { PAGE_TOKEN_KEY_ID: ' ' })).toBe('PAGE_TOKEN_KEY_ID must be set (the KMS HMAC key of page tokens)');
+    expect(read('lambda', {})).not.toHaveProperty('pageTokenKeyId');
+    expect(read('lambda', { PAGE_TOKEN_KEY_ID }).pageTokenKeyId).toBe(PAGE_TOKEN_KEY_ID);
+    expect(() => readRuntimeConfig('lambda', aws, ['PAGE_TOKEN_KEY_ID'])).toThrow(/^PAGE_TOKEN_KEY_ID must be set \(the KMS HMAC key of page tokens\)$/);
+    expect(readRuntimeConfig('lambda', { ...aws, PAGE_TOKEN_KEY_ID }, ['PAGE_TOKEN_KEY_ID']).pageTokenKeyId).toBe(PAGE_TOKEN_KEY_ID);
+  });
+
+  it('AWS: a refused ISSUER with userinfo is named without it (it may hold a password)', () => {
+    expect(refusal('lambda', { ISSUER: 'https://operator:s3cret@id.example.com' })).toBe("ISSUER must be an https URL without userinfo, query or fragment, got 'https://…@id.example.com'");
+  });
+
   it('names every problem together, in the order of the variables, with the value given', () => {
     expect(refusal('local', { PORT: 'eighty', GRPC_PORT: '70000', ISSUER: 'ftp://x', NUMBER_COOL_OFF_DAYS: 'soon', SIGN_IN_QUEUED_CHECKS: '0', PUBLIC_RATE_LIMIT_BURST: 'lots' })).toBe([
       "ISSUER must be an http(s) URL without query or fragment, got 'ftp://x'",
@@ -183,11 +208,18 @@ describe('the AWS entry points', () => {
     );
   });
 
+  it('the public handler (discover pages) refuses its first invocation without PAGE_TOKEN_KEY_ID, whatever the request', async () => {
+    for (const [name, value] of Object.entries(aws)) vi.stubEnv(name, value);
+    vi.stubEnv('PAGE_TOKEN_KEY_ID', '');
+    const event = { resource: '/api/resolve', path: '/api/resolve', httpMethod: 'GET', headers: {}, queryStringParameters: { alias: 'x' } } as unknown as HttpEvent;
+    await expect(async () => publicHandler(event, {} as Context)).rejects.toThrow(/^PAGE_TOKEN_KEY_ID must be set \(the KMS HMAC key of page tokens\)$/);
+  });
+
   it('the gRPC task stops at start with every problem of its environment', async () => {
     const outcome = await runScript('grpc-service/main.ts', [], { ...aws, TABLE_PREFIX: '', GRPC_PORT: 'grpc', DRAIN_SECONDS: 'forever' });
     expect(outcome.code).not.toBe(0);
     expect(outcome.stderr).toContain(
-      "TABLE_PREFIX must be set (the physical table name prefix); GRPC_PORT must be a port number (0-65535), got 'grpc'; DRAIN_SECONDS must be a whole number 0-120, got 'forever'",
+      "TABLE_PREFIX must be set (the physical table name prefix); PAGE_TOKEN_KEY_ID must be set (the KMS HMAC key of page tokens); GRPC_PORT must be a port number (0-65535), got 'grpc'; DRAIN_SECONDS must be a whole number 0-120, got 'forever'",
     );
   });
 });

@@ -14,12 +14,12 @@ import { systemClock, systemRandom } from './system';
 // (its environment, read and validated by runtime-config.ts). Its caller builds it once, on first use.
 
 /**
- * Only the units that use the MAC key have MAC_KEY_ID (lib/access.ts `mac`); elsewhere the key is
- * never asked for, and says what is missing if it is.
+ * Only the units that use a MAC key have its variable (lib/access.ts `mac`, `pageTokenMac`);
+ * elsewhere the key is never asked for, and says what is missing if it is.
  */
-function macKeyFromEnvironment(client: KMSClient, keyId: string | undefined): MacKey {
+function macKeyFromEnvironment(client: KMSClient, keyId: string | undefined, variable: 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID'): MacKey {
   if (keyId) return createKmsMacKey({ client, keyId });
-  const missing = () => Promise.reject(new Error('environment variable MAC_KEY_ID is not set'));
+  const missing = () => Promise.reject(new Error(`environment variable ${variable} is not set`));
   return { mac: missing, verify: missing };
 }
 
@@ -30,7 +30,8 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
   return buildModules(modulePorts({
     store: createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(config.tablePrefix)),
     keys,
-    macKey: macKeyFromEnvironment(kms, config.macKeyId),
+    macKey: macKeyFromEnvironment(kms, config.macKeyId, 'MAC_KEY_ID'),
+    pageTokenKey: macKeyFromEnvironment(kms, config.pageTokenKeyId, 'PAGE_TOKEN_KEY_ID'),
     signIn: config.service.signIn,
     clock: systemClock,
     random: systemRandom,

@@ -101,7 +101,7 @@ async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJ
 }
 
 /**
- * The service MAC key in KMS (an HMAC_256 key, usage GENERATE_VERIFY_MAC): every MAC is made and
+ * A MAC key in KMS (an HMAC_256 key, usage GENERATE_VERIFY_MAC: the sign-in MAC key or the page-token key): every MAC is made and
  * checked by KMS, so the key never reaches the process.
  */
 export function createKmsMacKey(options: { client: KMSClient; keyId: string }): MacKey {

@@ -113,8 +113,11 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
   };
 }
 
-/** The local MAC key's file in the key folder: 32 random bytes, base64url, mode 0600. */
+/** The local MAC key files in the key folder: 32 random bytes, base64url, mode 0600. */
+/** Signs sign-in CSRF tokens and device cookies. */
 export const MAC_KEY_FILE = 'mac.key';
+/** The page-token key is derived from it (core/kernel/page-token.ts); a key of its own, so nothing else can mint sign-in tokens. */
+export const PAGE_TOKEN_KEY_FILE = 'page-token.key';
 const MAC_KEY_BYTES = 32;
 
 async function readMacKey(path: string): Promise<Buffer | undefined> {
@@ -124,18 +127,18 @@ async function readMacKey(path: string): Promise<Buffer | undefined> {
   });
   if (text === undefined) return undefined;
   const secret = Buffer.from(text.trim(), 'base64url');
-  if (secret.length !== MAC_KEY_BYTES) throw new Error(`MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one (signed-in browsers then sign in again)`);
+  if (secret.length !== MAC_KEY_BYTES) throw new Error(`MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one (what it signed is then refused: browsers sign in again, or lists restart from the first page)`);
   return secret;
 }
 
 /**
- * The service MAC key of a local run (HMAC-SHA-256), created on first start. Processes sharing
+ * A MAC key of a local run (HMAC-SHA-256) in `dir`/`file`, created on first start. Processes sharing
  * DATA_DIR share it: the file is written whole under a temporary name and linked into place,
  * which fails if another process got there first (then its key is used).
  */
-export async function openLocalMacKey(dir: string): Promise<MacKey> {
+export async function openLocalMacKey(dir: string, file: typeof MAC_KEY_FILE | typeof PAGE_TOKEN_KEY_FILE = MAC_KEY_FILE): Promise<MacKey> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const path = join(dir, MAC_KEY_FILE);
+  const path = join(dir, file);
   let secret = await readMacKey(path);
   if (!secret) {
     const temporary = `${path}.${randomUUID()}.tmp`;

@@ -20,9 +20,16 @@ type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
-export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
 type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable;
 type Variable = AwsVariable | LocalVariable;
+
+/** The MAC keys' variables: set only for the units that use the key (lib/access.ts `mac`, `pageTokenMac`). */
+export type MacKeyVariable = 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID';
+const macKeyPurpose: Record<MacKeyVariable, string> = {
+  MAC_KEY_ID: 'the KMS HMAC key of sign-in tokens',
+  PAGE_TOKEN_KEY_ID: 'the KMS HMAC key of page tokens',
+};
 
 /** What every process hands to the domain. */
 export interface ServiceSettings {
@@ -46,13 +53,17 @@ export interface AwsRuntimeConfig {
   kmsKeyId: string;
   /** KMS_VERIFY_KEY_IDS: further keys published in the JWKS (rotation). */
   kmsVerifyKeyIds: string[];
-  /** MAC_KEY_ID: the HMAC key; only processes that use it have it, and it is checked on use. */
+  /** MAC_KEY_ID: the sign-in HMAC key; only processes that use it have it, and it is checked on use. */
   macKeyId?: string;
+  /** PAGE_TOKEN_KEY_ID: the HMAC key the page-token key is derived from; only the units that derive it have it. */
+  pageTokenKeyId?: string;
   service: ServiceSettings;
 }
 
 /** The Fargate task running the gRPC server. */
 export interface TaskRuntimeConfig extends AwsRuntimeConfig {
+  /** PAGE_TOKEN_KEY_ID: required, every List* and the message stream page with it. */
+  pageTokenKeyId: string;
   /** GRPC_PORT */
   grpcPort: number;
   /** DRAIN_SECONDS: how long calls in flight may finish after SIGTERM. */
@@ -87,6 +98,9 @@ const DEFAULT_GRPC_PORT = 50051;
 const DEFAULT_DRAIN_SECONDS = 25;
 const MAX_DRAIN_SECONDS = 120;
 
+const LOCAL_ISSUER = [/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/, 'an http(s) URL without query or fragment'] as const;
+const DEPLOYED_ISSUER = [/^https:\/\/[^/?#\s@]+(\/[^?#\s]*)?$/, 'an https URL without userinfo, query or fragment'] as const;
+
 /** Reads variables, collecting every refusal instead of stopping at the first. */
 function variableReader(env: Environment) {
   const problems: string[] = [];
@@ -102,15 +116,16 @@ function variableReader(env: Environment) {
     const parsed = /^\d{1,9}$/.test(value) ? Number(value) : Number.NaN;
     return parsed >= min && parsed <= max ? parsed : refuse(name, value, allowed, fallback);
   }
+  function required(name: Variable, what: string): string {
+    const value = given(name);
+    if (value === undefined) problems.push(`${name} must be set (${what})`);
+    return value ?? '';
+  }
   return {
     problems,
     text: (name: Variable, fallback: string) => given(name) ?? fallback,
     optional: given,
-    required(name: Variable, what: string): string {
-      const value = given(name);
-      if (value === undefined) problems.push(`${name} must be set (${what})`);
-      return value ?? '';
-    },
+    required,
     list: (name: Variable) => (given(name) ?? '').split(',').map((item) => item.trim()).filter(Boolean),
     wholeNumber,
     /** A non-negative decimal number of days, in milliseconds. */
@@ -120,10 +135,19 @@ function variableReader(env: Environment) {
       return /^\d{1,6}(\.\d{1,9})?$/.test(value) ? Number(value) * DAY : refuse(name, value, 'a non-negative number', fallback);
     },
     port: (name: Variable, fallback: number) => wholeNumber(name, fallback, 0, 65535, 'a port number (0-65535)'),
-    issuer(name: Variable): string | undefined {
+    /** Locally http or https; in AWS https only, and no userinfo (a deployed issuer is a public https origin). */
+    issuer(name: Variable, deployed = false): string | undefined {
       const value = given(name);
-      if (value === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(value)) return value;
-      return refuse(name, value, 'an http(s) URL without query or fragment', undefined);
+      const [pattern, allowed] = deployed ? DEPLOYED_ISSUER : LOCAL_ISSUER;
+      if (value === undefined || pattern.test(value)) return value;
+      // A userinfo part may hold a password: it is not repeated in the message.
+      return refuse(name, value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@'), allowed, undefined);
+    },
+    /** A physical table name prefix: DynamoDB's table-name characters, leaving room for the longest table name. */
+    tablePrefix(name: Variable, what: string): string {
+      const value = given(name);
+      if (value === undefined || /^[A-Za-z0-9_.-]{1,200}$/.test(value)) return value ?? required(name, what);
+      return refuse(name, value, '1-200 characters of A-Z a-z 0-9 _ . - (DynamoDB table names)', value);
     },
   };
 }
@@ -160,13 +184,15 @@ function serviceSettings(read: VariableReader): ServiceSettings {
 
 function awsConfig(read: VariableReader): AwsRuntimeConfig {
   const macKeyId = read.optional('MAC_KEY_ID');
+  const pageTokenKeyId = read.optional('PAGE_TOKEN_KEY_ID');
   return {
     // Refused as a URL (then given) or missing: one problem either way.
-    issuer: read.issuer('ISSUER') ?? read.required('ISSUER', 'the issuer URL'),
-    tablePrefix: read.required('TABLE_PREFIX', 'the physical table name prefix'),
+    issuer: read.issuer('ISSUER', true) ?? read.required('ISSUER', 'the issuer URL'),
+    tablePrefix: read.tablePrefix('TABLE_PREFIX', 'the physical table name prefix'),
     kmsKeyId: read.required('KMS_KEY_ID', 'the KMS key that signs'),
     kmsVerifyKeyIds: read.list('KMS_VERIFY_KEY_IDS'),
     ...(macKeyId ? { macKeyId } : {}),
+    ...(pageTokenKeyId ? { pageTokenKeyId } : {}),
     service: serviceSettings(read),
   };
 }
@@ -175,6 +201,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
   lambda: awsConfig,
   task: (read) => ({
     ...awsConfig(read),
+    pageTokenKeyId: read.required('PAGE_TOKEN_KEY_ID', macKeyPurpose.PAGE_TOKEN_KEY_ID),
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),
@@ -195,10 +222,12 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
 /**
  * The configuration of a `kind` process from `env`, or an Error whose message names every
  * problem (`A must be …, got '…'; B must be set (…)`). Call it once, when the process starts.
+ * `needs`: MAC-key variables this process (a Lambda whose routes use the key) requires.
  */
-export function readRuntimeConfig<K extends ProcessKind>(kind: K, env: Environment = process.env): RuntimeConfig[K] {
+export function readRuntimeConfig<K extends ProcessKind>(kind: K, env: Environment = process.env, needs: readonly MacKeyVariable[] = []): RuntimeConfig[K] {
   const read = variableReader(env);
   const config = readers[kind](read);
+  for (const variable of needs) read.required(variable, macKeyPurpose[variable]);
   if (read.problems.length > 0) throw new Error(read.problems.join('; '));
   return config;
 }

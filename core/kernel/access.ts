@@ -41,14 +41,16 @@ const bearer = { challenge: 'Bearer' } as const;
 /** A token that cannot be used (ours or not, expired, of a disabled client): RFC 6750 invalid_token. */
 export const invalidToken = (message: string) => new DomainError('unauthenticated', message, { ...bearer, oauth: 'invalid_token' });
 
+/** RFC 6750 insufficient_scope: the token carries none of `needed`. */
+export const insufficientScope = (needed: readonly string[]) =>
+  new DomainError('forbidden', `this call needs a token with the ${needed.join(' or ')} scope`, {
+    ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
+  });
+
 /** The scopes the token carries, if it has at least one of `anyOf`; else insufficient_scope naming them. */
 export function requireScope(claims: AccessTokenClaims, anyOf: string | readonly string[]): string[] {
   const needed = typeof anyOf === 'string' ? [anyOf] : anyOf;
   const granted = claims.scope.split(' ');
-  if (!needed.some((scope) => granted.includes(scope))) {
-    throw new DomainError('forbidden', `this call needs a token with the ${needed.join(' or ')} scope`, {
-      ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
-    });
-  }
+  if (!needed.some((scope) => granted.includes(scope))) throw insufficientScope(needed);
   return granted;
 }

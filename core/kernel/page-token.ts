@@ -1,6 +1,6 @@
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import type { MacKey } from './ports';
-import { invalidArgument } from './errors';
+import type { Clock, MacKey } from './ports';
+import { DomainError, invalidArgument } from './errors';
 
 // Page tokens and resume cursors: where a listing continues, handed to the client and back. The
 // position inside is a DynamoDB key (or the stream's per-inbox positions), so a token the client
@@ -13,14 +13,17 @@ import { invalidArgument } from './errors';
 // prefix-free, so no other binding and position concatenate to the same input. The position is
 // readable, not secret: it only holds ids the caller may see.
 //
-// The key is derived once per process from the service MAC key (KMS in AWS, DATA_DIR/keys/mac.key
-// locally) as MAC("svcnum page-token key v1"), so every process of an environment agrees without
-// a secret of its own; then each token costs a local HMAC. No sign-in token can be that MAC: their
-// inputs always contain a newline (core/kernel/secrets.ts). A change of a list's key shape renames the
+// The key is derived once per process from the page-token key (a KMS HMAC key of its own in AWS,
+// PAGE_TOKEN_KEY_ID; DATA_DIR/keys/page-token.key locally) as MAC("svcnum page-token key v1"), so
+// every process of an environment agrees without holding key material; then each token costs a
+// local HMAC. It is not the sign-in MAC key: the units that derive it (public, the gRPC task) must
+// not be able to mint sign-in tokens or device cookies. A change of a list's key shape renames the
 // list (e.g. `numbers.2`), so tokens of the old shape are refused instead of reaching the store.
 
 const KEY_LABEL = new TextEncoder().encode('svcnum page-token key v1');
 const TAG_BYTES = 32;
+/** After a failed derivation the key is not asked for again for this long (per process). */
+const DERIVATION_RETRY_MS = 5_000;
 
 /** What a token is valid for; a token sealed under one binding opens under that binding only. */
 export interface PageTokenBinding {
@@ -43,17 +46,28 @@ export interface PageTokenCodec {
   open<T>(binding: PageTokenBinding, token: string | undefined, field?: string): Promise<T | undefined>;
 }
 
-export function createPageTokenCodec(macKey: MacKey): PageTokenCodec {
-  // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process; a failure is
-  // not kept, so the next token tries again.
+export function createPageTokenCodec(pageTokenKey: MacKey, clock: Clock = { now: () => Date.now() }): PageTokenCodec {
+  // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process. A failure
+  // reaches the calls waiting for it, then is remembered for DERIVATION_RETRY_MS: meanwhile every
+  // token is answered `unavailable` at once, so unauthenticated requests carrying a page_token
+  // cannot turn a KMS outage or throttling into a flood of KMS calls; after it, the next token tries again.
   let derived: Promise<KeyObject> | undefined;
-  const key = () => (derived ??= macKey.mac(KEY_LABEL).then(
-    (bytes) => createSecretKey(Buffer.from(bytes)),
-    (error: unknown) => {
-      derived = undefined;
-      throw error;
-    },
-  ));
+  let failedAt: number | undefined;
+  const key = () => {
+    const waitMs = failedAt === undefined ? 0 : failedAt + DERIVATION_RETRY_MS - clock.now();
+    if (waitMs > 0) {
+      const seconds = Math.ceil(waitMs / 1000);
+      return Promise.reject(new DomainError('unavailable', `page tokens are unavailable for a moment; retry in ${seconds} s`, { retryAfterSeconds: seconds }));
+    }
+    return (derived ??= pageTokenKey.mac(KEY_LABEL).then(
+      (bytes) => createSecretKey(Buffer.from(bytes)),
+      (error: unknown) => {
+        derived = undefined;
+        failedAt = clock.now();
+        throw error;
+      },
+    ));
+  };
   const tag = (secret: KeyObject, binding: PageTokenBinding, position: Buffer) => createHmac('sha256', secret)
     .update(JSON.stringify([binding.list, binding.filter ?? '', binding.caller]))
     .update(position)

@@ -6,6 +6,9 @@ const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64url'
 /** A random secret of `bytes` bytes (default 32 = 256 bits), base64url without padding. */
 export const randomSecret = (random: Random, bytes = 32) => base64url(random.bytes(bytes));
 
+/** The shape of our random secrets (client secrets, authorization codes), with room; anything else is refused unhashed. */
+export const OPAQUE_SECRET = /^[A-Za-z0-9_-]{16,128}$/;
+
 /**
  * SHA-256, base64url. Enough for high-entropy secrets (codes, refresh tokens, client secrets,
  * session ids): they cannot be guessed, so a slow KDF would only cost throughput.

@@ -2,7 +2,7 @@ import { DomainError } from '../kernel/errors';
 import type { AccessTokenClaims, AccessTokenVerifier } from '../kernel/access';
 
 // The RFC 6750 refusals live in the kernel (other modules refuse a missing scope alike).
-export { invalidToken, requireScope } from '../kernel/access';
+export { insufficientScope, invalidToken, requireScope } from '../kernel/access';
 
 // RFC 6750: the one way every edge (UserInfo, the messages API, gRPC) turns what a request sent
 // in `Authorization` into verified claims. The same fault gets the same refusal everywhere:

@@ -5,21 +5,21 @@ import type { ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
 import type { OAuthPort } from './store';
-import { createTokenService } from '../token-service';
 import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from './tokens';
 import { userInfo } from './userinfo';
 
 /**
- * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path), the token endpoint's
- * service, the authorization flow and its pages' logic, the sign-in guard, UserInfo, and what
- * discovery publishes (the issuer, the public keys).
+ * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path), the authorization flow
+ * and its pages' logic, the sign-in guard, UserInfo, and what discovery publishes (the issuer, the
+ * public keys). The token endpoint is a module of its own (./token-endpoint.ts): its grant types
+ * come from other modules too.
  */
 export function createOAuthModule(
   ports: { store: OAuthPort; keys: KeyRing; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits },
   needs: { accounts: AccountFinder & ClientLookup },
 ) {
   const { store, keys, macKey, clock, random, config } = ports;
-  const { getClient, getClientFresh } = needs.accounts;
+  const { getClient } = needs.accounts;
   const issuer = createTokenIssuer(config, keys, clock, random);
   const verifyAccessToken = createAccessTokenVerifier(config, keys, clock);
   return {
@@ -35,7 +35,6 @@ export function createOAuthModule(
       store, config, clock, random, accounts: needs.accounts, macKey, getClient,
       guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
     }),
-    tokens: createTokenService({ store, clock, random, issuer, getClient, getClientFresh }),
     /** OIDC UserInfo for verified claims (the account, and the grant the token was issued under). */
     userInfo: (claims: AccessTokenClaims) => userInfo(store, claims, clock.now()),
   };

@@ -1,7 +1,7 @@
 import { invalidToken, requireScope } from './bearer';
 import type { User } from '../kernel/model';
 import type { OAuthPort } from './store';
-import { grantInForce } from '../token-service';
+import { grantInForce } from './user-grants';
 import type { AccessTokenClaims } from './tokens';
 
 export interface UserInfoResponse {

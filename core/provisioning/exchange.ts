@@ -7,7 +7,8 @@ import type { AccessTokenClaims, AccessTokenVerifier, AccessTokenIssuer as Token
 import { DomainError, oauthError } from '../kernel/errors';
 import type { Caller } from './programmable';
 
-// RFC 8693 token exchange, for two delegations:
+// RFC 8693 token exchange (the ExchangeToken RPC and grant_type token-exchange at the token
+// endpoint run this one function), for two delegations:
 //  - lend a number: subject = one of the caller's programmable numbers (by svcnum_id), actor =
 //    an agent of the caller (its access token); the token's sub is the number, act.sub the agent;
 //  - a dependent agent's token: subject = the dependent (by svcnum_id); its owner acts (an actor
@@ -28,6 +29,8 @@ export interface ExchangeInput {
   requestedTokenType?: string;
   scope?: string;
   audience?: string;
+  /** RFC 8707, sent only at the token endpoint: our API is the one resource. */
+  resource?: string;
 }
 
 export interface ExchangeResult {
@@ -88,6 +91,9 @@ export function createTokenExchange(deps: { store: ProvisioningPort; clock: Cloc
     if (input.audience && input.audience !== apiAudience(config)) {
       throw oauthError('invalid_target', `audience must be ${apiAudience(config)}`);
     }
+    if (input.resource && input.resource !== apiAudience(config)) {
+      throw oauthError('invalid_target', `resource must be ${apiAudience(config)}`);
+    }
     if (!input.subjectToken) throw invalidRequest('subject_token is required');
     if (input.subjectTokenType !== TOKEN_TYPE_SVCNUM_ID) throw invalidRequest(`subject_token_type must be ${TOKEN_TYPE_SVCNUM_ID}`);
     const subject = await store.getUser(input.subjectToken.slice(0, 64));
@@ -136,3 +142,5 @@ export function createTokenExchange(deps: { store: ProvisioningPort; clock: Cloc
     return { accessToken: token, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN, tokenType: 'Bearer', expiresIn, scope: formatScope(scopes) };
   };
 }
+
+export type TokenExchange = ReturnType<typeof createTokenExchange>;

@@ -1,5 +1,5 @@
 import type { AccessTokenIssuer, AccessTokenVerifier } from '../kernel/access';
-import type { AgentClients, DiscoverIndex } from '../kernel/capabilities';
+import type { AccountStatus, AgentClients, DiscoverIndex } from '../kernel/capabilities';
 import type { ServiceConfig } from '../kernel/config';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
@@ -13,6 +13,8 @@ import { createNumberPool } from './pool';
 import { createProgrammableNumbers } from './programmable';
 import { createQuota } from './quota';
 import { createRequestLog } from './requests';
+import { createProvisioningCallers } from './callers';
+import { tokenExchangeGrant } from './token-exchange-grant';
 
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
@@ -48,3 +50,21 @@ export function createProvisioningModule(
     ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, verifyAccessToken: needs.oauth.verifyAccessToken, discoverIndex: needs.directory,
   });
 }
+
+/**
+ * Token exchange as the registry builds it for the token endpoint and the gRPC edge: the exchange
+ * (the ExchangeToken RPC's rules), who may call the provisioning API, and the grant type it
+ * contributes to the token endpoint. Small on purpose: the token Lambda needs nothing else of
+ * provisioning.
+ */
+export function createTokenExchangeModule(
+  ports: { store: ProvisioningPort; clock: Clock; config: ServiceConfig },
+  needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: AccountStatus },
+) {
+  const exchange = createTokenExchange({ store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken, config: ports.config });
+  /** Who may call the provisioning API (gRPC, and token exchange at the token endpoint). */
+  const provisioningCaller = createProvisioningCallers(needs.accounts.accountStatus());
+  return { exchange, provisioningCaller, grant: tokenExchangeGrant({ exchange, provisioningCaller }) };
+}
+
+export type TokenExchangeModule = ReturnType<typeof createTokenExchangeModule>;

@@ -7,7 +7,7 @@ import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentClient, ensureTables } from '../../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../../core/adapters/local-keys';
 import { systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/kernel/config';
 import type { MacKey } from '../../core/kernel/ports';
@@ -59,21 +59,26 @@ function recordCalls(client: DynamoDBClient, unit: ComputeUnit) {
   }, { step: 'initialize', name: `record-${unit}` });
 }
 
-/** Records `kms:GenerateMac mac-key` / `kms:VerifyMac mac-key` for every use of the MAC key by `unit`. */
-const recordMac = (macKey: MacKey, unit: ComputeUnit): MacKey => ({
+/** Records `kms:GenerateMac <name>` / `kms:VerifyMac <name>` for every use of a MAC key by `unit`. */
+const recordMac = (macKey: MacKey, unit: ComputeUnit, name: 'mac-key' | 'page-token-key'): MacKey => ({
   mac: (message) => {
-    used.get(unit)!.add('kms:GenerateMac mac-key');
+    used.get(unit)!.add(`kms:GenerateMac ${name}`);
     return macKey.mac(message);
   },
   verify: (message, mac) => {
-    used.get(unit)!.add('kms:VerifyMac mac-key');
+    used.get(unit)!.add(`kms:VerifyMac ${name}`);
     return macKey.verify(message, mac);
   },
 });
 
+/** What lib/access.ts grants `unit` on the two MAC keys, as recordMac names it. */
+const grantedMac = (unit: ComputeUnit) => [
+  ...(access[unit].mac ?? []).map((action) => `${action} mac-key`),
+  ...(access[unit].pageTokenMac ?? []).map((action) => `${action} page-token-key`),
+];
+
 function granted(unit: ComputeUnit): Set<string> {
-  const allowed = new Set<string>();
-  for (const action of access[unit].mac ?? []) allowed.add(`${action} mac-key`);
+  const allowed = new Set<string>(grantedMac(unit));
   for (const [key, tableAccess] of Object.entries(access[unit].tables)) {
     for (const action of tableAccess.actions as readonly DynamoAction[]) allowed.add(`${action} ${key}`);
     for (const index of tableAccess.queryIndexes ?? []) allowed.add(`Query ${key}/index/${index}`);
@@ -98,6 +103,7 @@ beforeAll(async () => {
   await ensureTables(admin, names);
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const macKey = await openLocalMacKey(join(dataDir, 'keys'));
+  const pageTokenKey = await openLocalMacKey(join(dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
   const clock = new TestClock();
   const routes = new Map<string, LocalRoute>();
   const started = await startHttpServer(routes, { port: 0, host: '127.0.0.1' });
@@ -107,7 +113,11 @@ beforeAll(async () => {
     const client = localDynamoClient(dynamo.endpoint);
     clients.push(client);
     if (unit) recordCalls(client, unit);
-    return { store: createDynamoStore(documentClient(client), names), keys, macKey: unit ? recordMac(macKey, unit) : macKey, clock, random: systemRandom, config: serviceConfig(issuer) };
+    return {
+      store: createDynamoStore(documentClient(client), names), keys, clock, random: systemRandom, config: serviceConfig(issuer),
+      macKey: unit ? recordMac(macKey, unit, 'mac-key') : macKey,
+      pageTokenKey: unit ? recordMac(pageTokenKey, unit, 'page-token-key') : pageTokenKey,
+    };
   };
   // Each unit builds only the modules its entry builds (lambdas/<group>.ts, grpc-service/main.ts).
   for (const [group, definition] of Object.entries(routeGroups)) {
@@ -210,10 +220,10 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     expect(made.filter((operation) => !allowed.has(operation)), `${unit} made: ${made.join(', ')}`).toStrictEqual([]);
   });
 
-  it('uses every MAC key action it grants (sign-in tokens; the page-token key of discover, List* and the message stream)', () => {
+  it('uses every MAC key action it grants, on its key (sign-in tokens; the page-token key of discover, List* and the message stream)', () => {
     for (const unit of units) {
-      const made = [...used.get(unit)!].filter((operation) => operation.endsWith(' mac-key')).sort();
-      expect(made, unit).toStrictEqual((access[unit].mac ?? []).map((action) => `${action} mac-key`).sort());
+      const made = [...used.get(unit)!].filter((operation) => / (mac-key|page-token-key)$/.test(operation)).sort();
+      expect(made, unit).toStrictEqual(grantedMac(unit).sort());
     }
   });
 

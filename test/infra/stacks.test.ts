@@ -11,6 +11,7 @@ import { access, keyActions, type ComputeUnit } from '../../lib/access';
 import { lambdaBundle } from '../../lib/bundling';
 import { environmentNames, outputNames, stackName, tablePrefix, type EnvironmentName } from '../../lib/config';
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
+import type { HmacKey } from '../../lib/keys';
 import { acknowledgments } from '../../lib/nag';
 import { GRPC_PORT } from '../../lib/provisioning';
 import { repoRoot } from '../../lib/util';
@@ -89,21 +90,31 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   });
 
   describe('keys', () => {
-    it('keeps the service MAC key in KMS (HMAC_256 / GENERATE_VERIFY_MAC), named by MAC_KEY_ID for the units that use it only', () => {
-      const key = resources(template(), 'AWS::KMS::Key')[logicalId(stack().signInMac.key)]!.Properties!;
-      expect(key.KeySpec).toBe('HMAC_256');
-      expect(key.KeyUsage).toBe('GENERATE_VERIFY_MAC');
-      template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/sign-in-mac` });
+    it('keeps the sign-in MAC key and the page-token key in KMS (two HMAC_256 / GENERATE_VERIFY_MAC keys), each named only for the units that use it', () => {
+      const keys = resources(template(), 'AWS::KMS::Key');
+      const arnOf = (construct: HmacKey) => ({ 'Fn::GetAtt': [logicalId(construct.key), 'Arn'] });
+      for (const [construct, alias] of [[stack().signInMac, 'sign-in-mac'], [stack().pageTokenKey, 'page-token']] as const) {
+        const key = keys[logicalId(construct.key)]!.Properties!;
+        expect(key.KeySpec, alias).toBe('HMAC_256');
+        expect(key.KeyUsage, alias).toBe('GENERATE_VERIFY_MAC');
+        template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/${alias}`, TargetKeyId: arnOf(construct) });
+      }
+      expect(logicalId(stack().signInMac.key)).not.toBe(logicalId(stack().pageTokenKey.key));
+      expect(Object.values(keys).filter((key) => key.Properties!.KeySpec === 'HMAC_256')).toHaveLength(2);
       const functions = resources(template(), 'AWS::Lambda::Function');
       for (const group of groups) {
         const variables = (functions[logicalId(stack().http.functions[group])]!.Properties!.Environment as { Variables: Json }).Variables;
-        if (group === 'browser' || group === 'public') expect(variables.MAC_KEY_ID, group).toStrictEqual({ 'Fn::GetAtt': [logicalId(stack().signInMac.key), 'Arn'] });
-        else expect(variables.MAC_KEY_ID, group).toBeUndefined();
+        // The sign-in MAC key for the pages only; the page-token key for discover only.
+        expect(variables.MAC_KEY_ID, group).toStrictEqual(group === 'browser' ? arnOf(stack().signInMac) : undefined);
+        expect(variables.PAGE_TOKEN_KEY_ID, group).toStrictEqual(group === 'public' ? arnOf(stack().pageTokenKey) : undefined);
       }
-      // The gRPC task derives its page-token key from it too.
+      // The gRPC task derives its page-token key from the page-token key, and never sees the sign-in MAC key.
       const [container] = Object.values(resources(template(), 'AWS::ECS::TaskDefinition'))[0]!.Properties!.ContainerDefinitions as Json[];
-      expect((container!.Environment as Array<{ Name: string; Value: unknown }>).find((variable) => variable.Name === 'MAC_KEY_ID')?.Value)
-        .toStrictEqual({ 'Fn::GetAtt': [logicalId(stack().signInMac.key), 'Arn'] });
+      const taskVariable = (name: string) => (container!.Environment as Array<{ Name: string; Value: unknown }>).find((variable) => variable.Name === name)?.Value;
+      expect(taskVariable('PAGE_TOKEN_KEY_ID')).toStrictEqual(arnOf(stack().pageTokenKey));
+      expect(taskVariable('MAC_KEY_ID')).toBeUndefined();
+      template().hasOutput(outputNames.pageTokenKeyArn, { Value: arnOf(stack().pageTokenKey) });
+      template().hasOutput(outputNames.signInMacKeyArn, { Value: arnOf(stack().signInMac) });
     });
 
     it('signs with a KMS Ed25519 key (ECC_NIST_EDWARDS25519 / SIGN_VERIFY) and an alias per environment', () => {
@@ -131,6 +142,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       for (const key of tableKeys) map.set(logicalId(stack().data.tables[key]), `table:${key}`);
       for (const key of stack().keys.all) map.set(logicalId(key), 'signing-key');
       map.set(logicalId(stack().signInMac.key), 'sign-in-mac-key');
+      map.set(logicalId(stack().pageTokenKey.key), 'page-token-key');
       return map;
     };
     // Actions IAM only offers on "*" (no resource-level permissions).
@@ -191,6 +203,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       }
       for (const action of keyActions[access[unit].keys]) wanted.add(`${action} signing-key`);
       for (const action of access[unit].mac ?? []) wanted.add(`${action} sign-in-mac-key`);
+      for (const action of access[unit].pageTokenMac ?? []) wanted.add(`${action} page-token-key`);
       return [...wanted].sort();
     };
 
@@ -210,10 +223,13 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(access.userinfo.keys).toBe('verify');
       expect(access.discovery.keys).toBe('verify');
       expect(access.browser.keys).toBe('none');
-      // The pages make and check sign-in MACs (CSRF token, device cookie); discover and the gRPC
-      // task only derive their page-token key (GenerateMac); nobody else holds the MAC key.
-      expect(Object.fromEntries((Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].mac).map((unit) => [unit, access[unit].mac])))
-        .toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'], public: ['kms:GenerateMac'], provisioning: ['kms:GenerateMac'] });
+      // The pages make and check sign-in MACs (CSRF token, device cookie) and nobody else holds that
+      // key (GenerateMac on it mints a device cookie); discover and the gRPC task only derive their
+      // page-token key (GenerateMac) from a key of its own.
+      const holders = (pick: (unit: ComputeUnit) => unknown) =>
+        Object.fromEntries((Object.keys(access) as ComputeUnit[]).filter((unit) => pick(unit)).map((unit) => [unit, pick(unit)]));
+      expect(holders((unit) => access[unit].mac)).toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'] });
+      expect(holders((unit) => access[unit].pageTokenMac)).toStrictEqual({ public: ['kms:GenerateMac'], provisioning: ['kms:GenerateMac'] });
       expect(access.discovery.tables).toStrictEqual({});
       // UserInfo reads the account and the token's grant (a revoked grant's tokens are refused).
       expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants']);

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { documentClient } from '../../core/adapters/dynamo-schema';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore, openLocalMacKey } from '../../core/adapters/local-keys';
+import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/kernel/config';
 import type { ProvisioningConfig } from '../../core/provisioning/config';
@@ -28,6 +28,7 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
     store: options.wrapStore ? options.wrapStore(store) : store,
     keys: await openLocalKeyStore(keys),
     macKey: await openLocalMacKey(keys),
+    pageTokenKey: await openLocalMacKey(keys, PAGE_TOKEN_KEY_FILE),
     clock: systemClock,
     random: systemRandom,
     config: serviceConfig(need('ISSUER')),

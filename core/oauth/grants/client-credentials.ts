@@ -1,0 +1,34 @@
+import { oauthError } from '../../kernel/errors';
+import { inService } from '../../kernel/model';
+import { formatScope } from '../../kernel/scopes';
+import type { OAuthPort as Store } from '../store';
+import type { TokenIssuer } from '../tokens';
+import { requestedScope } from './requested-scope';
+import type { GrantType } from './registry';
+
+// RFC 6749 §4.4: a confidential client gets a token for itself, within its registered scopes.
+
+export function clientCredentialsGrant(deps: { store: Pick<Store, 'getUser'>; issuer: TokenIssuer }): GrantType {
+  const { store, issuer } = deps;
+  return {
+    type: 'client_credentials',
+    clients: ['api', 'provisioning', 'agent'],
+    async handle(params, client) {
+      const scopes = requestedScope(params, client.scopes) ?? client.scopes;
+      // An agent's client acts as the agent (its svcnum_id is the subject); others act as themselves.
+      const subject = client.kind === 'agent' && client.subjectId ? client.subjectId : client.clientId;
+      if (client.kind === 'provisioning') {
+        const owner = client.ownerId ? await store.getUser(client.ownerId) : undefined;
+        if (owner?.status !== 'active') throw oauthError('invalid_grant', 'the account of this provisioning client is not active');
+      }
+      if (client.kind === 'agent') {
+        const agent = await store.getUser(subject);
+        if (!inService(agent)) {
+          throw oauthError('invalid_grant', 'the agent behind this client is not active');
+        }
+      }
+      const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
+      return { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: formatScope(scopes) };
+    },
+  };
+}

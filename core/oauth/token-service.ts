@@ -1,0 +1,103 @@
+import { DomainError, oauthError } from '../kernel/errors';
+import type { Client } from '../kernel/model';
+import { optionalParam, requiredParam, type Params } from '../kernel/params';
+import type { Clock } from '../kernel/ports';
+import { OPAQUE_SECRET, safeEqual, sha256 } from '../kernel/secrets';
+import type { GrantRegistry, TokenResponse } from './grants/registry';
+import type { OAuthPort } from './store';
+import { liveGrant, REFRESH_TOKEN } from './user-grants';
+
+// POST /oauth/token and POST /oauth/revoke (RFC 6749 §2.3, §5; RFC 7009): client authentication,
+// dispatch to the grant type plug-ins (core/oauth/grants/), revocation.
+
+/** Credentials as they arrived: HTTP Basic (RFC 6749 §2.3.1) and/or form fields. */
+export interface PresentedCredentials {
+  basic?: { clientId: string; clientSecret: string };
+  /** Set when an Authorization header was sent that is not valid Basic. */
+  malformedAuthorization?: boolean;
+}
+
+/** invalid_client (RFC 6749 §5.2): 401, with a Basic challenge when the client tried Basic. */
+const invalidClient = (description: string, usedBasic: boolean): DomainError =>
+  oauthError('invalid_client', description, usedBasic ? { challenge: 'Basic' } : {});
+
+export function createTokenService(deps: {
+  store: Pick<OAuthPort, 'getGrant' | 'revokeGrant'>;
+  clock: Clock;
+  /** The grant types this endpoint serves. */
+  grants: GrantRegistry;
+  getClient: (clientId: string) => Promise<Client | undefined>;
+  /** An uncached read, for secret checks (a rotated secret takes effect at once). */
+  getClientFresh: (clientId: string) => Promise<Client | undefined>;
+}) {
+  const { store, clock, grants, getClient, getClientFresh } = deps;
+
+  /**
+   * Who is calling. Confidential clients (External API, provisioning) prove a secret, by Basic or
+   * by client_secret_post but not both; login clients are public and only name themselves.
+   */
+  async function authenticate(params: Params, credentials: PresentedCredentials): Promise<Client> {
+    if (credentials.malformedAuthorization) throw invalidClient('the Authorization header is not valid HTTP Basic', true);
+    const postedId = optionalParam(params, 'client_id');
+    const postedSecret = optionalParam(params, 'client_secret');
+    const basic = credentials.basic;
+    if (basic && postedSecret !== undefined) throw oauthError('invalid_request', 'use one client authentication method, not both');
+    if (basic && postedId !== undefined && postedId !== basic.clientId) throw oauthError('invalid_request', 'client_id does not match the Authorization header');
+    const clientId = basic?.clientId ?? postedId;
+    const secret = basic?.clientSecret ?? postedSecret;
+    const usedBasic = basic !== undefined;
+    // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
+    if (clientId === undefined || clientId === '') throw invalidClient('client authentication is required (client_id)', usedBasic);
+    const client = clientId.length > 128 ? undefined : secret === undefined ? await getClient(clientId) : await getClientFresh(clientId);
+    if (!client || client.disabled) throw invalidClient('unknown or disabled client', usedBasic);
+    if (secret === undefined) {
+      // Only login clients are public: every other kind proves a secret, so one without a secret cannot be used.
+      if (client.secretHash || client.kind !== 'login') throw invalidClient('this client must authenticate with its client secret', usedBasic);
+      return client;
+    }
+    if (!client.secretHash) throw invalidClient('this client is public and has no client secret', usedBasic);
+    if (!OPAQUE_SECRET.test(secret) || !safeEqual(sha256(secret), client.secretHash)) {
+      throw invalidClient('client authentication failed', usedBasic);
+    }
+    return client;
+  }
+
+  return {
+    authenticate,
+
+    /** The grant_type values served, in registration order (discovery's grant_types_supported). */
+    grantTypes: grants.types,
+
+    /** POST /oauth/token. */
+    async token(params: Params, credentials: PresentedCredentials): Promise<TokenResponse> {
+      const grantType = requiredParam(params, 'grant_type');
+      const grant = grants.find(grantType);
+      if (!grant) {
+        // RFC 6749 §5.2: error_description is printable ASCII without '"' and '\'; echo only such values.
+        const shown = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/.test(grantType) ? `grant_type ${grantType}` : 'this grant_type';
+        throw oauthError('unsupported_grant_type', `${shown} is not supported`);
+      }
+      const client = await authenticate(params, credentials);
+      if (!grant.clients.includes(client.kind)) throw oauthError('unauthorized_client', `this client may not use the ${grant.type} grant`);
+      return grant.handle(params, client);
+    },
+
+    /** POST /oauth/revoke (RFC 7009): unknown tokens are not an error. */
+    async revoke(params: Params, credentials: PresentedCredentials): Promise<void> {
+      const client = await authenticate(params, credentials);
+      const token = requiredParam(params, 'token');
+      const hint = optionalParam(params, 'token_type_hint');
+      if (REFRESH_TOKEN.test(token)) {
+        const grant = await liveGrant(store, token, clock.now());
+        // A token of another client is left alone, and the answer does not tell (RFC 7009 §2.1).
+        if (grant && grant.clientId === client.clientId) await store.revokeGrant(grant.grantId, clock.now());
+        return;
+      }
+      if (hint === 'access_token' || token.split('.').length === 3) {
+        throw oauthError('unsupported_token_type', 'access tokens are self-contained and expire within an hour; revoke the refresh token instead');
+      }
+    },
+  };
+}
+
+export type TokenService = ReturnType<typeof createTokenService>;
