@@ -94,6 +94,11 @@ export function modulePorts(infrastructure: Infrastructure): ModulePorts {
   };
 }
 
+/** Of a process's built modules, just those `definitions` name: what one edge gets. */
+export function pickModules<const D extends readonly AnyModuleDefinition[]>(modules: Modules, definitions: D): ModulesOf<D> {
+  return Object.fromEntries(definitions.map(({ name }) => [name, modules[name as keyof Modules]])) as ModulesOf<D>;
+}
+
 /** Builds `definitions` and what they need, each once, from one process's ports. */
 export function buildModules<const D extends readonly AnyModuleDefinition[]>(ports: ModulePorts, definitions: D): ModulesOf<D> {
   const built = new Map<string, unknown>();

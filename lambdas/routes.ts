@@ -1,4 +1,4 @@
-import type { AnyModuleDefinition, Modules } from '../core/registry';
+import { pickModules, type AnyModuleDefinition, type Modules } from '../core/registry';
 import { browserModules, createBrowserHandler } from './browser';
 import { createDiscoveryHandler, discoveryModules } from './discovery';
 import { routeGroupNames, routeManifest, type RouteGroup } from './manifest';
@@ -30,5 +30,5 @@ export const routeGroups = Object.fromEntries(
 
 /** Just the modules a group's routes use, out of a process's full set: an edge gets no more. */
 export function modulesOf<G extends RouteGroup>(group: G, modules: Modules): Modules {
-  return Object.fromEntries(routeGroups[group].modules.map(({ name }) => [name, modules[name]])) as unknown as Modules;
+  return pickModules(modules, routeGroups[group].modules) as Modules;
 }

@@ -7,7 +7,7 @@ import { systemClock, systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
-import { allModules, buildModules, modulePorts, type Infrastructure, type Modules } from '../core/registry';
+import { allModules, buildModules, modulePorts, pickModules, type Infrastructure, type Modules } from '../core/registry';
 import type { RateLimitConfig } from '../core/kernel/rate-limit';
 import type { SignInLimits } from '../core/oauth/sign-in-guard';
 import type { Store } from '../core/store';
@@ -66,7 +66,7 @@ export function localCore(infrastructure: Infrastructure): LocalCore {
 }
 
 /** The modules of a local core, without the store, clock and keys: what the gRPC server gets. */
-export const modulesOfCore = (core: LocalCore): Modules => Object.fromEntries(allModules.map(({ name }) => [name, core[name]])) as Modules;
+export const modulesOfCore = (core: LocalCore): Modules => pickModules(core, allModules);
 
 export interface LocalService {
   issuer: string;

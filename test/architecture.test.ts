@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { allModules } from '../core/registry';
 
 // The shape of core/: domain modules (a folder each) that import only the shared kernel, a kernel
 // that imports no domain, and no domain that reads the environment (configuration is read once per
@@ -68,7 +69,9 @@ describe('core/ architecture', () => {
     const order = ['kernel', ...DOMAINS, 'composition', 'adapters'];
     const lines = order.filter((part) => coreFiles.some((file) => partOf(file) === part)).map((part) =>
       `${part.padEnd(12)} (${String(coreFiles.filter((file) => partOf(file) === part).length).padStart(2)} files) → ${[...(edges.get(part) ?? [])].sort((a, b) => order.indexOf(a) - order.indexOf(b)).join(', ') || '(nothing)'}`);
-    console.log(`core/ module map\n${lines.join('\n')}`);
+    // What the registry injects into each module (capabilities, never imports).
+    const wiring = allModules.map(({ name, needs }) => `${name.padEnd(12)} ← ${Object.keys(needs).join(', ') || '(nothing)'}`);
+    console.log(`core/ module map (imports)\n${lines.join('\n')}\n\nregistry wiring (core/registry.ts: module ← what it is given)\n${wiring.join('\n')}`);
     expect(lines.length).toBeGreaterThan(0);
   });
 
