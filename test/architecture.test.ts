@@ -11,8 +11,6 @@ import { allModules } from '../core/registry';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const DOMAINS = ['oauth', 'accounts', 'provisioning', 'messaging', 'directory'] as const;
-/** Domain files still outside their folder (owned by another change; they move with it). */
-const PLACED: Record<string, (typeof DOMAINS)[number]> = { 'core/token-service.ts': 'oauth' };
 
 function files(dir: string): string[] {
   return readdirSync(join(root, dir)).flatMap((name) => {
@@ -23,7 +21,6 @@ function files(dir: string): string[] {
 
 /** The part of core/ a file belongs to: a domain, `kernel`, `adapters`, or `composition` (registry, store union, tables). */
 function partOf(file: string): string {
-  if (PLACED[file]) return PLACED[file]!;
   const [, first, second] = file.split('/');
   if (second !== undefined) return first!;
   return 'composition';
