@@ -264,6 +264,7 @@ describe('sign-in failures and throttling', () => {
     await expectSignInRefused(browser, page, { email: login.email, password: 'x'.repeat(257) }, GENERIC_FAILURE);
   });
 
+  // Many scrypt checks in a row: slow when other test files share the cores; nothing here depends on time.
   it('five failures are free, then each failure delays the next check (429 + Retry-After, doubling); never a lockout, and a success clears the count', async () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
@@ -306,7 +307,7 @@ describe('sign-in failures and throttling', () => {
     } finally {
       service.clock.release();
     }
-  });
+  }, 90_000);
 
   it('checks at most 5 passwords of a burst of 20 parallel guesses; every guess is counted before its check', async () => {
     const login = await createUser(service);
