@@ -9,7 +9,9 @@ export default defineConfig({
     // time. Most files wait on child processes, sockets and Chromium, so three share two cores
     // well (about 5.5 instead of 9 minutes here) and no test asserts a timing.
     maxWorkers: 3,
-    testTimeout: 30_000,
+    // A guard against hangs, not a measure: the slowest tests (admin CLI processes, runs of scrypt
+    // checks) take 15-25 s when three files share the two cores.
+    testTimeout: 60_000,
     hookTimeout: 60_000,
     env: {
       POWERTOOLS_LOG_LEVEL: 'SILENT',

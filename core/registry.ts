@@ -77,7 +77,7 @@ export const tokenEndpointModule = /* @__PURE__ */ defineModule({
   name: 'tokenEndpoint', needs: { oauth: oauthModule, accounts: accountsModule, grants: tokenExchangeModule }, create: createTokenEndpointModule,
 });
 export const provisioningModule = /* @__PURE__ */ defineModule({
-  name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule, directory: directoryModule }, create: createProvisioningModule,
+  name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule }, create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */

@@ -1,4 +1,4 @@
-// The Fargate task's entry point: the gRPC server on GRPC_PORT (default 50051), the core built
+// The Fargate task's entry point: the gRPC server on GRPC_PORT (default 50051), its modules built
 // from the task's environment (core/adapters/runtime-config.ts, aws-environment.ts). TLS ends at the NLB.
 // On SIGTERM (ECS stopping the task) health turns NOT_SERVING, calls in flight get up to
 // DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout) to finish, then the process exits.

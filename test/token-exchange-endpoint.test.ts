@@ -197,6 +197,21 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
     }
   });
 
+  it('reads the owner account now, not from a cache: a disabled owner stops exchanging at once', async () => {
+    const soon = await provisioningApp(service);
+    try {
+      // Admitted as a caller (its subject is not its own, so the exchange itself is refused) …
+      const admitted = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
+      expect({ status: admitted.status, error: admitted.json.error }).toEqual({ status: 400, error: 'invalid_request' });
+      // … and refused as a caller right after its account is disabled, with no time passing.
+      await service.core.accounts.disableUser(soon.owner.svcnumId);
+      const refused = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
+      expect({ status: refused.status, error: refused.json.error }).toEqual({ status: 400, error: 'unauthorized_client' });
+    } finally {
+      soon.close();
+    }
+  });
+
   it('answers odd values of every RFC 8693 parameter with a 400 OAuth error, never a 5xx', async () => {
     const actorToken = await agentToken(agentA.agent!.svcnumId);
     const odd = ['', ' ', 'x'.repeat(4097), '\u0000', '%zz', 'constructor', '__proto__', 'a.b.c', `${actorToken}x`, '\u{1F600}'.repeat(10), 'urn:'];

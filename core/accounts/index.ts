@@ -18,13 +18,14 @@ export function createAccountsModule(ports: { store: AccountsPort; clock: Clock;
   // Secret checks read the client fresh, so that a rotated secret works (and the old one stops) at once.
   const clients = ttlCache((clientId) => store.getClient(clientId), RECORD_CACHE_TTL);
   /** Whether an account (the owner of a client or an entity) is active; each user of it keeps its own cache. */
-  const accountStatus = () => ttlCache(async (svcnumId) => (await store.getUser(svcnumId))?.status === 'active', RECORD_CACHE_TTL).get;
+  const accountActiveNow = async (svcnumId: string) => (await store.getUser(svcnumId))?.status === 'active';
+  const accountStatus = () => ttlCache(accountActiveNow, RECORD_CACHE_TTL).get;
   return {
     ...createAccounts(store, ports.clock, ports.random),
     getClient: clients.get,
     getClientFresh: clients.fresh,
     accountStatus,
-    accountActive: accountStatus(),
+    accountActiveNow,
   };
 }
 

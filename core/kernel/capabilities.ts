@@ -13,6 +13,8 @@ export interface ClientLookup {
 /** Whether an account is active (accounts): each call gives a look-up with its own short cache. */
 export interface AccountStatus {
   accountStatus(): (svcnumId: string) => Promise<boolean>;
+  /** Read now, not from a cache: where a credential is being issued, a disabled account must stop at once. */
+  accountActiveNow(svcnumId: string): Promise<boolean>;
 }
 
 /** The account a person signs in with, by number or email (accounts). */

@@ -1,9 +1,10 @@
 import type { Client, ClientKind } from './model';
 import type { Params } from './params';
 
-// The token endpoint's extension point (RFC 6749 §4.5): a grant type is a plug-in. The OAuth module
-// keeps the registry (core/oauth/grants/registry.ts); another module may contribute a grant (token
-// exchange comes from provisioning) without either importing the other.
+// The token endpoint's extension point (RFC 6749 §4.5): a grant type is a plug-in. The token
+// endpoint module keeps the registry (core/oauth/token-endpoint.ts, core/oauth/grants/registry.ts);
+// another module may contribute a grant (token exchange comes from provisioning) without either
+// importing the other.
 
 /** A successful token response (RFC 6749 §5.1; RFC 8693 §2.2.1 adds `issued_token_type`). */
 export interface TokenResponse {

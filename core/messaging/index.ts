@@ -13,8 +13,8 @@ export function createMessagingModule(
   const { store, clock, random, pageTokens } = ports;
   // Wakes streams of this process at once when this process accepts a message.
   const notifier = new InboxNotifier();
-  /** Open streams of this process and what they watch (polling starts with the first stream). */
   const pollIntervalMs = ports.messagePollIntervalMs ?? POLL_INTERVAL_MS;
+  /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, notifier, pageTokens, pollIntervalMs);
   return {
     ...createMessaging({ store, clock, random, notifier, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountStatus() }),

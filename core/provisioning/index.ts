@@ -6,7 +6,7 @@ import type { Clock, Random } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
 import { createAgents } from './agents';
 import type { ProvisioningConfig } from './config';
-import { createTokenExchange } from './exchange';
+import { createTokenExchange, type TokenExchange } from './exchange';
 import { createNumberLifecycle, leaseResolver } from './lifecycle';
 import { createMasks } from './masks';
 import { createNumberPool } from './pool';
@@ -19,7 +19,7 @@ import { tokenExchangeGrant } from './token-exchange-grant';
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
   store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex;
-  verifyAccessToken: AccessTokenVerifier; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec;
+  exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec;
 }) {
   const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
@@ -34,7 +34,8 @@ export function createProvisioning(deps: {
     numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens }),
     masks: createMasks({ store, clock, pool, once, config, pageTokens }),
     agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex }),
-    exchange: createTokenExchange({ store, clock, issuer, verify: deps.verifyAccessToken, config: deps.config }),
+    /** The ExchangeToken RPC: the tokenExchange module's function, the one the token endpoint's grant uses too. */
+    exchange: deps.exchange,
     lifecycle: createNumberLifecycle({ store, clock, config, pool }),
   };
 }
@@ -44,10 +45,10 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 /** The provisioning module, as the registry builds it. */
 export function createProvisioningModule(
   ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
-  needs: { accounts: AgentClients; oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; directory: DiscoverIndex },
+  needs: { accounts: AgentClients; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex; tokenExchange: { exchange: TokenExchange } },
 ) {
   return createProvisioning({
-    ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, verifyAccessToken: needs.oauth.verifyAccessToken, discoverIndex: needs.directory,
+    ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
   });
 }
 
@@ -62,9 +63,14 @@ export function createTokenExchangeModule(
   needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: AccountStatus },
 ) {
   const exchange = createTokenExchange({ store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken, config: ports.config });
-  /** Who may call the provisioning API (gRPC, and token exchange at the token endpoint). */
-  const provisioningCaller = createProvisioningCallers(needs.accounts.accountStatus());
-  return { exchange, provisioningCaller, grant: tokenExchangeGrant({ exchange, provisioningCaller }) };
+  return {
+    exchange,
+    /** Who may call the provisioning API over gRPC (a Bearer token; the owner's status briefly cached). */
+    provisioningCaller: createProvisioningCallers(needs.accounts.accountStatus()),
+    // At the token endpoint a credential is issued from a client secret: the owner's status is read
+    // now, as client_credentials reads it, so a disabled account stops exchanging at once.
+    grant: tokenExchangeGrant({ exchange, provisioningCaller: createProvisioningCallers(needs.accounts.accountActiveNow) }),
+  };
 }
 
 export type TokenExchangeModule = ReturnType<typeof createTokenExchangeModule>;

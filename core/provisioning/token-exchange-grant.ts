@@ -5,7 +5,7 @@ import type { CallerRefusals, ProvisioningCallers } from './callers';
 import type { TokenExchange } from './exchange';
 
 // RFC 8693 token exchange at the token endpoint, the grant type provisioning contributes to the
-// OAuth module's registry: the ExchangeToken RPC's rules (one function,
+// token endpoint's registry (core/oauth/token-endpoint.ts): the ExchangeToken RPC's rules (one function,
 // core/provisioning/exchange.ts) for a provisioning client that proves its secret instead of
 // presenting its Bearer token. It must be the caller the RPC admits: an enabled provisioning
 // client of an active account holding prov:agents (core/provisioning/callers.ts).
