@@ -28,5 +28,3 @@ export function createAccountsModule(ports: { store: AccountsPort; clock: Clock;
     accountActiveNow,
   };
 }
-
-export type AccountsModule = ReturnType<typeof createAccountsModule>;

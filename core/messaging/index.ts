@@ -30,5 +30,3 @@ export function createMessagingModule(
     },
   };
 }
-
-export type MessagingModule = ReturnType<typeof createMessagingModule>;

@@ -39,5 +39,3 @@ export function createOAuthModule(
     userInfo: (claims: AccessTokenClaims) => userInfo(store, claims, clock.now()),
   };
 }
-
-export type OAuthModule = ReturnType<typeof createOAuthModule>;

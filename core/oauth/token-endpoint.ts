@@ -28,5 +28,3 @@ export function createTokenEndpointModule(
   ]);
   return createTokenService({ store, clock, grants, getClient: needs.accounts.getClient, getClientFresh: needs.accounts.getClientFresh });
 }
-
-export type TokenEndpoint = ReturnType<typeof createTokenEndpointModule>;

@@ -99,5 +99,3 @@ export function createTokenService(deps: {
     },
   };
 }
-
-export type TokenService = ReturnType<typeof createTokenService>;

@@ -72,5 +72,3 @@ export function createTokenExchangeModule(
     grant: tokenExchangeGrant({ exchange, provisioningCaller: createProvisioningCallers(needs.accounts.accountActiveNow) }),
   };
 }
-
-export type TokenExchangeModule = ReturnType<typeof createTokenExchangeModule>;
