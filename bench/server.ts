@@ -172,17 +172,17 @@ async function main() {
   });
   lifetime(() => service.close(), () => rm(dataDir, { recursive: true, force: true }));
   answerStats(service.core, counters!);
-  const { client } = await service.core.accounts.createLoginClient({ name: 'Bench app', scope: SCOPE, redirectUris: [REDIRECT_URI] });
+  const { client } = await service.core.registration.createLoginClient({ name: 'Bench app', scope: SCOPE, redirectUris: [REDIRECT_URI] });
   const email = `bench-${Date.now()}@example.com`;
   const password = randomBytes(12).toString('base64url');
-  await service.core.accounts.createUser({ email, password });
+  await service.core.registration.createUser({ email, password });
 
   // Provisioning: a business owner (it may hold every prov:* scope), its provisioning client,
   // and the people the masks bridge.
-  const owner = await service.core.accounts.createUser({ email: `bench-owner-${Date.now()}@example.com`, password: randomBytes(12).toString('base64url'), accountType: 'business' });
-  const provisioning = await service.core.accounts.createProvisioningClient({ name: 'Bench provisioning app', scope: PROVISIONING_SCOPE, ownerId: owner.svcnumId });
+  const owner = await service.core.registration.createUser({ email: `bench-owner-${Date.now()}@example.com`, password: randomBytes(12).toString('base64url'), accountType: 'business' });
+  const provisioning = await service.core.registration.createProvisioningClient({ name: 'Bench provisioning app', scope: PROVISIONING_SCOPE, ownerId: owner.svcnumId });
   const participants: string[] = [];
-  for (let index = 0; index < PARTICIPANTS; index++) participants.push((await service.core.accounts.createUser({})).svcnumId);
+  for (let index = 0; index < PARTICIPANTS; index++) participants.push((await service.core.registration.createUser({})).svcnumId);
   const pool = poolNumbers > 0
     ? await seedPool((first, count) => service.core.provisioning.lifecycle.seed(first, count), poolNumbers)
     : { first: POOL_FIRST, requested: 0, added: 0, skipped: 0, concurrency: 0, seconds: 0, numbersPerSecond: 0 };

@@ -1,13 +1,15 @@
-import { createAccountsModule } from './accounts';
+import { createAccountsModule, createRegistrationModule } from './accounts';
 import type { ServiceConfig } from './kernel/config';
 import { createDirectoryModule } from './directory';
 import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
-import { createOAuthModule } from './oauth';
+import { createAuthorizationModule, createOAuthModule, createUserInfoModule } from './oauth';
+import { oauthGrantTypes } from './oauth/grants/types';
 import { createTokenEndpointModule } from './oauth/token-endpoint';
 import type { Clock, KeyRing, MacKey, Random } from './kernel/ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
 import { createProvisioningModule, createTokenExchangeModule } from './provisioning';
+import { TOKEN_EXCHANGE } from './provisioning/token-exchange-grant';
 import type { SignInLimits } from './oauth/sign-in-guard';
 import type { Store } from './store';
 
@@ -45,15 +47,19 @@ export interface ModulePorts extends Infrastructure {
   pageTokens: PageTokenCodec;
 }
 
-/** A module: its name, the modules it needs, and its factory (given only the ports and needs it declares). */
-export interface ModuleDefinition<Name extends string = string, Needs extends ModuleNeeds = ModuleNeeds, Built = unknown> {
+/**
+ * A module: its name, the modules it needs, and its factory (given only the ports and needs it
+ * declares). `Port`, read from the factory's `store` parameter, is the store methods it calls.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface ModuleDefinition<Name extends string = string, Needs extends ModuleNeeds = ModuleNeeds, Built = unknown, Port = {}> {
   readonly name: Name;
   readonly needs: Needs;
-  readonly create: (ports: ModulePorts, needs: BuiltModules<Needs>) => Built;
+  readonly create: (ports: ModulePorts & { store: Port }, needs: BuiltModules<Needs>) => Built;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyModuleDefinition = ModuleDefinition<string, any, unknown>;
+export type AnyModuleDefinition = ModuleDefinition<string, any, unknown, any>;
 type ModuleNeeds = { readonly [name: string]: AnyModuleDefinition };
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type BuiltModule<D> = D extends { readonly create: (...args: any[]) => infer Built } ? Built : never;
@@ -61,27 +67,59 @@ type BuiltModules<Needs extends ModuleNeeds> = { -readonly [K in keyof Needs]: B
 /** A list of definitions, built: name → module. */
 export type ModulesOf<D extends readonly AnyModuleDefinition[]> = { [M in D[number] as M['name']]: BuiltModule<M> };
 
+type Intersection<U> = (U extends unknown ? (value: U) => void : never) extends (value: infer I) => void ? I : never;
+/** The store methods a definition and everything it needs call. */
+type PortOf<D> = D extends ModuleDefinition<string, infer Needs, unknown, infer Port>
+  ? Port & Intersection<{ [K in keyof Needs]: PortOf<Needs[K]> }[keyof Needs]>
+  : never;
+/**
+ * The store a process building `definitions` must provide: exactly the methods their ports name.
+ * A Lambda gives only the adapter slices that serve it (lambdas/runtime.ts), so its bundle holds no other.
+ */
+export type StoreOf<D extends readonly AnyModuleDefinition[]> = Intersection<PortOf<D[number]>>;
+
 /** Fixes a definition's types; the factory's own parameter types are checked against the ports and needs. */
-const defineModule = <Name extends string, Needs extends ModuleNeeds, Built>(definition: ModuleDefinition<Name, Needs, Built>) => definition;
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+const defineModule = <Name extends string, Needs extends ModuleNeeds, Built, Port = {}>(definition: ModuleDefinition<Name, Needs, Built, Port>) => definition;
 
 export const accountsModule = /* @__PURE__ */ defineModule({ name: 'accounts', needs: {}, create: createAccountsModule });
-export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: { accounts: accountsModule }, create: createOAuthModule });
+/** Creating and changing accounts and clients (the admin CLI, agents' clients). */
+export const registrationModule = /* @__PURE__ */ defineModule({ name: 'registration', needs: {}, create: createRegistrationModule });
+export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: {}, create: createOAuthModule });
+export const userInfoModule = /* @__PURE__ */ defineModule({ name: 'userInfo', needs: {}, create: createUserInfoModule });
+/** The browser side of the code flow: authorize, sign-in, consent, the account page. */
+export const authorizationModule = /* @__PURE__ */ defineModule({ name: 'authorization', needs: { accounts: accountsModule }, create: createAuthorizationModule });
 export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: {}, create: createDirectoryModule });
 export const messagingModule = /* @__PURE__ */ defineModule({ name: 'messaging', needs: { accounts: accountsModule }, create: createMessagingModule });
 /** Token exchange (provisioning's rules), and the grant type it adds to the token endpoint. */
 export const tokenExchangeModule = /* @__PURE__ */ defineModule({
   name: 'tokenExchange', needs: { oauth: oauthModule, accounts: accountsModule }, create: createTokenExchangeModule,
 });
+/**
+ * The grant types the token endpoint serves, in its order: OAuth's own, then token exchange.
+ * Discovery publishes this list without building the endpoint; building it checks that its grant
+ * registry serves exactly these.
+ */
+export const tokenEndpointGrantTypes = [...oauthGrantTypes, TOKEN_EXCHANGE] as const;
+
 /** The token endpoint: OAuth's grant types and the ones other modules contribute. */
 export const tokenEndpointModule = /* @__PURE__ */ defineModule({
-  name: 'tokenEndpoint', needs: { oauth: oauthModule, accounts: accountsModule, grants: tokenExchangeModule }, create: createTokenEndpointModule,
+  name: 'tokenEndpoint',
+  needs: { oauth: oauthModule, accounts: accountsModule, grants: tokenExchangeModule },
+  create: (ports: Parameters<typeof createTokenEndpointModule>[0], needs: Parameters<typeof createTokenEndpointModule>[1]) => {
+    const endpoint = createTokenEndpointModule(ports, needs);
+    if (endpoint.grantTypes.join(' ') !== tokenEndpointGrantTypes.join(' ')) throw new Error(`the token endpoint serves ${endpoint.grantTypes.join(', ')}, not the grant types discovery lists`);
+    return endpoint;
+  },
 });
 export const provisioningModule = /* @__PURE__ */ defineModule({
-  name: 'provisioning', needs: { accounts: accountsModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule }, create: createProvisioningModule,
+  name: 'provisioning', needs: { registration: registrationModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule }, create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */
-export const allModules = [accountsModule, oauthModule, directoryModule, messagingModule, tokenExchangeModule, tokenEndpointModule, provisioningModule] as const;
+export const allModules = [
+  accountsModule, registrationModule, oauthModule, userInfoModule, authorizationModule, directoryModule, messagingModule, tokenExchangeModule, tokenEndpointModule, provisioningModule,
+] as const;
 
 export type Modules = ModulesOf<typeof allModules>;
 

@@ -1,4 +1,4 @@
-import type { AccountsStore, AccountsPort } from './accounts/store';
+import type { AccountLookupsPort, AccountsStore, RegistrationPort } from './accounts/store';
 import type { DirectoryPort, DirectoryStore } from './directory/store';
 import type { MessagingPort, MessagingStore } from './messaging/store';
 import type { OAuthPort, OAuthStore } from './oauth/store';
@@ -20,4 +20,4 @@ export type Store = AuthStore & ProvisioningStore & MessagingStore & DirectorySt
 
 /** The whole store serves every module's port (a compile-time check). */
 type Serves<Port> = Store extends Port ? true : never;
-export const storeServesEveryPort: [Serves<SharedStore>, Serves<OAuthPort>, Serves<AccountsPort>, Serves<ProvisioningPort>, Serves<MessagingPort>, Serves<DirectoryPort>] = [true, true, true, true, true, true];
+export const storeServesEveryPort: [Serves<SharedStore>, Serves<OAuthPort>, Serves<AccountLookupsPort>, Serves<RegistrationPort>, Serves<ProvisioningPort>, Serves<MessagingPort>, Serves<DirectoryPort>] = [true, true, true, true, true, true, true];

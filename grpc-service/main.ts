@@ -4,6 +4,7 @@
 // DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout) to finish, then the process exits.
 
 import { modulesFromEnvironment } from '../core/adapters/aws-environment';
+import { wholeDynamoStore } from '../core/adapters/dynamo-store';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { logger } from './calls';
 import { grpcModules, startGrpcServer } from './server';
@@ -11,7 +12,7 @@ import { grpcModules, startGrpcServer } from './server';
 // Read and validated once; a problem stops the task at start with every problem named.
 const config = readRuntimeConfig('task');
 const { drainSeconds } = config;
-const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules), { port: config.grpcPort });
+const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }), { port: config.grpcPort });
 logger.info('listening', { port: running.port });
 
 process.once('SIGTERM', () => {

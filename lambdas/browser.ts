@@ -1,7 +1,10 @@
+import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
+import { dynamoStore } from '../core/adapters/dynamo-store';
 import type { AuthorizeOutcome, SignInRefusal } from '../core/oauth/authorization';
 import { limits } from '../core/kernel/config';
 import { safeEqual } from '../core/kernel/secrets';
-import { accountsModule, oauthModule, type Modules } from '../core/registry';
+import { accountsModule, authorizationModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import {
   cookieName, cookies, formParams, header, html, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
@@ -33,11 +36,11 @@ const asset = (contentType: string, body: string): HttpResult => ({
   body,
 });
 
-/** The modules this group's routes use: oauth's authorization flow, accounts for the clients' form targets. */
-export const browserModules = [oauthModule, accountsModule] as const;
+/** The modules this group's routes use: the authorization flow, accounts for the clients' form targets. */
+export const browserModules = [authorizationModule, accountsModule] as const;
 
-export function createBrowserHandler({ oauth, accounts }: Pick<Modules, 'oauth' | 'accounts'>) {
-  const { authorization, config } = oauth;
+export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 'authorization' | 'accounts'>) {
+  const { config } = authorization;
   const secure = config.secureCookies;
   const SESSION = cookieName('session', secure);
   const CSRF = cookieName('csrf', secure);
@@ -200,4 +203,4 @@ export function createBrowserHandler({ oauth, accounts }: Pick<Modules, 'oauth' 
   });
 }
 
-export const handler = lambdaHandler(browserModules, createBrowserHandler);
+export const handler = lambdaHandler(browserModules, createBrowserHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });

@@ -1,12 +1,12 @@
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
-import { oauthModule, tokenEndpointModule, type Modules } from '../core/registry';
+import { oauthModule, tokenEndpointGrantTypes, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { publicJson } from './http';
 import { lambdaHandler } from './runtime';
 
 // OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
 
-/** `grantTypes`: the token endpoint's registry (the token endpoint's grantTypes), so the list cannot drift from what it serves. */
+/** `grantTypes`: the token endpoint's (core/registry.ts `tokenEndpointGrantTypes`, which building the endpoint checks), so the list cannot drift from what it serves. */
 export function discoveryDocument(issuer: string, grantTypes: readonly string[]) {
   return {
     issuer,
@@ -33,11 +33,11 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
   };
 }
 
-/** The modules this group's routes use: oauth's published keys, the token endpoint's grant types. */
-export const discoveryModules = [oauthModule, tokenEndpointModule] as const;
+/** The modules this group's routes use: oauth's issuer and published keys (it reads no store). */
+export const discoveryModules = [oauthModule] as const;
 
-export function createDiscoveryHandler({ oauth, tokenEndpoint }: Pick<Modules, 'oauth' | 'tokenEndpoint'>) {
-  const document = discoveryDocument(oauth.config.issuer, tokenEndpoint.grantTypes);
+export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
+  const document = discoveryDocument(oauth.config.issuer, tokenEndpointGrantTypes);
   return edgeHandler({
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.
@@ -45,4 +45,4 @@ export function createDiscoveryHandler({ oauth, tokenEndpoint }: Pick<Modules, '
   });
 }
 
-export const handler = lambdaHandler(discoveryModules, createDiscoveryHandler);
+export const handler = lambdaHandler(discoveryModules, createDiscoveryHandler, {});

@@ -1,3 +1,6 @@
+import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoMessagingStore } from '../core/adapters/dynamo-messaging-store';
+import { dynamoStore } from '../core/adapters/dynamo-store';
 import { invalidArgument } from '../core/kernel/errors';
 import { messagingModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
@@ -36,4 +39,4 @@ export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth
   return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging' });
 }
 
-export const handler = lambdaHandler(messagesModules, createMessagesHandler);
+export const handler = lambdaHandler(messagesModules, createMessagesHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore) });

@@ -1,3 +1,6 @@
+import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoDirectoryStore } from '../core/adapters/dynamo-directory-store';
+import { dynamoStore } from '../core/adapters/dynamo-store';
 import { directoryLimits } from '../core/directory/config';
 import { clientKey, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/kernel/rate-limit';
 import { DomainError } from '../core/kernel/errors';
@@ -63,4 +66,7 @@ export function createPublicHandler({ directory }: Pick<Modules, 'directory'>, o
 }
 
 // discover's page_token needs the page-token key: without it the function fails at once, not at the first paged request.
-export const handler = lambdaHandler(publicModules, (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }), ['PAGE_TOKEN_KEY_ID']);
+export const handler = lambdaHandler(publicModules, (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }), {
+  store: dynamoStore(createDynamoAccountsStore, createDynamoDirectoryStore),
+  macKeys: ['PAGE_TOKEN_KEY_ID'],
+});

@@ -1,3 +1,6 @@
+import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
+import { dynamoStore } from '../core/adapters/dynamo-store';
 import { tokenEndpointModule, type Modules } from '../core/registry';
 import type { PresentedCredentials } from '../core/oauth/token-service';
 import { edgeHandler } from './edge';
@@ -41,4 +44,4 @@ export function createTokenHandler({ tokenEndpoint }: Pick<Modules, 'tokenEndpoi
   }, { realm: 'oauth' });
 }
 
-export const handler = lambdaHandler(tokenModules, createTokenHandler);
+export const handler = lambdaHandler(tokenModules, createTokenHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });

@@ -23,10 +23,12 @@ export const lambdaBundle = {
   mainFields: ['module', 'main'],
   banner: "import { createRequire as svcnumCreateRequire } from 'node:module'; const require = svcnumCreateRequire(import.meta.url);",
   /**
-   * Nothing is external: the AWS SDK is bundled at the version the tests run (package-lock.json),
-   * not whatever version the Lambda runtime happens to carry.
+   * The AWS SDK is bundled at the version the tests run (package-lock.json), not whatever version
+   * the Lambda runtime happens to carry. One part of it is left out: the event-stream codec (about
+   * 15 KiB), which the SDK loads with a dynamic import only for operations that stream events.
+   * DynamoDB and KMS have none, so it is never loaded (the deployed-artifacts test runs every bundle).
    */
-  externalModules: [] as string[],
+  externalModules: ['@smithy/core/event-streams'] as string[],
   /**
    * Module → repo-relative replacement. A Lambda function gets its credentials from environment
    * variables only, so the SDK's default credential chain (SSO, ini files, process, web identity,

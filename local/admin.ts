@@ -3,7 +3,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createAccounts, publicClient, publicUser } from '../core/accounts';
+import { createAccountsModule, createRegistration, publicClient, publicUser } from '../core/accounts';
 import { buildModules, directoryModule, modulePorts, provisioningModule } from '../core/registry';
 import { serviceConfig } from '../core/kernel/config';
 import { OPERATOR, type AliasView } from '../core/directory/aliases';
@@ -202,7 +202,8 @@ async function run(argv: string[]): Promise<unknown> {
   const withStore = <T>(work: (store: Store) => Promise<T>) =>
     (deployed ? withDeployedStore(deployed, work) : withLocalStore(env.dataDir, work));
   return withStore(async (store) => {
-    const accounts = createAccounts(store, systemClock, systemRandom);
+    const registration = createRegistration(store, systemClock, systemRandom);
+    const accounts = createAccountsModule({ store });
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
     const noMac = { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) };
     const offlineCore = () => buildModules(modulePorts({
@@ -229,20 +230,20 @@ async function run(argv: string[]): Promise<unknown> {
         if (refreshResponse !== undefined && !isRefreshResponse(refreshResponse)) {
           throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
         }
-        const { client } = await accounts.createLoginClient({
+        const { client } = await registration.createLoginClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), redirectUris: values['redirect-uri'] ?? [],
           ...(refreshResponse !== undefined ? { refreshResponse } : {}),
         });
         return clientJson(client);
       }
       case 'api-client create': {
-        const { client, clientSecret } = await accounts.createApiClient({
+        const { client, clientSecret } = await registration.createApiClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ...(values.owner ? { ownerId: values.owner } : {}),
         });
         return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
       }
       case 'prov-client create': {
-        const { client, clientSecret } = await accounts.createProvisioningClient({
+        const { client, clientSecret } = await registration.createProvisioningClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ownerId: need(values.owner, '--owner'),
         });
         return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
@@ -279,7 +280,7 @@ async function run(argv: string[]): Promise<unknown> {
         const password = values['password-stdin'] ? await readStdin() : values.password;
         const accountType = values['account-type'] ?? 'person';
         if (!ACCOUNT_TYPES.includes(accountType as AccountType)) throw new UsageError(`--account-type must be one of ${ACCOUNT_TYPES.join(', ')}`);
-        const user = await accounts.createUser({
+        const user = await registration.createUser({
           email: need(values.email, '--email'), password: need(password, '--password or --password-stdin'),
           setupRequired: values['setup-required'] ?? false, accountType: accountType as AccountType,
         });
@@ -296,7 +297,7 @@ async function run(argv: string[]): Promise<unknown> {
         for (const [, value] of signInIdentifiers(user)) await store.deleteSignInThrottle(identifierKey(value));
         return userJson(user);
       }
-      case 'user disable': return userJson(found(await accounts.disableUser(need(argument, 'a SVCNUM_ID')), 'user'));
+      case 'user disable': return userJson(found(await registration.disableUser(need(argument, 'a SVCNUM_ID')), 'user'));
       default: throw new UsageError(`unknown command: ${positionals.join(' ')}`);
     }
   });

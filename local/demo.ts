@@ -21,7 +21,7 @@ interface DemoFile { email: string; password: string; clients: Record<string, st
  * recorded as soon as it exists, so a failure in between (an issuer no login client may redirect
  * to) leaves nothing that a later start would try to create twice.
  */
-export async function ensureDemo(core: Pick<Modules, 'accounts'>, dataDir: string, issuer: string): Promise<DemoSetup> {
+export async function ensureDemo(core: Pick<Modules, 'registration'>, dataDir: string, issuer: string): Promise<DemoSetup> {
   const path = join(dataDir, 'demo.json');
   // Local convenience only: the demo password lives in the (git-ignored) data folder, mode 0600.
   const save = (demo: DemoFile) => writeFile(path, JSON.stringify(demo, null, 2), { mode: 0o600 });
@@ -30,7 +30,7 @@ export async function ensureDemo(core: Pick<Modules, 'accounts'>, dataDir: strin
   if (!demo) {
     const email = 'demo@example.com';
     const password = randomBytes(12).toString('base64url');
-    await core.accounts.createUser({ email, password }).catch((error: unknown) => {
+    await core.registration.createUser({ email, password }).catch((error: unknown) => {
       // The password was only ever in demo.json: with the file gone, the demo user cannot be used.
       if (error instanceof DomainError && /already registered/.test(error.message)) {
         throw invalidArgument(`${path} is gone but its demo user is still in the data; stop the service and rm -rf ${dataDir} to start over`);
@@ -42,7 +42,7 @@ export async function ensureDemo(core: Pick<Modules, 'accounts'>, dataDir: strin
     await save(demo);
   }
   if (!demo.clients[issuer]) {
-    const { client } = await core.accounts.createLoginClient({
+    const { client } = await core.registration.createLoginClient({
       name: 'Demo app', scope: 'openid profile email', redirectUris: [`${issuer}/demo/callback`],
     });
     demo.clients[issuer] = client.clientId;

@@ -68,7 +68,7 @@ describe('admin CLI against the running local service', () => {
     // A record stored before the option existed shows the default; only login clients refresh.
     const { refreshResponse: _, ...older } = (await service.core.store.getClient(clientId))!;
     await service.core.store.createClient({ ...older, clientId: `legacy-${clientId}` });
-    const { client: apiClient } = await service.core.accounts.createApiClient({ name: 'No refresh', scope: 'poll' });
+    const { client: apiClient } = await service.core.registration.createApiClient({ name: 'No refresh', scope: 'poll' });
     const listed = (await admin(['client', 'list'], env)).json!.clients as Array<Record<string, unknown>>;
     const listedAs = (id: string) => listed.find((c) => c.client_id === id);
     expect(listedAs(clientId)).toEqual(created.json);

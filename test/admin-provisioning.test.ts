@@ -49,7 +49,7 @@ afterAll(async () => {
 });
 
 /** An account without a password (no scrypt), straight through the core. */
-const account = (accountType: User['accountType']) => service.core.accounts.createUser({ accountType });
+const account = (accountType: User['accountType']) => service.core.registration.createUser({ accountType });
 
 describe('number seed and number show', () => {
   it('seeds consecutive numbers (skipping existing ones) and shows them; refuses bad input', async () => {
@@ -134,7 +134,7 @@ describe('number suspend | reactivate | deactivate', () => {
 describe('prov-client create', () => {
   it('grants only the scopes of the owner\'s account type (person: prov:agents; business: all three)', async () => {
     const [person, business, disabled] = [await account('person'), await account('business'), await account('business')];
-    await service.core.accounts.disableUser(disabled.svcnumId);
+    await service.core.registration.disableUser(disabled.svcnumId);
     await seedPool(service, '78', 2);
     const agent = (await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Owner agent' }), app.token)).agent!;
 

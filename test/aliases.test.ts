@@ -149,7 +149,7 @@ describe('ownership and scopes', () => {
     const other = await newApp();
     const theirs = await provision(other);
     await createAlias(other.token, theirs.svcnumId, 'their.alias');
-    const person = await service.core.accounts.createUser({ email: `alias-person-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({ email: `alias-person-${Date.now()}@example.com`, password: 'a long password 1' });
     const mine = await provision(app);
     const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
       ttlSeconds: 600, participantA: mine.svcnumId, participantB: person.svcnumId, scope: 'delivery',
@@ -266,7 +266,7 @@ describe('admin CLI: alias add | list | remove', () => {
   }
 
   it('lets an operator alias any entity (people and businesses too, reserved names included), list and remove', async () => {
-    const person = await service.core.accounts.createUser({ email: `cli-alias-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({ email: `cli-alias-${Date.now()}@example.com`, password: 'a long password 1' });
     const added = await admin(['alias', 'add', '--svcnum-id', person.svcnumId, '--alias', 'Support']);
     expect(added.code).toBe(0);
     expect(added.json).toEqual({ alias: 'support', svcnum_id: person.svcnumId, created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });

@@ -78,7 +78,7 @@ describe('GET /oauth/authorize: untrusted client or redirect URI → error page,
   });
 
   it('refuses a client that is not a login client', async () => {
-    const { client: api } = await service.core.accounts.createApiClient({ name: 'API only', scope: 'messaging' });
+    const { client: api } = await service.core.registration.createApiClient({ name: 'API only', scope: 'messaging' });
     await expectErrorPage(valid({ client_id: api.clientId }), /not registered/);
   });
 

@@ -58,7 +58,7 @@ describe.skipIf(address === undefined)('pages over plain http on a network addre
 
   it('signs in and out with our Origin and no Sec-Fetch-Site, and refuses posts from another origin and with Origin null', async () => {
     const login = { email: 'lan@example.com', password: 'correct horse battery staple' };
-    await service.core.accounts.createUser(login);
+    await service.core.registration.createUser(login);
     const tab = await openTab(chromium);
     const { page } = tab;
     const formPosts = await watchFormPosts(page);

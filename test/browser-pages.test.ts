@@ -84,7 +84,7 @@ async function startOtherSite(): Promise<{ server: Server; port: number }> {
 
 async function newUser(): Promise<Login> {
   const login = { email: `chromium${++counter}-${Date.now()}@example.com`, password: 'correct horse battery staple' };
-  await service.core.accounts.createUser(login);
+  await service.core.registration.createUser(login);
   return login;
 }
 
@@ -157,7 +157,7 @@ describe('pages in Chromium', () => {
 
   it('follows Allow to an application on another origin (the consent form may end there under its CSP)', async () => {
     const redirectUri = `http://127.0.0.1:${elsewhere.port}/callback`;
-    const { client } = await service.core.accounts.createLoginClient({ name: 'Other-origin app', scope: 'openid email', redirectUris: [redirectUri] });
+    const { client } = await service.core.registration.createLoginClient({ name: 'Other-origin app', scope: 'openid email', redirectUris: [redirectUri] });
     const { challenge } = pkcePair();
     const authorize = new URL(`${service.issuer}/oauth/authorize`);
     authorize.search = new URLSearchParams({

@@ -215,7 +215,7 @@ describe('page contract and security headers', () => {
   it('escapes a hostile client name on the sign-in, consent and account pages, and a hostile identifier', async () => {
     const hostile = '<script>alert(1)</script>';
     const escaped = '&#60;script&#62;alert(1)&#60;/script&#62;';
-    const { client } = await service.core.accounts.createLoginClient({ name: hostile, scope: 'openid profile', redirectUris: [REDIRECT_URI] });
+    const { client } = await service.core.registration.createLoginClient({ name: hostile, scope: 'openid profile', redirectUris: [REDIRECT_URI] });
     const login = shared;
     const browser = new Browser(service.issuer);
     const { page } = await startAuthorize(browser, client, { scope: 'openid profile' });
@@ -269,7 +269,7 @@ describe('sign-in failures and throttling', () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
-    const checks = () => service.core.oauth.authorization.passwordChecks;
+    const checks = () => service.core.authorization.passwordChecks;
     const at = service.clock.freeze();
     try {
       for (let attempt = 1; attempt <= limits.signInFreeFailures; attempt++) {
@@ -313,10 +313,10 @@ describe('sign-in failures and throttling', () => {
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
-    const before = service.core.oauth.authorization.passwordChecks;
+    const before = service.core.authorization.passwordChecks;
     const guesses = await Promise.all(Array.from({ length: 20 }, (_, index) =>
       browser.request('/login', { form: signInForm(page, { ...login, password: `guess ${index}` }) })));
-    const checked = service.core.oauth.authorization.passwordChecks - before;
+    const checked = service.core.authorization.passwordChecks - before;
     expect(checked).toBeGreaterThanOrEqual(1);
     expect(checked).toBeLessThanOrEqual(limits.signInFreeFailures);
     expect(guesses.filter((guess) => guess.status === 400 && guess.body.includes(GENERIC_FAILURE))).toHaveLength(checked);

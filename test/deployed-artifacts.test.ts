@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAccounts } from '../core/accounts';
+import { createRegistration } from '../core/accounts';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { systemClock, systemRandom } from '../core/adapters/system';
@@ -53,7 +53,7 @@ let bundles: Record<RouteGroup, BuiltLambdaBundle>;
 const hosts = {} as Record<RouteGroup, LambdaHost>;
 let grpcBundle: GrpcBundle;
 let grpcTask: GrpcTask | undefined;
-let accounts: ReturnType<typeof createAccounts>;
+let registration: ReturnType<typeof createRegistration>;
 /** Every secret the test handled: none may appear in any process's output. */
 const secrets: string[] = [];
 
@@ -70,7 +70,7 @@ beforeAll(async () => {
   dynamo = await startEmbeddedDynamo(join(root, 'dynamodb'), 0);
   const dynamoClient = localDynamoClient(dynamo.endpoint);
   await ensureTables(dynamoClient, names);
-  accounts = createAccounts(createDynamoStore(documentClient(dynamoClient), names), systemClock, systemRandom);
+  registration = createRegistration(createDynamoStore(documentClient(dynamoClient), names), systemClock, systemRandom);
   kms = await startKmsStandIn(settings.keys);
 
   const routes = new Map<string, LocalRoute>();
@@ -159,8 +159,8 @@ describe('the Lambda bundles, as deployed', () => {
   });
 
   it('token: a client_credentials token, signed by KMS Sign with the stack\'s key, verifies against the JWKS', async () => {
-    owner = await accounts.createUser({ email: `owner-${Date.now()}@example.com`, password: 'owner password 1', accountType: 'business' });
-    const { client, clientSecret } = await accounts.createApiClient({ name: 'Artifacts app', scope: 'messaging', ownerId: owner.svcnumId });
+    owner = await registration.createUser({ email: `owner-${Date.now()}@example.com`, password: 'owner password 1', accountType: 'business' });
+    const { client, clientSecret } = await registration.createApiClient({ name: 'Artifacts app', scope: 'messaging', ownerId: owner.svcnumId });
     const signsBefore = kms.requests.filter((request) => request.operation === 'Sign').length;
     const token = await clientCredentials(client, clientSecret!);
     const { payload } = await verify(token);
@@ -171,9 +171,9 @@ describe('the Lambda bundles, as deployed', () => {
   it('browser, token, userinfo: a person signs in through the pages (CSRF by KMS GenerateMac/VerifyMac), the code is redeemed, UserInfo answers', async () => {
     const email = `person-${Date.now()}@example.com`;
     const password = 'correct horse battery staple';
-    person = { user: await accounts.createUser({ email, password }), email, password };
+    person = { user: await registration.createUser({ email, password }), email, password };
     secrets.push(password);
-    loginClient = (await accounts.createLoginClient({ name: 'Artifacts login', scope: 'openid profile email', redirectUris: [REDIRECT_URI] })).client;
+    loginClient = (await registration.createLoginClient({ name: 'Artifacts login', scope: 'openid profile email', redirectUris: [REDIRECT_URI] })).client;
 
     const browser = new Browser(base);
     const login = await browser.request('/login');
@@ -214,7 +214,7 @@ describe('the Lambda bundles, as deployed', () => {
   });
 
   it('messages: an External API client of the business sends to the person; the message is accepted', async () => {
-    const { client, clientSecret } = await accounts.createApiClient({ name: 'Artifacts sender', scope: 'messaging', ownerId: owner.svcnumId });
+    const { client, clientSecret } = await registration.createApiClient({ name: 'Artifacts sender', scope: 'messaging', ownerId: owner.svcnumId });
     const token = await clientCredentials(client, clientSecret!);
     const sent = await send(`${base}/api/messages`, {
       headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
@@ -251,7 +251,7 @@ describe('the gRPC bundle, as the image runs it', () => {
     try {
       const serving = await new Promise<string>((resolve, reject) => health.check({ service: '' }, (error, response) => (error ? reject(error) : resolve(statusName(response.status)))));
       expect(serving).toBe('SERVING');
-      const { client, clientSecret } = await accounts.createProvisioningClient({ name: 'Artifacts provisioning', scope: 'prov:numbers', ownerId: owner.svcnumId });
+      const { client, clientSecret } = await registration.createProvisioningClient({ name: 'Artifacts provisioning', scope: 'prov:numbers', ownerId: owner.svcnumId });
       const token = await clientCredentials(client, clientSecret!);
       const listed = await call<ListNumbersRequest, ListNumbersResponse>(numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), token);
       expect(listed.numbers).toEqual([]);

@@ -227,7 +227,7 @@ describe('authentication of provisioning calls', () => {
 
   it('refuses tokens of other kinds of clients: External API client, an agent\'s own token, a login user\'s token', async () => {
     // External API client (client_credentials, messaging).
-    const { client: apiClient, clientSecret } = await service.core.accounts.createApiClient({ name: 'Messenger', scope: 'messaging poll' });
+    const { client: apiClient, clientSecret } = await service.core.registration.createApiClient({ name: 'Messenger', scope: 'messaging poll' });
     const apiToken = await clientCredentialsToken(service, apiClient.clientId, clientSecret!);
 
     // An independent agent's own token (IssueAgentToken) and its client_credentials token.
@@ -296,7 +296,7 @@ describe('the owner account behind a provisioning client', () => {
   it('stops the client when the owner account is disabled (PERMISSION_DENIED)', async () => {
     const other = await provisioningApp(service);
     try {
-      await service.core.accounts.disableUser(other.owner.svcnumId);
+      await service.core.registration.disableUser(other.owner.svcnumId);
       for (const [client, method, request] of [
         [other.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'After disabling' })],
         [other.numbers, 'listNumbers', ListNumbersRequest.fromPartial({})],

@@ -90,7 +90,7 @@ interface Account { app: ProvisioningApp; api: string }
 async function account(): Promise<Account> {
   const app = await provisioningApp(service);
   apps.push(app);
-  const { client, clientSecret } = await service.core.accounts.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
   return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
 }
 

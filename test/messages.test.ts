@@ -52,7 +52,7 @@ interface Account { app: ProvisioningApp; api: string; apiClientId: string }
 async function account(accountType: 'business' | 'person' = 'business'): Promise<Account> {
   const app = await provisioningApp(service, accountType === 'business' ? {} : { accountType, scope: 'prov:agents' });
   apps.push(app);
-  const { client, clientSecret } = await service.core.accounts.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
   return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!), apiClientId: client.clientId };
 }
 
@@ -738,7 +738,7 @@ describe('POST /api/messages refusals', () => {
   });
 
   it('refuses an API client without owner account, and numbers its account does not control', async () => {
-    const { client, clientSecret } = await service.core.accounts.createApiClient({ name: 'Ownerless', scope: 'messaging' });
+    const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Ownerless', scope: 'messaging' });
     const ownerless = await clientCredentialsToken(service, client.clientId, clientSecret!);
     await refused(await post({ token: ownerless, contentType: 'application/json', body: valid }), 403, 'forbidden');
 
@@ -778,7 +778,7 @@ describe('POST /api/messages refusals', () => {
     const theirLine = await provision(third, 'Disabled account line');
     const theirAgent = await createAgent(third, 'Agent of a disabled account');
     const theirAgentToken = await agentToken(third, theirAgent.agent!.svcnumId);
-    await service.core.accounts.disableUser(third.app.owner.svcnumId);
+    await service.core.registration.disableUser(third.app.owner.svcnumId);
     for (const from of [theirLine.svcnum, theirAgent.agent!.svcnum, third.app.owner.svcnum]) {
       await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
     }

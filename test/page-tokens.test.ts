@@ -156,7 +156,7 @@ describe('List* page tokens (gRPC)', () => {
 
 describe('StreamAllMessages resume_cursor', () => {
   it('resumes from a genuine cursor; refuses forged, altered, truncated, other-caller and other-list cursors with INVALID_ARGUMENT', async () => {
-    const { client, clientSecret } = await service.core.accounts.createApiClient({ name: 'Cursor sender', scope: 'messaging', ownerId: app.owner.svcnumId });
+    const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Cursor sender', scope: 'messaging', ownerId: app.owner.svcnumId });
     const api = await clientCredentialsToken(service, client.clientId, clientSecret!);
     for (const text of ['first', 'second']) {
       expect((await sendMessage(service, api, { from: app.owner.svcnum, to: (await service.core.provisioning.numbers.get(callerOf(app), numberIds[0])).svcnum, text })).status).toBe(202);

@@ -76,7 +76,7 @@ beforeAll(async () => {
   });
   await mkdir(join(bundleDir, 'gen'));
   await copyFile('grpc-service/gen/descriptors.binpb', join(bundleDir, 'gen', 'descriptors.binpb'));
-  participants = [await service.core.accounts.createUser({}), await service.core.accounts.createUser({})];
+  participants = [await service.core.registration.createUser({}), await service.core.registration.createUser({})];
   const first = 74_000_000_000;
   const count = 600;
   await service.core.provisioning.lifecycle.seed(String(first), count);
@@ -90,9 +90,9 @@ afterAll(async () => {
 
 /** A business owner with a provisioning client, its token, and agent quotas of `quota`. */
 async function newOwner(quota: number): Promise<Owner> {
-  const owner = await service.core.accounts.createUser({ accountType: 'business' });
+  const owner = await service.core.registration.createUser({ accountType: 'business' });
   await service.core.store.setQuotaOverrides(owner.svcnumId, { independentAgentQuota: quota, dependentAgentQuota: quota });
-  const { client, clientSecret } = await service.core.accounts.createProvisioningClient({ name: 'Crash app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Crash app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
   return { svcnumId: owner.svcnumId, token: await clientCredentialsToken(service, client.clientId, clientSecret!), quota };
 }
 

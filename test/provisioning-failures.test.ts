@@ -69,8 +69,8 @@ async function seed(count: number): Promise<string[]> {
  * A business owner with a provisioning client for every prov:* scope and its token.
  */
 async function fastApp(): Promise<ProvisioningApp> {
-  const owner = await service.core.accounts.createUser({ accountType: 'business' });
-  const { client, clientSecret } = await service.core.accounts.createProvisioningClient({ name: 'Failures app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
+  const owner = await service.core.registration.createUser({ accountType: 'business' });
+  const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Failures app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
   const token = await clientCredentialsToken(service, client.clientId, clientSecret!);
   const address = `127.0.0.1:${service.grpcPort}`;
   const numbers = new NumberServiceClient(address, credentials.createInsecure());
@@ -373,8 +373,8 @@ describe('CreateMask with a failure between its steps', () => {
   let participants: [User, User];
   beforeAll(async () => {
     participants = [
-      await service.core.accounts.createUser({}),
-      await service.core.accounts.createUser({}),
+      await service.core.registration.createUser({}),
+      await service.core.registration.createUser({}),
     ];
   });
   const createMask = (app: ProvisioningApp) => call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({

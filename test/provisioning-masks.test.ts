@@ -57,7 +57,7 @@ afterAll(async () => {
 });
 
 async function someone(): Promise<string> {
-  return (await service.core.accounts.createUser({ accountType: 'person' })).svcnumId;
+  return (await service.core.registration.createUser({ accountType: 'person' })).svcnumId;
 }
 
 // ---- clock: moved by hand; frozen at an exact instant for boundaries, then released forward ----
@@ -168,9 +168,9 @@ describe('CreateMask', () => {
   it('refuses a participant that is not active with FAILED_PRECONDITION: a disabled user, an unfinished registration, a suspended number', async () => {
     const before = await maskCount();
     const disabled = await someone();
-    await service.core.accounts.disableUser(disabled);
+    await service.core.registration.disableUser(disabled);
     await rejects(maskOf({ participantB: disabled }), status.FAILED_PRECONDITION, new RegExp(`participant_b ${disabled} is not active`));
-    const unfinished = (await service.core.accounts.createUser({ setupRequired: true })).svcnumId;
+    const unfinished = (await service.core.registration.createUser({ setupRequired: true })).svcnumId;
     await rejects(maskOf({ participantA: unfinished }), status.FAILED_PRECONDITION, new RegExp(`participant_a ${unfinished} is not active`));
     const number = await service.core.provisioning.numbers.provision(callerOf(app), { displayName: 'Suspended' });
     await lifecycle().suspend(number.svcnum);
@@ -207,7 +207,7 @@ describe('CreateMask', () => {
 
   it('does not burn a request_id on a failed call', async () => {
     const disabled = await someone();
-    await service.core.accounts.disableUser(disabled);
+    await service.core.registration.disableUser(disabled);
     await rejects(maskOf({ requestId: 'after-failure', participantB: disabled }), status.FAILED_PRECONDITION);
     await rejects(maskOf({ requestId: 'after-failure', participantB: NOBODY }), status.NOT_FOUND);
     // The failed calls left no record: the key is free for a request that succeeds.
@@ -393,7 +393,7 @@ describe('authentication and scopes of MaskService', () => {
       const narrowed = await clientCredentialsToken(service, app.clientId, app.clientSecret, scope);
       for (const attempt of everyRpc(app, narrowed)) await rejects(attempt(), status.PERMISSION_DENIED, /prov:masks/);
     }
-    const { client, clientSecret } = await service.core.accounts.createProvisioningClient({ name: 'Numbers only', scope: 'prov:numbers', ownerId: app.owner.svcnumId });
+    const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Numbers only', scope: 'prov:numbers', ownerId: app.owner.svcnumId });
     const numbersOnly = await clientCredentialsToken(service, client.clientId, clientSecret!);
     for (const attempt of everyRpc(app, numbersOnly)) await rejects(attempt(), status.PERMISSION_DENIED, /prov:masks/);
     expect(await maskCount()).toBe(before);
@@ -405,7 +405,7 @@ describe('authentication and scopes of MaskService', () => {
   it('refuses a missing or garbage token, and a disabled client\'s, with UNAUTHENTICATED', async () => {
     for (const attempt of everyRpc(app)) await rejects(attempt(), status.UNAUTHENTICATED, /authorization/);
     for (const attempt of everyRpc(app, 'garbage')) await rejects(attempt(), status.UNAUTHENTICATED, /access token is invalid/);
-    const { client } = await service.core.accounts.createProvisioningClient({ name: 'Disabled', scope: 'prov:masks', ownerId: app.owner.svcnumId });
+    const { client } = await service.core.registration.createProvisioningClient({ name: 'Disabled', scope: 'prov:masks', ownerId: app.owner.svcnumId });
     const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:masks'] });
     await service.core.store.setClientDisabled(client.clientId, true); // before any use: clients are cached for 30 s
     for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /enabled provisioning client/);

@@ -106,7 +106,7 @@ async function drainPool(): Promise<ProgrammableNumberView[]> {
 }
 
 /** A person to forward to (no password: no scrypt). */
-const someone = () => service.core.accounts.createUser({ accountType: 'person' });
+const someone = () => service.core.registration.createUser({ accountType: 'person' });
 /** A well-formed svcnum_id that names nothing. */
 const NOBODY = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
@@ -431,13 +431,13 @@ describe('authentication and scopes of NumberService', () => {
     const claiming = await service.core.oauth.issuer.accessToken({ subject: user.svcnumId, clientId: login.clientId, scopes: ['prov:numbers'], authTime: service.clock.now() });
     await rejects(call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), claiming.token), status.UNAUTHENTICATED, /provisioning client/);
     // An External API client's client_credentials token.
-    const api = await service.core.accounts.createApiClient({ name: 'Messaging app', scope: 'messaging' });
+    const api = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging' });
     const apiToken = await clientCredentialsToken(service, api.client.clientId, api.clientSecret!);
     await rejects(call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), apiToken), status.UNAUTHENTICATED, /provisioning client/);
   });
 
   it('refuses a token of a disabled provisioning client with UNAUTHENTICATED', async () => {
-    const { client } = await service.core.accounts.createProvisioningClient({ name: 'Soon disabled', scope: 'prov:numbers', ownerId: app.owner.svcnumId });
+    const { client } = await service.core.registration.createProvisioningClient({ name: 'Soon disabled', scope: 'prov:numbers', ownerId: app.owner.svcnumId });
     // Its token as the token endpoint issued it; then the operator disables the client (before
     // any use of it: client records are cached in-process for 30 s).
     const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:numbers'] });

@@ -25,7 +25,7 @@ let range = 0;
 
 beforeAll(async () => {
   service = await startTestService({ wrapStore: faults.wrap });
-  participants = [await service.core.accounts.createUser({}), await service.core.accounts.createUser({})];
+  participants = [await service.core.registration.createUser({}), await service.core.registration.createUser({})];
 });
 beforeEach(() => faults.reset());
 afterAll(async () => {

@@ -24,7 +24,7 @@ describe('provisioning API over gRPC (smoke)', () => {
     const number = await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Support line' }), app.token);
     expect(number.svcnum).toMatch(/^71\d{9}$/);
     expect(number.state).toBe(NumberState.NUMBER_STATE_ACTIVE);
-    const person = await service.core.accounts.createUser({ email: `p-${Date.now()}@example.com`, password: 'password 1234' });
+    const person = await service.core.registration.createUser({ email: `p-${Date.now()}@example.com`, password: 'password 1234' });
     const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({ ttlSeconds: 3600, participantA: number.svcnumId, participantB: person.svcnumId, scope: 'delivery' }), app.token);
     expect(mask.state).toBe(NumberState.NUMBER_STATE_ACTIVE);
     expect(mask.expireTime!.getTime() - mask.createTime!.getTime()).toBe(3_600_000);

@@ -79,7 +79,7 @@ describe('GET /api/resolve', () => {
   });
 
   it('resolves people and businesses by number, and a person by an operator alias, with nothing but number, type and state', async () => {
-    const person = await service.core.accounts.createUser({ email: `resolve-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({ email: `resolve-${Date.now()}@example.com`, password: 'a long password 1' });
     const byNumber = await resolve(formatted(person.svcnum)[0]!);
     expect(byNumber.json).toEqual({ svcnum: person.svcnum, entity_type: 'person', state: 'active' });
     expect(byNumber.text).not.toContain(person.svcnumId);
@@ -119,7 +119,7 @@ describe('GET /api/resolve', () => {
 
   it('resolves a mask number as a mask without participants or owner, cached no longer than it lives, and expired after its TTL', async () => {
     const number = await provision(app);
-    const person = await service.core.accounts.createUser({ email: `masked-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({ email: `masked-${Date.now()}@example.com`, password: 'a long password 1' });
     const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
       ttlSeconds: 60, participantA: number.svcnumId, participantB: person.svcnumId, scope: 'delivery.order-1',
     }), app.token);

@@ -23,12 +23,12 @@ let browser: Browser;
 
 beforeAll(async () => {
   service = await startTestService();
-  const register = async (refreshResponse: string) => (await service.core.accounts.createLoginClient({
+  const register = async (refreshResponse: string) => (await service.core.registration.createLoginClient({
     name: `RP (${refreshResponse})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse,
   })).client;
   nullClient = await register('null');
   omitClient = await register('omit');
-  api = await service.core.accounts.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
+  api = await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
   login = await createUser(service);
   browser = new Browser(service.issuer);
 });
@@ -249,7 +249,7 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
 
   it('finds the access tokens of a revoked grant refused at UserInfo: after a code replay, /oauth/revoke, and Revoke access on the account page', async () => {
     // A client of its own, so that revoking it on the account page leaves the other tests' clients alone.
-    const rp = (await service.core.accounts.createLoginClient({
+    const rp = (await service.core.registration.createLoginClient({
       name: `RP revoked (${library.name})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit',
     })).client;
     /** A fresh grant: the first access token and a refreshed one (same grant), both working at UserInfo. */

@@ -36,7 +36,7 @@ beforeAll(async () => {
 });
 afterAll(() => service?.close());
 
-const checks = () => service.core.oauth.authorization.passwordChecks;
+const checks = () => service.core.authorization.passwordChecks;
 
 /** A browser with its own address and its sign-in page. */
 async function openSignIn(options: { ip?: string } = {}) {
@@ -95,7 +95,7 @@ describe('known and unknown accounts', () => {
   it('get identical answers (status, headers, page) and identical work (store calls by method, one password check) in every state', async () => {
     const known = await createUser(service);
     const disabled = await createUser(service);
-    await service.core.accounts.disableUser(disabled.user.svcnumId);
+    await service.core.registration.disableUser(disabled.user.svcnumId);
     // Unknown identifiers of the same length, so that even Content-Length would match.
     const pairs: Array<{ name: string; known: [string, string]; unknown: [string, string] }> = [
       { name: 'email, wrong password', known: [known.email, 'wrong password'], unknown: [known.email.replace(/^user/, 'nobo'), 'wrong password'] },

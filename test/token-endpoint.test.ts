@@ -30,7 +30,7 @@ beforeAll(async () => {
   clientB = await createLoginClient(service, 'openid profile email', [REDIRECT_URI]);
   login = await createUser(service);
   browser = new Browser(service.issuer);
-  api = await service.core.accounts.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
+  api = await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
 });
 afterAll(() => service?.close());
 
@@ -294,7 +294,7 @@ describe('grant_type=refresh_token', () => {
   });
 
   it('answers "refresh_token": null by default (the spec), and leaves the member out for a client registered with omit', async () => {
-    const omit = (await service.core.accounts.createLoginClient({ name: 'Omit app', scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit' })).client;
+    const omit = (await service.core.registration.createLoginClient({ name: 'Omit app', scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit' })).client;
     expect(omit.refreshResponse).toBe('omit');
     expect(clientA.refreshResponse).toBe('null');
     // A record stored before the option existed has no attribute: it gets the default.
@@ -311,7 +311,7 @@ describe('grant_type=refresh_token', () => {
         if (member.length > 0) expect(reply.text).toContain('"refresh_token":null');
       }
     }
-    await expect(service.core.accounts.createLoginClient({ name: 'Bad', scope: 'openid', redirectUris: [REDIRECT_URI], refreshResponse: 'absent' }))
+    await expect(service.core.registration.createLoginClient({ name: 'Bad', scope: 'openid', redirectUris: [REDIRECT_URI], refreshResponse: 'absent' }))
       .rejects.toThrow('refresh response must be null or omit');
   });
 });
@@ -415,7 +415,7 @@ describe('grant_type=client_credentials', () => {
   });
 
   it('refuses a disabled API client with 401 invalid_client', async () => {
-    const disabled = await service.core.accounts.createApiClient({ name: 'Disabled partner', scope: 'messaging poll' });
+    const disabled = await service.core.registration.createApiClient({ name: 'Disabled partner', scope: 'messaging poll' });
     // Disabled before the first use: client records are cached in-process for 30 s.
     await service.core.store.setClientDisabled(disabled.client.clientId, true);
     const viaBasic = await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: basic(disabled.client.clientId, disabled.clientSecret!) });
@@ -620,7 +620,7 @@ describe('logs', () => {
       expect((await postForm(token, { grant_type: 'refresh_token', refresh_token: secrets.refresh, client_id: client.clientId })).status).toBe(200);
       expect((await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } })).status).toBe(200);
       expect((await exchange(logged, client, code, verifier)).status).toBe(400); // a replay, logged as an error
-      const partner = await logged.core.accounts.createApiClient({ name: 'Logged partner', scope: 'messaging poll' });
+      const partner = await logged.core.registration.createApiClient({ name: 'Logged partner', scope: 'messaging poll' });
       secrets.clientSecret = partner.clientSecret!;
       const cc = await postForm(token, { grant_type: 'client_credentials' }, { Authorization: basic(partner.client.clientId, partner.clientSecret!) });
       expect(cc.status).toBe(200);

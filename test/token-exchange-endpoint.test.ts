@@ -55,7 +55,7 @@ beforeAll(async () => {
     displayName: 'Dependent D', ownerSvcnumId: agentA.agent!.svcnumId, scope: 'openid messaging',
   }), app.token);
   login = await createLoginClient(service);
-  api = await service.core.accounts.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
+  api = await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
 });
 afterAll(async () => {
   app?.close();
@@ -185,7 +185,7 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
     const numbersOnly = await provisioningApp(service, { scope: 'prov:numbers' });
     const disabled = await provisioningApp(service);
     try {
-      await service.core.accounts.disableUser(disabled.owner.svcnumId);
+      await service.core.registration.disableUser(disabled.owner.svcnumId);
       for (const who of [numbersOnly, disabled]) {
         const reply = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, who);
         expect({ status: reply.status, error: reply.json.error }).toEqual({ status: 400, error: 'unauthorized_client' });
@@ -204,7 +204,7 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
       const admitted = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
       expect({ status: admitted.status, error: admitted.json.error }).toEqual({ status: 400, error: 'invalid_request' });
       // … and refused as a caller right after its account is disabled, with no time passing.
-      await service.core.accounts.disableUser(soon.owner.svcnumId);
+      await service.core.registration.disableUser(soon.owner.svcnumId);
       const refused = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
       expect({ status: refused.status, error: refused.json.error }).toEqual({ status: 400, error: 'unauthorized_client' });
     } finally {
@@ -301,7 +301,7 @@ describe('parity: the ExchangeToken RPC and the token endpoint accept and refuse
     const numbersOnly = await provisioningApp(service, { scope: 'prov:numbers' });
     const disabled = await provisioningApp(service);
     try {
-      await service.core.accounts.disableUser(disabled.owner.svcnumId);
+      await service.core.registration.disableUser(disabled.owner.svcnumId);
       for (const who of [numbersOnly, disabled]) {
         const fields = { subjectToken: dependentD.svcnumId, subjectTokenType: SVCNUM_ID };
         expect((await failure(call(who.agents, 'exchangeToken', ExchangeTokenRequest.fromPartial(fields), who.token))).code).toBe(status.PERMISSION_DENIED);

@@ -148,7 +148,7 @@ describe('UserInfo: answers', () => {
   it('returns account_type ai_agent for an AI agent account', async () => {
     const email = `agent-${Date.now()}@example.com`;
     const password = 'agent password long enough';
-    const agent = await service.core.accounts.createUser({ email, password, accountType: 'ai_agent' });
+    const agent = await service.core.registration.createUser({ email, password, accountType: 'ai_agent' });
     const agentTokens = await tokensFor(service, client, { email, password });
     const reply = await userinfo(service, { authorization: bearer(agentTokens.access) });
     expect(reply.status).toBe(200);
@@ -252,7 +252,7 @@ describe('UserInfo: refusals (RFC 6750)', () => {
   });
 
   it('answers a client_credentials token (no openid) with 403 insufficient_scope', async () => {
-    const api = await service.core.accounts.createApiClient({ name: 'Partner', scope: 'messaging poll' });
+    const api = await service.core.registration.createApiClient({ name: 'Partner', scope: 'messaging poll' });
     const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
     expect(cc.status).toBe(200);
     expectRefusal(await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }), 403, 'insufficient_scope');
@@ -265,7 +265,7 @@ describe('UserInfo: refusals (RFC 6750)', () => {
     const second = await tokensFor(service, client, person, session);
     expect((await userinfo(service, { authorization: bearer(first.access) })).status).toBe(200);
 
-    await service.core.accounts.disableUser(person.user.svcnumId);
+    await service.core.registration.disableUser(person.user.svcnumId);
     expectRefusal(await userinfo(service, { authorization: bearer(first.access) }), 401, 'invalid_token');
     for (const refreshToken of [first.refresh, second.refresh]) {
       const refreshed = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId });
@@ -276,7 +276,7 @@ describe('UserInfo: refusals (RFC 6750)', () => {
   it('gives no tokens for a code issued before the account was disabled and redeemed after', async () => {
     const person = await createUser(service);
     const { code, verifier } = await obtainCode(service, client, person);
-    await service.core.accounts.disableUser(person.user.svcnumId);
+    await service.core.registration.disableUser(person.user.svcnumId);
     const reply = await exchange(service, client, code, verifier);
     expect({ status: reply.status, error: reply.json.error }).toEqual({ status: 400, error: 'invalid_grant' });
     // and no grant was left behind for that account
@@ -318,7 +318,7 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
     expect((await postForm(`${service.issuer}/oauth/revoke`, { token: String(grantId), client_id: client.clientId })).status).toBe(200);
     expect((await userinfo(service, { authorization: bearer(first.access) })).status).toBe(200);
     // Tokens of no grant carry none.
-    const api = await service.core.accounts.createApiClient({ name: 'No grant', scope: 'messaging' });
+    const api = await service.core.registration.createApiClient({ name: 'No grant', scope: 'messaging' });
     const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
     expect(decodeJwt(String(cc.json.access_token))).not.toHaveProperty('grant_id');
   });
@@ -334,7 +334,7 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
     const grantless = await sign(key, kid, validClaims());
     expect(await storeCalls(async () => expect((await userinfo(service, { authorization: bearer(grantless) })).status).toBe(200))).toEqual(['getUser']);
     // A client_credentials token (no openid) is refused before any read, as before.
-    const api = await service.core.accounts.createApiClient({ name: 'Unaffected', scope: 'messaging poll' });
+    const api = await service.core.registration.createApiClient({ name: 'Unaffected', scope: 'messaging poll' });
     const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
     expect(await storeCalls(async () => expectRefusal(await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }), 403, 'insufficient_scope'))).toEqual([]);
   });

@@ -1,9 +1,11 @@
 import { ttlCache } from '../kernel/cache';
 import type { Clock, Random } from '../kernel/ports';
-import type { AccountsPort } from './store';
-import { createAccounts } from './accounts';
+import { findUser } from './lookups';
+import { createRegistration } from './registration';
+import type { AccountLookupsPort, RegistrationPort } from './store';
 
-export * from './accounts';
+export { normaliseEmail } from './lookups';
+export * from './registration';
 
 /**
  * How long client records and account status are trusted from memory: a disabled client or
@@ -12,8 +14,12 @@ export * from './accounts';
  */
 const RECORD_CACHE_TTL = 30_000;
 
-/** The accounts module: users and clients (registration, admin), and the cached look-ups other modules use. */
-export function createAccountsModule(ports: { store: AccountsPort; clock: Clock; random: Random }) {
+/**
+ * The accounts module: the look-ups other modules use (clients and account status, briefly
+ * cached; the account a person signs in with). Creating and changing accounts is the
+ * registration module's, so that a Lambda reading accounts carries none of its input schemas.
+ */
+export function createAccountsModule(ports: { store: AccountLookupsPort }) {
   const { store } = ports;
   // Secret checks read the client fresh, so that a rotated secret works (and the old one stops) at once.
   const clients = ttlCache((clientId) => store.getClient(clientId), RECORD_CACHE_TTL);
@@ -21,10 +27,15 @@ export function createAccountsModule(ports: { store: AccountsPort; clock: Clock;
   const accountActiveNow = async (svcnumId: string) => (await store.getUser(svcnumId))?.status === 'active';
   const accountStatus = () => ttlCache(accountActiveNow, RECORD_CACHE_TTL).get;
   return {
-    ...createAccounts(store, ports.clock, ports.random),
     getClient: clients.get,
     getClientFresh: clients.fresh,
     accountStatus,
     accountActiveNow,
+    findUser: (identifier: string) => findUser(store, identifier),
   };
+}
+
+/** The registration module: users and clients created, secrets rotated, accounts disabled (admin CLI, agents' clients). */
+export function createRegistrationModule(ports: { store: RegistrationPort; clock: Clock; random: Random }) {
+  return createRegistration(ports.store, ports.clock, ports.random);
 }

@@ -26,7 +26,10 @@ export interface AccountsStore {
   setUserStatus(svcnumId: string, status: UserStatus): Promise<User | undefined>;
 }
 
-/** Exactly the store methods the accounts module calls. */
-export type AccountsPort = Pick<AccountsStore & SharedStore,
-  | 'claimEmail' | 'claimNumber' | 'createClient' | 'createUser' | 'findSvcnumIdByEmail' | 'getClient' | 'getNumber' | 'getUser'
-  | 'listGrants' | 'releaseEmail' | 'releaseNumber' | 'revokeGrant' | 'setClientSecret' | 'setUserStatus'>;
+/** Exactly the store methods the accounts module's look-ups call. */
+export type AccountLookupsPort = Pick<AccountsStore, 'findSvcnumIdByEmail' | 'getClient' | 'getNumber' | 'getUser'>;
+
+/** Exactly the store methods the registration module calls. */
+export type RegistrationPort = Pick<AccountsStore & SharedStore,
+  | 'claimEmail' | 'claimNumber' | 'createClient' | 'createUser' | 'getUser' | 'listGrants' | 'releaseEmail' | 'releaseNumber' | 'revokeGrant'
+  | 'setClientSecret' | 'setUserStatus'>;

@@ -1,11 +1,9 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KMSClient } from '@aws-sdk/client-kms';
 import { serviceConfig } from '../kernel/config';
 import type { MacKey } from '../kernel/ports';
-import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf } from '../registry';
-import { tableNames } from '../tables';
-import { createDynamoStore } from './dynamo-store';
-import { documentClient } from './dynamo-schema';
+import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf, type StoreOf } from '../registry';
+import type { Store } from '../store';
+import type { StoreFactory } from './dynamo-store';
 import { createKmsKeyRing, createKmsMacKey } from './kms-keys';
 import type { AwsRuntimeConfig } from './runtime-config';
 import { systemClock, systemRandom } from './system';
@@ -23,12 +21,23 @@ function macKeyFromEnvironment(client: KMSClient, keyId: string | undefined, var
   return { mac: missing, verify: missing };
 }
 
+/**
+ * A process's store: the DynamoDB slices its modules' ports need (`StoreOf`), or none where they
+ * need none (discovery), so that its bundle holds no DynamoDB client.
+ */
+export type StoreOption<D extends readonly AnyModuleDefinition[]> = keyof StoreOf<D> extends never
+  ? { store?: undefined }
+  : { store: StoreFactory<StoreOf<D>> };
+
 /** The modules `definitions` name (and what they need), built from this process's configuration. */
-export function modulesFromEnvironment<const D extends readonly AnyModuleDefinition[]>(config: AwsRuntimeConfig, definitions: D): ModulesOf<D> {
+export function modulesFromEnvironment<const D extends readonly AnyModuleDefinition[]>(
+  config: AwsRuntimeConfig, definitions: D, { store }: StoreOption<D>,
+): ModulesOf<D> {
   const kms = new KMSClient({});
   const keys = createKmsKeyRing({ client: kms, activeKeyId: config.kmsKeyId, additionalKeyIds: config.kmsVerifyKeyIds });
   return buildModules(modulePorts({
-    store: createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(config.tablePrefix)),
+    // Typed by StoreOption: the slices given serve every method these modules call.
+    store: (store ? store(config.tablePrefix) : {}) as Store,
     keys,
     macKey: macKeyFromEnvironment(kms, config.macKeyId, 'MAC_KEY_ID'),
     pageTokenKey: macKeyFromEnvironment(kms, config.pageTokenKeyId, 'PAGE_TOKEN_KEY_ID'),

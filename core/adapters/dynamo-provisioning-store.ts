@@ -28,7 +28,7 @@ function assignments(changes: Record<string, unknown>, prefix: string) {
   return { names, values, set, remove };
 }
 
-export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables: TableNames): ProvisioningStore {
+export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables: TableNames): Omit<ProvisioningStore, 'getMask'> {
   const { get, queryPage, updateReturning } = dynamoOps(db);
 
   /**
@@ -193,7 +193,6 @@ export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables
         ConditionExpression: 'attribute_not_exists(maskId)',
       }));
     },
-    getMask: (maskId) => get<Mask>(tables.masks, { maskId }, true),
     listMasks: (ownerId, limit, startKey) => queryPage<Mask>({
       TableName: tables.masks,
       IndexName: 'byOwner',

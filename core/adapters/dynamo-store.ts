@@ -1,245 +1,47 @@
-import {
-  BatchGetCommand, DeleteCommand, PutCommand, UpdateCommand, type BatchGetCommandInput, type BatchGetCommandOutput, type DynamoDBDocumentClient,
-} from '@aws-sdk/lib-dynamodb';
-import { setTimeout as sleep } from 'node:timers/promises';
-import type {
-  AuthorizationCode, AuthRequest, Client, Consent, Grant, NumberRecord, Session, SignInThrottle, User,
-} from '../kernel/model';
-import type { CodeBinding, RedeemResult, Store } from '../store';
-import type { TableNames } from '../tables';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Store } from '../store';
+import { tableNames, type TableNames } from '../tables';
+import { createDynamoAccountsStore } from './dynamo-accounts-store';
 import { createDynamoDirectoryStore } from './dynamo-directory-store';
-import { conditional, dynamoOps, record, ttlSeconds } from './dynamo-ops';
 import { createDynamoMessagingStore } from './dynamo-messaging-store';
+import { createDynamoOAuthStore } from './dynamo-oauth-store';
 import { createDynamoProvisioningStore } from './dynamo-provisioning-store';
+import { documentClient } from './dynamo-schema';
 
-const DAY_MS = 86_400_000;
-/** BatchGetItem may return some keys unprocessed (throttling): retried with backoff this many times. */
-const BATCH_GET_ATTEMPTS = 5;
-const BATCH_GET_BACKOFF_MS = 25;
-
+/**
+ * The store's DynamoDB adapter: one slice per area, each over its own tables. A process serving
+ * every module (the local runner, the gRPC task) takes them all; a Lambda takes only the slices
+ * its modules' ports need (its entry names them), so its bundle carries no other.
+ */
 export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames): Store {
-  const { get, scanAll, queryAll, updateReturning } = dynamoOps(db);
-
   return {
     ...createDynamoProvisioningStore(db, tables),
     ...createDynamoDirectoryStore(db, tables),
     ...createDynamoMessagingStore(db, tables),
-    // clients
-    async createClient(client) {
-      const created = await conditional(db.send(new PutCommand({
-        TableName: tables.clients, Item: client, ConditionExpression: 'attribute_not_exists(clientId)',
-      })));
-      if (!created) throw new Error(`client ${client.clientId} already exists`);
-    },
-    setClientSecret: (clientId, secretHash) => conditional(db.send(new UpdateCommand({
-      TableName: tables.clients,
-      Key: { clientId },
-      UpdateExpression: 'SET secretHash = :hash',
-      ConditionExpression: 'attribute_exists(secretHash)',
-      ExpressionAttributeValues: { ':hash': secretHash },
-    }))),
-    async deleteClient(clientId) {
-      await db.send(new DeleteCommand({ TableName: tables.clients, Key: { clientId } }));
-    },
-    getClient: (clientId) => get<Client>(tables.clients, { clientId }),
-    listClients: () => scanAll<Client>(tables.clients),
-    setClientDisabled: (clientId, disabled) => updateReturning<Client>({
-      TableName: tables.clients,
-      Key: { clientId },
-      UpdateExpression: 'SET disabled = :disabled',
-      ConditionExpression: 'attribute_exists(clientId)',
-      ExpressionAttributeValues: { ':disabled': disabled },
-    }),
-
-    // users and unique identifiers
-    claimEmail: (email, svcnumId) => conditional(db.send(new PutCommand({
-      TableName: tables.emails, Item: { email, svcnumId }, ConditionExpression: 'attribute_not_exists(email)',
-    }))),
-    async releaseEmail(email, svcnumId) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.emails, Key: { email },
-        ConditionExpression: 'svcnumId = :svcnumId', ExpressionAttributeValues: { ':svcnumId': svcnumId },
-      })));
-    },
-    findSvcnumIdByEmail: async (email) => (await get<{ svcnumId: string }>(tables.emails, { email }))?.svcnumId,
-    claimNumber: (number) => conditional(db.send(new PutCommand({
-      TableName: tables.numbers, Item: number, ConditionExpression: 'attribute_not_exists(svcnum)',
-    }))),
-    async releaseNumber(svcnum, svcnumId) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.numbers, Key: { svcnum },
-        ConditionExpression: 'svcnumId = :svcnumId', ExpressionAttributeValues: { ':svcnumId': svcnumId },
-      })));
-    },
-    getNumber: (svcnum) => get<NumberRecord>(tables.numbers, { svcnum }),
-    async createUser(user) {
-      const created = await conditional(db.send(new PutCommand({
-        TableName: tables.users, Item: user, ConditionExpression: 'attribute_not_exists(svcnumId)',
-      })));
-      if (!created) throw new Error(`user ${user.svcnumId} already exists`);
-    },
-    // Strongly consistent: a disabled account must be seen as disabled at once.
-    getUser: (svcnumId) => get<User>(tables.users, { svcnumId }, true),
-    listUsers: () => scanAll<User>(tables.users),
-    setUserStatus: (svcnumId, status) => updateReturning<User>({
-      TableName: tables.users,
-      Key: { svcnumId },
-      UpdateExpression: 'SET #status = :status',
-      ConditionExpression: 'attribute_exists(svcnumId)',
-      ExpressionAttributeNames: { '#status': 'status' },
-      ExpressionAttributeValues: { ':status': status },
-    }),
-    // authorization flow
-    async putAuthRequest(request) {
-      await db.send(new PutCommand({
-        TableName: tables.authRequests, Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
-      }));
-    },
-    async getAuthRequest(requestId, now) {
-      const request = await get<AuthRequest>(tables.authRequests, { requestId });
-      return request && request.expiresAt > now ? request : undefined;
-    },
-    async markAuthRequestSignedIn(requestId, at) {
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.authRequests,
-        Key: { requestId },
-        UpdateExpression: 'SET signedInAt = :at',
-        ConditionExpression: 'attribute_exists(requestId)',
-        ExpressionAttributeValues: { ':at': at },
-      })));
-    },
-    async deleteAuthRequest(requestId) {
-      await db.send(new DeleteCommand({ TableName: tables.authRequests, Key: { requestId } }));
-    },
-    async putCode(code) {
-      await db.send(new PutCommand({
-        TableName: tables.codes, Item: { ...code, ttl: ttlSeconds(code.expiresAt) },
-        ConditionExpression: 'attribute_not_exists(codeHash)',
-      }));
-    },
-    async redeemCode(codeHash: string, binding: CodeBinding, now: number): Promise<RedeemResult> {
-      const redeemed = await updateReturning<AuthorizationCode>({
-        TableName: tables.codes,
-        Key: { codeHash },
-        UpdateExpression: 'SET redeemedAt = :now',
-        ConditionExpression: 'attribute_exists(codeHash) AND attribute_not_exists(redeemedAt) AND expiresAt > :now'
-          + ' AND clientId = :clientId AND redirectUri = :redirectUri AND codeChallenge = :codeChallenge',
-        ExpressionAttributeValues: {
-          ':now': now,
-          ':clientId': binding.clientId,
-          ':redirectUri': binding.redirectUri,
-          ':codeChallenge': binding.codeChallenge,
-        },
-      });
-      if (redeemed) return { outcome: 'redeemed', code: redeemed };
-      // The error path only: find out which condition failed.
-      const code = await get<AuthorizationCode>(tables.codes, { codeHash }, true);
-      if (!code) return { outcome: 'unknown' };
-      if (code.redeemedAt !== undefined) return { outcome: 'replayed', grantId: code.grantId };
-      if (code.expiresAt <= now) return { outcome: 'expired' };
-      return { outcome: 'mismatch' };
-    },
-
-    // grants
-    createGrant: (grant, expiresAt) => conditional(db.send(new PutCommand({
-      TableName: tables.grants,
-      Item: { ...grant, ttl: ttlSeconds(expiresAt) },
-      ConditionExpression: 'attribute_not_exists(grantId)',
-    }))),
-    async getGrant(grantId) {
-      // Strongly consistent: a revocation must stop the very next refresh (same one round trip).
-      const grant = await get<Grant>(tables.grants, { grantId }, true);
-      // A tombstone left by revokeGrant has no secret: it is not a usable grant.
-      return grant?.secretHash ? grant : undefined;
-    },
-    async getUserAndGrant(svcnumId, grantId) {
-      // Strongly consistent both: a disabled account or a revoked grant is refused at once.
-      let request: BatchGetCommandInput['RequestItems'] = {
-        [tables.users]: { Keys: [{ svcnumId }], ConsistentRead: true },
-        [tables.grants]: { Keys: [{ grantId }], ConsistentRead: true },
-      };
-      const found: { user?: User; grant?: Grant } = {};
-      for (let attempt = 1; ; attempt++) {
-        const out: BatchGetCommandOutput = await db.send(new BatchGetCommand({ RequestItems: request }));
-        const user = out.Responses?.[tables.users]?.[0];
-        const grant = out.Responses?.[tables.grants]?.[0];
-        if (user) found.user = record<User>(user);
-        // A tombstone left by revokeGrant has no secret: it is not a usable grant.
-        if (grant?.secretHash) found.grant = record<Grant>(grant);
-        request = out.UnprocessedKeys;
-        if (!request || Object.keys(request).length === 0) return found;
-        if (attempt === BATCH_GET_ATTEMPTS) throw new Error('BatchGetItem left keys unprocessed after retries');
-        await sleep(BATCH_GET_BACKOFF_MS * 2 ** (attempt - 1));
-      }
-    },
-    async touchGrant(grantId, now, expiresAt) {
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.grants,
-        Key: { grantId },
-        UpdateExpression: 'SET lastUsedAt = :now, #ttl = :ttl',
-        ConditionExpression: 'attribute_exists(grantId) AND attribute_not_exists(revokedAt) AND lastUsedAt < :now',
-        ExpressionAttributeNames: { '#ttl': 'ttl' },
-        ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(expiresAt) },
-      })));
-    },
-    async revokeGrant(grantId, now) {
-      await db.send(new UpdateCommand({
-        TableName: tables.grants,
-        Key: { grantId },
-        // A tombstone only needs to outlive the 5-minute code that could still create the grant.
-        UpdateExpression: 'SET revokedAt = if_not_exists(revokedAt, :now), #ttl = if_not_exists(#ttl, :ttl)',
-        ExpressionAttributeNames: { '#ttl': 'ttl' },
-        ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(now + DAY_MS) },
-      }));
-    },
-    listGrants: (svcnumId, clientId) => queryAll<Grant>({
-      TableName: tables.grants,
-      IndexName: 'bySubject',
-      KeyConditionExpression: clientId ? 'svcnumId = :svcnumId AND clientId = :clientId' : 'svcnumId = :svcnumId',
-      ExpressionAttributeValues: clientId ? { ':svcnumId': svcnumId, ':clientId': clientId } : { ':svcnumId': svcnumId },
-    }),
-
-    // consent
-    getConsent: (svcnumId, clientId) => get<Consent>(tables.consents, { svcnumId, clientId }),
-    async putConsent(consent) {
-      await db.send(new PutCommand({ TableName: tables.consents, Item: consent }));
-    },
-    listConsents: (svcnumId) => queryAll<Consent>({
-      TableName: tables.consents,
-      KeyConditionExpression: 'svcnumId = :svcnumId',
-      ExpressionAttributeValues: { ':svcnumId': svcnumId },
-    }),
-    async deleteConsent(svcnumId, clientId) {
-      await db.send(new DeleteCommand({ TableName: tables.consents, Key: { svcnumId, clientId } }));
-    },
-
-    // sign-in throttle
-    async getSignInThrottle(key, now) {
-      const state = await get<SignInThrottle>(tables.signInThrottle, { key }, true);
-      return state && state.expiresAt > now ? state : undefined;
-    },
-    putSignInThrottle: (next, seenFailures, now) => conditional(db.send(new PutCommand({
-      TableName: tables.signInThrottle,
-      Item: { ...next, ttl: ttlSeconds(next.expiresAt) },
-      ...(seenFailures === undefined
-        // Nothing live: no item, or one whose count has expired (the TTL sweeper is late).
-        ? { ConditionExpression: 'attribute_not_exists(#key) OR expiresAt <= :now', ExpressionAttributeNames: { '#key': 'key' }, ExpressionAttributeValues: { ':now': now } }
-        : { ConditionExpression: 'failures = :seen', ExpressionAttributeValues: { ':seen': seenFailures } }),
-    }))),
-    async deleteSignInThrottle(key) {
-      await db.send(new DeleteCommand({ TableName: tables.signInThrottle, Key: { key } }));
-    },
-
-    // sessions
-    async putSession(session) {
-      await db.send(new PutCommand({ TableName: tables.sessions, Item: { ...session, ttl: ttlSeconds(session.expiresAt) } }));
-    },
-    async getSession(sessionHash, now) {
-      const session = await get<Session>(tables.sessions, { sessionHash });
-      return session && session.expiresAt > now ? session : undefined;
-    },
-    async deleteSession(sessionHash) {
-      await db.send(new DeleteCommand({ TableName: tables.sessions, Key: { sessionHash } }));
-    },
+    ...createDynamoAccountsStore(db, tables),
+    ...createDynamoOAuthStore(db, tables),
   };
 }
+
+/** One slice of the DynamoDB adapter (the functions above). */
+type StoreSlice = (db: DynamoDBDocumentClient, tables: TableNames) => object;
+type Intersection<U> = (U extends unknown ? (value: U) => void : never) extends (value: infer I) => void ? I : never;
+
+/** A process's store, from its table prefix (aws-environment.ts `modulesFromEnvironment`). */
+export type StoreFactory<S> = (tablePrefix: string) => S;
+
+/**
+ * A Lambda's store: only `slices`, over the SDK's DynamoDB client. The Lambda entry names the
+ * slices and lambdas/runtime.ts checks, at compile time, that they serve its modules' ports.
+ */
+export function dynamoStore<const S extends readonly StoreSlice[]>(...slices: S): StoreFactory<Intersection<ReturnType<S[number]>>> {
+  return (tablePrefix) => {
+    const db = documentClient(new DynamoDBClient({}));
+    const tables = tableNames(tablePrefix);
+    return Object.assign({}, ...slices.map((slice) => slice(db, tables)));
+  };
+}
+
+/** The whole store (the gRPC task serves every module). */
+export const wholeDynamoStore: StoreFactory<Store> = (tablePrefix) => createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(tablePrefix));

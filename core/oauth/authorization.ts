@@ -225,6 +225,8 @@ export function createAuthorization(deps: {
   }
 
   return {
+    /** The issuer URL and cookie security of this deployment (the pages' cookies and form targets). */
+    config,
     sessionUser,
     parkedRequest,
 

@@ -6,36 +6,46 @@ import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
 import type { OAuthPort } from './store';
 import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from './tokens';
-import { userInfo } from './userinfo';
+import { userInfo, type UserInfoPort } from './userinfo';
 
 /**
- * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path), the authorization flow
- * and its pages' logic, the sign-in guard, UserInfo, and what discovery publishes (the issuer, the
- * public keys). The token endpoint is a module of its own (./token-endpoint.ts): its grant types
- * come from other modules too.
+ * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path) and what discovery
+ * publishes (the issuer, the public keys); it reads no store. UserInfo, the browser's
+ * authorization flow and the token endpoint are modules of their own (below,
+ * ./token-endpoint.ts), so that each Lambda carries only the part its routes use.
  */
-export function createOAuthModule(
-  ports: { store: OAuthPort; keys: KeyRing; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits },
-  needs: { accounts: AccountFinder & ClientLookup },
-) {
-  const { store, keys, macKey, clock, random, config } = ports;
-  const { getClient } = needs.accounts;
-  const issuer = createTokenIssuer(config, keys, clock, random);
+export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: Random; config: ServiceConfig }) {
+  const { keys, clock, random, config } = ports;
   const verifyAccessToken = createAccessTokenVerifier(config, keys, clock);
   return {
     /** The issuer URL and cookie security of this deployment. */
     config,
     /** The keys verifiers must accept, as published at /.well-known/jwks.json. */
     publicKeys: () => keys.publicKeys(),
-    issuer,
+    issuer: createTokenIssuer(config, keys, clock, random),
     verifyAccessToken,
     /** The one Bearer path of every edge: Authorization value(s) → verified claims, or the refusal. */
     authenticateBearer: createBearerAuthentication(verifyAccessToken),
-    authorization: createAuthorization({
-      store, config, clock, random, accounts: needs.accounts, macKey, getClient,
-      guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
-    }),
-    /** OIDC UserInfo for verified claims (the account, and the grant the token was issued under). */
-    userInfo: (claims: AccessTokenClaims) => userInfo(store, claims, clock.now()),
   };
+}
+
+/** The UserInfo module: OIDC UserInfo for verified claims (the account, and the grant the token was issued under). */
+export function createUserInfoModule(ports: { store: UserInfoPort; clock: Clock }) {
+  const { store, clock } = ports;
+  return { forClaims: (claims: AccessTokenClaims) => userInfo(store, claims, clock.now()) };
+}
+
+/**
+ * The authorization module: the browser side of the code flow (/oauth/authorize, sign-in with
+ * its guard, consent, the account page).
+ */
+export function createAuthorizationModule(
+  ports: { store: OAuthPort; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits },
+  needs: { accounts: AccountFinder & ClientLookup },
+) {
+  const { store, clock } = ports;
+  return createAuthorization({
+    ...ports, accounts: needs.accounts, getClient: needs.accounts.getClient,
+    guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
+  });
 }

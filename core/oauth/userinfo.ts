@@ -27,13 +27,16 @@ export function userInfoClaims(user: User, scopes: readonly string[]): UserInfoR
   };
 }
 
+/** The store methods UserInfo calls. */
+export type UserInfoPort = Pick<OAuthPort, 'getUser' | 'getUserAndGrant'>;
+
 /**
  * One store round trip: the account, and for a token issued under a grant (`grant_id`) the grant
  * too, so that tokens of a revoked grant (code replay, /oauth/revoke, "Revoke access") stop here
  * at once rather than when they expire (RFC 6749 §4.1.2). Tokens of no grant (client_credentials,
  * agents, token exchange) are judged by the account alone.
  */
-export async function userInfo(store: OAuthPort, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
+export async function userInfo(store: UserInfoPort, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
   const scopes = requireScope(claims, 'openid');
   const { user, grant } = claims.grant_id === undefined
     ? { user: await store.getUser(claims.sub), grant: undefined }

@@ -44,7 +44,10 @@ export interface ExchangeResult {
 
 const invalidRequest = (message: string) => oauthError('invalid_request', message);
 
-export function createTokenExchange(deps: { store: ProvisioningPort; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
+/** The store methods token exchange calls: it reads accounts only. */
+export type TokenExchangePort = Pick<ProvisioningPort, 'getUser'>;
+
+export function createTokenExchange(deps: { store: TokenExchangePort; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
   const { store, clock, issuer, verify, config } = deps;
 
   async function actorClaims(input: ExchangeInput): Promise<AccessTokenClaims | undefined> {

@@ -6,7 +6,7 @@ import type { Clock, Random } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
 import { createAgents } from './agents';
 import type { ProvisioningConfig } from './config';
-import { createTokenExchange, type TokenExchange } from './exchange';
+import { createTokenExchange, type TokenExchange, type TokenExchangePort } from './exchange';
 import { createNumberLifecycle, leaseResolver } from './lifecycle';
 import { createMasks } from './masks';
 import { createNumberPool } from './pool';
@@ -45,10 +45,10 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 /** The provisioning module, as the registry builds it. */
 export function createProvisioningModule(
   ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
-  needs: { accounts: AgentClients; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex; tokenExchange: { exchange: TokenExchange } },
+  needs: { registration: AgentClients; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex; tokenExchange: { exchange: TokenExchange } },
 ) {
   return createProvisioning({
-    ...ports, accounts: needs.accounts, issuer: needs.oauth.issuer, discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
+    ...ports, accounts: needs.registration, issuer: needs.oauth.issuer, discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
   });
 }
 
@@ -59,7 +59,7 @@ export function createProvisioningModule(
  * provisioning.
  */
 export function createTokenExchangeModule(
-  ports: { store: ProvisioningPort; clock: Clock; config: ServiceConfig },
+  ports: { store: TokenExchangePort; clock: Clock; config: ServiceConfig },
   needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: AccountStatus },
 ) {
   const exchange = createTokenExchange({ store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken, config: ports.config });

@@ -26,13 +26,13 @@ export const postForm = (url: string, form: Record<string, string>, headers: Rec
 let counter = 0;
 
 export async function createLoginClient(service: TestService, scope = 'openid profile email', redirectUris = [REDIRECT_URI]): Promise<Client> {
-  return (await service.core.accounts.createLoginClient({ name: `Test app ${++counter}`, scope, redirectUris })).client;
+  return (await service.core.registration.createLoginClient({ name: `Test app ${++counter}`, scope, redirectUris })).client;
 }
 
 export async function createUser(service: TestService, options: { setupRequired?: boolean } = {}): Promise<{ user: User; email: string; password: string }> {
   const email = `user${++counter}-${Date.now()}@example.com`;
   const password = 'correct horse battery staple';
-  const user = await service.core.accounts.createUser({ email, password, ...options });
+  const user = await service.core.registration.createUser({ email, password, ...options });
   return { user, email, password };
 }
 

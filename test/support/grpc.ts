@@ -74,9 +74,9 @@ export interface ProvisioningApp {
  */
 export async function provisioningApp(service: TestService, options: { accountType?: AccountType; scope?: string } = {}): Promise<ProvisioningApp> {
   const accountType = options.accountType ?? 'business';
-  const owner = await service.core.accounts.createUser({ email: `owner${++counter}-${Date.now()}@example.com`, password: 'owner password 1', accountType });
+  const owner = await service.core.registration.createUser({ email: `owner${++counter}-${Date.now()}@example.com`, password: 'owner password 1', accountType });
   const scope = options.scope ?? (accountType === 'business' ? 'prov:numbers prov:masks prov:agents' : 'prov:agents');
-  const { client, clientSecret } = await service.core.accounts.createProvisioningClient({ name: `Provisioning app ${counter}`, scope, ownerId: owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: `Provisioning app ${counter}`, scope, ownerId: owner.svcnumId });
   const token = await clientCredentialsToken(service, client.clientId, clientSecret!);
   const address = `127.0.0.1:${service.grpcPort}`;
   const insecure = credentials.createInsecure();

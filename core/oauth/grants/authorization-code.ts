@@ -9,6 +9,7 @@ import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import { grantAccessToken } from '../user-grants';
 import type { GrantType } from './registry';
+import { AUTHORIZATION_CODE } from './types';
 
 // RFC 6749 §4.1.3 with RFC 7636 PKCE (S256): a login client redeems its code once.
 
@@ -22,7 +23,7 @@ export function authorizationCodeGrant(deps: {
 }): GrantType {
   const { store, clock, random, issuer } = deps;
   return {
-    type: 'authorization_code',
+    type: AUTHORIZATION_CODE,
     clients: ['login'],
     async handle(params, client) {
       const code = requiredParam(params, 'code');

@@ -5,13 +5,14 @@ import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import { requestedScope } from './requested-scope';
 import type { GrantType } from './registry';
+import { CLIENT_CREDENTIALS } from './types';
 
 // RFC 6749 §4.4: a confidential client gets a token for itself, within its registered scopes.
 
 export function clientCredentialsGrant(deps: { store: Pick<Store, 'getUser'>; issuer: TokenIssuer }): GrantType {
   const { store, issuer } = deps;
   return {
-    type: 'client_credentials',
+    type: CLIENT_CREDENTIALS,
     clients: ['api', 'provisioning', 'agent'],
     async handle(params, client) {
       const scopes = requestedScope(params, client.scopes) ?? client.scopes;

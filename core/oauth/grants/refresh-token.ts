@@ -8,13 +8,14 @@ import type { TokenIssuer } from '../tokens';
 import { grantAccessToken, liveGrant } from '../user-grants';
 import { requestedScope } from './requested-scope';
 import type { GrantType } from './registry';
+import { REFRESH_TOKEN } from './types';
 
 // RFC 6749 §6: a login client refreshes within its grant. The refresh token is not rotated.
 
 export function refreshTokenGrant(deps: { store: Pick<Store, 'getGrant' | 'touchGrant'>; clock: Clock; issuer: TokenIssuer }): GrantType {
   const { store, clock, issuer } = deps;
   return {
-    type: 'refresh_token',
+    type: REFRESH_TOKEN,
     clients: ['login'],
     async handle(params, client) {
       const token = requiredParam(params, 'refresh_token');

@@ -6,7 +6,8 @@ import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, ty
 import type { Clock, Random } from '../kernel/ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
 import { hashPassword, randomSecret, sha256 } from '../kernel/secrets';
-import type { AccountsPort } from './store';
+import { normaliseEmail } from './lookups';
+import type { RegistrationPort } from './store';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -47,9 +48,15 @@ function checkRefreshResponse(value = 'null'): RefreshResponse {
 }
 
 // zod/mini: tree-shakable, so a Lambda bundle carries only these checks (classic zod is ~460 KiB).
-const clientName = z.string().check(z.trim(), z.minLength(1, 'name is required'), z.maxLength(100, 'name is longer than 100 characters'));
-const emailSchema = z.email('email is not a valid address').check(z.maxLength(254, 'email is longer than 254 characters'));
-const passwordSchema = z.string().check(z.minLength(8, 'password needs at least 8 characters'), z.maxLength(256, 'password is longer than 256 characters'));
+// Built on first use, not at import: a bundle that imports this module without registering
+// anything (through the registry) carries no zod at all.
+const buildSchemas = () => ({
+  clientName: z.string().check(z.trim(), z.minLength(1, 'name is required'), z.maxLength(100, 'name is longer than 100 characters')),
+  email: z.email('email is not a valid address').check(z.maxLength(254, 'email is longer than 254 characters')),
+  password: z.string().check(z.minLength(8, 'password needs at least 8 characters'), z.maxLength(256, 'password is longer than 256 characters')),
+});
+let builtSchemas: ReturnType<typeof buildSchemas> | undefined;
+const schemas = () => (builtSchemas ??= buildSchemas());
 
 function parse<T>(schema: z.ZodMiniType<T>, value: unknown): T {
   const result = schema.safeParse(value);
@@ -57,10 +64,6 @@ function parse<T>(schema: z.ZodMiniType<T>, value: unknown): T {
   return result.data;
 }
 
-export const normaliseEmail = (email: string) => email.trim().toLowerCase();
-
-/** A svcnum_id no account has (ULIDs never have time 0 and random 0): the stand-in read of `findUser`. */
-const NO_ACCOUNT = '0'.repeat(26);
 
 /** Service numbers: 11 digits, never starting with 0, drawn at random and claimed uniquely. */
 function randomServiceNumber(): string {
@@ -69,7 +72,11 @@ function randomServiceNumber(): string {
 
 export interface CreatedClient { client: Client; clientSecret?: string }
 
-export function createAccounts(store: AccountsPort, clock: Clock, random: Random) {
+/**
+ * Creating and changing accounts and clients: the admin CLI's commands and agents' clients
+ * (provisioning). Only these need the input schemas (zod/mini), so only their bundles carry them.
+ */
+export function createRegistration(store: RegistrationPort, clock: Clock, random: Random) {
   /** A provisioning client acts for an active person or business, and only with scopes the catalog grants that account type. */
   /** The owner account of a client: it must exist and be active. */
   async function activeOwner(ownerId: string) {
@@ -90,7 +97,7 @@ export function createAccounts(store: AccountsPort, clock: Clock, random: Random
   }
 
   async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string; refreshResponse?: RefreshResponse; clientId?: string }): Promise<CreatedClient> {
-    const name = parse(clientName, input.name);
+    const name = parse(schemas().clientName, input.name);
     const scopes = checkScopes(kind, input.scope);
     if (kind === 'provisioning') await checkProvisioningOwner(input.ownerId, scopes);
     const redirectUris = (input.redirectUris ?? []).map(validateRedirectUri);
@@ -117,8 +124,8 @@ export function createAccounts(store: AccountsPort, clock: Clock, random: Random
   }
 
   async function createUser(input: { email?: string; password?: string; setupRequired?: boolean; accountType?: AccountType }): Promise<User> {
-    const email = input.email === undefined ? undefined : parse(emailSchema, normaliseEmail(input.email));
-    const password = input.password === undefined ? undefined : parse(passwordSchema, input.password);
+    const email = input.email === undefined ? undefined : parse(schemas().email, normaliseEmail(input.email));
+    const password = input.password === undefined ? undefined : parse(schemas().password, input.password);
     const svcnumId = newUlid(clock, random);
     const passwordHash = password === undefined ? undefined : await hashPassword(password, random);
     const accountType = input.accountType ?? 'person';
@@ -186,31 +193,10 @@ export function createAccounts(store: AccountsPort, clock: Clock, random: Random
       for (const grant of await store.listGrants(svcnumId)) await store.revokeGrant(grant.grantId, clock.now());
       return user;
     },
-
-    /**
-     * The account a person signs in with: by number, email or svcnum_id. Always the same number
-     * of reads for a number or an email, found or not (a read of a key no account has stands in
-     * for the second), so that the sign-in page's work does not tell which accounts exist.
-     */
-    async findUser(identifier: string): Promise<User | undefined> {
-      const trimmed = identifier.trim();
-      if (/^\d{11,}$/.test(trimmed)) {
-        // Only a number's current holder: not a mask, not the previous holder of a rotated number.
-        const holder = (await store.getNumber(trimmed))?.svcnumId;
-        const user = await store.getUser(holder ?? NO_ACCOUNT);
-        return holder && user?.svcnum === trimmed ? user : undefined;
-      }
-      if (trimmed.includes('@')) {
-        const svcnumId = await store.findSvcnumIdByEmail(normaliseEmail(trimmed));
-        const user = await store.getUser(svcnumId ?? NO_ACCOUNT);
-        return svcnumId ? user : undefined;
-      }
-      return store.getUser(trimmed);
-    },
   };
 }
 
-export type Accounts = ReturnType<typeof createAccounts>;
+export type Registration = ReturnType<typeof createRegistration>;
 
 /** A client or user as the admin CLI prints it: never a hash. */
 export function publicClient(client: Client) {
