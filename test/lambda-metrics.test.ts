@@ -51,7 +51,7 @@ describe('Lambda metrics', () => {
     const directive = (ok!._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][] }> }).CloudWatchMetrics[0]!;
     expect(directive.Namespace).toBe('svcnum-test');
     expect(directive.Dimensions.flat()).toContain('route');
-    // As Powertools wrote them before (service was its default dimension): dashboards keep working.
+    // The dimensions the deployed metrics have always had (service, route): dashboards and alarms keep working.
     expect(directive.Dimensions).toEqual([['service', 'route']]);
     expect((missing!._aws as { CloudWatchMetrics: Array<{ Metrics: unknown[] }> }).CloudWatchMetrics[0]!.Metrics)
       .toEqual([{ Name: 'Requests', Unit: 'Count' }, { Name: 'ClientErrors', Unit: 'Count' }]);
