@@ -59,7 +59,7 @@ async function coldLoad(file: string): Promise<number> {
 if (typeof module.handler !== 'function') throw new Error('no handler export');
 process.stdout.write(String(performance.now() - started));`;
   const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], {
-    env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    env: { ...process.env, LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
   });
   return Number(stdout);
 }

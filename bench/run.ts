@@ -23,7 +23,7 @@
 // To add a benchmark: a module that returns plain results (see load.ts `runLoad`, crypto.ts
 // `measureSync`/`measureAsync`), called below, with its rows added to the tables and the JSON.
 
-process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
+process.env.LOG_LEVEL ??= 'SILENT';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { loadavg } from 'node:os';

@@ -178,7 +178,7 @@ async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean
         ...options.env,
         DATA_DIR: dataDir,
         // BENCH_SERVER_LOG_LEVEL=ERROR shows why requests fail: the child's log lines are then copied to stderr.
-        POWERTOOLS_LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || 'SILENT',
+        LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || 'SILENT',
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       },
       // stdin stays open: the child exits when it closes, so it cannot outlive a killed parent.

@@ -20,7 +20,7 @@
 // It stops on SIGTERM/SIGINT, and also when its stdin closes, so it never outlives the bench
 // (then the runner removes DATA_DIR itself, since the parent is gone; a grpc child never does).
 
-process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
+process.env.LOG_LEVEL ??= 'SILENT';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { randomBytes } from 'node:crypto';

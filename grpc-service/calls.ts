@@ -1,9 +1,9 @@
-import { Logger } from '@aws-lambda-powertools/logger';
 import {
   Metadata, ServerInterceptingCall, status, type sendUnaryData, type ServerInterceptor, type ServerUnaryCall,
   type ServerWritableStream, type ServiceError,
 } from '@grpc/grpc-js';
 import { once } from 'node:events';
+import { createLogger } from '../core/adapters/log';
 import { insufficientScope, invalidToken } from '../core/oauth/bearer';
 import { DomainError, type ErrorKind } from '../core/kernel/errors';
 import type { ProvisioningScope } from '../core/kernel/scopes';
@@ -16,7 +16,7 @@ import type { Modules } from '../core/registry';
 // and checks its scope before the handler runs. Handlers (`unary`, `serverStream`) run the core
 // call; whatever they throw becomes a gRPC status through `grpcError`, the one mapping.
 
-export const logger = new Logger({ serviceName: 'svcnum-provisioning' });
+export const logger = createLogger('svcnum-provisioning');
 
 const STATUS: Record<ErrorKind, status> = {
   invalid_argument: status.INVALID_ARGUMENT,

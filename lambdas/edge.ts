@@ -1,9 +1,7 @@
-import { Logger } from '@aws-lambda-powertools/logger';
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
+import { createLogger, type LogFields } from '../core/adapters/log';
+import { createRequestMetrics } from '../core/adapters/metrics';
 import { DomainError } from '../core/kernel/errors';
 import { errorResult, httpStatus, json, methodNotAllowed, type HttpEvent, type HttpResult } from './http';
 
@@ -11,15 +9,38 @@ import { errorResult, httpStatus, json, methodNotAllowed, type HttpEvent, type H
 // structured log line per request (never a query string, body, cookie or token), and errors
 // turned into safe answers: routes throw, and here a DomainError becomes its HTTP answer (the
 // one mapping, lambdas/http.ts); anything else becomes a plain server_error with the details
-// kept in the log.
+// kept in the log. In Lambda, one CloudWatch EMF metrics line per request besides.
 
 /**
- * In AWS the stack names each function's service (POWERTOOLS_SERVICE_NAME, `svcnum-<group>`); an
- * option given here would win over it. The local runner serves every group as one service.
+ * In AWS the stack names each function's service (SERVICE_NAME, `svcnum-<group>`), which wins
+ * over this default. The local runner serves every group as one service.
  */
-const serviceName = process.env.POWERTOOLS_SERVICE_NAME || 'svcnum-identity';
+const DEFAULT_SERVICE = 'svcnum-identity';
 
-export const logger = new Logger({ serviceName });
+export const logger = createLogger(DEFAULT_SERVICE);
+
+/** True until this process's first invocation has begun (a Lambda container serves one at a time). */
+let coldStart = true;
+
+/** The `Root=…` id of an X-Ray trace header (`Root=1-…;Parent=…;Sampled=1`). */
+const traceRoot = (header: string) => /(?:^|;)Root=([^;]+)/.exec(header)?.[1];
+
+/** What every line of an invocation carries: API Gateway's request id and the Lambda context's fields. */
+function invocationKeys(event: HttpEvent, context: Context | undefined): LogFields {
+  // The Lambda runtime sets the trace header in the environment for each invocation.
+  const trace = process.env._X_AMZN_TRACE_ID;
+  const keys: LogFields = {
+    requestId: event.requestContext?.requestId,
+    function_request_id: context?.awsRequestId,
+    function_name: context?.functionName,
+    function_arn: context?.invokedFunctionArn,
+    function_memory_size: context?.memoryLimitInMB,
+    cold_start: coldStart,
+    xray_trace_id: trace ? traceRoot(trace) : undefined,
+  };
+  coldStart = false;
+  return keys;
+}
 
 export type Route = (event: HttpEvent) => Promise<HttpResult>;
 export type RouteTable = Record<string, Partial<Record<'GET' | 'POST', Route>>>;
@@ -38,12 +59,12 @@ export interface EdgeOptions {
 const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
 
 export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
-  // CloudWatch EMF metrics per route: requests and their outcome class. Powertools reads its own
-  // POWERTOOLS_METRICS_NAMESPACE (the stack sets svcnum) and POWERTOOLS_METRICS_DISABLED (the local
-  // runner sets it) when this is built, not at import.
-  const metrics = new Metrics({ serviceName });
-  const base = async (event: HttpEvent): Promise<HttpResult> => {
+  // CloudWatch EMF metrics per route: requests and their outcome class (none without METRICS_NAMESPACE).
+  const metrics = createRequestMetrics(DEFAULT_SERVICE);
+  const base = async (event: HttpEvent, context: Context): Promise<HttpResult> => {
     const started = performance.now();
+    // A logger per invocation: its keys are this request's alone, however many the process serves at once.
+    const log = logger.child(invocationKeys(event, context));
     const resource = event.resource ?? event.path;
     let result: HttpResult;
     try {
@@ -56,14 +77,12 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
       if (error instanceof DomainError) {
         result = options.errorPage ? options.errorPage(error, httpStatus(error)) : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders);
       } else {
-        logger.error('request failed', { resource, method: event.httpMethod, error: error as Error });
+        log.error('request failed', { resource, method: event.httpMethod, error: error as Error });
         result = (options.serverError ?? jsonServerError)();
       }
     }
-    metrics.addDimension('route', resource);
-    metrics.addMetric('Requests', MetricUnit.Count, 1);
-    metrics.addMetric(result.statusCode >= 500 ? 'ServerErrors' : result.statusCode >= 400 ? 'ClientErrors' : 'Successes', MetricUnit.Count, 1);
-    logger.info('request', {
+    metrics.record(resource, result.statusCode);
+    if (log.enabled('INFO')) log.info('request', {
       method: event.httpMethod,
       resource,
       status: result.statusCode,
@@ -75,12 +94,7 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
     return result;
   };
 
-  return middy<HttpEvent, HttpResult, Error, Context>(base)
-    .use(injectLambdaContext(logger, { resetKeys: true }))
-    .use(logMetrics(metrics))
-    .before((request) => {
-      logger.appendKeys({ requestId: request.event.requestContext?.requestId });
-    });
+  return middy<HttpEvent, HttpResult, Error, Context>(base);
 }
 
 /** The OAuth error code of a JSON error body (a fixed word, safe to log). */

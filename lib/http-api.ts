@@ -200,7 +200,7 @@ export class HttpApi extends Construct {
       role,
       logGroup,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
-      environment: { ...environment, ...groupEnvironment(group, config), POWERTOOLS_SERVICE_NAME: `svcnum-${group}` },
+      environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: `svcnum-${group}` },
       bundling: {
         // No Docker here or in CI: bundle with the esbuild installed in node_modules.
         forceDockerBundling: false,

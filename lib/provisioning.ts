@@ -156,7 +156,7 @@ export class Provisioning extends Construct {
         ...macKeyEnvironment(access.provisioning, props.macKeys),
         GRPC_PORT: String(GRPC_PORT),
         DRAIN_SECONDS: String(p.drainSeconds),
-        POWERTOOLS_SERVICE_NAME: 'svcnum-provisioning',
+        SERVICE_NAME: 'svcnum-provisioning',
       },
       portMappings: [{ containerPort: GRPC_PORT, protocol: EcsProtocol.TCP, name: 'grpc' }],
       // SIGTERM, then DRAIN_SECONDS for calls in flight, then SIGKILL at stopTimeout.

@@ -60,8 +60,8 @@ export class ServiceStack extends Stack {
       NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
       AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
       AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
-      POWERTOOLS_LOG_LEVEL: config.logLevel,
-      POWERTOOLS_METRICS_NAMESPACE: 'svcnum',
+      LOG_LEVEL: config.logLevel,
+      METRICS_NAMESPACE: 'svcnum',
     };
 
     this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, macKeys, sharedEnvironment: shared });

@@ -79,8 +79,6 @@ export interface LocalService {
 }
 
 export async function startLocal(options: LocalOptions): Promise<LocalService> {
-  // CloudWatch metrics (EMF lines on stdout) mean nothing on a laptop.
-  process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
   const host = options.host ?? '127.0.0.1';
   await ensurePortsFree([
     { port: options.port, host, variable: 'PORT' },

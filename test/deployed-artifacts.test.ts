@@ -286,7 +286,7 @@ describe('what the artifacts did', () => {
     }
   });
 
-  it('logged and measured as the service the stack names (POWERTOOLS_SERVICE_NAME), the first request of a function as its cold start', () => {
+  it('logged and measured as the service the stack names (SERVICE_NAME), the first request of a function as its cold start', () => {
     const lines = (output: { stdout: string }) => output.stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
     for (const group of groups) {
       const logged = lines(hosts[group].output);
@@ -294,11 +294,11 @@ describe('what the artifacts did', () => {
       const metrics = logged.filter((line) => '_aws' in line);
       expect(requests.length, group).toBeGreaterThan(0);
       expect(metrics.length, group).toBe(requests.length);
-      const service = settings.lambdas[group].environment.POWERTOOLS_SERVICE_NAME;
+      const service = settings.lambdas[group].environment.SERVICE_NAME;
       expect(new Set([...requests, ...metrics].map((line) => line.service)), group).toEqual(new Set([service]));
       expect(requests.map((line) => line.cold_start), group).toEqual([true, ...requests.slice(1).map(() => false)]);
     }
-    expect(new Set(lines(grpcTask!.output).map((line) => line.service))).toEqual(new Set([settings.task.POWERTOOLS_SERVICE_NAME]));
+    expect(new Set(lines(grpcTask!.output).map((line) => line.service))).toEqual(new Set([settings.task.SERVICE_NAME]));
   });
 
   it('the gRPC task drains and exits 0 on SIGTERM, as ECS stops it', async () => {

@@ -1,11 +1,11 @@
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createDiscoveryHandler } from '../lambdas/discovery';
 import type { HttpEvent } from '../lambdas/http';
 import { startTestService, type TestService } from './support/service';
 
-// In Lambda, every request emits CloudWatch EMF metrics (Powertools): the count and outcome
-// class per route. The local runner switches them off; here a handler is built with them on.
+// In Lambda, every request emits CloudWatch EMF metrics (core/adapters/metrics.ts): the count and
+// outcome class per route, when METRICS_NAMESPACE is set (the stack sets it; the local runner does
+// not). The settings are read once per process: here a fresh module graph reads them with it set.
 
 let service: TestService;
 beforeAll(async () => {
@@ -22,8 +22,9 @@ const event = (path: string): HttpEvent => ({
 
 describe('Lambda metrics', () => {
   it('emits Requests and Successes/ClientErrors per route as EMF, in the configured namespace', async () => {
-    vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
-    vi.stubEnv('POWERTOOLS_METRICS_NAMESPACE', 'svcnum-test');
+    vi.stubEnv('METRICS_NAMESPACE', 'svcnum-test');
+    vi.resetModules();
+    const { createDiscoveryHandler } = await import('../lambdas/discovery');
     const lines: string[] = [];
     const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
       lines.push(String(chunk));
@@ -40,6 +41,7 @@ describe('Lambda metrics', () => {
       write.mockRestore();
       consoleLog.mockRestore();
       vi.unstubAllEnvs();
+      vi.resetModules();
     }
     const emf = lines.flatMap((line) => line.split('\n')).filter((line) => line.includes('"_aws"')).map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(emf).toHaveLength(2);
@@ -49,5 +51,9 @@ describe('Lambda metrics', () => {
     const directive = (ok!._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][] }> }).CloudWatchMetrics[0]!;
     expect(directive.Namespace).toBe('svcnum-test');
     expect(directive.Dimensions.flat()).toContain('route');
+    // The dimensions the deployed metrics have always had (service, route): dashboards and alarms keep working.
+    expect(directive.Dimensions).toEqual([['service', 'route']]);
+    expect((missing!._aws as { CloudWatchMetrics: Array<{ Metrics: unknown[] }> }).CloudWatchMetrics[0]!.Metrics)
+      .toEqual([{ Name: 'Requests', Unit: 'Count' }, { Name: 'ClientErrors', Unit: 'Count' }]);
   });
 });

@@ -37,7 +37,7 @@ async function startSecondProcess() {
     env: {
       ...process.env,
       DYNAMO_ENDPOINT: service.dynamoEndpoint, DATA_DIR: service.dataDir, ISSUER: service.issuer,
-      POWERTOOLS_LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

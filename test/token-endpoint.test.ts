@@ -589,16 +589,16 @@ describe('POST /oauth/revoke (RFC 7009)', () => {
 
 describe('logs', () => {
   it('log one structured line per request with its status, and never a code, token, secret or password', async () => {
-    // The Logger reads POWERTOOLS_LOG_LEVEL when it is constructed and every invocation resets it
-    // to that level (so logger.setLogLevel from outside does not stick): build a fresh module
-    // graph, hence a fresh Logger, with INFO, and run a whole service on it.
+    // The log level is read once per process (core/adapters/log.ts), when the first logger is
+    // built: build a fresh module graph, hence fresh settings and loggers, with INFO, and run a
+    // whole service on it.
     const written: string[] = [];
     const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
       written.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
       return true;
     });
-    const previousLevel = process.env.POWERTOOLS_LOG_LEVEL;
-    process.env.POWERTOOLS_LOG_LEVEL = 'INFO';
+    const previousLevel = process.env.LOG_LEVEL;
+    process.env.LOG_LEVEL = 'INFO';
     vi.resetModules();
     const secrets: Record<string, string> = {};
     let logged: TestService | undefined;
@@ -635,7 +635,7 @@ describe('logs', () => {
     } finally {
       await logged?.close();
       spy.mockRestore();
-      process.env.POWERTOOLS_LOG_LEVEL = previousLevel;
+      process.env.LOG_LEVEL = previousLevel;
       vi.resetModules();
     }
     const output = written.join('');

@@ -12,16 +12,20 @@ import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
 //
 // Three kinds of process read it: a Lambda function (`lambda`), the Fargate task running the gRPC
 // server (`task`), and the local runner and admin CLI (`local`). The domain receives the plain
-// values (`ServiceSettings`), never the environment. Powertools reads its own POWERTOOLS_* variables.
+// values (`ServiceSettings`), never the environment. Logging and metrics settings (LOG_LEVEL,
+// SERVICE_NAME, METRICS_NAMESPACE) are read here too, apart (`readTelemetrySettings`): a process
+// never stops over them.
 
 export type Environment = Readonly<Record<string, string | undefined>>;
 
 type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
+/** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
+type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
-export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable;
-type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable;
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
+type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable | TelemetryVariable;
 type Variable = AwsVariable | LocalVariable;
 
 /** The MAC keys' variables: set only for the units that use the key (lib/access.ts `mac`, `pageTokenMac`). */
@@ -230,4 +234,39 @@ export function readRuntimeConfig<K extends ProcessKind>(kind: K, env: Environme
   for (const variable of needs) read.required(variable, macKeyPurpose[variable]);
   if (read.problems.length > 0) throw new Error(read.problems.join('; '));
   return config;
+}
+
+export const LOG_LEVELS = ['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** How a process logs and measures (core/adapters/log.ts). */
+export interface TelemetrySettings {
+  /** LOG_LEVEL (any case): DEBUG, INFO (default), WARN, ERROR or SILENT. */
+  logLevel: LogLevel;
+  /** SERVICE_NAME: the `service` of every line; unset, each logger's own default. */
+  serviceName?: string;
+  /** METRICS_NAMESPACE: the CloudWatch namespace of the Lambda metrics; unset, none are written. */
+  metricsNamespace?: string;
+  /** A refused LOG_LEVEL, said on the first line the process logs. */
+  problem?: string;
+}
+
+/**
+ * LOG_LEVEL, SERVICE_NAME and METRICS_NAMESPACE from `env`. Never throws: an unknown level is
+ * INFO and named in `problem` (no process stops over how much it logs). Read once per process
+ * (log.ts `telemetrySettings`).
+ */
+export function readTelemetrySettings(env: Environment = process.env): TelemetrySettings {
+  const read = variableReader(env);
+  const given = read.optional('LOG_LEVEL');
+  const level = given?.toUpperCase();
+  const known = (LOG_LEVELS as readonly string[]).includes(level ?? '');
+  const serviceName = read.optional('SERVICE_NAME');
+  const metricsNamespace = read.optional('METRICS_NAMESPACE');
+  return {
+    logLevel: known ? (level as LogLevel) : 'INFO',
+    ...(serviceName ? { serviceName } : {}),
+    ...(metricsNamespace ? { metricsNamespace } : {}),
+    ...(given !== undefined && !known ? { problem: `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${given.slice(0, 40)}'; logging at INFO` } : {}),
+  };
 }

@@ -257,8 +257,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
           NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
           AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
           AGENT_QUOTA_DEPENDENT: String(config().agentQuotas.dependent),
-          POWERTOOLS_SERVICE_NAME: `svcnum-${group}`,
-          POWERTOOLS_LOG_LEVEL: config().logLevel,
+          SERVICE_NAME: `svcnum-${group}`,
+          LOG_LEVEL: config().logLevel,
         });
         expect(fn.LoggingConfig, group).toStrictEqual({ LogGroup: { Ref: logicalId(stack().http.functions[group].logGroup) } });
       }
@@ -583,7 +583,7 @@ describe('both stacks', () => {
       for (const file of ${JSON.stringify(bundles)}) {
         const module = await import(file);
         console.log(typeof module.handler);
-      }`], { encoding: 'utf8', env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'SILENT' } });
+      }`], { encoding: 'utf8', env: { ...process.env, LOG_LEVEL: 'SILENT' } });
     expect(output.trim().split('\n')).toStrictEqual(groups.map(() => 'function'));
   });
 

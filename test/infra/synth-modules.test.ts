@@ -9,7 +9,7 @@ import { repoRoot } from '../../lib/util';
 
 // `cdk synth` loads the CDK app and nothing of the service it deploys: lib/ reads the data-only
 // route manifest (lambdas/manifest.ts) and the table definitions, never a handler, the domain
-// core or a runtime dependency (middy, Powertools, the AWS SDK, …). Checked in a fresh process
+// core or a runtime dependency (middy, the AWS SDK, …). Checked in a fresh process
 // that runs bin/app.ts as cdk.json does (`tsx bin/app.ts`, CDK_OUTDIR and CDK_CONTEXT_JSON set
 // the way the CLI sets them), with test/support/module-log.mjs recording every module it loads.
 // Lambda bundling is skipped (aws:cdk:bundling-stacks: []): it runs esbuild in a child process,
@@ -24,7 +24,7 @@ async function modulesLoadedBy(script: string, name: string, env: Record<string,
   const log = join(scratch, `${name}.log`);
   await run(process.execPath, ['--import', 'tsx', '--import', join(repoRoot, 'test/support/module-log.mjs'), script], {
     cwd: repoRoot,
-    env: { ...process.env, ...env, MODULE_LOG_FILE: log, POWERTOOLS_LOG_LEVEL: 'SILENT' },
+    env: { ...process.env, ...env, MODULE_LOG_FILE: log, LOG_LEVEL: 'SILENT' },
     maxBuffer: 16 * 1024 * 1024,
   });
   const paths = [...new Set(readFileSync(log, 'utf8').split('\n').filter(Boolean)
@@ -68,6 +68,6 @@ describe('cdk synth', () => {
     // The control: the local runner's route table (lambdas/routes.ts) loads every handler.
     const loaded = await modulesLoadedBy('lambdas/routes.ts', 'routes');
     expect(loaded.files).toEqual(expect.arrayContaining(['lambdas/routes.ts', 'lambdas/browser.ts', 'lambdas/token.ts', 'core/registry.ts']));
-    expect(loaded.packages).toEqual(expect.arrayContaining(['@middy/core', '@aws-lambda-powertools/logger', '@aws-sdk/client-dynamodb']));
+    expect(loaded.packages).toEqual(expect.arrayContaining(['@middy/core', '@aws-sdk/client-dynamodb']));
   }, 120_000);
 });

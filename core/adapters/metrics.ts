@@ -1,0 +1,37 @@
+import type { TelemetrySettings } from './runtime-config';
+import { telemetrySettings } from './log';
+
+// CloudWatch metrics of the Lambda edge as Embedded Metric Format lines on stdout
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html):
+// CloudWatch Logs turns each line into metrics, no API call. Per request: `Requests` and one of
+// `Successes` / `ClientErrors` / `ServerErrors`, Count, by the dimensions service and route.
+// Written only when METRICS_NAMESPACE is set (the stack sets it; the local runner, tests and bench do not).
+
+const OUTCOMES = ['Successes', 'ClientErrors', 'ServerErrors'] as const;
+type Outcome = (typeof OUTCOMES)[number];
+
+export interface RequestMetrics {
+  /** One EMF line: this request of `route` and its outcome by `status`. */
+  record(route: string, status: number): void;
+}
+
+const outcomeOf = (status: number): Outcome => (status >= 500 ? 'ServerErrors' : status >= 400 ? 'ClientErrors' : 'Successes');
+
+/** The request metrics of `defaultService` (SERVICE_NAME, when set, instead), in the process's METRICS_NAMESPACE. */
+export function createRequestMetrics(defaultService: string, settings: TelemetrySettings = telemetrySettings()): RequestMetrics {
+  const namespace = settings.metricsNamespace;
+  if (!namespace) return { record: () => undefined };
+  // What never changes is serialized once; a line adds the timestamp and the route.
+  const directives = Object.fromEntries(OUTCOMES.map((outcome) => [outcome, JSON.stringify({
+    Namespace: namespace,
+    Dimensions: [['service', 'route']],
+    Metrics: [{ Name: 'Requests', Unit: 'Count' }, { Name: outcome, Unit: 'Count' }],
+  })])) as Record<Outcome, string>;
+  const service = JSON.stringify(settings.serviceName ?? defaultService);
+  return {
+    record(route, status) {
+      const outcome = outcomeOf(status);
+      process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directives[outcome]}]},"service":${service},"route":${JSON.stringify(route)},"Requests":1,"${outcome}":1}\n`);
+    },
+  };
+}
