@@ -20,6 +20,9 @@ import { fmt, machine, numberFromEnv, table, writeJson } from './report';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/lambda-bundles.json', import.meta.url));
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+/** Issue 10's targets: every bundle at most 300 KB minified (test/deployed-artifacts.test.ts checks it) and a cold load of at most 50 ms. */
+const TARGET_BYTES = 300_000;
+const TARGET_LOAD_MS = 50;
 
 export interface BundleResult {
   group: RouteGroup;
@@ -91,15 +94,18 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
   }
 
   const kib = (value: number) => fmt(value / 1024);
+  const verdict = (ok: boolean) => (ok ? 'yes' : 'NO');
   process.stdout.write(`\nLambda bundles (esbuild ${lambdaBundle.format}, ${lambdaBundle.target}, minified; cold import in a fresh node ${process.version}, ${loads} runs)\n`);
+  process.stdout.write(`targets (issue 10): at most ${fmt(TARGET_BYTES / 1000)} KB minified, cold module load p50 at most ${TARGET_LOAD_MS} ms\n`);
   process.stdout.write(`${table(
-    ['route group', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'largest packages (KiB)'],
+    ['route group', 'KB', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'within targets', 'largest packages (KiB)'],
     results.map((result) => [
-      result.group, kib(result.bytes), kib(result.gzipBytes), fmt(result.loadMsMedian, 1), fmt(result.loadMsP90, 1),
+      result.group, fmt(result.bytes / 1000, 1), kib(result.bytes), kib(result.gzipBytes), fmt(result.loadMsMedian, 1), fmt(result.loadMsP90, 1),
+      verdict(result.bytes <= TARGET_BYTES && result.loadMsMedian <= TARGET_LOAD_MS),
       result.largest.map((entry) => `${entry.name} ${kib(entry.bytes)}`).join(', '),
     ]),
   )}\n`);
-  await writeJson(RESULT_FILE, { date: new Date().toISOString(), machine: machine(), bundle: lambdaBundle, results });
+  await writeJson(RESULT_FILE, { date: new Date().toISOString(), machine: machine(), bundle: lambdaBundle, targets: { bytes: TARGET_BYTES, loadMsMedian: TARGET_LOAD_MS }, results });
   return results;
 }
 

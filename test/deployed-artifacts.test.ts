@@ -50,6 +50,8 @@ let gateway: Awaited<ReturnType<typeof startHttpServer>>;
 let issuer: string;
 let base: string;
 let bundles: Record<RouteGroup, BuiltLambdaBundle>;
+/** Issue 10's ceiling for every Lambda bundle (minified, as the stack ships it; `npm run bench` prints the sizes). */
+const MAX_BUNDLE_BYTES = 300_000;
 const hosts = {} as Record<RouteGroup, LambdaHost>;
 let grpcBundle: GrpcBundle;
 let grpcTask: GrpcTask | undefined;
@@ -136,14 +138,33 @@ describe('the Lambda bundles, as deployed', () => {
       const { handler, environment } = settings.lambdas[group];
       expect(`${handler.split('.')[0]}.mjs`, group).toBe(lambdaBundle.outputFile);
       const output = Object.values(bundles[group].metafile.outputs)[0]!;
-      const external = output.imports.filter((entry) => entry.external).map((entry) => entry.path);
-      expect(external.filter((path) => !path.startsWith('node:') && !builtins.has(path)), group).toEqual([]);
+      const external = output.imports.filter((entry) => entry.external);
+      expect(external.filter(({ path }) => !path.startsWith('node:') && !builtins.has(path) && !lambdaBundle.externalModules.includes(path)), group).toEqual([]);
+      // What lib/bundling.ts leaves out is only ever loaded on demand (never, for DynamoDB and KMS).
+      for (const left of external.filter(({ path }) => lambdaBundle.externalModules.includes(path))) expect(left.kind, group).toBe('dynamic-import');
       expect(hosts[group].output.stderr, group).not.toMatch(/Error|ERR_/);
       // What the stack configures, read from the template: each MAC key only where lib/access.ts grants it.
       expect('MAC_KEY_ID' in environment, group).toBe(access[group].mac !== undefined);
       expect('PAGE_TOKEN_KEY_ID' in environment, group).toBe(access[group].pageTokenMac !== undefined);
       expect(environment.KMS_KEY_ID, group).toBe(kmsKeyId());
     }
+  });
+
+  it('are each at most 300 KB minified, and hold only what their routes use', () => {
+    // A file reached but tree-shaken away to nothing is not held.
+    const held = (group: RouteGroup, fragment: string) => Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs)
+      .some(([input, { bytesInOutput }]) => input.includes(fragment) && bytesInOutput > 0);
+    for (const group of groups) {
+      const output = Object.values(bundles[group].metafile.outputs)[0]!;
+      expect(output.bytes, `${group}: ${output.bytes} bytes`).toBeLessThanOrEqual(MAX_BUNDLE_BYTES);
+      // No Lambda creates accounts, so none carries the input schemas (zod).
+      expect(held(group, 'node_modules/zod/'), group).toBe(false);
+      expect(held(group, 'core/provisioning/agents.ts'), group).toBe(false);
+    }
+    // Discovery reads no store; only the browser has the sign-in flow; only the token endpoint its grants.
+    expect(held('discovery', '@aws-sdk/client-dynamodb')).toBe(false);
+    for (const group of groups) expect(held(group, 'core/oauth/authorization.ts'), group).toBe(group === 'browser');
+    for (const group of groups) expect(held(group, 'core/oauth/grants/refresh-token.ts'), group).toBe(group === 'token');
   });
 
   it('discovery: the OpenID configuration names this issuer; the JWKS publishes the KMS key\'s public key', async () => {
