@@ -1,7 +1,9 @@
 // Lambda bundles: each route group's entry bundled exactly as the stack bundles it (lib/bundling.ts,
 // the options NodejsFunction passes to esbuild), then its size and its cold module-load time in
 // Node: a fresh `node` process imports the bundle, BENCH_COLD_LOADS times (default 15), and the
-// median and p90 of the import alone are reported (Node's own start-up is not counted).
+// median and p90 of the import alone are reported (Node's own start-up is not counted). Beside
+// them, in the same run, the peer: bench/sdk-floor.ts, the AWS SDK's DynamoDB and KMS clients alone
+// (what a group cannot go below while it uses them).
 //
 // Writes bench/results/lambda-bundles.json. Runs on its own: `npx tsx bench/lambda-bundles.ts`.
 
@@ -24,8 +26,11 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const TARGET_BYTES = 300_000;
 const TARGET_LOAD_MS = 50;
 
+/** The peer row: bench/sdk-floor.ts, a bundle of the SDK clients alone. */
+const SDK_FLOOR = 'sdk floor';
+
 export interface BundleResult {
-  group: RouteGroup;
+  group: RouteGroup | typeof SDK_FLOOR;
   bytes: number;
   gzipBytes: number;
   /** Median and p90 of the import in a fresh process, milliseconds. */
@@ -73,14 +78,23 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
   const directory = await mkdtemp(join(tmpdir(), 'svcnum-bundles-'));
   const results: BundleResult[] = [];
   try {
-    for (const group of Object.keys(routeManifest) as RouteGroup[]) {
-      // The same options lib/http-api.ts gives NodejsFunction (lib/build-lambda.ts).
-      const { outfile, metafile } = await buildLambdaBundle(join(repoRoot, routeManifest[group].entry), join(directory, group));
+    // Every route group, and the floor (bench/sdk-floor.ts: the SDK clients alone), built with
+    // the options lib/http-api.ts gives NodejsFunction (lib/build-lambda.ts).
+    const entries: Array<{ group: BundleResult['group']; entry: string }> = [
+      ...(Object.keys(routeManifest) as RouteGroup[]).map((group) => ({ group, entry: join(repoRoot, routeManifest[group].entry) })),
+      { group: SDK_FLOOR, entry: join(repoRoot, 'bench/sdk-floor.ts') },
+    ];
+    const built = [];
+    for (const { group, entry } of entries) {
+      const { outfile, metafile } = await buildLambdaBundle(entry, join(directory, group));
+      built.push({ group, outfile, metafile, times: [] as number[] });
+    }
+    // Loads interleaved across bundles, so that a busy moment of the machine weighs on all alike.
+    log(`lambda bundles: ${built.length} bundles × ${loads} cold loads`);
+    for (let index = 0; index < loads; index++) for (const bundle of built) bundle.times.push(await coldLoad(bundle.outfile));
+    for (const { group, outfile, metafile, times } of built) {
       const bytes = (await stat(outfile)).size;
       const gzipBytes = gzipSync(await readFile(outfile)).length;
-      log(`lambda bundle ${group}: ${fmt(bytes / 1024)} KiB; ${loads} cold loads`);
-      const times: number[] = [];
-      for (let index = 0; index < loads; index++) times.push(await coldLoad(outfile));
       times.sort((a, b) => a - b);
       results.push({
         group, bytes, gzipBytes, loads,
@@ -101,7 +115,7 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
     ['route group', 'KB', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'within targets', 'largest packages (KiB)'],
     results.map((result) => [
       result.group, fmt(result.bytes / 1000, 1), kib(result.bytes), kib(result.gzipBytes), fmt(result.loadMsMedian, 1), fmt(result.loadMsP90, 1),
-      verdict(result.bytes <= TARGET_BYTES && result.loadMsMedian <= TARGET_LOAD_MS),
+      result.group === SDK_FLOOR ? '(the peer)' : verdict(result.bytes <= TARGET_BYTES && result.loadMsMedian <= TARGET_LOAD_MS),
       result.largest.map((entry) => `${entry.name} ${kib(entry.bytes)}`).join(', '),
     ]),
   )}\n`);
