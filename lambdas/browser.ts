@@ -7,7 +7,7 @@ import { safeEqual } from '../core/kernel/secrets';
 import { accountsModule, authorizationModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import {
-  cookieName, cookies, formParams, header, html, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
+  cookieName, cookies, formParams, header, html, httpStatus, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
 } from './http';
 import { optionalParam } from '../core/kernel/params';
 import { accountPage, consentPage, favicon, messagePage, revokePage, signInPage, stylesheet } from './pages';
@@ -67,7 +67,8 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
   /** Turns a core outcome into an HTTP answer. POST results use 303 so the browser follows with GET. */
   function answer(outcome: AuthorizeOutcome, status: 302 | 303, setCookies: string[] = []): HttpResult {
     switch (outcome.type) {
-      case 'error_page': return page(outcome.status, messagePage(outcome.title, outcome.message));
+      // A link or request that cannot be used: a bad request, never a redirect (RFC 6749 §4.1.2.1).
+      case 'error_page': return page(400, messagePage(outcome.title, outcome.message));
       case 'redirect': return redirect(outcome.location, status, setCookies);
       case 'sign_in': return redirect(`/login?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
       case 'consent': return redirect(`/consent?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
@@ -82,8 +83,8 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
     const parked = requestId ? await authorization.parkedRequest(requestId) : undefined;
     if (requestId && !parked) return page(400, messagePage('This sign-in has expired', 'Go back to the application and start again.'));
     const csrf = validCsrf ?? await authorization.signInCsrf.issue();
-    const error = refusal?.message;
-    const rendered = page(refusal?.status ?? 200, signInPage({
+    const error = refusal?.error.message;
+    const rendered = page(refusal ? httpStatus(refusal.error) : 200, signInPage({
       ...(requestId ? { requestId } : {}), csrf, ...(error ? { error } : {}), ...(identifier ? { identifier } : {}),
       ...(parked ? { clientName: parked.client.name } : {}),
     }), {
@@ -92,7 +93,7 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
       cookies: validCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
       formTargets: parked ? await formTargets(parked.client.clientId) : [],
     });
-    if (refusal?.retryAfterSeconds !== undefined) rendered.headers = { ...rendered.headers, 'Retry-After': String(refusal.retryAfterSeconds) };
+    if (refusal?.error.retryAfterSeconds !== undefined) rendered.headers = { ...rendered.headers, 'Retry-After': String(refusal.error.retryAfterSeconds) };
     return rendered;
   }
 

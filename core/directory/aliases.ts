@@ -8,6 +8,7 @@ import { svcnumIdField } from '../kernel/validation';
 import { directoryLimits } from './config';
 import { aliasMember, parseAliasMember, type AliasRecord, type AliasedEntity } from './store';
 import { aliasField } from './validation';
+import { insufficientScope } from '../kernel/access';
 
 // Public aliases. Without transactions an alias is two single-item writes:
 //   1. the claim: a conditional put of the name in `aliases` (unique across the service);
@@ -64,8 +65,8 @@ export function createAliases(deps: { store: DirectoryPort; clock: Clock; random
   function authorised(actor: { scopes: readonly string[] }, entity: User, needed: ProvisioningScope) {
     if (!actor.scopes.includes(needed)) {
       const what = entity.accountType === 'programmable' ? 'a programmable number' : 'an agent';
-      // The same refusal as the Bearer path's for a missing scope (core/oauth/bearer.ts), for the scope this entity needs.
-      throw new DomainError('forbidden', `aliases of ${what} need a token with the ${needed} scope`, { oauth: 'insufficient_scope', challenge: 'Bearer', scope: needed });
+      // The Bearer path's refusal for a missing scope, for the scope this entity needs.
+      throw insufficientScope([needed], `aliases of ${what} need a token with the ${needed} scope`);
     }
   }
 

@@ -42,8 +42,8 @@ const bearer = { challenge: 'Bearer' } as const;
 export const invalidToken = (message: string) => new DomainError('unauthenticated', message, { ...bearer, oauth: 'invalid_token' });
 
 /** RFC 6750 insufficient_scope: the token carries none of `needed`. */
-export const insufficientScope = (needed: readonly string[]) =>
-  new DomainError('forbidden', `this call needs a token with the ${needed.join(' or ')} scope`, {
+export const insufficientScope = (needed: readonly string[], message = `this call needs a token with the ${needed.join(' or ')} scope`) =>
+  new DomainError('forbidden', message, {
     ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
   });
 

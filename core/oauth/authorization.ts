@@ -15,7 +15,7 @@ import type { AccountFinder } from '../kernel/capabilities';
 
 export type AuthorizeOutcome =
   /** Unknown client or redirect URI: shown to the person, never redirected (RFC 6749 §4.1.2.1). */
-  | { type: 'error_page'; status: number; title: string; message: string }
+  | { type: 'error_page'; title: string; message: string }
   /** Back to the client, with a code or an error. */
   | { type: 'redirect'; location: string }
   | { type: 'sign_in'; requestId: string }
@@ -26,8 +26,12 @@ const SUPPORTED_PROMPTS = new Set(['none', 'login', 'consent']);
 const MAX_STATE_LENGTH = 2048;
 const MAX_NONCE_LENGTH = 512;
 
-/** A refused sign-in: 400 failed, 429 throttled, 503 busy (the last two with Retry-After). */
-export interface SignInRefusal { type: 'sign_in_error'; status: 400 | 429 | 503; message: string; retryAfterSeconds?: number }
+/**
+ * A refused sign-in, shown on the sign-in page: its error's kind says what happened (a failed
+ * attempt `invalid_argument`, throttled `exhausted`, busy `unavailable`, the last two with
+ * retry-after); the edge's one mapping turns the kind into the page's status.
+ */
+export interface SignInRefusal { type: 'sign_in_error'; error: DomainError }
 
 export interface SignInResult {
   outcome: AuthorizeOutcome | { type: 'account' } | SignInRefusal;
@@ -47,8 +51,11 @@ const BUSY_RETRY_AFTER_MS = 2_000;
 const DEVICE_TOKEN = 'device';
 const SIGN_IN_CSRF_TOKEN = 'sign-in-csrf';
 
-const refused = (status: SignInRefusal['status'], message: string, retryAfterMs?: number): SignInResult => ({
-  outcome: { type: 'sign_in_error', status, message, ...(retryAfterMs !== undefined ? { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) } : {}) },
+const refused = (kind: 'invalid_argument' | 'exhausted' | 'unavailable', message: string, retryAfterMs?: number): SignInResult => ({
+  outcome: {
+    type: 'sign_in_error',
+    error: new DomainError(kind, message, retryAfterMs !== undefined ? { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) } : {}),
+  },
 });
 
 export function createAuthorization(deps: {
@@ -74,7 +81,7 @@ export function createAuthorization(deps: {
   const redirectError = (request: { redirectUri: string; state?: string }, error: DomainError) =>
     redirectTo(request.redirectUri, { error: error.oauth ?? 'invalid_request', error_description: error.message, state: request.state });
 
-  const errorPage = (message: string): AuthorizeOutcome => ({ type: 'error_page', status: 400, title: 'This sign-in link is not valid', message });
+  const errorPage = (message: string): AuthorizeOutcome => ({ type: 'error_page', title: 'This sign-in link is not valid', message });
 
   async function issueCode(request: AuthRequest, user: User, authTime: number): Promise<AuthorizeOutcome> {
     const code = randomSecret(random);
@@ -269,15 +276,15 @@ export function createAuthorization(deps: {
      */
     async signIn(input: { requestId?: string; identifier: string; password: string; clientAddress?: string; deviceToken?: string }): Promise<SignInResult> {
       const parked = input.requestId ? await parkedRequest(input.requestId) : undefined;
-      if (input.requestId && !parked) return refused(400, 'This sign-in took too long. Go back to the application and start again.');
+      if (input.requestId && !parked) return refused('invalid_argument', 'This sign-in took too long. Go back to the application and start again.');
       const address = guard.takeAddress(input.clientAddress);
-      if (!address.allowed) return refused(429, ADDRESS_THROTTLED, address.retryAfterSeconds * 1000);
-      if (input.identifier.length > 254 || input.password.length > 256 || !input.identifier.trim() || !input.password) return refused(400, SIGN_IN_FAILED);
+      if (!address.allowed) return refused('exhausted', ADDRESS_THROTTLED, address.retryAfterSeconds * 1000);
+      if (input.identifier.length > 254 || input.password.length > 256 || !input.identifier.trim() || !input.password) return refused('invalid_argument', SIGN_IN_FAILED);
       const knownBrowser = await knownDevice(input.deviceToken, clock.now());
       const admission = guard.gate.admit(knownBrowser !== undefined);
       if (!admission) {
         guard.giveBackAddress(input.clientAddress);
-        return refused(503, SIGN_IN_BUSY, BUSY_RETRY_AFTER_MS);
+        return refused('unavailable', SIGN_IN_BUSY, BUSY_RETRY_AFTER_MS);
       }
       try {
         const now = clock.now();
@@ -288,10 +295,10 @@ export function createAuthorization(deps: {
         const byDevice = device ? await guard.count(deviceKey(device), now, limits.signInFreeFailures) : undefined;
         const key = byDevice?.counted ? deviceKey(device!) : identifierKey(input.identifier);
         const counted = byDevice?.counted ? byDevice : await guard.count(key, now);
-        if (!counted.counted) return refused(429, SIGN_IN_THROTTLED, counted.retryAfterMs);
+        if (!counted.counted) return refused('exhausted', SIGN_IN_THROTTLED, counted.retryAfterMs);
         const usable = user?.passwordHash !== undefined && user.status !== 'disabled' ? user : undefined;
         const matches = await admission.check(() => verifyPassword(input.password, usable?.passwordHash ?? decoyPasswordHash));
-        if (!usable || !matches) return refused(400, SIGN_IN_FAILED);
+        if (!usable || !matches) return refused('invalid_argument', SIGN_IN_FAILED);
         await guard.clear(key);
         guard.giveBackAddress(input.clientAddress);
         return { ...(await startSession(usable, parked, now)), deviceToken: await sealToken(macKey, DEVICE_TOKEN, [usable.svcnumId, randomSecret(random, 16)], now + limits.deviceCookieTtl) };
@@ -303,7 +310,7 @@ export function createAuthorization(deps: {
     /** POST of the consent form (Allow or Deny). CSRF has been checked by the edge. */
     async decideConsent(requestId: string | undefined, sessionToken: string | undefined, allow: boolean): Promise<AuthorizeOutcome> {
       const parked = await parkedRequest(requestId);
-      if (!parked) return { type: 'error_page', status: 400, title: 'This request has expired', message: 'Go back to the application and start again.' };
+      if (!parked) return { type: 'error_page', title: 'This request has expired', message: 'Go back to the application and start again.' };
       const signedIn = await sessionUser(sessionToken);
       if (!signedIn) return { type: 'sign_in', requestId: parked.request.requestId };
       const { request } = parked;
