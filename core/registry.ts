@@ -78,9 +78,15 @@ type PortOf<D> = D extends ModuleDefinition<string, infer Needs, unknown, infer 
  */
 export type StoreOf<D extends readonly AnyModuleDefinition[]> = Intersection<PortOf<D[number]>>;
 
-/** Fixes a definition's types; the factory's own parameter types are checked against the ports and needs. */
+type IsAny<T> = 0 extends 1 & T ? true : false;
+/**
+ * Fixes a definition's types; the factory's own parameter types are checked against the ports and
+ * needs. A store port typed `any` is refused: it would let StoreOf accept any store slices.
+ */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
-const defineModule = <Name extends string, Needs extends ModuleNeeds, Built, Port = {}>(definition: ModuleDefinition<Name, Needs, Built, Port>) => definition;
+const defineModule = <Name extends string, Needs extends ModuleNeeds, Built, Port = {}>(
+  definition: ModuleDefinition<Name, Needs, Built, Port> & (IsAny<Port> extends true ? { storePortMustBeNamed: never } : unknown),
+): ModuleDefinition<Name, Needs, Built, Port> => definition;
 
 export const accountsModule = /* @__PURE__ */ defineModule({ name: 'accounts', needs: {}, create: createAccountsModule });
 /** Creating and changing accounts and clients (the admin CLI, agents' clients). */

@@ -11,7 +11,7 @@ export type { CodeBinding, RedeemResult } from './oauth/store';
  * The store port. Every method is a single-item operation or a read; multi-item operations are
  * composed by the core as idempotent steps with compensation (the store has no transactions).
  * Each module declares the part it calls (core/<module>/store.ts, its `…Port`); the DynamoDB
- * adapter implements the whole of it as one object.
+ * adapter implements it in slices, one per area (core/adapters/dynamo-store.ts).
  */
 export type AuthStore = AccountsStore & OAuthStore;
 

@@ -3,7 +3,9 @@ import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { ServerCredentials, type ChannelOptions, type Server } from '@grpc/grpc-js';
 import { HealthImplementation, service as healthService } from 'grpc-health-check';
 import { setMaxListeners } from 'node:events';
-import { allModules, type Modules } from '../core/registry';
+import {
+  accountsModule, directoryModule, messagingModule, oauthModule, provisioningModule, tokenExchangeModule, type ModulesOf,
+} from '../core/registry';
 import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_service';
 import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
@@ -50,10 +52,10 @@ export interface RunningGrpcServer {
   drain(graceMs?: number): Promise<void>;
 }
 
-/** The modules the gRPC services use (the task builds them all). */
-export const grpcModules = allModules;
+/** The modules the gRPC services and interceptors use (and what they need): no token endpoint, no browser flow. */
+export const grpcModules = [oauthModule, accountsModule, tokenExchangeModule, provisioningModule, messagingModule, directoryModule] as const;
 
-export async function startGrpcServer(modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange' | 'provisioning' | 'messaging' | 'directory'>, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
+export async function startGrpcServer(modules: ModulesOf<typeof grpcModules>, options: { port: number; host?: string }): Promise<RunningGrpcServer> {
   const descriptorSet = readDescriptorSet();
   const closing = new AbortController();
   // Every open stream listens for the drain: no listener limit on this signal.

@@ -27,7 +27,8 @@ const traceRoot = (header: string) => /(?:^|;)Root=([^;]+)/.exec(header)?.[1];
 
 /** What every line of an invocation carries: API Gateway's request id and the Lambda context's fields. */
 function invocationKeys(event: HttpEvent, context: Context | undefined): LogFields {
-  // The Lambda runtime sets the trace header in the environment for each invocation.
+  // The Lambda runtime sets the trace header in the environment for each invocation; right while a
+  // container serves one invocation at a time, as ours do (no multi-concurrency), like cold_start.
   const trace = process.env._X_AMZN_TRACE_ID;
   const keys: LogFields = {
     requestId: event.requestContext?.requestId,
@@ -65,7 +66,8 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
     const started = performance.now();
     // A logger per invocation: its keys are this request's alone, however many the process serves at once.
     const log = logger.child(invocationKeys(event, context));
-    const resource = event.resource ?? event.path;
+    // A console test event may name neither: the metric and the log line still need a route.
+    const resource = event.resource ?? event.path ?? '(none)';
     let result: HttpResult;
     try {
       const methods = routes[resource];

@@ -161,6 +161,12 @@ describe('the Lambda bundles, as deployed', () => {
       expect(held(group, 'node_modules/zod/'), group).toBe(false);
       expect(held(group, 'core/provisioning/agents.ts'), group).toBe(false);
     }
+    // The SDK clients each holds: DynamoDB and KMS, none streaming events (so the event-stream codec
+    // lib/bundling.ts leaves out is never loaded). A new client here must be checked for that.
+    const clients = (group: RouteGroup) => [...new Set(Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs)
+      .filter(([, { bytesInOutput }]) => bytesInOutput > 0)
+      .map(([input]) => /@aws-sdk\/(client-[a-z0-9-]+)\//.exec(input)?.[1]).filter((name) => name !== undefined))].sort();
+    for (const group of groups) expect(clients(group), group).toEqual(group === 'discovery' ? ['client-kms'] : ['client-dynamodb', 'client-kms']);
     // Discovery reads no store; only the browser has the sign-in flow; only the token endpoint its grants.
     expect(held('discovery', '@aws-sdk/client-dynamodb')).toBe(false);
     for (const group of groups) expect(held(group, 'core/oauth/authorization.ts'), group).toBe(group === 'browser');

@@ -66,7 +66,10 @@ export interface OAuthStore {
   deleteSession(sessionHash: string): Promise<void>;
 }
 
-/** Exactly the store methods the oauth module calls (core/adapters/dynamo-store.ts implements them all). */
+/**
+ * The store methods of OAuth's modules that keep state (authorization, the token endpoint; UserInfo
+ * picks its two): the OAuth and accounts slices of the DynamoDB adapter serve them.
+ */
 export type OAuthPort = Pick<OAuthStore & SharedStore,
   | 'createGrant' | 'deleteAuthRequest' | 'deleteConsent' | 'deleteSession' | 'deleteSignInThrottle' | 'getAuthRequest' | 'getConsent'
   | 'getGrant' | 'getSession' | 'getSignInThrottle' | 'getUser' | 'getUserAndGrant' | 'listConsents' | 'listGrants'
