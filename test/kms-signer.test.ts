@@ -10,6 +10,7 @@ import {
   type KeyUsageType,
 } from '@aws-sdk/client-kms';
 import { calculateJwkThumbprint, createLocalJWKSet, jwtVerify } from 'jose';
+import { KMS_BUSY_RETRY_AFTER_SECONDS, kmsRetryStrategy } from '../core/adapters/kms-client';
 import { createKmsKeyRing } from '../core/adapters/kms-keys';
 
 const ACTIVE_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/active-0000';
@@ -264,5 +265,61 @@ describe('createKmsKeyRing', () => {
     await expect(signer.sign(new Uint8Array(4097))).rejects.toThrow(/at most 4096 bytes/);
     expect(kmsMock.commandCalls(SignCommand)).toHaveLength(0);
   });
+
+  it('takes published public keys (KMS_PUBLIC_KEYS) without GetPublicKey; a ring key not published is fetched once', async () => {
+    keys.set(NEXT_KEY_ID, ed25519Key());
+    const der = (keyId: string) => new Uint8Array(keys.get(keyId)!.publicKey.export({ format: 'der', type: 'spki' }));
+    const published = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID], publicKeys: new Map([[ACTIVE_KEY_ID, der(ACTIVE_KEY_ID)], [NEXT_KEY_ID, der(NEXT_KEY_ID)]]) });
+    const fetched = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID] });
+    const jwks = await published.publicKeys();
+    await published.activeSigner();
+    expect(kmsMock.commandCalls(GetPublicKeyCommand)).toHaveLength(0);
+    expect(jwks).toEqual(await fetched.publicKeys());
+
+    kmsMock.resetHistory();
+    // A key added to the configuration without the deploy that publishes it.
+    const partly = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID], publicKeys: new Map([[ACTIVE_KEY_ID, der(ACTIVE_KEY_ID)]]) });
+    expect(await partly.publicKeys()).toEqual(jwks);
+    await partly.publicKeys();
+    expect(kmsMock.commandCalls(GetPublicKeyCommand).map((call) => call.args[0].input.KeyId)).toEqual([NEXT_KEY_ID]);
+  });
+
+  it('answers a Sign still throttled after the retries as temporarily_unavailable with Retry-After, never as a fault', async () => {
+    const signer = await createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID }).activeSigner();
+    kmsMock.on(SignCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException', $metadata: { httpStatusCode: 400 } }));
+    await expect(signer.sign(ascii('header.payload'))).rejects.toMatchObject({
+      name: 'DomainError', kind: 'unavailable', oauth: 'temporarily_unavailable', retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS,
+    });
+    kmsMock.on(SignCommand).rejects(Object.assign(new Error('no such key'), { name: 'NotFoundException' }));
+    await expect(signer.sign(ascii('header.payload'))).rejects.toMatchObject({ name: 'NotFoundException' });
+  });
 });
 
+describe('kmsRetryStrategy', () => {
+  const policy = { maxAttempts: 4, baseDelayMs: 100, maxDelayMs: 250 };
+  const run = async (errorType: 'THROTTLING' | 'TRANSIENT' | 'SERVER_ERROR' | 'CLIENT_ERROR', random: () => number) => {
+    let throttles = 0;
+    const strategy = kmsRetryStrategy(policy, () => { throttles += 1; }, random);
+    let token = await strategy.acquireInitialRetryToken('');
+    const delays: number[] = [];
+    for (;;) {
+      try {
+        token = await strategy.refreshRetryTokenForRetry(token, { errorType });
+      } catch {
+        return { delays, throttles };
+      }
+      delays.push(token.getRetryDelay());
+    }
+  };
+
+  it('retries throttles and transient failures up to the attempt bound, waiting a random share (full jitter) of a doubling, capped ceiling', async () => {
+    expect(await run('THROTTLING', () => 0.999)).toEqual({ delays: [99, 199, 249], throttles: 4 });
+    expect(await run('THROTTLING', () => 0)).toEqual({ delays: [0, 0, 0], throttles: 4 });
+    expect(await run('TRANSIENT', () => 0.5)).toEqual({ delays: [50, 100, 125], throttles: 0 });
+  });
+
+  it('does not retry a refusal (client error) or a server error', async () => {
+    expect(await run('CLIENT_ERROR', () => 0.5)).toEqual({ delays: [], throttles: 0 });
+    expect(await run('SERVER_ERROR', () => 0.5)).toEqual({ delays: [], throttles: 0 });
+  });
+});

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readRuntimeConfig, type Environment, type ProcessKind, type RuntimeConfig, type ServiceSettings } from '../core/adapters/runtime-config';
@@ -150,6 +151,22 @@ describe('readRuntimeConfig', () => {
     // The task reads the Lambda variables and its own two.
     expect(read('task', {})).toMatchObject({ grpcPort: 50051, drainSeconds: 25 });
     expect(read('lambda', {})).not.toHaveProperty('grpcPort');
+  });
+
+  it('AWS: KMS_PUBLIC_KEYS, a JSON object of key ARN to base64 DER SPKI of an Ed25519 key; unset, none', () => {
+    const der = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' });
+    for (const kind of ['lambda', 'task'] as const) {
+      expect(read(kind, {}).kmsPublicKeys.size).toBe(0);
+      const keys = read(kind, { KMS_PUBLIC_KEYS: JSON.stringify({ 'arn:a': der.toString('base64') }) }).kmsPublicKeys;
+      expect([...keys.keys()]).toEqual(['arn:a']);
+      expect(Buffer.from(keys.get('arn:a')!)).toEqual(der);
+    }
+    const p256 = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'der', type: 'spki' }).toString('base64');
+    const allowed = 'a JSON object of KMS key ARN to base64 DER SubjectPublicKeyInfo of an Ed25519 key';
+    expect(refusal('lambda', { KMS_PUBLIC_KEYS: 'arn:a=MCow' })).toBe(`KMS_PUBLIC_KEYS must be ${allowed}, got 'arn:a=MCow'`);
+    expect(refusal('lambda', { KMS_PUBLIC_KEYS: '["MCow"]' })).toBe(`KMS_PUBLIC_KEYS must be ${allowed}, got '["MCow"]'`);
+    expect(refusal('lambda', { KMS_PUBLIC_KEYS: JSON.stringify({ 'arn:a': p256 }) })).toBe(`KMS_PUBLIC_KEYS must be ${allowed}, got 'arn:a: ${p256.slice(0, 80)}'`);
+    expect(refusal('lambda', { KMS_PUBLIC_KEYS: JSON.stringify({ 'arn:a': 7 }) })).toBe(`KMS_PUBLIC_KEYS must be ${allowed}, got 'arn:a: 7'`);
   });
 
   it('AWS: PAGE_TOKEN_KEY_ID is required by the task, optional for a Lambda unless its handler needs it', () => {

@@ -1,10 +1,12 @@
-import { KMSClient } from '@aws-sdk/client-kms';
+import type { KMSClient } from '@aws-sdk/client-kms';
 import { serviceConfig } from '../kernel/config';
 import type { MacKey } from '../kernel/ports';
 import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf, type StoreOf } from '../registry';
 import type { Store } from '../store';
 import type { StoreFactory } from './dynamo-store';
+import { createKmsClient } from './kms-client';
 import { createKmsKeyRing, createKmsMacKey } from './kms-keys';
+import { createKmsThrottleCounter } from './metrics';
 import type { AwsRuntimeConfig } from './runtime-config';
 import { systemClock, systemRandom } from './system';
 
@@ -33,8 +35,9 @@ export type StoreOption<D extends readonly AnyModuleDefinition[]> = keyof StoreO
 export function modulesFromEnvironment<const D extends readonly AnyModuleDefinition[]>(
   config: AwsRuntimeConfig, definitions: D, { store }: StoreOption<D>,
 ): ModulesOf<D> {
-  const kms = new KMSClient({});
-  const keys = createKmsKeyRing({ client: kms, activeKeyId: config.kmsKeyId, additionalKeyIds: config.kmsVerifyKeyIds });
+  // Every throttled KMS attempt is counted (KmsThrottles), retried or not. The stack always names the service (SERVICE_NAME).
+  const kms = createKmsClient({ onThrottle: createKmsThrottleCounter('svcnum') });
+  const keys = createKmsKeyRing({ client: kms, activeKeyId: config.kmsKeyId, additionalKeyIds: config.kmsVerifyKeyIds, publicKeys: config.kmsPublicKeys });
   return buildModules(modulePorts({
     // Typed by StoreOption: the slices given serve every method these modules call.
     store: (store ? store(config.tablePrefix) : {}) as Store,

@@ -1,6 +1,7 @@
 import { GenerateMacCommand, GetPublicKeyCommand, KMSInvalidMacException, SignCommand, VerifyMacCommand, type KMSClient } from '@aws-sdk/client-kms';
 import { ed25519PublicJwk } from '../kernel/jwk';
 import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
+import { callKms, rethrowKmsFailure } from './kms-client';
 
 export interface KmsKeyRingOptions {
   client: KMSClient;
@@ -8,6 +9,12 @@ export interface KmsKeyRingOptions {
   activeKeyId: string;
   /** Keys that verifiers must still (or already) accept: one being introduced, one being retired. */
   additionalKeyIds?: string[];
+  /**
+   * Public keys (DER SPKI) by key id, published by the deploy (KMS_PUBLIC_KEYS): a key found here
+   * costs no GetPublicKey. A key of the ring missing here (added to the configuration without the
+   * deploy that publishes it) is fetched with GetPublicKey, once per process.
+   */
+  publicKeys?: ReadonlyMap<string, Uint8Array>;
 }
 
 const EXPECTED_KEY_SPEC = 'ECC_NIST_EDWARDS25519';
@@ -30,7 +37,8 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
   function publicJwk(keyId: string): Promise<PublicJwk> {
     const cached = cache.get(keyId);
     if (cached) return cached;
-    const pending = fetchPublicJwk(client, keyId);
+    const published = options.publicKeys?.get(keyId);
+    const pending = published ? ed25519PublicJwk(published) : fetchPublicJwk(client, keyId);
     cache.set(keyId, pending);
     // A transient KMS failure must not poison the cache for the life of the process.
     pending.catch(() => {
@@ -53,7 +61,7 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
               `KMS can sign at most ${KMS_MAX_RAW_MESSAGE_BYTES} bytes with MessageType RAW; got ${message.length}`,
             );
           }
-          const response = await client.send(
+          const response = await callKms(() => client.send(
             new SignCommand({
               KeyId: activeKeyId,
               Message: message,
@@ -62,7 +70,7 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
               MessageType: 'RAW',
               SigningAlgorithm: 'ED25519_SHA_512',
             }),
-          );
+          ));
           const signature = response.Signature;
           if (!signature) {
             throw new Error(`KMS Sign for key ${activeKeyId} returned no Signature`);
@@ -81,7 +89,7 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
 }
 
 async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJwk> {
-  const response = await client.send(new GetPublicKeyCommand({ KeyId: keyId }));
+  const response = await callKms(() => client.send(new GetPublicKeyCommand({ KeyId: keyId })));
   // Checked up front so that a wrongly provisioned key fails at start-up with a readable
   // message rather than later as unverifiable tokens.
   if (response.KeySpec !== EXPECTED_KEY_SPEC) {
@@ -108,7 +116,7 @@ export function createKmsMacKey(options: { client: KMSClient; keyId: string }): 
   const { client, keyId } = options;
   return {
     async mac(message) {
-      const response = await client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' }));
+      const response = await callKms(() => client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' })));
       if (!response.Mac) throw new Error(`KMS GenerateMac for key ${keyId} returned no Mac`);
       return response.Mac;
     },
@@ -119,7 +127,7 @@ export function createKmsMacKey(options: { client: KMSClient; keyId: string }): 
       } catch (error) {
         // KMS answers a wrong MAC with this exception rather than MacValid: false.
         if (error instanceof KMSInvalidMacException) return false;
-        throw error;
+        return rethrowKmsFailure(error);
       }
     },
   };

@@ -35,3 +35,20 @@ export function createRequestMetrics(defaultService: string, settings: Telemetry
     },
   };
 }
+
+/** The metric of a KMS call throttled (core/adapters/kms-client.ts), alarmed on by lib/monitoring.ts. */
+export const KMS_THROTTLES_METRIC = 'KmsThrottles';
+
+/**
+ * One EMF line per throttled KMS attempt (retried or not): `KmsThrottles`, Count, by the dimension
+ * service, in the process's METRICS_NAMESPACE; nothing without one.
+ */
+export function createKmsThrottleCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): () => void {
+  const namespace = settings.metricsNamespace;
+  if (!namespace) return () => undefined;
+  const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service']], Metrics: [{ Name: KMS_THROTTLES_METRIC, Unit: 'Count' }] });
+  const service = JSON.stringify(settings.serviceName ?? defaultService);
+  return () => {
+    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service},"${KMS_THROTTLES_METRIC}":1}\n`);
+  };
+}

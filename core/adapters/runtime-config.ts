@@ -24,7 +24,7 @@ type ServiceVariable =
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
 type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
-export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'KMS_PUBLIC_KEYS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
 type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable | TelemetryVariable;
 type Variable = AwsVariable | LocalVariable;
 
@@ -57,6 +57,11 @@ export interface AwsRuntimeConfig {
   kmsKeyId: string;
   /** KMS_VERIFY_KEY_IDS: further keys published in the JWKS (rotation). */
   kmsVerifyKeyIds: string[];
+  /**
+   * KMS_PUBLIC_KEYS: the signing keys' public keys (DER SPKI) by key id, published by the deploy so
+   * that no process calls GetPublicKey; empty when unset (then each key is fetched once per process).
+   */
+  kmsPublicKeys: ReadonlyMap<string, Uint8Array>;
   /** MAC_KEY_ID: the sign-in HMAC key; only processes that use it have it, and it is checked on use. */
   macKeyId?: string;
   /** PAGE_TOKEN_KEY_ID: the HMAC key the page-token key is derived from; only the units that derive it have it. */
@@ -147,6 +152,26 @@ function variableReader(env: Environment) {
       // A userinfo part may hold a password: it is not repeated in the message.
       return refuse(name, value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@'), allowed, undefined);
     },
+    /** A JSON object of key id → base64 DER SubjectPublicKeyInfo of an Ed25519 key (KMS GetPublicKey's PublicKey). */
+    publicKeys(name: Variable): ReadonlyMap<string, Uint8Array> {
+      const value = given(name);
+      const keys = new Map<string, Uint8Array>();
+      if (value === undefined) return keys;
+      const allowed = 'a JSON object of KMS key ARN to base64 DER SubjectPublicKeyInfo of an Ed25519 key';
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(value);
+      } catch {
+        return refuse(name, value.slice(0, 80), allowed, keys);
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return refuse(name, value.slice(0, 80), allowed, keys);
+      for (const [keyId, encoded] of Object.entries(parsed)) {
+        const der = typeof encoded === 'string' && /^[A-Za-z0-9+/]+={0,2}$/.test(encoded) ? Buffer.from(encoded, 'base64') : undefined;
+        if (!keyId.trim() || !der || !isEd25519Spki(der)) return refuse(name, `${keyId}: ${String(encoded).slice(0, 80)}`, allowed, new Map());
+        keys.set(keyId, new Uint8Array(der));
+      }
+      return keys;
+    },
     /** A physical table name prefix: DynamoDB's table-name characters, leaving room for the longest table name. */
     tablePrefix(name: Variable, what: string): string {
       const value = given(name);
@@ -157,6 +182,10 @@ function variableReader(env: Environment) {
 }
 
 type VariableReader = ReturnType<typeof variableReader>;
+
+/** The fixed 12-byte DER header of an Ed25519 SubjectPublicKeyInfo (RFC 8410), before the 32-byte key. */
+const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+const isEd25519Spki = (der: Buffer) => der.length === ED25519_SPKI_PREFIX.length + 32 && der.subarray(0, ED25519_SPKI_PREFIX.length).equals(ED25519_SPKI_PREFIX);
 
 const positive = (read: VariableReader, name: ServiceVariable, fallback: number) =>
   read.wholeNumber(name, fallback, 1, 999_999_999, 'a whole number of at least 1');
@@ -195,6 +224,7 @@ function awsConfig(read: VariableReader): AwsRuntimeConfig {
     tablePrefix: read.tablePrefix('TABLE_PREFIX', 'the physical table name prefix'),
     kmsKeyId: read.required('KMS_KEY_ID', 'the KMS key that signs'),
     kmsVerifyKeyIds: read.list('KMS_VERIFY_KEY_IDS'),
+    kmsPublicKeys: read.publicKeys('KMS_PUBLIC_KEYS'),
     ...(macKeyId ? { macKeyId } : {}),
     ...(pageTokenKeyId ? { pageTokenKeyId } : {}),
     service: serviceSettings(read),

@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 // A small local stand-in for AWS KMS, for processes configured like AWS processes
 // (AWS_ENDPOINT_URL_KMS): the JSON 1.1 protocol of the four operations the service uses, checked
 // as KMS checks them. Sign and GetPublicKey are backed by an Ed25519 key per signing key id,
-// GenerateMac and VerifyMac by an HMAC-SHA-256 key per MAC key id. Every request is recorded.
+// GenerateMac and VerifyMac by an HMAC-SHA-256 key per MAC key id. Every request is recorded. It can
+// be told to throttle an operation, as KMS does beyond its request quota: ThrottlingException, HTTP 400.
 
 export type KmsOperation = 'Sign' | 'GetPublicKey' | 'GenerateMac' | 'VerifyMac';
 
@@ -17,6 +18,8 @@ export interface KmsRequest {
   signed: boolean;
   /** The HTTP status of the answer. */
   status: number;
+  /** The error type (`__type`) of a refused request. */
+  error?: string;
 }
 
 export interface KmsStandIn {
@@ -25,6 +28,10 @@ export interface KmsStandIn {
   requests: KmsRequest[];
   /** The public key of a signing key, as a JWK (OKP, Ed25519). */
   publicJwk(keyId: string): { kty: string; crv: string; x: string };
+  /** The public key of a signing key as GetPublicKey returns it: base64 DER SubjectPublicKeyInfo. */
+  publicKeyDer(keyId: string): string;
+  /** The next `times` requests of `operation` answer ThrottlingException (0 stops throttling it). */
+  throttle(operation: KmsOperation, times: number): void;
   close(): Promise<void>;
 }
 
@@ -43,7 +50,9 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
   const signing = new Map<string, { publicKey: KeyObject; privateKey: KeyObject }>(keys.signing.map((keyId) => [keyId, generateKeyPairSync('ed25519')]));
   const mac = new Map<string, Buffer>(keys.mac.map((keyId) => [keyId, randomBytes(32)]));
   const requests: KmsRequest[] = [];
+  const throttles = new Map<string, number>();
 
+  const publicKeyDer = (keyId: string) => signingKey(keyId).publicKey.export({ format: 'der', type: 'spki' }).toString('base64');
   const signingKey = (keyId: string) => {
     const key = signing.get(keyId);
     if (key) return key;
@@ -62,7 +71,7 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
       KeyId: keyId,
       KeySpec: 'ECC_NIST_EDWARDS25519',
       KeyUsage: 'SIGN_VERIFY',
-      PublicKey: signingKey(keyId).publicKey.export({ format: 'der', type: 'spki' }).toString('base64'),
+      PublicKey: publicKeyDer(keyId),
       SigningAlgorithms: ['ED25519_SHA_512', 'ED25519_PH_SHA_512'],
     }),
     Sign: (input, keyId) => {
@@ -106,10 +115,17 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
       const input = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
       if (typeof input.KeyId !== 'string') throw new KmsFault('ValidationException', 'KeyId is required');
       record.keyId = input.KeyId;
+      const throttled = throttles.get(operation) ?? 0;
+      if (throttled > 0) {
+        throttles.set(operation, throttled - 1);
+        // KMS's answer beyond its request quota (docs: "Throttling" in the KMS developer guide).
+        throw new KmsFault('ThrottlingException', 'Rate exceeded');
+      }
       body = handle(input, input.KeyId);
     } catch (error) {
       status = 400;
       body = error instanceof KmsFault ? { __type: error.type, message: error.message } : { __type: 'ValidationException', message: String(error) };
+      record.error = String(body.__type);
     }
     record.status = status;
     response.writeHead(status, { 'Content-Type': 'application/x-amz-json-1.1' });
@@ -124,6 +140,10 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
     publicJwk(keyId) {
       const { kty, crv, x } = signingKey(keyId).publicKey.export({ format: 'jwk' });
       return { kty: kty!, crv: crv!, x: x! };
+    },
+    publicKeyDer,
+    throttle(operation, times) {
+      throttles.set(operation, times);
     },
     close: () => new Promise<void>((resolve) => {
       server.close(() => resolve());
