@@ -200,7 +200,7 @@ export class HttpApi extends Construct {
       role,
       logGroup,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
-      environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: `svcnum-${group}` },
+      environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: functionServiceName(group) },
       bundling: {
         // No Docker here or in CI: bundle with the esbuild installed in node_modules.
         forceDockerBundling: false,
@@ -219,6 +219,9 @@ export class HttpApi extends Construct {
     });
   }
 }
+
+/** SERVICE_NAME of a route group's function: the `service` of its log lines and the dimension of its metrics. */
+export const functionServiceName = (group: RouteGroup) => `svcnum-${group}`;
 
 /** What each route group does with the signing keys (lib/access.ts). */
 const accessKeyUse = (unit: ComputeUnit) => access[unit].keys;

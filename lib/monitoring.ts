@@ -28,6 +28,10 @@ export interface MonitoringProps {
   readonly service: FargateService;
   readonly loadBalancer: NetworkLoadBalancer;
   readonly targetGroup: NetworkTargetGroup;
+  /** METRICS_NAMESPACE of the processes (their EMF metrics, core/adapters/metrics.ts). */
+  readonly metricsNamespace: string;
+  /** SERVICE_NAME of every process that calls KMS (each route group's function, the gRPC task). */
+  readonly kmsServices: readonly string[];
 }
 
 const FIVE_MINUTES = Duration.minutes(5);
@@ -123,6 +127,20 @@ export class Monitoring extends Construct {
       alarm(`${name}TableThrottles`, `DynamoDB throttled requests on ${table.tableName}`, throttles, 1);
     }
 
+    // KMS: throttled calls of every process (EMF KmsThrottles by service, core/adapters/kms-client.ts).
+    // Each is retried with backoff, but throttles mean signing nears the account's KMS request quota
+    // (docs/deploying.md, "KMS request quotas"); requests still throttled after the retries answer 503.
+    const kmsThrottles = new MathExpression({
+      // At most 10 metrics per alarm: 7 route groups and the task today.
+      expression: props.kmsServices.map((_, index) => `FILL(kms${index}, 0)`).join(' + '),
+      usingMetrics: Object.fromEntries(props.kmsServices.map((service, index) => [`kms${index}`, new Metric({
+        namespace: props.metricsNamespace, metricName: 'KmsThrottles', dimensionsMap: { service }, statistic: 'Sum', period: FIVE_MINUTES,
+      })])),
+      label: 'KMS throttles',
+      period: FIVE_MINUTES,
+    });
+    alarm('KmsThrottles', 'KMS throttled calls (signing near the account\'s KMS request quota; see docs/deploying.md)', kmsThrottles, 1);
+
     // gRPC: unhealthy targets, and no healthy target at all.
     const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });
     const healthy = props.targetGroup.metrics.healthyHostCount({ statistic: 'Minimum', period: ONE_MINUTE });
@@ -152,7 +170,7 @@ export class Monitoring extends Construct {
           new GraphWidget({ title: 'Fargate CPU / memory %', left: [props.service.metricCpuUtilization({ period: ONE_MINUTE }), props.service.metricMemoryUtilization({ period: ONE_MINUTE })], width: 8 }),
         ],
         [
-          new GraphWidget({ title: 'DynamoDB throttled requests', left: throttleMetrics, width: 12 }),
+          new GraphWidget({ title: 'DynamoDB throttled requests', left: throttleMetrics, right: [kmsThrottles], width: 12 }),
           new GraphWidget({
             title: 'DynamoDB consumed capacity (hot tables)',
             left: (['codes', 'grants', 'users', 'sessions'] as const).filter((key) => key in props.tables).map((key) => props.tables[key].metricConsumedReadCapacityUnits({ period: ONE_MINUTE, label: `${key} read` })),

@@ -51,6 +51,12 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
         + 'while CI runs Node 20, so one code base runs on all three. Moving to nodejs24.x is a separate, tested change.',
     })),
     {
+      path: 'PublicKeys/Function',
+      id: 'AwsSolutions-L1',
+      reason: 'The deploy-time custom resource that publishes the signing keys\' public keys runs on nodejs22.x like the route group '
+        + 'functions (see their L1 acknowledgment); it runs once per deploy that changes the key set.',
+    },
+    {
       path: 'Provisioning/Task/ExecutionRole',
       id: 'AwsSolutions-IAM5[Resource::*]',
       reason: 'ecr:GetAuthorizationToken has no resource-level permissions (IAM reference: resource type "*"); '

@@ -36,6 +36,8 @@ import { logRetention, repoRoot } from './util';
 // to anywhere else: a compromised task cannot reach the internet.
 
 export const GRPC_PORT = 50051;
+/** SERVICE_NAME of the task: the `service` of its log lines and the dimension of its metrics. */
+export const TASK_SERVICE_NAME = 'svcnum-provisioning';
 
 export interface ProvisioningProps {
   readonly config: EnvironmentConfig;
@@ -156,7 +158,7 @@ export class Provisioning extends Construct {
         ...macKeyEnvironment(access.provisioning, props.macKeys),
         GRPC_PORT: String(GRPC_PORT),
         DRAIN_SECONDS: String(p.drainSeconds),
-        SERVICE_NAME: 'svcnum-provisioning',
+        SERVICE_NAME: TASK_SERVICE_NAME,
       },
       portMappings: [{ containerPort: GRPC_PORT, protocol: EcsProtocol.TCP, name: 'grpc' }],
       // SIGTERM, then DRAIN_SECONDS for calls in flight, then SIGKILL at stopTimeout.

@@ -1,12 +1,14 @@
 import { Annotations, CfnOutput, Fn, Stack, Tags, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
+import { routeGroupNames } from '../lambdas/manifest';
 import { type EnvironmentConfig, isPlaceholderCertificate, outputNames, stackName, tablePrefix } from './config';
 import { Data } from './data';
-import { HttpApi } from './http-api';
+import { functionServiceName, HttpApi } from './http-api';
 import { HmacKey, SigningKeys, type MacKeys } from './keys';
 import { Monitoring } from './monitoring';
 import { applyNagSuppressions } from './nag';
-import { Provisioning } from './provisioning';
+import { Provisioning, TASK_SERVICE_NAME } from './provisioning';
+import { PublishedPublicKeys } from './public-keys';
 
 // One environment of the service: data, keys, the HTTP API, the provisioning API, monitoring.
 
@@ -17,6 +19,7 @@ export interface ServiceStackProps extends StackProps {
 export class ServiceStack extends Stack {
   readonly data: Data;
   readonly keys: SigningKeys;
+  readonly publicKeys: PublishedPublicKeys;
   readonly signInMac: HmacKey;
   readonly pageTokenKey: HmacKey;
   readonly http: HttpApi;
@@ -47,6 +50,8 @@ export class ServiceStack extends Stack {
       retain: config.retainData,
     });
 
+    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys.all });
+
     const retain = config.retainData;
     this.signInMac = new HmacKey(this, 'SignInMac', { environment: config.name, retain, name: 'sign-in-mac', purpose: 'sign-in MAC key (sign-in CSRF token, device cookie)' });
     this.pageTokenKey = new HmacKey(this, 'PageTokenKey', { environment: config.name, retain, name: 'page-token', purpose: 'page-token key (page tokens and resume cursors)' });
@@ -57,6 +62,8 @@ export class ServiceStack extends Stack {
       TABLE_PREFIX: prefix,
       KMS_KEY_ID: this.keys.active.keyArn,
       KMS_VERIFY_KEY_IDS: this.keys.published.map((key) => key.keyArn).join(','),
+      // Published at deploy time: no process calls GetPublicKey (lib/public-keys.ts).
+      KMS_PUBLIC_KEYS: this.publicKeys.value,
       NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
       AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
       AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
@@ -81,6 +88,8 @@ export class ServiceStack extends Stack {
       service: this.provisioning.service,
       loadBalancer: this.provisioning.loadBalancer,
       targetGroup: this.provisioning.targetGroup,
+      metricsNamespace: shared.METRICS_NAMESPACE,
+      kmsServices: [...routeGroupNames.map(functionServiceName), TASK_SERVICE_NAME],
     });
 
     const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });

@@ -14,6 +14,7 @@ import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import type { HmacKey } from '../../lib/keys';
 import { acknowledgments } from '../../lib/nag';
 import { GRPC_PORT } from '../../lib/provisioning';
+import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
 import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
 
@@ -34,6 +35,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   const template = () => synth.templates[environment];
   const stack = () => synth.stacks[environment];
   const config = () => synth.configs[environment];
+  /** KMS_PUBLIC_KEYS as the template gives it: the deploy-time custom resource's attribute. */
+  const publicKeysValue = () => ({ 'Fn::GetAtt': [logicalId(stack().publicKeys.node.findChild('Resource') as never), 'PublicKeys'] });
 
   it('is svcnum-<env> in the configured account and region', () => {
     expect(stack().stackName).toBe(stackName(environment));
@@ -133,6 +136,26 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         TargetKeyId: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
       });
       template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/signing` });
+    });
+  });
+
+  describe('published public keys', () => {
+    it('are read once per deploy by a custom resource over every signing key, whose function may only GetPublicKey on them and log', () => {
+      const [resource, ...others] = Object.values(resources(template(), PUBLIC_KEYS_RESOURCE_TYPE));
+      expect(others).toEqual([]);
+      const signingKeys = stack().keys.all.map((key) => ({ 'Fn::GetAtt': [logicalId(key), 'Arn'] }));
+      expect(resource!.Properties).toStrictEqual({ ServiceToken: { 'Fn::GetAtt': [logicalId(stack().publicKeys.function), 'Arn'] }, KeyIds: signingKeys });
+      const fn = resources(template(), 'AWS::Lambda::Function')[logicalId(stack().publicKeys.function)]!.Properties!;
+      expect(fn).toMatchObject({ Runtime: 'nodejs22.x', Handler: 'index.handler', Architectures: ['arm64'], FunctionName: `svcnum-${environment}-signing-public-keys` });
+      // Inlined: nothing to build, no call to AWS at synth.
+      expect((fn.Code as { ZipFile: string }).ZipFile).toBe(readFileSync(join(repoRoot, 'lib/public-keys-handler.cjs'), 'utf8'));
+      const role = (fn.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+      const statements = iamStatements(template()).filter((found) => found.roles.includes(role)).map((found) => found.statement);
+      expect(statements.map((statement) => [statement.Action, statement.Resource])).toStrictEqual([
+        [['logs:CreateLogStream', 'logs:PutLogEvents'], { 'Fn::GetAtt': [logicalId(stack().publicKeys.function.logGroup as never), 'Arn'] }],
+        ['kms:GetPublicKey', signingKeys.length === 1 ? signingKeys[0] : signingKeys],
+      ]);
+      expect(resources(template(), 'AWS::IAM::Role')[role]!.Properties!.ManagedPolicyArns).toBeUndefined();
     });
   });
 
@@ -254,6 +277,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
           TABLE_PREFIX: tablePrefix(environment),
           KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
           KMS_VERIFY_KEY_IDS: '',
+          KMS_PUBLIC_KEYS: publicKeysValue(),
           NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
           AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
           AGENT_QUOTA_DEPENDENT: String(config().agentQuotas.dependent),
@@ -437,6 +461,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         ISSUER: `https://${config().http.customDomain!.domainName}`,
         TABLE_PREFIX: tablePrefix(environment),
         KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
+        KMS_PUBLIC_KEYS: publicKeysValue(),
         GRPC_PORT: String(GRPC_PORT),
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
@@ -496,7 +521,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   describe('monitoring', () => {
     it('alarms on API 5xx, token p99, Lambda errors and throttles per function, DynamoDB throttles per table, NLB targets', () => {
       const alarms = Object.values(resources(template(), 'AWS::CloudWatch::Alarm')).map((alarm) => alarm.Properties!);
-      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2);
+      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1);
       const named = (suffix: string) => alarms.find((alarm) => alarm.AlarmName === `svcnum-${environment}-${suffix}`);
       expect(named('Api5xxRate')).toBeDefined();
       expect(JSON.stringify(named('Api5xxRate')!.Metrics)).toContain('5XXError');
@@ -515,6 +540,15 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         const alarm = named(`${key[0]!.toUpperCase()}${key.slice(1)}TableThrottles`);
         expect(JSON.stringify(alarm?.Metrics), key).toMatch(/ReadThrottleEvents.*WriteThrottleEvents/);
       }
+      // KMS throttles (EMF KmsThrottles, by service) of every function and the task, summed: alarm on the first.
+      const kms = named('KmsThrottles')!;
+      expect(kms).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', TreatMissingData: 'notBreaching' });
+      const queries = kms.Metrics as Array<{ Id: string; Expression?: string; MetricStat?: { Metric: { Namespace: string; MetricName: string; Dimensions: Json[] }; Stat: string } }>;
+      const services = [...groups.map((group) => `svcnum-${group}`), 'svcnum-provisioning'];
+      expect(queries.filter((query) => query.MetricStat).map((query) => query.MetricStat!)).toStrictEqual(services.map((service) => ({
+        Metric: { Namespace: 'svcnum', MetricName: 'KmsThrottles', Dimensions: [{ Name: 'service', Value: service }] }, Period: 300, Stat: 'Sum',
+      })));
+      expect(queries.find((query) => query.Expression)!.Expression).toBe(services.map((_, index) => `FILL(kms${index}, 0)`).join(' + '));
       expect(named('GrpcUnhealthyTargets')!.MetricName).toBe('UnHealthyHostCount');
       expect(named('GrpcNoHealthyTargets')!.MetricName).toBe('HealthyHostCount');
       // Every alarm notifies the environment's topic.
