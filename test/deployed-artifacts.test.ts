@@ -21,7 +21,7 @@ import { buildLambdaBundle, type BuiltLambdaBundle } from '../lib/build-lambda';
 import { lambdaBundle } from '../lib/bundling';
 import { repoRoot } from '../lib/util';
 import {
-  awsRuntimeEnvironment, BLOCKED_MARK, buildGrpcBundle, lambdaRuntimeEnvironment, stackSettings, startGrpcTask, startLambdaHost,
+  awsRuntimeEnvironment, BLOCKED_MARK, buildGrpcBundle, lambdaRuntimeEnvironment, PUBLIC_KEYS_MARK, stackSettings, startGrpcTask, startLambdaHost, withPublicKeys,
   type GrpcBundle, type GrpcTask, type LambdaHost, type StackSettings,
 } from './support/artifacts';
 import { Browser, pkcePair } from './support/browser';
@@ -88,14 +88,14 @@ beforeAll(async () => {
     const function_ = settings.lambdas[group];
     const directory = join(root, group);
     hosts[group] = await startLambdaHost(directory, function_, {
-      ...function_.environment, ...runtime, ...lambdaRuntimeEnvironment(function_.functionName, directory),
+      ...withPublicKeys(function_.environment, settings, kms.publicKeyDer), ...runtime, ...lambdaRuntimeEnvironment(function_.functionName, directory),
     });
     for (const path of Object.keys(routeManifest[group].routes)) routes.set(path, { handler: hosts[group].invoke, functionName: function_.functionName });
   }));
 
   grpcBundle = await buildingGrpc;
   // A free port instead of the container's fixed 50051: other tests run beside this one.
-  grpcTask = await startGrpcTask(grpcBundle, { ...settings.task, GRPC_PORT: '0', ...runtime });
+  grpcTask = await startGrpcTask(grpcBundle, { ...withPublicKeys(settings.task, settings, kms.publicKeyDer), GRPC_PORT: '0', ...runtime });
 }, 180_000);
 
 afterAll(async () => {
@@ -147,7 +147,10 @@ describe('the Lambda bundles, as deployed', () => {
       expect('MAC_KEY_ID' in environment, group).toBe(access[group].mac !== undefined);
       expect('PAGE_TOKEN_KEY_ID' in environment, group).toBe(access[group].pageTokenMac !== undefined);
       expect(environment.KMS_KEY_ID, group).toBe(kmsKeyId());
+      // The public keys come from the deploy-time custom resource (lib/public-keys.ts), never from GetPublicKey.
+      expect(environment.KMS_PUBLIC_KEYS, group).toBe(PUBLIC_KEYS_MARK);
     }
+    expect(settings.task.KMS_PUBLIC_KEYS).toBe(PUBLIC_KEYS_MARK);
   });
 
   it('are each at most 300 KB minified, and hold only what their routes use', () => {
@@ -292,11 +295,11 @@ describe('the gRPC bundle, as the image runs it', () => {
 });
 
 describe('what the artifacts did', () => {
-  it('reached nothing beyond loopback; every KMS call was signed, to the stack\'s keys, and answered', () => {
+  it('reached nothing beyond loopback; every KMS call was signed, to the stack\'s keys, and answered; none was GetPublicKey (KMS_PUBLIC_KEYS)', () => {
     const outputs = [...groups.map((group) => [group, hosts[group].output] as const), ['grpc', grpcTask!.output] as const];
     for (const [name, output] of outputs) expect(output.stderr, name).not.toContain(BLOCKED_MARK);
     const operations = new Set(kms.requests.map((request) => request.operation));
-    expect([...operations].sort()).toEqual(['GenerateMac', 'GetPublicKey', 'Sign', 'VerifyMac']);
+    expect([...operations].sort()).toEqual(['GenerateMac', 'Sign', 'VerifyMac']);
     for (const request of kms.requests) {
       expect(request, JSON.stringify(request)).toMatchObject({ signed: true, status: 200 });
       expect([...settings.keys.signing, ...settings.keys.mac]).toContain(request.keyId);

@@ -11,6 +11,7 @@ import type { HttpEvent, HttpResult } from '../../lambdas/http';
 import { routeManifest, type RouteGroup } from '../../lambdas/manifest';
 import { createServiceApp } from '../../lib/app';
 import { environmentConfig } from '../../lib/config';
+import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
 
 // The deployed artifacts as AWS runs them: what the stack gives each process (read from the
@@ -45,6 +46,18 @@ export interface StackSettings {
 }
 
 /**
+ * What KMS_PUBLIC_KEYS resolves to here: the deploy-time custom resource's attribute has no value
+ * before a deploy; `withPublicKeys` puts in the stand-in's keys, as the custom resource would.
+ */
+export const PUBLIC_KEYS_MARK = '(published public keys)';
+
+/** `environment` with KMS_PUBLIC_KEYS as the custom resource would publish it: `der(keyId)` of every signing key. */
+export function withPublicKeys(environment: Record<string, string>, settings: StackSettings, der: (keyId: string) => string): Record<string, string> {
+  if (environment.KMS_PUBLIC_KEYS !== PUBLIC_KEYS_MARK) throw new Error('KMS_PUBLIC_KEYS is not the custom resource\'s attribute');
+  return { ...environment, KMS_PUBLIC_KEYS: JSON.stringify(Object.fromEntries(settings.keys.signing.map((keyId) => [keyId, der(keyId)]))) };
+}
+
+/**
  * Synthesizes the sandbox stack (no bundling, no cdk-nag: only its template is read) and returns
  * each process's environment. Values that are CloudFormation references resolve as AWS would
  * resolve them: a KMS key's Ref or Arn to `arn:aws:kms:<region>:<account>:key/<logical id>`;
@@ -76,6 +89,7 @@ export function stackSettings(): StackSettings {
       if (typeof token.Ref === 'string') return keyArn(token.Ref);
       const getAtt = token['Fn::GetAtt'] as [string, string] | undefined;
       if (getAtt && getAtt[1] === 'Arn') return keyArn(getAtt[0]);
+      if (getAtt && getAtt[1] === 'PublicKeys' && template.Resources[getAtt[0]]?.Type === PUBLIC_KEYS_RESOURCE_TYPE) return PUBLIC_KEYS_MARK;
       const joined = token['Fn::Join'] as [string, unknown[]] | undefined;
       if (joined) return joined[1].map(resolve).join(joined[0]);
       throw new Error(`unresolvable environment value ${JSON.stringify(value)}`);
