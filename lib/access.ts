@@ -23,12 +23,14 @@
 //   codes         GetItem, UpdateItem           redeemCode: one conditional update (+ a read on failure)
 //   grants        GetItem, PutItem, UpdateItem  createGrant, getGrant (refresh), touchGrant, revokeGrant
 //   users         GetItem                       account still active (code exchange, agent and provisioning clients)
-//   KMS           Sign, GetPublicKey            signs access and ID tokens (the kid comes from GetPublicKey)
+//   KMS           Sign, GetPublicKey            signs access and ID tokens (the kid comes from the public key:
+//                                               KMS_PUBLIC_KEYS, GetPublicKey only for a key missing there)
 //
 // userinfo (/oauth/userinfo)
 //   users         GetItem, BatchGetItem         the claims (with the grant in one batch for a token of a grant)
 //   grants        BatchGetItem                  getUserAndGrant: a revoked grant's tokens are refused
-//   KMS           GetPublicKey                  verifies the access token locally from public keys
+//   KMS           GetPublicKey                  verifies the access token locally from public keys (KMS_PUBLIC_KEYS;
+//                                               GetPublicKey only for a key missing there)
 //
 // discovery (/.well-known/openid-configuration, /.well-known/jwks.json)
 //   no table;     KMS GetPublicKey              publishes the JWKS
