@@ -6,6 +6,9 @@ import { startCpuMeter, type CpuUse } from './cpu';
 /** Returned by a request function that has no more input (e.g. no unused codes left): not timed. */
 export const EXHAUSTED = Symbol('exhausted');
 
+/** The edges of a run's phases, each reached with no request in flight. */
+export type PhaseEdge = 'warmup-start' | 'warmup-end' | 'measured-start' | 'measured-end';
+
 export interface LoadOptions {
   concurrency: number;
   /** Length of the measured run. */
@@ -22,6 +25,11 @@ export interface LoadOptions {
   serverPid?: number;
   /** Ends the run at once, rejecting with the signal's reason (e.g. the server died). */
   signal?: AbortSignal;
+  /**
+   * Awaited at each phase edge (the warm-up's only when there is one), before the phase's clock
+   * starts and after its last request finished: a server's counters read here cover one phase exactly.
+   */
+  onPhase?: (edge: PhaseEdge) => Promise<void>;
 }
 
 export interface LoadResult {
@@ -114,8 +122,19 @@ async function phase(options: LoadOptions, seconds: number): Promise<Phase> {
 
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   options.signal?.throwIfAborted();
-  const warmup = options.warmupSeconds ? await phase(options, options.warmupSeconds) : undefined;
+  const edge = async (name: PhaseEdge) => {
+    await options.onPhase?.(name);
+    options.signal?.throwIfAborted();
+  };
+  let warmup: Phase | undefined;
+  if (options.warmupSeconds) {
+    await edge('warmup-start');
+    warmup = await phase(options, options.warmupSeconds);
+    await edge('warmup-end');
+  }
+  await edge('measured-start');
   const measured = warmup?.exhausted ? { ...warmup, count: 0, errors: 0, errorKinds: {}, latencies: new Float64Array(0), seconds: 0 } : await phase(options, options.seconds);
+  await edge('measured-end');
   const sorted = measured.latencies.slice().sort();
   let total = 0;
   for (const value of sorted) total += value;
