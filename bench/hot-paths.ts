@@ -5,8 +5,8 @@
 //    the peer, node-oidc-provider with its memory adapter (bench/peer-server.ts), and against our
 //    local runner (bench/server.ts): each in its own process, both EdDSA RFC 9068 access tokens
 //    (checked once on each side before the runs: a verified JWT, typ at+jwt, alg EdDSA, or the bench
-//    fails), the same load generator (load.ts runLoad) and settings, one after the other in the
-//    same run; grants/s, non-2xx and the ratio ours/peer.
+//    fails), the same load generator and settings, taking turns in ~2 s slices in the same run
+//    (load.ts runLoadAlternating); grants/s, non-2xx and the ratio ours/peer.
 // 2. Our refresh, UserInfo and code exchange runs (signin.ts) on the same runner.
 // For every run the server process is asked for its stats at each phase edge (bench/child.ts,
 // bench/server-meter.ts): store calls per request (every store method call, bench/store-counters.ts),
@@ -24,13 +24,15 @@ import { fileURLToPath } from 'node:url';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { cleanupOnSignals, runCleanup } from './cleanup';
 import { createHttpClient, formBody, FORM_HEADERS, type HttpClient, type HttpClientKind } from './http-client';
-import { runLoad, type LoadResult } from './load';
+import { runLoadAlternating, type LoadResult } from './load';
 import { errorLines, fmt, machine, numberFromEnv, table, writeJson } from './report';
 import { serverMeter, type PhaseCost, type RunCost } from './server-meter';
 import { startBenchPeer, startBenchServer } from './server-process';
 import { checked, signInBenchmarks, type SignInResult } from './signin';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/hot-paths.json', import.meta.url));
+/** The side-by-side run takes turns in slices of about this many seconds. */
+const SLICE_SECONDS = 2;
 
 export interface HotPathSettings {
   seconds: number;
@@ -95,6 +97,8 @@ export interface HotPathResult {
   };
   /** Grants/s, ours over the peer's, in the same run. */
   clientCredentialsRatio: number;
+  /** Slices the side-by-side run took turns in (each server's measured seconds split evenly). */
+  rounds: number;
 }
 
 const round2 = (value: number) => Math.round(value * 100) / 100;
@@ -113,22 +117,34 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
     const peerRequest = await checkedTokenRequest('node-oidc-provider', peer.info.issuer, peer.info);
     const ourRequest = await checkedTokenRequest('local runner', ours.info.issuer, ours.info.apiClient);
 
-    const grantRun = async (name: string, server: typeof peer | typeof ours, request: ClientCredentials, description: string): Promise<MeasuredRun> => {
-      const http = createHttpClient(settings.httpClient, server.info.issuer, concurrency);
-      const meter = serverMeter(() => server.stats());
-      try {
-        log(`client_credentials on ${name} (${warmupSeconds} s warm-up + ${seconds} s)`);
-        const load = await runLoad({ concurrency, seconds, warmupSeconds, serverPid: server.info.pid, signal: server.died, request: grantLoad(http, request), onPhase: meter.onPhase });
-        return { description, ...load, cost: meter.cost(load) };
-      } finally {
-        http.close();
-      }
+    // Both under the same load generator, taking turns in slices (load.ts runLoadAlternating).
+    const rounds = Math.max(1, Math.round(seconds / SLICE_SECONDS));
+    const peerHttp = createHttpClient(settings.httpClient, peer.info.issuer, concurrency);
+    const ourHttp = createHttpClient(settings.httpClient, ours.info.issuer, concurrency);
+    const peerMeter = serverMeter(() => peer.stats());
+    const ourMeter = serverMeter(() => ours.stats());
+    let peerLoad: LoadResult;
+    let ourLoad: LoadResult;
+    try {
+      log(`client_credentials: ${warmupSeconds} s warm-up each, then ${seconds} s each in ${rounds} alternating slices (node-oidc-provider first)`);
+      const common = { concurrency, seconds, warmupSeconds };
+      [peerLoad, ourLoad] = await runLoadAlternating([
+        { ...common, serverPid: peer.info.pid, signal: peer.died, request: grantLoad(peerHttp, peerRequest), onPhase: peerMeter.onPhase },
+        { ...common, serverPid: ours.info.pid, signal: ours.died, request: grantLoad(ourHttp, ourRequest), onPhase: ourMeter.onPhase },
+      ], rounds) as [LoadResult, LoadResult];
+    } finally {
+      peerHttp.close();
+      ourHttp.close();
+    }
+    const peerGrants: MeasuredRun = {
+      description: `POST ${peerRequest.tokenPath} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic; EdDSA JWT access token for resource ${peer.info.resource}`,
+      ...peerLoad, cost: peerMeter.cost(peerLoad),
     };
-    const peerGrants = await grantRun('node-oidc-provider', peer, peerRequest,
-      `POST ${peerRequest.tokenPath} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic; EdDSA JWT access token for resource ${peer.info.resource}`);
+    const ourGrants: MeasuredRun = {
+      description: `POST ${ourRequest.tokenPath} grant_type=client_credentials scope=${ours.info.apiClient.scope}, client_secret_basic (External API client, no owner); EdDSA JWT access token`,
+      ...ourLoad, cost: ourMeter.cost(ourLoad),
+    };
     await peer.stop();
-    const ourGrants = await grantRun('the local runner', ours, ourRequest,
-      `POST ${ourRequest.tokenPath} grant_type=client_credentials scope=${ours.info.apiClient.scope}, client_secret_basic (External API client, no owner); EdDSA JWT access token`);
 
     const meters = { codeExchange: serverMeter(() => ours.stats()), refresh: serverMeter(() => ours.stats()), userinfo: serverMeter(() => ours.stats()) };
     signin = await signInBenchmarks(ours.info, { concurrency, seconds, warmupSeconds, httpClient: settings.httpClient, maxCodes: settings.maxCodes, log, signal: ours.died, meters });
@@ -152,6 +168,7 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
         },
       },
       clientCredentialsRatio: peerGrants.rps > 0 ? round2(ourGrants.rps / peerGrants.rps) : Number.NaN,
+      rounds,
     };
   } finally {
     await Promise.all([peer.stop(), ours.stop()]);
@@ -169,6 +186,7 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
       mainThreadCpu: 'CPU time of the main thread alone (/proc/<pid>/task/<pid>/stat, 10 ms ticks) over the phase, per request (µs)',
       processCpu: 'process.cpuUsage() (all threads) of the server process over the phase, per request (µs)',
       phases: 'warm-up: caches filling, JIT; measured: steady state. Stats are read at each phase edge with no request in flight.',
+      sideBySide: 'client_credentials: the peer and ours take turns in slices (A B B A …); a server idles during the other\'s slices, so its mainThreadBusyPercent counts those gaps too',
     },
     ...result,
   });
@@ -200,7 +218,8 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
     '',
     `Token endpoint side by side (issue 11), ${context.date}`,
     `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
-    `concurrency ${settings.concurrency}, ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up; client ${settings.httpClient}; each server in its own process, one at a time under load`,
+    `concurrency ${settings.concurrency}, ${settings.seconds} s per server after ${settings.warmupSeconds} s warm-up; client ${settings.httpClient}`,
+    `each server in its own process; one at a time under load, taking turns in ${result.rounds} slices (A B B A …) so that other work on the machine weighs on both alike`,
     `client_credentials, client_secret_basic, EdDSA RFC 9068 access tokens on both sides (checked: alg ${String(peer.accessTokenHeader.alg)}/${String(ours.accessTokenHeader.alg)}, typ ${String(peer.accessTokenHeader.typ)}/${String(ours.accessTokenHeader.typ)}, verified against each JWKS)`,
     table(['', `node-oidc-provider ${peer.version} (memory adapter)`, 'ours (local runner)', 'ours/peer'], [
       sideBySide('grants/s', (run) => fmt(run.rps, 1), (run) => run.rps),
@@ -209,7 +228,6 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
       sideBySide('main-thread µs/grant (event loop active)', (run) => fmt(run.cost.measured.mainThreadMicrosPerRequest), (run) => run.cost.measured.mainThreadMicrosPerRequest),
       sideBySide('main-thread CPU µs/grant', (run) => fmtOrDash(run.cost.measured.mainThreadCpuMicrosPerRequest), (run) => run.cost.measured.mainThreadCpuMicrosPerRequest ?? Number.NaN),
       sideBySide('process CPU µs/grant', (run) => fmt(run.cost.measured.processCpuMicrosPerRequest), (run) => run.cost.measured.processCpuMicrosPerRequest),
-      sideBySide('main thread busy %', (run) => fmt(run.cost.measured.mainThreadBusyPercent, 1)),
       sideBySide('CPU srv/gen %', (run) => `${run.cpu.serverPercent ?? '?'} / ${run.cpu.loadGeneratorPercent}`),
     ]),
     `  ratio ours/peer, grants/s: ${fmt(result.clientCredentialsRatio, 2)}× (target ≥ 2×)`,
