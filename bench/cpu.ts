@@ -7,9 +7,10 @@ import { readFileSync } from 'node:fs';
 
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ, 100 on Linux
 
-function processSeconds(pid: number): number | undefined {
+/** utime + stime of a /proc stat file (a process's, or one thread's under /proc/<pid>/task/<tid>/), seconds. */
+function statSeconds(path: string): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(path, 'utf8');
     // Fields after "(comm) ": state is field 3, utime 14 and stime 15 (1-based).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
@@ -17,6 +18,14 @@ function processSeconds(pid: number): number | undefined {
     return undefined;
   }
 }
+
+const processSeconds = (pid: number) => statSeconds(`/proc/${pid}/stat`);
+
+/**
+ * CPU time of this process's main thread (the JavaScript thread; its thread id is the pid), seconds,
+ * in 10 ms ticks; undefined where /proc is not there.
+ */
+export const mainThreadSeconds = () => statSeconds(`/proc/self/task/${process.pid}/stat`);
 
 export interface CpuUse {
   /** This process. */

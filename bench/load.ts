@@ -6,6 +6,9 @@ import { startCpuMeter, type CpuUse } from './cpu';
 /** Returned by a request function that has no more input (e.g. no unused codes left): not timed. */
 export const EXHAUSTED = Symbol('exhausted');
 
+/** The edges of a run's phases, each reached with no request in flight. */
+export type PhaseEdge = 'warmup-start' | 'warmup-end' | 'measured-start' | 'measured-end';
+
 export interface LoadOptions {
   concurrency: number;
   /** Length of the measured run. */
@@ -22,6 +25,11 @@ export interface LoadOptions {
   serverPid?: number;
   /** Ends the run at once, rejecting with the signal's reason (e.g. the server died). */
   signal?: AbortSignal;
+  /**
+   * Awaited at each phase edge (the warm-up's only when there is one), before the phase's clock
+   * starts and after its last request finished: a server's counters read here cover one phase exactly.
+   */
+  onPhase?: (edge: PhaseEdge) => Promise<void>;
 }
 
 export interface LoadResult {
@@ -112,10 +120,29 @@ async function phase(options: LoadOptions, seconds: number): Promise<Phase> {
   return { count, errors, errorKinds, latencies: latencies.subarray(0, count), seconds: (performance.now() - started) / 1000, exhausted, cpu: cpu() };
 }
 
-export async function runLoad(options: LoadOptions): Promise<LoadResult> {
-  options.signal?.throwIfAborted();
-  const warmup = options.warmupSeconds ? await phase(options, options.warmupSeconds) : undefined;
-  const measured = warmup?.exhausted ? { ...warmup, count: 0, errors: 0, errorKinds: {}, latencies: new Float64Array(0), seconds: 0 } : await phase(options, options.seconds);
+/** Phases run one after another, as one (the slices of runLoadAlternating). */
+function mergePhases(phases: Phase[]): Phase {
+  const count = phases.reduce((sum, part) => sum + part.count, 0);
+  const seconds = phases.reduce((sum, part) => sum + part.seconds, 0);
+  const latencies = new Float64Array(count);
+  const errorKinds: Record<string, number> = {};
+  let offset = 0;
+  for (const part of phases) {
+    latencies.set(part.latencies, offset);
+    offset += part.count;
+    for (const [kind, times] of Object.entries(part.errorKinds)) errorKinds[kind] = (errorKinds[kind] ?? 0) + times;
+  }
+  // CPU percentages weighted by each slice's length.
+  const weighted = (value: (part: Phase) => number) => Math.round(phases.reduce((sum, part) => sum + value(part) * part.seconds, 0) / (seconds || 1));
+  const serverKnown = phases.every((part) => part.cpu.serverPercent !== null);
+  return {
+    count, errors: phases.reduce((sum, part) => sum + part.errors, 0), errorKinds, latencies, seconds,
+    exhausted: phases.some((part) => part.exhausted),
+    cpu: { loadGeneratorPercent: weighted((part) => part.cpu.loadGeneratorPercent), serverPercent: serverKnown ? weighted((part) => part.cpu.serverPercent!) : null },
+  };
+}
+
+function summary(measured: Phase, warmup: Phase | undefined): LoadResult {
   const sorted = measured.latencies.slice().sort();
   let total = 0;
   for (const value of sorted) total += value;
@@ -136,4 +163,54 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     warmupErrors: warmup?.errors ?? 0,
     cpu: measured.cpu,
   };
+}
+
+/** Awaits `options.onPhase` at an edge, then stops if the run was aborted meanwhile. */
+async function phaseEdge(options: LoadOptions, name: PhaseEdge) {
+  await options.onPhase?.(name);
+  options.signal?.throwIfAborted();
+}
+
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  options.signal?.throwIfAborted();
+  let warmup: Phase | undefined;
+  if (options.warmupSeconds) {
+    await phaseEdge(options, 'warmup-start');
+    warmup = await phase(options, options.warmupSeconds);
+    await phaseEdge(options, 'warmup-end');
+  }
+  await phaseEdge(options, 'measured-start');
+  const measured = warmup?.exhausted ? { ...warmup, count: 0, errors: 0, errorKinds: {}, latencies: new Float64Array(0), seconds: 0 } : await phase(options, options.seconds);
+  await phaseEdge(options, 'measured-end');
+  return summary(measured, warmup);
+}
+
+/**
+ * Several servers under the same load, taking turns: each warms up, then each run's `seconds` are
+ * measured in `rounds` slices, the order reversed every round (A B B A A B …), so that other work
+ * on a shared machine weighs on all of them alike. Each result is as runLoad's over its slices.
+ * onPhase: the warm-up edges around each warm-up, measured-start before a run's first slice and
+ * measured-end after its last (its server idles while the others take their turns).
+ */
+export async function runLoadAlternating(runs: LoadOptions[], rounds: number): Promise<LoadResult[]> {
+  const warmups: Array<Phase | undefined> = [];
+  for (const options of runs) {
+    options.signal?.throwIfAborted();
+    if (!options.warmupSeconds) {
+      warmups.push(undefined);
+      continue;
+    }
+    await phaseEdge(options, 'warmup-start');
+    warmups.push(await phase(options, options.warmupSeconds));
+    await phaseEdge(options, 'warmup-end');
+  }
+  for (const options of runs) await phaseEdge(options, 'measured-start');
+  const slices: Phase[][] = runs.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    const order = runs.map((_, index) => index);
+    if (round % 2 === 1) order.reverse();
+    for (const index of order) slices[index]!.push(await phase(runs[index]!, runs[index]!.seconds / rounds));
+  }
+  for (const options of runs) await phaseEdge(options, 'measured-end');
+  return runs.map((_, index) => summary(mergePhases(slices[index]!), warmups[index]));
 }

@@ -9,6 +9,7 @@ import { createHttpClient, type HttpClient } from './http-client';
 import { percentile, runLoad, type LoadResult } from './load';
 import { CHANNEL_OPTIONS, grpcVersion, provisioningToken, setupCall } from './provisioning';
 import { startBenchGrpcServer, type BenchChildStats, type BenchGrpcServer, type BenchServer } from './server-process';
+import { methodCalls } from './store-counters';
 
 // The message flow: POST /api/messages (ingress, on the runner) → the recipient's inbox in
 // DynamoDB → NumberService.StreamAllMessages (a server stream of the number's owner).
@@ -119,11 +120,11 @@ export interface StreamProcessCalls {
 }
 
 function streamProcessCalls(before: BenchChildStats, after: BenchChildStats, messages: number): StreamProcessCalls {
-  const streamQueries = after.store.readInboxCalls - before.store.readInboxCalls;
+  const streamQueries = methodCalls(after.store, 'readInbox') - methodCalls(before.store, 'readInbox');
   return {
     streamQueries,
     streamQueriesPerMessage: messages > 0 ? round2(streamQueries / messages) : 0,
-    polls: after.store.inboxHeadsCalls - before.store.inboxHeadsCalls,
+    polls: methodCalls(after.store, 'inboxHeads') - methodCalls(before.store, 'inboxHeads'),
     batchGetItems: after.store.batchGetItems - before.store.batchGetItems,
   };
 }
@@ -578,7 +579,7 @@ async function manyStreams(
     await sleep(POLL_WINDOW_SECONDS * 1000);
     const idleEnd = await p3.stats();
     const idleSeconds = (performance.now() - idleStarted) / 1000;
-    const polls = idleEnd.store.inboxHeadsCalls - idleStart.store.inboxHeadsCalls;
+    const polls = methodCalls(idleEnd.store, 'inboxHeads') - methodCalls(idleStart.store, 'inboxHeads');
 
     for (const follower of followers) follower.cancel();
     await sleep(SETTLE_MS);
@@ -593,7 +594,7 @@ async function manyStreams(
       openSeconds,
       live,
       memory: { ...figures, perStream },
-      fanOut: { ...distribution(fanTimes), streamQueries: fanAfter.store.readInboxCalls - fanBefore.store.readInboxCalls },
+      fanOut: { ...distribution(fanTimes), streamQueries: methodCalls(fanAfter.store, 'readInbox') - methodCalls(fanBefore.store, 'readInbox') },
       polling: {
         watchedInboxes: open.hub.watchedInboxes,
         pollIntervalMs: open.hub.pollIntervalMs,
@@ -601,7 +602,7 @@ async function manyStreams(
         pollsPerSecond: round2(polls / idleSeconds),
         batchGetItemsPerSecond: round2((idleEnd.store.batchGetItems - idleStart.store.batchGetItems) / idleSeconds),
         idsPerPoll: polls > 0 ? round2((idleEnd.store.inboxHeadsIds - idleStart.store.inboxHeadsIds) / polls) : 0,
-        streamQueriesPerSecond: round2((idleEnd.store.readInboxCalls - idleStart.store.readInboxCalls) / idleSeconds),
+        streamQueriesPerSecond: round2((methodCalls(idleEnd.store, 'readInbox') - methodCalls(idleStart.store, 'readInbox')) / idleSeconds),
       },
     };
   } finally {

@@ -1,6 +1,7 @@
-// `npm run bench`: sign-in throughput of the local runner, the gRPC provisioning API, the message
-// flow (delivery latency, sustained rate into one stream, many open streams), and the signing
-// primitives under them.
+// `npm run bench`: the token endpoint side by side with node-oidc-provider and the cost of our hot
+// paths (hot-paths.ts), sign-in throughput of the local runner, the gRPC provisioning API, the
+// message flow (delivery latency, sustained rate into one stream, many open streams), and the
+// signing primitives under them.
 //
 //   BENCH_SECONDS         measured seconds per HTTP run (default 10)
 //   BENCH_WARMUP_SECONDS  warm-up seconds before each HTTP run (default 2)
@@ -15,9 +16,9 @@
 //   BENCH_STREAMS         streams held open on one gRPC server process (default 1000)
 //   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4)
 //
-// Prints tables on stdout (progress on stderr) and writes bench/results/signin.json,
-// bench/results/provisioning.json and bench/results/messages.json. Sign-in, provisioning and
-// messages each get a fresh server process: the provisioning one seeds its pool first, which the
+// Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
+// provisioning.json and messages.json. Hot paths with sign-in (one runner, beside the peer),
+// provisioning and messages each get a fresh server process: the provisioning one seeds its pool first, which the
 // sign-in numbers should not pay for; the messages one gets second gRPC server processes on its
 // DynamoDB (see messages.ts).
 // To add a benchmark: a module that returns plain results (see load.ts `runLoad`, crypto.ts
@@ -36,8 +37,8 @@ import type { HttpClientKind } from './http-client';
 import type { LoadResult } from './load';
 import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResult } from './provisioning';
 import { errorLines, fmt, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
+import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
-import { signInBenchmarks } from './signin';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.url));
 const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
@@ -73,11 +74,9 @@ async function main() {
   // Lambda bundles: size and cold module-load time (prints its own table, writes lambda-bundles.json).
   await lambdaBundleBenchmarks({ log });
 
-  log('starting the local runner in a child process');
-  const server = await startBenchServer();
-  log(`server ${server.info.issuer} (pid ${server.info.pid})`);
-  const signin = await signInBenchmarks(server.info, { ...settings, log, signal: server.died });
-  await server.stop();
+  // The token endpoint beside node-oidc-provider, then the sign-in runs on the same runner (hot-paths.ts).
+  const hotPaths = await hotPathBenchmarks(settings, log);
+  const signin = hotPaths.signin;
 
   log(`starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it is ready`);
   const grpcServer = await startBenchServer({ poolNumbers });
@@ -288,6 +287,7 @@ async function main() {
     `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,
     '',
   ];
+  process.stdout.write(hotPaths.report);
   process.stdout.write(out.join('\n'));
 }
 

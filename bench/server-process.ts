@@ -5,12 +5,13 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { onCleanup } from './cleanup';
+import type { ChildProcessStats } from './child';
 import type { StoreCounters } from './store-counters';
 
-// Parent side of bench/server.ts: a fresh data folder, the child process, its ready line, stats
-// requests over its stdin, and a stop that always ends the child (SIGTERM, then SIGKILL) and
-// removes the folder. A grpc child (startBenchGrpcServer) shares a runner's folder and never
-// removes it.
+// Parent side of bench/server.ts and bench/peer-server.ts: a fresh data folder, the child process,
+// its ready line, stats requests over its stdin, and a stop that always ends the child (SIGTERM,
+// then SIGKILL) and removes the folder. A grpc child (startBenchGrpcServer) shares a runner's
+// folder and never removes it.
 
 /** The JSON line bench/server.ts prints once it is serving (runner role). */
 export interface BenchServerInfo {
@@ -23,6 +24,8 @@ export interface BenchServerInfo {
   scope: string;
   email: string;
   password: string;
+  /** An External API client with no owner: client_credentials with client_secret_basic. */
+  apiClient: { clientId: string; clientSecret: string; scope: string };
   /** Port of the gRPC provisioning API (127.0.0.1). */
   grpcPort: number;
   /** The runner's embedded DynamoDB (dynalite, in the runner process), its table prefix and data folder (signing keys in keys/). */
@@ -63,15 +66,27 @@ export interface BenchGrpcInfo {
   grpcPort: number;
 }
 
-/** A child's answer to a stats request (bench/server.ts answerStats). */
-export interface BenchChildStats {
+/** The ready line of the peer (bench/peer-server.ts): node-oidc-provider with one client_credentials client. */
+export interface BenchPeerInfo {
+  ready: true;
+  role: 'peer';
   pid: number;
-  /** A full GC ran first (asked for, and the child runs with --expose-gc). */
-  gcRun: boolean;
-  memory: NodeJS.MemoryUsage;
+  issuer: string;
+  /** node-oidc-provider's version, and the warnings it printed (held back: Node 20 rather than 22, the memory adapter). */
+  version: string;
+  warnings: string[];
+  clientId: string;
+  clientSecret: string;
+  scope: string;
+  /** The resource server its access tokens are for (features.resourceIndicators defaultResource). */
+  resource: string;
+}
+
+/** A runner's or grpc child's answer to a stats request (bench/server.ts answerRunnerStats). */
+export interface BenchChildStats extends ChildProcessStats {
   /** The child's MessageHub: distinct inboxes its open streams watch, and its poll interval. */
   hub: { watchedInboxes: number; pollIntervalMs: number };
-  /** Message-path store calls since the child started (bench/store-counters.ts). */
+  /** Every store call since the child started (bench/store-counters.ts). */
   store: StoreCounters;
 }
 
@@ -80,20 +95,22 @@ export interface BenchServerOptions {
   poolNumbers?: number;
 }
 
-interface BenchChild<Info> {
+export interface BenchChild<Info, Stats extends ChildProcessStats = BenchChildStats> {
   info: Info;
   /** Aborted if the server exits before stop() is called; pass it to runLoad. */
   died: AbortSignal;
-  /** The child's memory, hub and store counters; `gc`: after a full GC. */
-  stats(options?: { gc?: boolean }): Promise<BenchChildStats>;
+  /** The child's memory, CPU and (runner, grpc) hub and store counters; `gc`: after a full GC. */
+  stats(options?: { gc?: boolean }): Promise<Stats>;
   stop(): Promise<void>;
 }
 
 export type BenchServer = BenchChild<BenchServerInfo>;
 export type BenchGrpcServer = BenchChild<BenchGrpcInfo>;
+export type BenchPeer = BenchChild<BenchPeerInfo, ChildProcessStats>;
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_ENTRY = fileURLToPath(new URL('./server.ts', import.meta.url));
+const PEER_ENTRY = fileURLToPath(new URL('./peer-server.ts', import.meta.url));
 const START_TIMEOUT_MS = 60_000;
 /** Extra start-up time allowed per seeded number (seeding runs before the ready line). */
 const SEED_TIMEOUT_MS_PER_NUMBER = 5;
@@ -106,6 +123,7 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
   const poolNumbers = options.poolNumbers ?? 0;
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-'));
   return spawnChild<BenchServerInfo>({
+    entry: SERVER_ENTRY,
     dataDir,
     ownsDataDir: true,
     env: { BENCH_ROLE: 'runner', BENCH_POOL_NUMBERS: String(poolNumbers) },
@@ -119,6 +137,7 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
  */
 export function startBenchGrpcServer(runner: BenchServerInfo): Promise<BenchGrpcServer> {
   return spawnChild<BenchGrpcInfo>({
+    entry: SERVER_ENTRY,
     dataDir: runner.dataDir,
     ownsDataDir: false,
     env: { BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix },
@@ -126,7 +145,15 @@ export function startBenchGrpcServer(runner: BenchServerInfo): Promise<BenchGrpc
   });
 }
 
-async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean; env: Record<string, string>; startTimeoutMs: number }): Promise<BenchChild<Info>> {
+/** node-oidc-provider in its own process (bench/peer-server.ts), memory adapter, nothing on disk but an empty folder. */
+export async function startBenchPeer(): Promise<BenchPeer> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-peer-'));
+  return spawnChild<BenchPeerInfo, ChildProcessStats>({ entry: PEER_ENTRY, dataDir, ownsDataDir: true, env: {}, startTimeoutMs: START_TIMEOUT_MS });
+}
+
+async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStats>(options: {
+  entry: string; dataDir: string; ownsDataDir: boolean; env: Record<string, string>; startTimeoutMs: number;
+}): Promise<BenchChild<Info, Stats>> {
   const { dataDir, startTimeoutMs } = options;
   let child: ChildProcess | undefined;
   let stopping = false;
@@ -160,7 +187,7 @@ async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean
   onCleanup(stop);
 
   // Stats requests in flight, by id; answered by {"reply":id,"stats":…} lines.
-  const pending = new Map<number, { resolve: (stats: BenchChildStats) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  const pending = new Map<number, { resolve: (stats: Stats) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
   let nextId = 0;
   const failPending = (error: Error) => {
     for (const [id, waiter] of pending) {
@@ -171,7 +198,7 @@ async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean
   };
 
   try {
-    child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', SERVER_ENTRY], {
+    child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', options.entry], {
       cwd: ROOT,
       env: {
         ...process.env,
@@ -214,7 +241,7 @@ async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean
           const waiter = pending.get(object.reply)!;
           pending.delete(object.reply);
           clearTimeout(waiter.timer);
-          waiter.resolve(object.stats as BenchChildStats);
+          waiter.resolve(object.stats as Stats);
         } else if (forwardLogs) {
           process.stderr.write(`[server] ${line}\n`);
         }
@@ -229,7 +256,7 @@ async function spawnChild<Info>(options: { dataDir: string; ownsDataDir: boolean
       });
     });
 
-    const stats = ({ gc = false } = {}) => new Promise<BenchChildStats>((resolve, reject) => {
+    const stats = ({ gc = false } = {}) => new Promise<Stats>((resolve, reject) => {
       if (!running(spawned)) {
         reject(new Error('bench server is not running'));
         return;

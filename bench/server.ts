@@ -3,11 +3,13 @@
 //
 // Two roles (BENCH_ROLE):
 //   runner (default)  Starts the local runner on free ports in DATA_DIR (created and removed by the
-//                     parent), creates one login client and one user (sign-in benchmarks), a business
+//                     parent), creates one login client and one user (sign-in benchmarks), an External
+//                     API client without an owner (client_credentials, bench/hot-paths.ts), a business
 //                     owner with a provisioning client and a few mask participants (provisioning and
 //                     messages benchmarks), seeds BENCH_POOL_NUMBERS numbers into the pool through the
 //                     core (timed), and prints a single JSON line on stdout:
 //     {"ready":true,"role":"runner","issuer":…,"clientId":…,"redirectUri":…,"scope":…,"email":…,"password":…,
+//      "apiClient":{"clientId":…,"clientSecret":…,"scope":…},
 //      "grpcPort":…,"dynamoEndpoint":…,"dataDir":…,"provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
 //   grpc              A second gRPC task: only the gRPC server, with a core built against a runner's
 //                     embedded DynamoDB (BENCH_DYNAMO_ENDPOINT), the runner's signing keys (DATA_DIR/keys)
@@ -15,8 +17,8 @@
 //     {"ready":true,"role":"grpc","pid":…,"grpcPort":…}
 // Both answer stats requests on stdin: a line {"id":n,"cmd":"stats","gc":true} is answered on stdout
 // with {"reply":n,"stats":{pid, memory: process.memoryUsage() (after a full GC when asked; the
-// child runs with --expose-gc), hub: watched inboxes and poll interval, store: message-path call
-// counters}}.
+// child runs with --expose-gc), eventLoop: main-thread active/idle ms, cpu: process.cpuUsage(),
+// hub: watched inboxes and poll interval, store: every store call, counted (bench/store-counters.ts)}}.
 // It stops on SIGTERM/SIGINT, and also when its stdin closes, so it never outlives the bench
 // (then the runner removes DATA_DIR itself, since the parent is gone; a grpc child never does).
 
@@ -26,14 +28,16 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Modules } from '../core/registry';
-import type { BenchChildStats, BenchGrpcInfo, BenchPoolInfo, BenchServerInfo } from './server-process';
-import { countingStore, type StoreCounters } from './store-counters';
+import { answerStats, lifetime } from './child';
+import type { BenchGrpcInfo, BenchPoolInfo, BenchServerInfo } from './server-process';
+import { countingStore, snapshotCounters, type StoreCounters } from './store-counters';
 
 const REDIRECT_URI = 'https://client.example/callback';
 const SCOPE = 'openid profile email';
 const PROVISIONING_SCOPE = 'prov:numbers prov:masks prov:agents';
+/** The External API client's scope (client_credentials). */
+const API_SCOPE = 'messaging';
 /** Mask participants: person accounts, paired round-robin by the mask benchmark. */
 const PARTICIPANTS = 4;
 /** First number of the seeded range (11 digits, like every user number; a clash is only skipped). */
@@ -70,56 +74,12 @@ async function seedPool(seed: (first: string, count: number) => Promise<{ added:
   };
 }
 
-/**
- * Answers {"id":n,"cmd":"stats","gc":bool} lines on stdin with {"reply":n,"stats":…} on stdout.
- * stdin closing still stops the process (see `lifetime`).
- */
-function answerStats({ messaging }: Pick<Modules, 'messaging'>, counters: StoreCounters) {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  createInterface({ input: process.stdin }).on('line', (line) => {
-    let request: { id?: unknown; cmd?: unknown; gc?: unknown };
-    try {
-      request = JSON.parse(line) as typeof request;
-    } catch {
-      return;
-    }
-    if (request.cmd !== 'stats') return;
-    void (async () => {
-      if (request.gc && gc) {
-        // Two full collections with a turn of the event loop between them (finalizers, weak refs).
-        gc();
-        await new Promise((resolve) => setImmediate(resolve));
-        gc();
-      }
-      const stats: BenchChildStats = {
-        pid: process.pid,
-        gcRun: Boolean(request.gc && gc),
-        memory: process.memoryUsage(),
-        hub: { watchedInboxes: messaging.hub.watchedInboxes(), pollIntervalMs: messaging.pollIntervalMs },
-        store: { ...counters },
-      };
-      process.stdout.write(`${JSON.stringify({ reply: request.id, stats })}\n`);
-    })();
-  });
-}
-
-/** Stops on SIGTERM/SIGINT or when stdin closes (the parent is gone). */
-function lifetime(close: () => Promise<void>, onOrphaned: () => Promise<void>) {
-  let stopping = false;
-  const stop = (orphaned: boolean) => {
-    if (stopping) return;
-    stopping = true;
-    const timer = setTimeout(() => process.exit(1), 3000);
-    timer.unref();
-    close()
-      .then(() => (orphaned ? onOrphaned() : undefined))
-      .then(() => process.exit(0), () => process.exit(1));
-  };
-  process.on('SIGTERM', () => stop(false));
-  process.on('SIGINT', () => stop(false));
-  process.stdin.on('end', () => stop(true));
-  process.stdin.on('close', () => stop(true));
-  process.stdin.resume();
+/** The runner's and the grpc child's stats reply: the common figures, the MessageHub and the store counters. */
+function answerRunnerStats({ messaging }: Pick<Modules, 'messaging'>, counters: StoreCounters) {
+  answerStats(() => ({
+    hub: { watchedInboxes: messaging.hub.watchedInboxes(), pollIntervalMs: messaging.pollIntervalMs },
+    store: snapshotCounters(counters),
+  }));
 }
 
 /** The grpc role: a gRPC server process sharing a runner's tables, keys and issuer. */
@@ -147,8 +107,8 @@ async function grpcMain(dataDir: string) {
     await grpc.drain(2_000);
     modules.messaging.hub.close();
     client.destroy();
-  }, async () => undefined);
-  answerStats(modules, counters);
+  });
+  answerRunnerStats(modules, counters);
   const info: BenchGrpcInfo = { ready: true, role: 'grpc', pid: process.pid, grpcPort: grpc.port };
   process.stdout.write(`${JSON.stringify(info)}\n`);
 }
@@ -171,11 +131,13 @@ async function main() {
     },
   });
   lifetime(() => service.close(), () => rm(dataDir, { recursive: true, force: true }));
-  answerStats(service.core, counters!);
+  answerRunnerStats(service.core, counters!);
   const { client } = await service.core.registration.createLoginClient({ name: 'Bench app', scope: SCOPE, redirectUris: [REDIRECT_URI] });
   const email = `bench-${Date.now()}@example.com`;
   const password = randomBytes(12).toString('base64url');
   await service.core.registration.createUser({ email, password });
+  // A confidential client with no owner: its client_credentials grant reads nothing but the client.
+  const api = await service.core.registration.createApiClient({ name: 'Bench API app', scope: API_SCOPE });
 
   // Provisioning: a business owner (it may hold every prov:* scope), its provisioning client,
   // and the people the masks bridge.
@@ -189,6 +151,7 @@ async function main() {
 
   const info: BenchServerInfo = {
     ready: true, role: 'runner', pid: process.pid, issuer: service.issuer, clientId: client.clientId, redirectUri: REDIRECT_URI, scope: SCOPE, email, password,
+    apiClient: { clientId: api.client.clientId, clientSecret: api.clientSecret!, scope: API_SCOPE },
     grpcPort: service.grpcPort, dynamoEndpoint: service.dynamoEndpoint, tablePrefix: LOCAL_TABLE_PREFIX, dataDir,
     provisioning: { clientId: provisioning.client.clientId, clientSecret: provisioning.clientSecret!, scope: PROVISIONING_SCOPE, ownerId: owner.svcnumId, participants, pool },
   };

@@ -2,6 +2,7 @@ import { Browser, pkcePair } from '../test/support/browser';
 import { createHttpClient, formBody, FORM_HEADERS, type HttpClient, type HttpClientKind, type HttpResponse } from './http-client';
 import { EXHAUSTED, runLoad, type LoadResult } from './load';
 import type { BenchServerInfo } from './server-process';
+import type { ServerMeter } from './server-meter';
 
 // Sign-in endpoints under load against the local runner in a child process:
 //   POST /oauth/token  authorization_code   (each request redeems a fresh, pre-generated code)
@@ -20,7 +21,12 @@ export interface SignInOptions {
   log: (message: string) => void;
   /** Aborts the runs (the server died). */
   signal?: AbortSignal;
+  /** Reads the server's counters around the warm-up and the measured phase of these runs (bench/hot-paths.ts). */
+  meters?: Partial<Record<MeteredRun, ServerMeter>>;
 }
+
+/** The runs a meter can be given to. */
+export type MeteredRun = 'codeExchange' | 'refresh' | 'userinfo';
 
 export interface CodeExchangeResult extends LoadResult {
   codes: {
@@ -121,7 +127,7 @@ async function mintCodes(http: HttpClient, server: BenchServerInfo, cookie: stri
 }
 
 /** The status, after a cheap check that a 200 carries what it should (else it counts as an error). */
-function checked(response: HttpResponse, needle: string): number {
+export function checked(response: HttpResponse, needle: string): number {
   if (response.status === 200 && !response.body.includes(needle)) throw new Error(`200 without ${needle}`);
   return response.status;
 }
@@ -146,7 +152,7 @@ function exchangeFrom(http: HttpClient, server: BenchServerInfo, pool: Code[]) {
 }
 
 export async function signInBenchmarks(server: BenchServerInfo, options: SignInOptions): Promise<SignInResult> {
-  const { concurrency, seconds, warmupSeconds, log } = options;
+  const { concurrency, seconds, warmupSeconds, log, meters = {} } = options;
   const http = createHttpClient(options.httpClient, server.issuer, concurrency);
   try {
     log('signing in through the pages (session + remembered consent)');
@@ -166,7 +172,7 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
     const warmupPool = await mintCodes(http, server, cookie, WARMUP_CODES, concurrency, options.signal);
     log(`exchange warm-up (${warmupSeconds} s, at most ${warmupPool.codes.length} codes)`);
     const warmupExchange = exchangeFrom(http, server, warmupPool.codes);
-    const probe = await runLoad({ concurrency, seconds: warmupSeconds, serverPid: server.pid, signal: options.signal, request: warmupExchange.request });
+    const probe = await runLoad({ concurrency, seconds: warmupSeconds, serverPid: server.pid, signal: options.signal, request: warmupExchange.request, onPhase: meters.codeExchange?.asWarmup });
     const wanted = Math.ceil(Math.max(probe.rps, 100) * seconds * POOL_HEADROOM) + 4 * concurrency;
     const target = Math.min(wanted, options.maxCodes);
     log(`minting ${target} codes for the timed exchange run (warm-up rate ${probe.rps} req/s)`);
@@ -176,13 +182,13 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
     if (poolAgeSeconds + seconds > CODE_TTL_SECONDS - 10) log(`warning: minting took ${poolAgeSeconds} s; codes may expire during the run`);
     log(`code exchange (${seconds} s)`);
     const timedExchange = exchangeFrom(http, server, pool.codes);
-    const exchange = await runLoad({ concurrency, seconds, serverPid: server.pid, signal: options.signal, request: timedExchange.request });
+    const exchange = await runLoad({ concurrency, seconds, serverPid: server.pid, signal: options.signal, request: timedExchange.request, onPhase: meters.codeExchange?.onPhase });
     if (exchange.exhausted) log(`note: the code pool ran out after ${exchange.seconds} s`);
 
     log(`refresh grant (${warmupSeconds} s warm-up + ${seconds} s)`);
     let turn = 0;
     const refresh = await runLoad({
-      concurrency, seconds, warmupSeconds, serverPid: server.pid, signal: options.signal,
+      concurrency, seconds, warmupSeconds, serverPid: server.pid, signal: options.signal, onPhase: meters.refresh?.onPhase,
       request: async () => {
         const token = tokens[turn++ % tokens.length]!;
         const response = await http.request('POST', '/oauth/token', FORM_HEADERS, formBody({ grant_type: 'refresh_token', refresh_token: token.refresh_token, client_id: server.clientId }));
@@ -193,7 +199,7 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
     log(`userinfo (${warmupSeconds} s warm-up + ${seconds} s)`);
     const bearer = { Authorization: `Bearer ${tokens[0]!.access_token}` };
     const userinfo = await runLoad({
-      concurrency, seconds, warmupSeconds, serverPid: server.pid, signal: options.signal,
+      concurrency, seconds, warmupSeconds, serverPid: server.pid, signal: options.signal, onPhase: meters.userinfo?.onPhase,
       request: async () => checked(await http.request('GET', '/oauth/userinfo', bearer), '"sub"'),
     });
 

@@ -1,0 +1,9 @@
+// node-oidc-provider ships no types; only what bench/peer-server.ts uses is declared.
+declare module 'oidc-provider' {
+  import type { IncomingMessage, ServerResponse } from 'node:http';
+
+  export default class Provider {
+    constructor(issuer: string, configuration: Record<string, unknown>);
+    callback(): (request: IncomingMessage, response: ServerResponse) => void;
+  }
+}
