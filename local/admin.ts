@@ -203,7 +203,7 @@ async function run(argv: string[]): Promise<unknown> {
     (deployed ? withDeployedStore(deployed, work) : withLocalStore(env.dataDir, work));
   return withStore(async (store) => {
     const registration = createRegistration(store, systemClock, systemRandom);
-    const accounts = createAccountsModule({ store });
+    const accounts = createAccountsModule({ store, clock: systemClock });
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
     const noMac = { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) };
     const offlineCore = () => buildModules(modulePorts({

@@ -1,5 +1,6 @@
 import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RECORD_CACHE_TTL } from '../core/accounts';
 import { authenticate, logger } from '../grpc-service/calls';
 import { SERVICE_NAMES, serverOptions, startGrpcServer } from '../grpc-service/server';
 import { HealthClient, healthCheckResponse_ServingStatusToJSON as statusName, type HealthCheckResponse } from '../grpc-service/gen/grpc/health/v1/health';
@@ -293,10 +294,12 @@ describe('the call interceptors', () => {
 });
 
 describe('the owner account behind a provisioning client', () => {
-  it('stops the client when the owner account is disabled (PERMISSION_DENIED)', async () => {
+  it('stops the client when the owner account is disabled (PERMISSION_DENIED), within the 30 s the status is cached', async () => {
     const other = await provisioningApp(service);
     try {
       await service.core.registration.disableUser(other.owner.svcnumId);
+      // Getting its token read the owner's status, which is trusted for up to 30 s.
+      service.clock.advance(RECORD_CACHE_TTL);
       for (const [client, method, request] of [
         [other.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'After disabling' })],
         [other.numbers, 'listNumbers', ListNumbersRequest.fromPartial({})],

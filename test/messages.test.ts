@@ -1,5 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RECORD_CACHE_TTL } from '../core/accounts';
 import { systemRandom } from '../core/adapters/system';
 import { newUlid } from '../core/kernel/ids';
 import { MAX_DERIVED_HOPS, MESSAGE_RETENTION_MS } from '../core/messaging/send';
@@ -779,6 +780,8 @@ describe('POST /api/messages refusals', () => {
     const theirAgent = await createAgent(third, 'Agent of a disabled account');
     const theirAgentToken = await agentToken(third, theirAgent.agent!.svcnumId);
     await service.core.registration.disableUser(third.app.owner.svcnumId);
+    // Account status is cached for up to 30 s too (getting the app's token read it).
+    service.clock.advance(RECORD_CACHE_TTL);
     for (const from of [theirLine.svcnum, theirAgent.agent!.svcnum, third.app.owner.svcnum]) {
       await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
     }

@@ -182,8 +182,9 @@ describe('CreateAgent', () => {
   });
 
   it('a replay\'s new secret works at once and the earlier secret stops at once, also when the earlier one was in use', async () => {
-    // Fails while the token endpoint checks secrets against the 30-second client cache of
-    // core/accounts/index.ts (the client cache): after the rotation it still holds the earlier hash.
+    // The client cache (30 s) still holds the earlier hash after the rotation: the new secret is
+    // refused by it, so the record is read again and the new secret works; the cache then holds
+    // the new hash, so in this process the earlier secret stops at once (elsewhere within 30 s).
     const app = await newApp();
     const request = { requestId: `used-${Date.now()}`, displayName: 'Used before retry' };
     const first = await createAgent(app, request);

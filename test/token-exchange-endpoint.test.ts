@@ -2,6 +2,7 @@ import { status } from '@grpc/grpc-js';
 import * as oauth from 'oauth4webapi';
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RECORD_CACHE_TTL } from '../core/accounts';
 import type { Client } from '../core/kernel/model';
 import { createGrantRegistry, type GrantType } from '../core/oauth/grants/registry';
 import {
@@ -186,6 +187,8 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
     const disabled = await provisioningApp(service);
     try {
       await service.core.registration.disableUser(disabled.owner.svcnumId);
+      // The owner's status is cached for up to 30 s (it was read when the app got its token).
+      service.clock.advance(RECORD_CACHE_TTL);
       for (const who of [numbersOnly, disabled]) {
         const reply = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, who);
         expect({ status: reply.status, error: reply.json.error }).toEqual({ status: 400, error: 'unauthorized_client' });
@@ -197,14 +200,18 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
     }
   });
 
-  it('reads the owner account now, not from a cache: a disabled owner stops exchanging at once', async () => {
+  it('trusts the owner account as client_credentials does: a disabled owner stops exchanging within 30 s', async () => {
     const soon = await provisioningApp(service);
     try {
       // Admitted as a caller (its subject is not its own, so the exchange itself is refused) …
       const admitted = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
       expect({ status: admitted.status, error: admitted.json.error }).toEqual({ status: 400, error: 'invalid_request' });
-      // … and refused as a caller right after its account is disabled, with no time passing.
+      // … still admitted right after its account is disabled (the status is cached for up to 30 s) …
       await service.core.registration.disableUser(soon.owner.svcnumId);
+      const cached = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
+      expect({ status: cached.status, error: cached.json.error }).toEqual({ status: 400, error: 'invalid_request' });
+      // … and refused as a caller once that has passed.
+      service.clock.advance(RECORD_CACHE_TTL);
       const refused = await exchangeForm({ subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID }, soon);
       expect({ status: refused.status, error: refused.json.error }).toEqual({ status: 400, error: 'unauthorized_client' });
     } finally {
@@ -302,6 +309,7 @@ describe('parity: the ExchangeToken RPC and the token endpoint accept and refuse
     const disabled = await provisioningApp(service);
     try {
       await service.core.registration.disableUser(disabled.owner.svcnumId);
+      service.clock.advance(RECORD_CACHE_TTL);
       for (const who of [numbersOnly, disabled]) {
         const fields = { subjectToken: dependentD.svcnumId, subjectTokenType: SVCNUM_ID };
         expect((await failure(call(who.agents, 'exchangeToken', ExchangeTokenRequest.fromPartial(fields), who.token))).code).toBe(status.PERMISSION_DENIED);

@@ -1,4 +1,5 @@
 import { ttlCache } from '../kernel/cache';
+import { inService, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
 import { findUser } from './lookups';
 import { createRegistration } from './registration';
@@ -9,28 +10,30 @@ export * from './registration';
 
 /**
  * How long client records and account status are trusted from memory: a disabled client or
- * account stops working within this. Unknown ids are cached too (briefly), so random ids cannot
- * force a read per request.
+ * account, or a replaced client secret, stops working within this. Unknown ids are cached too, so
+ * random ids cannot force a read per request.
  */
-const RECORD_CACHE_TTL = 30_000;
+export const RECORD_CACHE_TTL = 30_000;
 
 /**
  * The accounts module: the look-ups other modules use (clients and account status, briefly
  * cached; the account a person signs in with). Creating and changing accounts is the
  * registration module's, so that a Lambda reading accounts carries none of its input schemas.
+ *
+ * What the caches accept may be up to RECORD_CACHE_TTL old; what they would refuse is read again
+ * first (at most a few times a second per record), so a new secret, a re-enabled client or a
+ * reactivated account works at once.
  */
-export function createAccountsModule(ports: { store: AccountLookupsPort }) {
-  const { store } = ports;
-  // Secret checks read the client fresh, so that a rotated secret works (and the old one stops) at once.
-  const clients = ttlCache((clientId) => store.getClient(clientId), RECORD_CACHE_TTL);
-  /** Whether an account (the owner of a client or an entity) is active; each user of it keeps its own cache. */
-  const accountActiveNow = async (svcnumId: string) => (await store.getUser(svcnumId))?.status === 'active';
-  const accountStatus = () => ttlCache(accountActiveNow, RECORD_CACHE_TTL).get;
+export function createAccountsModule(ports: { store: AccountLookupsPort; clock: Clock }) {
+  const { store, clock } = ports;
+  const clients = ttlCache((clientId) => store.getClient(clientId), { clock, ttlMs: RECORD_CACHE_TTL });
+  const accounts = ttlCache((svcnumId) => store.getUser(svcnumId), { clock, ttlMs: RECORD_CACHE_TTL });
+  const isActive = (user: User | undefined) => user?.status === 'active';
   return {
     getClient: clients.get,
-    getClientFresh: clients.fresh,
-    accountStatus,
-    accountActiveNow,
+    getClientRechecked: clients.recheck,
+    accountActive: async (svcnumId: string) => isActive(await accounts.recheck(svcnumId, isActive)),
+    entityInService: async (svcnumId: string) => inService(await accounts.recheck(svcnumId, inService)),
     findUser: (identifier: string) => findUser(store, identifier),
   };
 }

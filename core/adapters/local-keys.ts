@@ -1,4 +1,4 @@
-import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual, webcrypto } from 'node:crypto';
 import { link, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ed25519PublicJwk } from '../kernel/jwk';
@@ -9,7 +9,11 @@ import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
 // add a key (published, not yet signing), activate it once caches have picked it up, retire the
 // old one after the longest token lifetime has passed.
 
-interface LocalKey { kid: string; privateKey: KeyObject; jwk: PublicJwk }
+/**
+ * `signingKey` is the private key imported into WebCrypto: Node signs with it on its threadpool,
+ * off the event loop (node:crypto's sign() would take the main thread for every token).
+ */
+interface LocalKey { kid: string; signingKey: webcrypto.CryptoKey; jwk: PublicJwk }
 
 export interface LocalKeyStore extends KeyRing {
   list(): Promise<Array<{ kid: string; active: boolean }>>;
@@ -57,7 +61,9 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     const keys = await Promise.all(files.sort().map(async (file) => {
       const privateKey = createPrivateKey(await readFile(join(dir, file)));
       const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
-      return { kid: jwk.kid, privateKey, jwk };
+      const pkcs8 = privateKey.export({ format: 'der', type: 'pkcs8' });
+      const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
+      return { kid: jwk.kid, signingKey, jwk };
     }));
     const activeKid = (await readFile(join(dir, ACTIVE_FILE), 'utf8').catch(() => '')).trim();
     if (!keys.some((key) => key.kid === activeKid)) {
@@ -82,7 +88,7 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     async activeSigner(): Promise<Signer> {
       const { keys, activeKid } = await load();
       const key = keys.find((candidate) => candidate.kid === activeKid)!;
-      return { kid: key.kid, sign: async (message) => new Uint8Array(sign(null, message, key.privateKey)) };
+      return { kid: key.kid, sign: async (message) => new Uint8Array(await webcrypto.subtle.sign('Ed25519', key.signingKey, message)) };
     },
     async publicKeys() {
       const { keys, activeKid } = await load();

@@ -4,17 +4,24 @@ import type { Client, ClientKind, RefreshResponse, User } from './model';
 // needs, another implements it, and the registry (core/registry.ts) injects it. No domain imports
 // another. Access-token capabilities are in ./access.ts.
 
-/** Client records by id (accounts): `getClient` briefly cached, `getClientFresh` read now (secret checks). */
+/**
+ * Client records by id (accounts), cached for at most 30 s. `getClientRechecked` answers from the
+ * cache when `settled` accepts the record, else reads it again (a new secret works at once).
+ */
 export interface ClientLookup {
   getClient(clientId: string): Promise<Client | undefined>;
-  getClientFresh(clientId: string): Promise<Client | undefined>;
+  getClientRechecked(clientId: string, settled: (client: Client | undefined) => boolean): Promise<Client | undefined>;
 }
 
-/** Whether an account is active (accounts): each call gives a look-up with its own short cache. */
+/**
+ * Account status (accounts), cached like client records: an active answer may be up to 30 s old;
+ * an inactive one is read again first, so a reactivated account works at once.
+ */
 export interface AccountStatus {
-  accountStatus(): (svcnumId: string) => Promise<boolean>;
-  /** Read now, not from a cache: where a credential is being issued, a disabled account must stop at once. */
-  accountActiveNow(svcnumId: string): Promise<boolean>;
+  /** Whether an account (the owner of a client) is active. */
+  accountActive(svcnumId: string): Promise<boolean>;
+  /** Whether an entity (an agent) may act: its account and its number active. */
+  entityInService(svcnumId: string): Promise<boolean>;
 }
 
 /** The account a person signs in with, by number or email (accounts). */

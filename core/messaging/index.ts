@@ -8,7 +8,7 @@ import { createMessageHub, followInboxes, POLL_INTERVAL_MS, type Delivery } from
 /** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
 export function createMessagingModule(
   ports: { store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; messagePollIntervalMs?: number },
-  needs: { accounts: Pick<ClientLookup, 'getClient'> & AccountStatus },
+  needs: { accounts: Pick<ClientLookup, 'getClient'> & Pick<AccountStatus, 'accountActive'> },
 ) {
   const { store, clock, random, pageTokens } = ports;
   // Wakes streams of this process at once when this process accepts a message.
@@ -17,7 +17,7 @@ export function createMessagingModule(
   /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, notifier, pageTokens, pollIntervalMs);
   return {
-    ...createMessaging({ store, clock, random, notifier, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountStatus() }),
+    ...createMessaging({ store, clock, random, notifier, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountActive }),
     hub,
     /** How often this process's open streams poll their inboxes. */
     pollIntervalMs,

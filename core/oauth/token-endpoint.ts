@@ -1,4 +1,4 @@
-import type { ClientLookup } from '../kernel/capabilities';
+import type { AccountStatus, ClientLookup } from '../kernel/capabilities';
 import type { GrantType } from '../kernel/grant-type';
 import type { Clock, Random } from '../kernel/ports';
 import { authorizationCodeGrant } from './grants/authorization-code';
@@ -16,15 +16,15 @@ import type { TokenIssuer } from './tokens';
  */
 export function createTokenEndpointModule(
   ports: { store: OAuthPort; clock: Clock; random: Random },
-  needs: { oauth: { issuer: TokenIssuer }; accounts: ClientLookup; grants: { grant: GrantType } },
+  needs: { oauth: { issuer: TokenIssuer }; accounts: ClientLookup & AccountStatus; grants: { grant: GrantType } },
 ) {
   const { store, clock, random } = ports;
   const { issuer } = needs.oauth;
   const grants = createGrantRegistry([
     authorizationCodeGrant({ store, clock, random, issuer }),
     refreshTokenGrant({ store, clock, issuer }),
-    clientCredentialsGrant({ store, issuer }),
+    clientCredentialsGrant({ accounts: needs.accounts, issuer }),
     needs.grants.grant,
   ]);
-  return createTokenService({ store, clock, grants, getClient: needs.accounts.getClient, getClientFresh: needs.accounts.getClientFresh });
+  return createTokenService({ store, clock, grants, getClientRechecked: needs.accounts.getClientRechecked });
 }

@@ -1,4 +1,5 @@
 import { DomainError, oauthError } from '../kernel/errors';
+import type { ClientLookup } from '../kernel/capabilities';
 import type { Client } from '../kernel/model';
 import { optionalParam, requiredParam, type Params } from '../kernel/params';
 import type { Clock } from '../kernel/ports';
@@ -17,6 +18,18 @@ export interface PresentedCredentials {
   malformedAuthorization?: boolean;
 }
 
+/**
+ * Why `client` may not be used with what was presented (no secret, or one whose SHA-256 is
+ * `secretHash`; undefined for a secret of the wrong form), or undefined when it may.
+ */
+function clientRefusal(client: Client | undefined, sentSecret: boolean, secretHash: string | undefined): string | undefined {
+  if (!client || client.disabled) return 'unknown or disabled client';
+  // Only login clients are public: every other kind proves a secret, so one without a secret cannot be used.
+  if (!sentSecret) return client.secretHash || client.kind !== 'login' ? 'this client must authenticate with its client secret' : undefined;
+  if (!client.secretHash) return 'this client is public and has no client secret';
+  return secretHash !== undefined && safeEqual(secretHash, client.secretHash) ? undefined : 'client authentication failed';
+}
+
 /** invalid_client (RFC 6749 §5.2): 401, with a Basic challenge when the client tried Basic. */
 const invalidClient = (description: string, usedBasic: boolean): DomainError =>
   oauthError('invalid_client', description, usedBasic ? { challenge: 'Basic' } : {});
@@ -26,11 +39,10 @@ export function createTokenService(deps: {
   clock: Clock;
   /** The grant types this endpoint serves. */
   grants: GrantRegistry;
-  getClient: (clientId: string) => Promise<Client | undefined>;
-  /** An uncached read, for secret checks (a rotated secret takes effect at once). */
-  getClientFresh: (clientId: string) => Promise<Client | undefined>;
+  /** Client records, cached (at most 30 s); a record the check refuses is read again first (ClientLookup). */
+  getClientRechecked: ClientLookup['getClientRechecked'];
 }) {
-  const { store, clock, grants, getClient, getClientFresh } = deps;
+  const { store, clock, grants, getClientRechecked } = deps;
 
   /**
    * Who is calling. Confidential clients (External API, provisioning) prove a secret, by Basic or
@@ -48,18 +60,16 @@ export function createTokenService(deps: {
     const usedBasic = basic !== undefined;
     // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
     if (clientId === undefined || clientId === '') throw invalidClient('client authentication is required (client_id)', usedBasic);
-    const client = clientId.length > 128 ? undefined : secret === undefined ? await getClient(clientId) : await getClientFresh(clientId);
-    if (!client || client.disabled) throw invalidClient('unknown or disabled client', usedBasic);
-    if (secret === undefined) {
-      // Only login clients are public: every other kind proves a secret, so one without a secret cannot be used.
-      if (client.secretHash || client.kind !== 'login') throw invalidClient('this client must authenticate with its client secret', usedBasic);
-      return client;
-    }
-    if (!client.secretHash) throw invalidClient('this client is public and has no client secret', usedBasic);
-    if (!OPAQUE_SECRET.test(secret) || !safeEqual(sha256(secret), client.secretHash)) {
-      throw invalidClient('client authentication failed', usedBasic);
-    }
-    return client;
+    if (clientId.length > 128) throw invalidClient('unknown or disabled client', usedBasic);
+    // Checked against the cached record (up to 30 s old: a disabled client or a replaced secret
+    // may keep working that long); a refusal is checked again against the record read anew, so a
+    // new secret or a re-enabled client works at once. A secret of the wrong form can never match.
+    const secretHash = secret !== undefined && OPAQUE_SECRET.test(secret) ? sha256(secret) : undefined;
+    const refusal = (client: Client | undefined) => clientRefusal(client, secret !== undefined, secretHash);
+    const client = await getClientRechecked(clientId, (cached) => refusal(cached) === undefined || (secret !== undefined && secretHash === undefined));
+    const refused = refusal(client);
+    if (refused) throw invalidClient(refused, usedBasic);
+    return client!;
   }
 
   return {

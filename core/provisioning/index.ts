@@ -60,15 +60,16 @@ export function createProvisioningModule(
  */
 export function createTokenExchangeModule(
   ports: { store: TokenExchangePort; clock: Clock; config: ServiceConfig },
-  needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: AccountStatus },
+  needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: Pick<AccountStatus, 'accountActive'> },
 ) {
   const exchange = createTokenExchange({ store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken, config: ports.config });
+  // Who may call the provisioning API: over gRPC (a Bearer token) and at the token endpoint (a
+  // client secret) alike, the owner's status from the accounts cache (at most 30 s old), as
+  // client_credentials reads it.
+  const provisioningCaller = createProvisioningCallers(needs.accounts.accountActive);
   return {
     exchange,
-    /** Who may call the provisioning API over gRPC (a Bearer token; the owner's status briefly cached). */
-    provisioningCaller: createProvisioningCallers(needs.accounts.accountStatus()),
-    // At the token endpoint a credential is issued from a client secret: the owner's status is read
-    // now, as client_credentials reads it, so a disabled account stops exchanging at once.
-    grant: tokenExchangeGrant({ exchange, provisioningCaller: createProvisioningCallers(needs.accounts.accountActiveNow) }),
+    provisioningCaller,
+    grant: tokenExchangeGrant({ exchange, provisioningCaller }),
   };
 }

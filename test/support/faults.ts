@@ -80,3 +80,34 @@ export class StoreFaults {
     },
   });
 }
+
+/**
+ * Counts every store call by method (`startTestService({ wrapStore: calls.wrap })`): the round
+ * trips a request costs, each port method being one.
+ */
+export class StoreCallCounter {
+  private counts: Record<string, number> = {};
+
+  /** The store calls `work` made (nothing else may use the store meanwhile). */
+  async during(work: () => Promise<unknown>): Promise<Record<string, number>> {
+    this.counts = {};
+    await work();
+    const counted = this.counts;
+    this.counts = {};
+    return counted;
+  }
+
+  readonly wrap = (store: Store): Store => new Proxy(store, {
+    get: (target, property, receiver) => {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      if (typeof value !== 'function' || typeof property !== 'string') return value;
+      return (...args: unknown[]) => {
+        this.counts[property] = (this.counts[property] ?? 0) + 1;
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
+}
+
+/** The number of calls in a StoreCallCounter count. */
+export const totalCalls = (counted: Record<string, number>) => Object.values(counted).reduce((sum, calls) => sum + calls, 0);

@@ -1,7 +1,6 @@
 import { oauthError } from '../../kernel/errors';
-import { inService } from '../../kernel/model';
+import type { AccountStatus } from '../../kernel/capabilities';
 import { formatScope } from '../../kernel/scopes';
-import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import { requestedScope } from './requested-scope';
 import type { GrantType } from './registry';
@@ -9,8 +8,8 @@ import { CLIENT_CREDENTIALS } from './types';
 
 // RFC 6749 §4.4: a confidential client gets a token for itself, within its registered scopes.
 
-export function clientCredentialsGrant(deps: { store: Pick<Store, 'getUser'>; issuer: TokenIssuer }): GrantType {
-  const { store, issuer } = deps;
+export function clientCredentialsGrant(deps: { accounts: AccountStatus; issuer: TokenIssuer }): GrantType {
+  const { accounts, issuer } = deps;
   return {
     type: CLIENT_CREDENTIALS,
     clients: ['api', 'provisioning', 'agent'],
@@ -18,15 +17,12 @@ export function clientCredentialsGrant(deps: { store: Pick<Store, 'getUser'>; is
       const scopes = requestedScope(params, client.scopes) ?? client.scopes;
       // An agent's client acts as the agent (its svcnum_id is the subject); others act as themselves.
       const subject = client.kind === 'agent' && client.subjectId ? client.subjectId : client.clientId;
-      if (client.kind === 'provisioning') {
-        const owner = client.ownerId ? await store.getUser(client.ownerId) : undefined;
-        if (owner?.status !== 'active') throw oauthError('invalid_grant', 'the account of this provisioning client is not active');
+      // Account status as the accounts module caches it (an active answer at most 30 s old), like the client record.
+      if (client.kind === 'provisioning' && !(client.ownerId && (await accounts.accountActive(client.ownerId)))) {
+        throw oauthError('invalid_grant', 'the account of this provisioning client is not active');
       }
-      if (client.kind === 'agent') {
-        const agent = await store.getUser(subject);
-        if (!inService(agent)) {
-          throw oauthError('invalid_grant', 'the agent behind this client is not active');
-        }
+      if (client.kind === 'agent' && !(await accounts.entityInService(subject))) {
+        throw oauthError('invalid_grant', 'the agent behind this client is not active');
       }
       const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
       return { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: formatScope(scopes) };
