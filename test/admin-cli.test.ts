@@ -80,6 +80,8 @@ describe('admin CLI against the running local service', () => {
     const created = await admin(['client', 'create', '--name', 'Old app', '--redirect-uri', 'https://old.example/cb', '--scope', 'openid'], env);
     const clientId = String(created.json!.client_id);
     const disabled = await admin(['client', 'disable', clientId], env);
+    // On failure its stderr says why (it once failed on a loaded CI machine with no trace).
+    expect(disabled.code, disabled.stderr).toBe(0);
     expect(disabled.json).toMatchObject({ client_id: clientId, disabled: true });
     const registered = (await service.core.store.getClient(clientId))!;
     const page = await new Browser(service.issuer).request(authorizePath(registered, { scope: 'openid', code_challenge: pkcePair().challenge }));
