@@ -104,7 +104,10 @@ function writeResult(response: ServerResponse, result: HttpResult) {
 /** The path alone: a query string may carry codes or tokens, which never go to a log. */
 const safePath = (target = '/') => target.split('?')[0]!.slice(0, 200);
 
-export async function startHttpServer(routes: Map<string, LocalRoute>, listen: { port: number; host: string }, extra?: LocalExtra): Promise<{ server: Server; port: number }> {
+/** A started server: `close()` stops listening and drops open keep-alive connections, resolving once closed. */
+export interface RunningHttpServer { server: Server; port: number; close(): Promise<void> }
+
+export async function startHttpServer(routes: Map<string, LocalRoute>, listen: { port: number; host: string }, extra?: LocalExtra): Promise<RunningHttpServer> {
   const server = createServer(async (request, response) => {
     const requestId = randomUUID();
     try {
@@ -130,5 +133,9 @@ export async function startHttpServer(routes: Map<string, LocalRoute>, listen: {
   });
   server.keepAliveTimeout = 5_000;
   await listenOrExplain(server, listen.port, listen.host, 'PORT');
-  return { server, port: (server.address() as AddressInfo).port };
+  const close = () => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+  return { server, port: (server.address() as AddressInfo).port, close };
 }

@@ -122,7 +122,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     }
     extra = options.extra?.(core, issuer);
     grpc = await startGrpcServer(modulesOfCore(core), { port: options.grpcPort, host });
-    const httpServer = server;
+    const httpServer = started;
     const grpcServer = grpc;
     await announceRunning(options.dataDir, { pid: process.pid, dynamoEndpoint: dynamo.endpoint });
     return {
@@ -135,10 +135,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       async close() {
         await withdrawRunning(options.dataDir);
         await grpcServer.drain(2_000);
-        await new Promise<void>((resolve) => {
-          httpServer.close(() => resolve());
-          httpServer.closeAllConnections();
-        });
+        await httpServer.close();
         client.destroy();
         await dynamo.close();
       },

@@ -101,11 +101,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await grpcTask?.kill();
   await Promise.all(Object.values(hosts).map((host) => host.close()));
-  await new Promise<void>((resolve) => {
-    if (!gateway) return resolve();
-    gateway.server.close(() => resolve());
-    gateway.server.closeAllConnections();
-  });
+  await gateway?.close();
   await kms?.close();
   await dynamo?.close();
   if (root) rmSync(root, { recursive: true, force: true });

@@ -65,11 +65,7 @@ beforeAll(async () => {
 afterAll(async () => {
   vi.restoreAllMocks();
   vi.unstubAllEnvs();
-  await new Promise<void>((resolve) => {
-    if (!gateway) return resolve();
-    gateway.server.close(() => resolve());
-    gateway.server.closeAllConnections();
-  });
+  await gateway?.close();
   await kms?.close();
   await dynamo?.close();
   if (root) rmSync(root, { recursive: true, force: true });
