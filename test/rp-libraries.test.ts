@@ -1,6 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RECORD_CACHE_TTL } from '../core/accounts';
 import type { Client } from '../core/kernel/model';
 import { Browser } from './support/browser';
 import { authorizeInBrowser, authorizePath, createUser, REDIRECT_URI, verifyWithJwks } from './support/flow';
@@ -318,5 +319,15 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
     await expect(library.clientCredentials(method, `${api.clientSecret}x`, 'messaging')).rejects.toMatchObject(
       method === 'basic' ? { status: 401, cause: [{ scheme: 'basic' }] } : { status: 401, error: 'invalid_client' },
     );
+  });
+
+  it('takes a rotated client secret at once; the replaced one is refused once the record is read again (at most 30 s)', async () => {
+    const replaced = api.clientSecret;
+    // The record is in the process's cache now, with the secret about to be replaced.
+    await library.clientCredentials('basic', replaced, 'messaging');
+    api = { ...api, clientSecret: await service.core.registration.rotateClientSecret(api.client.clientId) };
+    expect(await library.clientCredentials('basic', api.clientSecret, 'messaging')).toMatchObject({ token_type: 'bearer', scope: 'messaging' });
+    service.clock.advance(RECORD_CACHE_TTL);
+    await expect(library.clientCredentials('basic', replaced, 'messaging')).rejects.toMatchObject({ status: 401 });
   });
 });
