@@ -95,7 +95,7 @@ export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: 
 export const userInfoModule = /* @__PURE__ */ defineModule({ name: 'userInfo', needs: {}, create: createUserInfoModule });
 /** The browser side of the code flow: authorize, sign-in, consent, the account page. */
 export const authorizationModule = /* @__PURE__ */ defineModule({ name: 'authorization', needs: { accounts: accountsModule }, create: createAuthorizationModule });
-export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: {}, create: createDirectoryModule });
+export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: { accounts: accountsModule }, create: createDirectoryModule });
 export const messagingModule = /* @__PURE__ */ defineModule({ name: 'messaging', needs: { accounts: accountsModule }, create: createMessagingModule });
 /** Token exchange (provisioning's rules), and the grant type it adds to the token endpoint. */
 export const tokenExchangeModule = /* @__PURE__ */ defineModule({

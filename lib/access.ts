@@ -38,7 +38,7 @@
 // public   (/api/resolve, /api/discover: no credential, rate-limited per IP by the WAF)
 //   aliases       GetItem                       alias → entity
 //   numbers       GetItem                       the number's public state
-//   users         GetItem, BatchGetItem         the entity (resolve); the agents of a discover page
+//   users         GetItem, BatchGetItem         the entity (resolve); the agents of a discover page; their owners' status (GetItem, cached 30 s)
 //   masks         GetItem                       a mask number's state (never its participants)
 //   capabilities  Query                         discover: agents by capability (base table)
 //   KMS           the page-token key (PAGE_TOKEN_KEY_ID): GenerateMac, once per container, derives

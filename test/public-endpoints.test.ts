@@ -261,6 +261,47 @@ describe('GET /api/discover', () => {
     }
     expect((await discover({ capability: 'lost.write' })).json).toEqual({ agents: [], next_page_token: '' });
   });
+
+  it('hides agents whose owner account is disabled or gone, within the account cache lifetime, at no owner read per request in steady state', async () => {
+    const kept = await newApp();
+    const disabled = await newApp();
+    const keptAgent = (await createAgent(kept, { displayName: 'Kept', capabilities: ['owner.check'], discoverable: true })).agent!;
+    await createAgent(disabled, { displayName: 'Of a disabled owner', capabilities: ['owner.check'], discoverable: true });
+    // An agent whose owner record is gone (no deployed path deletes accounts; the admin CLI's operator may).
+    const orphan = newUlid(service.clock, systemRandom);
+    await service.core.store.createUser({
+      svcnumId: orphan, svcnum: '89000000001', status: 'active', accountType: 'ai_agent', createdAt: service.clock.now(),
+      ownerId: newUlid(service.clock, systemRandom), displayName: 'Orphan', capabilities: ['owner.check'], discoverable: true,
+    });
+    await service.core.store.indexCapabilities(orphan, ['owner.check'], service.clock.now());
+    const names = async () => ((await discover({ capability: 'owner.check' })).json as Listed).agents.map((agent) => agent.display_name);
+
+    expect(await names()).toEqual(['Kept', 'Of a disabled owner']);
+    await service.core.registration.disableUser(disabled.owner.svcnumId);
+    // Owner status comes from the accounts cache (RECORD_CACHE_TTL, 30 s): past it, the change shows.
+    service.clock.advance(30_001);
+    faults.before('getUser', () => undefined);
+    try {
+      expect(await names()).toEqual(['Kept']);
+      // The cache was stale: one read per distinct owner on the page (kept, disabled, gone).
+      expect(faults.calls('getUser')).toBe(3);
+      faults.reset();
+      faults.before('getUser', () => undefined);
+      // Warm: a disabled or unknown owner is not read again per request (anonymous callers cannot force reads).
+      for (let request = 0; request < 3; request++) expect(await names()).toEqual(['Kept']);
+      expect(faults.calls('getUser')).toBe(0);
+    } finally {
+      faults.reset();
+    }
+    const reply = await discover({ capability: 'owner.check' });
+    expect(reply.text).not.toContain(disabled.owner.svcnumId);
+    expect(reply.json).toEqual({ agents: [{ svcnum: keptAgent.svcnum, display_name: 'Kept', capabilities: ['owner.check'] }], next_page_token: '' });
+
+    // Active again, its agents show again once the cached answer has lapsed.
+    await service.core.store.setUserStatus(disabled.owner.svcnumId, 'active');
+    service.clock.advance(30_001);
+    expect(await names()).toEqual(['Kept', 'Of a disabled owner']);
+  });
 });
 
 describe('per-IP rate limit of the public endpoints', () => {

@@ -34,6 +34,9 @@ export function createAccountsModule(ports: { store: AccountLookupsPort; clock: 
     getClientRechecked: clients.recheck,
     accountActive: async (svcnumId: string) => isActive(await accounts.recheck(svcnumId, isActive)),
     entityInService: async (svcnumId: string) => inService(await accounts.recheck(svcnumId, inService)),
+    // Never re-read before the lifetime ends, whatever the answer: a public listing may thus show
+    // an account's change up to RECORD_CACHE_TTL late, and anonymous callers cannot force reads.
+    accountActiveCached: async (svcnumId: string) => isActive(await accounts.get(svcnumId)),
     findUser: (identifier: string) => findUser(store, identifier),
   };
 }

@@ -3,6 +3,7 @@ import { inService, type User } from '../kernel/model';
 import { invalidArgument } from '../kernel/errors';
 import type { PageKey } from '../kernel/paging';
 import { capabilitiesField } from '../kernel/validation';
+import type { AccountStatus } from '../kernel/capabilities';
 import type { DirectoryPort } from './store';
 import { directoryLimits } from './config';
 import type { CapabilityEntry } from './store';
@@ -12,6 +13,10 @@ import type { CapabilityEntry } from './store';
 // may hold entries of agents that are gone, suspended or no longer discoverable: readers
 // re-check every agent, so an entry can never show more than the agent itself allows. An index
 // write that is lost leaves the agent out of discover (never a dangling entry that shows).
+// An agent shows only while its owner account is active too (a disabled or deleted owner hides
+// its agents): read from the accounts module's cache, so a page costs no owner read in steady state
+// (at most one GetItem per distinct owner per RECORD_CACHE_TTL per process), and an owner's change
+// shows within that lifetime.
 
 export interface DiscoveredAgent {
   svcnum: string;
@@ -47,8 +52,15 @@ function pageSizeParam(value: string | undefined): number {
   return Math.min(size, max);
 }
 
-export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTokenCodec }) {
-  const { store, pageTokens } = deps;
+/** The agents of `agents` whose owner account is active (each distinct owner looked up once). */
+async function withActiveOwners(agents: User[], accounts: Pick<AccountStatus, 'accountActiveCached'>): Promise<Set<User>> {
+  const owners = [...new Set(agents.map((agent) => agent.ownerId ?? ''))];
+  const active = new Map(await Promise.all(owners.map(async (ownerId) => [ownerId, ownerId !== '' && await accounts.accountActiveCached(ownerId)] as const)));
+  return new Set(agents.filter((agent) => active.get(agent.ownerId ?? '')));
+}
+
+export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'> }) {
+  const { store, pageTokens, accounts } = deps;
   return {
     /**
      * One page of discoverable agents offering `capability`, oldest first. Reads at most
@@ -67,10 +79,12 @@ export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTo
       do {
         const page = await store.listCapability(capability!, Math.min(size + 1 - shown.length, directoryLimits.discoverScanMax - scanned), startKey);
         const agents = new Map((await store.getEntities(page.items.map((entry) => entry.svcnumId))).map((agent) => [agent.svcnumId, agent]));
-        for (const entry of page.items) {
+        const candidates = page.items.flatMap((entry) => {
           const agent = agents.get(entry.svcnumId);
-          if (discoverable(agent, capability!)) shown.push({ entry, agent });
-        }
+          return discoverable(agent, capability!) ? [{ entry, agent }] : [];
+        });
+        const owned = await withActiveOwners(candidates.map(({ agent }) => agent), accounts);
+        shown.push(...candidates.filter(({ agent }) => owned.has(agent)));
         scanned += page.items.length;
         lastRead = page.items.at(-1) ?? lastRead;
         startKey = page.nextKey;

@@ -1,3 +1,4 @@
+import type { AccountStatus } from '../kernel/capabilities';
 import type { User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
@@ -8,22 +9,30 @@ import { createRateLimiter, type RateLimitConfig } from '../kernel/rate-limit';
 import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
-export function createDirectory(deps: { store: DirectoryPort; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec }) {
-  const { store, clock, random, coolOff, pageTokens } = deps;
+export function createDirectory(deps: {
+  store: DirectoryPort; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'>;
+}) {
+  const { store, clock, random, coolOff, pageTokens, accounts } = deps;
   const aliases = createAliases({ store, clock, random });
   return {
     aliases,
     ...createResolver({ store, clock, coolOff, aliases }),
-    ...createDiscovery({ store, pageTokens }),
+    ...createDiscovery({ store, pageTokens, accounts }),
   };
 }
 
 export type Directory = ReturnType<typeof createDirectory>;
 
-/** The directory module, as the registry builds it (the cool-off decides when a retired number resolves no more). */
-export function createDirectoryModule(ports: { store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number } }) {
+/**
+ * The directory module, as the registry builds it (the cool-off decides when a retired number
+ * resolves no more; discover shows agents of active owners only).
+ */
+export function createDirectoryModule(
+  ports: { store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number } },
+  needs: { accounts: Pick<AccountStatus, 'accountActiveCached'> },
+) {
   return {
-    ...createDirectory({ ...ports, coolOff: ports.provisioning.coolOff }),
+    ...createDirectory({ ...ports, coolOff: ports.provisioning.coolOff, accounts: needs.accounts }),
     /** A per-client token bucket on this process's clock (the public endpoints' limit). */
     rateLimiter: (config: RateLimitConfig) => createRateLimiter(config, ports.clock),
     /** The discover index of an agent (provisioning calls it as the agent changes). */

@@ -22,6 +22,11 @@ export interface AccountStatus {
   accountActive(svcnumId: string): Promise<boolean>;
   /** Whether an entity (an agent) may act: its account and its number active. */
   entityInService(svcnumId: string): Promise<boolean>;
+  /**
+   * Whether an account is active, from memory for up to 30 s either way (an inactive answer is not
+   * read again first): for public listings, where no caller may force a read per request.
+   */
+  accountActiveCached(svcnumId: string): Promise<boolean>;
 }
 
 /** The account a person signs in with, by number or email (accounts). */
