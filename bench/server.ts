@@ -90,9 +90,10 @@ async function grpcMain(dataDir: string) {
   if (!endpoint || !issuer || !tablePrefix) throw new Error('BENCH_DYNAMO_ENDPOINT, BENCH_ISSUER and BENCH_TABLE_PREFIX are required for BENCH_ROLE=grpc');
   // Only what a gRPC task loads (not local/runner, which pulls in every Lambda handler, nor
   // dynalite): the process's memory is one of the measurements.
-  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }] = await Promise.all([
+  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }, { createDerivedFailureReport }] = await Promise.all([
     import('@aws-sdk/client-dynamodb'), import('../core/adapters/dynamo-store'), import('../core/adapters/dynamo-schema'), import('../core/adapters/local-keys'),
     import('../core/adapters/system'), import('../core/kernel/config'), import('../core/registry'), import('../core/tables'), import('../grpc-service/server'),
+    import('../core/adapters/derived-failures'),
   ]);
   // As local/embedded-dynamo.ts localDynamoClient (not imported: it loads dynalite).
   const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, maxAttempts: 3 });
@@ -101,7 +102,9 @@ async function grpcMain(dataDir: string) {
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const macKey = await openLocalMacKey(join(dataDir, 'keys'));
   const pageTokenKey = await openLocalMacKey(join(dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
-  const modules = buildModules(modulePorts({ store, keys, macKey, pageTokenKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer) }), grpcModules);
+  const modules = buildModules(modulePorts({
+    store, keys, macKey, pageTokenKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer), reportDerivedFailure: createDerivedFailureReport('svcnum'),
+  }), grpcModules);
   const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
   lifetime(async () => {
     await grpc.drain(2_000);

@@ -3,6 +3,7 @@ import type { ServiceConfig } from './kernel/config';
 import { createDirectoryModule } from './directory';
 import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
+import type { DerivedFailureReport } from './messaging/send';
 import { createAuthorizationModule, createOAuthModule, createUserInfoModule } from './oauth';
 import { oauthGrantTypes } from './oauth/grants/types';
 import { createTokenEndpointModule } from './oauth/token-endpoint';
@@ -38,6 +39,8 @@ export interface Infrastructure {
   signIn?: SignInLimits;
   /** How often this process polls the inboxes its open streams watch (default 250 ms). */
   messagePollIntervalMs?: number;
+  /** Logs and counts a failed derived message (auto-reply, forward): core/adapters/derived-failures.ts. */
+  reportDerivedFailure?: DerivedFailureReport;
 }
 
 /** The ports a module may declare: the infrastructure, settings resolved, and the one page-token codec. */

@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import { join } from 'node:path';
+import { createDerivedFailureReport } from '../core/adapters/derived-failures';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
@@ -114,6 +115,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       config: serviceConfig(issuer),
       ...(options.provisioning ? { provisioning: options.provisioning } : {}),
       ...(options.messagePollIntervalMs ? { messagePollIntervalMs: options.messagePollIntervalMs } : {}),
+      reportDerivedFailure: createDerivedFailureReport('svcnum'),
     });
     for (const [group, definition] of Object.entries(routeGroups)) {
       // Only the public group takes options: its per-IP limit.

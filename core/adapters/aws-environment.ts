@@ -3,6 +3,7 @@ import { serviceConfig } from '../kernel/config';
 import type { MacKey } from '../kernel/ports';
 import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf, type StoreOf } from '../registry';
 import type { Store } from '../store';
+import { createDerivedFailureReport } from './derived-failures';
 import type { StoreFactory } from './dynamo-store';
 import { createKmsClient } from './kms-client';
 import { createKmsKeyRing, createKmsMacKey } from './kms-keys';
@@ -50,5 +51,6 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
     config: serviceConfig(config.issuer),
     provisioning: config.service.provisioning,
     messagePollIntervalMs: config.service.messagePollIntervalMs,
+    reportDerivedFailure: createDerivedFailureReport('svcnum'),
   }), definitions);
 }

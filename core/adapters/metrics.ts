@@ -36,19 +36,33 @@ export function createRequestMetrics(defaultService: string, settings: Telemetry
   };
 }
 
+/**
+ * A counter: one EMF line per event, `metric` = 1, Count, by the dimension service and the
+ * dimensions named (their values given per event), in the process's METRICS_NAMESPACE; nothing
+ * without one.
+ */
+export function createEventCounter<const D extends readonly string[] = []>(
+  metric: string, defaultService: string, dimensions: D = [] as unknown as D, settings: TelemetrySettings = telemetrySettings(),
+): (values?: { [K in D[number]]: string }) => void {
+  const namespace = settings.metricsNamespace;
+  if (!namespace) return () => undefined;
+  const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service', ...dimensions]], Metrics: [{ Name: metric, Unit: 'Count' }] });
+  const service = JSON.stringify(settings.serviceName ?? defaultService);
+  const name = JSON.stringify(metric);
+  return (values) => {
+    const given = dimensions.map((dimension) => `,${JSON.stringify(dimension)}:${JSON.stringify((values as Record<string, string>)[dimension])}`).join('');
+    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service}${given},${name}:1}\n`);
+  };
+}
+
 /** The metric of a KMS call throttled (core/adapters/kms-client.ts), alarmed on by lib/monitoring.ts. */
 export const KMS_THROTTLES_METRIC = 'KmsThrottles';
 
-/**
- * One EMF line per throttled KMS attempt (retried or not): `KmsThrottles`, Count, by the dimension
- * service, in the process's METRICS_NAMESPACE; nothing without one.
- */
+/** One EMF line per throttled KMS attempt (retried or not): `KmsThrottles` by service. */
 export function createKmsThrottleCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): () => void {
-  const namespace = settings.metricsNamespace;
-  if (!namespace) return () => undefined;
-  const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service']], Metrics: [{ Name: KMS_THROTTLES_METRIC, Unit: 'Count' }] });
-  const service = JSON.stringify(settings.serviceName ?? defaultService);
-  return () => {
-    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service},"${KMS_THROTTLES_METRIC}":1}\n`);
-  };
+  const count = createEventCounter(KMS_THROTTLES_METRIC, defaultService, [], settings);
+  return () => count();
 }
+
+/** The metric of a derived message (auto-reply, forward) that failed (core/adapters/derived-failures.ts). */
+export const DERIVED_MESSAGE_FAILURES_METRIC = 'DerivedMessageFailures';

@@ -2,12 +2,12 @@ import type { AccountStatus, ClientLookup } from '../kernel/capabilities';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessagingPort } from './store';
-import { createMessaging, InboxNotifier } from './send';
+import { createMessaging, InboxNotifier, type DerivedFailureReport } from './send';
 import { createMessageHub, followInboxes, POLL_INTERVAL_MS, type Delivery } from './stream';
 
 /** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
 export function createMessagingModule(
-  ports: { store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; messagePollIntervalMs?: number },
+  ports: { store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; messagePollIntervalMs?: number; reportDerivedFailure?: DerivedFailureReport },
   needs: { accounts: Pick<ClientLookup, 'getClient'> & Pick<AccountStatus, 'accountActive'> },
 ) {
   const { store, clock, random, pageTokens } = ports;
@@ -17,7 +17,11 @@ export function createMessagingModule(
   /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, notifier, pageTokens, pollIntervalMs);
   return {
-    ...createMessaging({ store, clock, random, notifier, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountActive }),
+    ...createMessaging({
+      store, clock, random, notifier, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountActive,
+      // Every process that serves messages gives one (core/adapters/derived-failures.ts); a module built by hand without one reports nowhere.
+      reportDerivedFailure: ports.reportDerivedFailure ?? (() => undefined),
+    }),
     hub,
     /** How often this process's open streams poll their inboxes. */
     pollIntervalMs,

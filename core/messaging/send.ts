@@ -24,6 +24,22 @@ export interface Sender { svcnumId: string; svcnum: string; entityType: SenderEn
 
 export interface AcceptedMessage { messageId: string; from: string; to: string; acceptedAt: number }
 
+/** A derived message (auto-reply, forward) that could not be stored: ids only, never the text. */
+export interface DerivedMessageFailure {
+  kind: 'auto_reply' | 'forward';
+  /** The programmable number whose behaviour failed (its svcnum_id: the inbox of the message it derives from). */
+  inboxId: string;
+  /** The message it derives from (stored and accepted regardless). */
+  seq: number;
+  messageId: string;
+  /** Where it was going: the number replied to, or the forwarding target's svcnum_id. */
+  target: string;
+  error: unknown;
+}
+
+/** Told of every failed derived message: the process logs and counts it (core/adapters/derived-failures.ts). */
+export type DerivedFailureReport = (failure: DerivedMessageFailure) => void;
+
 /** In-process wake-ups for open streams: "inbox X got a message". Other processes poll. */
 export class InboxNotifier extends EventEmitter {
   appended(inboxId: string, seq: number) {
@@ -46,8 +62,17 @@ export function createMessaging(deps: {
   getClient: (clientId: string) => Promise<Client | undefined>;
   /** Whether an account is active (briefly cached: read on every send of its API clients). */
   accountActive: (svcnumId: string) => Promise<boolean>;
+  reportDerivedFailure: DerivedFailureReport;
 }) {
   const { store, clock, random, notifier, getClient, accountActive } = deps;
+  /** A report that fails (it should not) must not fail the send either. */
+  const derivedFailed = (kind: DerivedMessageFailure['kind'], message: StoredMessage, target: string) => (error: unknown) => {
+    try {
+      deps.reportDerivedFailure({ kind, inboxId: message.inboxId, seq: message.seq, messageId: message.messageId, target, error });
+    } catch {
+      // Nothing more can be done here; the message it derives from is stored.
+    }
+  };
 
   /** Appends to an inbox at the next sequence; a sequence a reader gave up on is retried. */
   async function append(inboxId: string, fields: Omit<StoredMessage, 'inboxId' | 'seq' | 'messageId' | 'acceptedAt'>): Promise<StoredMessage> {
@@ -97,15 +122,18 @@ export function createMessaging(deps: {
    * auto_reply answers direct messages only; forwards are bounded by the hop budget. Never
    * throws: derived messages are best effort, the message they derive from is already stored,
    * and a failure here must not turn its acceptance into an error (the sender would retry and
-   * store it twice).
+   * store it twice). A failure is reported instead (logged and counted by the process).
    */
   async function behave(number: User, message: StoredMessage) {
     if (message.hops >= MAX_DERIVED_HOPS) return;
     const self: Sender = { svcnumId: number.svcnumId, svcnum: number.svcnum, entityType: 'programmable' };
     if (number.autoReply && message.kind === 'message') {
-      await deliver(self, message.fromSvcnum, number.autoReply, 'auto_reply', message.hops + 1).catch(() => undefined);
+      await deliver(self, message.fromSvcnum, number.autoReply, 'auto_reply', message.hops + 1)
+        .catch(derivedFailed('auto_reply', message, message.fromSvcnum));
     }
-    if (number.forwardToSvcnumId) await forward(number, number.forwardToSvcnumId, message).catch(() => undefined);
+    if (number.forwardToSvcnumId) {
+      await forward(number, number.forwardToSvcnumId, message).catch(derivedFailed('forward', message, number.forwardToSvcnumId));
+    }
   }
 
   async function forward(number: User, targetId: string, message: StoredMessage) {
