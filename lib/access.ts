@@ -66,8 +66,9 @@
 //   aliases       GetItem, PutItem, DeleteItem  claim, take over a lapsed claim, remove
 //   capabilities  PutItem                       the discover index of a new discoverable agent
 //   inboxes       BatchGetItem                  StreamAllMessages: polls the watched inboxes' counters
-//   messages      Query, PutItem                StreamAllMessages: reads an inbox from a cursor; a tombstone
-//                                               fills a sequence whose writer gave up
+//   messages      Query, PutItem                StreamAllMessages: reads an inbox from a cursor (and, for an inbox
+//                                               a cursor does not name, its last message before the cursor's
+//                                               watermark, newest first); a tombstone fills a sequence whose writer gave up
 //   KMS           Sign, GetPublicKey            verifies callers' tokens; signs agent and exchanged tokens
 //                 the page-token key (PAGE_TOKEN_KEY_ID): GenerateMac, once per task, derives the key of
 //                 the List* page tokens and StreamAllMessages' cursors (core/kernel/page-token.ts)

@@ -930,6 +930,20 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.readInbox(inbox, 100, 10)).toEqual([]);
     });
 
+    it('lastSeqBefore answers the highest sequence accepted before a time, newest first across pages, passing over tombstones (0 for none)', async () => {
+      const inbox = unique('inbox');
+      // Sequence n accepted at T + n, except 40 (a tombstone); 60 entries: more than one page of 25.
+      for (let seq = 1; seq <= 60; seq++) {
+        if (seq === 40) await store.tombstone(inbox, seq, T + DAY);
+        else await store.appendMessage({ ...message(inbox, seq), acceptedAt: T + seq }, T + DAY);
+      }
+      expect(await store.lastSeqBefore(inbox, T + 61)).toBe(60);
+      expect(await store.lastSeqBefore(inbox, T + 41)).toBe(39);
+      expect(await store.lastSeqBefore(inbox, T + 10)).toBe(9);
+      expect(await store.lastSeqBefore(inbox, T + 1)).toBe(0);
+      expect(await store.lastSeqBefore(unique('inbox'), T + 100)).toBe(0);
+    });
+
     it('inboxHeads answers the last sequence of each inbox (0 for a new one) across batches of 100, each inbox once', async () => {
       const inboxes = ordered(unique('inbox'), 105);
       await Promise.all(inboxes.slice(0, 103).map((inbox, n) => (n % 2 ? Promise.all([store.nextSeq(inbox), store.nextSeq(inbox)]) : store.nextSeq(inbox))));

@@ -1,4 +1,4 @@
-import { BatchGetCommand, PutCommand, QueryCommand, UpdateCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, PutCommand, QueryCommand, UpdateCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import type { InboxEntry, MessagingStore } from '../messaging/store';
 import type { TableNames } from '../tables';
 import { conditional, record, ttlSeconds } from './dynamo-ops';
@@ -7,6 +7,8 @@ import { conditional, record, ttlSeconds } from './dynamo-ops';
 export const seqKey = (seq: number) => String(seq).padStart(12, '0');
 
 const BATCH_GET_LIMIT = 100;
+/** Entries per page of `lastSeqBefore` (an idle inbox answers from its newest entry). */
+const LAST_SEQ_PAGE = 25;
 
 export function createDynamoMessagingStore(db: DynamoDBDocumentClient, tables: TableNames): MessagingStore {
   return {
@@ -45,6 +47,27 @@ export function createDynamoMessagingStore(db: DynamoDBDocumentClient, tables: T
         const entry = record<Record<string, unknown>>(item)!;
         return { ...entry, seq: Number(entry.seq) } as unknown as InboxEntry;
       });
+    },
+
+    async lastSeqBefore(inboxId, acceptedBefore) {
+      let startKey: Record<string, unknown> | undefined;
+      do {
+        const page: QueryCommandOutput = await db.send(new QueryCommand({
+          TableName: tables.messages,
+          KeyConditionExpression: 'inboxId = :inbox',
+          ExpressionAttributeValues: { ':inbox': inboxId },
+          ProjectionExpression: 'seq, acceptedAt',
+          ScanIndexForward: false,
+          ConsistentRead: true,
+          Limit: LAST_SEQ_PAGE,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }));
+        // Tombstones carry no time: passed over.
+        const found = (page.Items ?? []).find((item) => typeof item.acceptedAt === 'number' && item.acceptedAt < acceptedBefore);
+        if (found) return Number(found.seq);
+        startKey = page.LastEvaluatedKey;
+      } while (startKey);
+      return 0;
     },
 
     async inboxHeads(inboxIds) {

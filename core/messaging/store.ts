@@ -42,8 +42,13 @@ export interface MessagingStore {
   readInbox(inboxId: string, afterSeq: number, limit: number): Promise<InboxEntry[]>;
   /** The last sequence handed out per inbox (0 for an inbox that never got one). */
   inboxHeads(inboxIds: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * The highest sequence of an inbox whose message was accepted before `acceptedBefore` (0 if no
+   * retained one was): read newest first (strongly consistent), so it costs the entries newer than that, plus one.
+   */
+  lastSeqBefore(inboxId: string, acceptedBefore: number): Promise<number>;
 }
 
 /** Exactly the store methods the messaging module calls. */
 export type MessagingPort = Pick<MessagingStore & SharedStore,
-  'appendMessage' | 'getMask' | 'getNumber' | 'getUser' | 'inboxHeads' | 'nextSeq' | 'readInbox' | 'tombstone'>;
+  'appendMessage' | 'getMask' | 'getNumber' | 'getUser' | 'inboxHeads' | 'lastSeqBefore' | 'nextSeq' | 'readInbox' | 'tombstone'>;

@@ -25,12 +25,16 @@ export const GAP_GRACE_MS = 3_000;
 /** Streams re-list their numbers this often, so newly provisioned numbers join open streams. */
 export const INBOX_REFRESH_MS = 30_000;
 const READ_BATCH = 100;
+/** Start positions of inboxes a cursor does not name, looked up this many at once. */
+const START_LOOKUPS = 16;
 
 export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, pageTokens: PageTokenCodec, pollIntervalMs = POLL_INTERVAL_MS) {
   const watchers = new Map<string, Set<(inboxId: string) => void>>();
   const heads = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
   let polling = false;
+  /** Per inbox: when the last poll that read its counter began (Date.now()); the counter was at most `heads` then. */
+  const headsReadFrom = new Map<string, number>();
 
   const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback(inboxId));
   /** A message of this process: wake at once, and count it, so the next poll does not wake again for it. */
@@ -48,8 +52,10 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
     if (polling || watchers.size === 0) return;
     polling = true;
     try {
+      const readFrom = Date.now();
       const latest = await store.inboxHeads([...watchers.keys()]);
       for (const [inboxId, head] of latest) {
+        if (watchers.has(inboxId)) headsReadFrom.set(inboxId, readFrom);
         // Counters only grow: a lower value is a read that started before a local append.
         if (head > (heads.get(inboxId) ?? -1)) {
           heads.set(inboxId, head);
@@ -94,6 +100,7 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
           if (set?.size === 0) {
             watchers.delete(id);
             heads.delete(id);
+            headsReadFrom.delete(id);
           }
         }
         if (watchers.size === 0 && timer) {
@@ -104,6 +111,8 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
     },
     /** The last counter value the poll saw for an inbox (undefined before its first poll). */
     head: (inboxId: string): number | undefined => heads.get(inboxId),
+    /** When the last poll that read an inbox's counter began (Date.now(); undefined before one did). */
+    headReadFrom: (inboxId: string): number | undefined => headsReadFrom.get(inboxId),
     /** How many inboxes this process watches (for the docs' cost figures and tests). */
     watchedInboxes: () => watchers.size,
     close() {
@@ -120,19 +129,91 @@ export type MessageHub = ReturnType<typeof createMessageHub>;
 /** Resume position: the last sequence delivered per inbox. */
 export type Positions = Map<string, number>;
 
-/** resume_cursor: the positions, as a token bound to the owner it was issued to (core/kernel/page-token.ts). */
+// A resume cursor of bounded size, whatever the owner's number count. It names at most
+// CURSOR_MAX_INBOXES inboxes with their exact positions, and carries a watermark W (ms): every
+// other inbox resumes after its last message accepted before W (store.lastSeqBefore). That skips
+// nothing because the stream keeps, per inbox, `since`: a time no message after its position can
+// have been accepted before; W is at most the `since` of every inbox not named. `since` grows
+// only from facts (a later sequence is stamped after its writer took it):
+//   - the message at the position was accepted at t: later ones not before t - STAMP_SLACK_MS
+//     (writers' clock skew, a stall between taking a sequence and stamping it);
+//   - the hub's poll, begun at h, read the inbox's counter at most at the position: h - STAMP_SLACK_MS;
+//   - a read begun at r found nothing past the position: a later writer took its sequence after
+//     r, or was alive then (r - SETTLED_AFTER_MS).
+// An inbox that joins after the cursor (a new number) was missing from the last listing of the
+// owner's numbers, so W is also at most that listing's start less LIST_LAG_MS: its messages from
+// before W (a lent number's history), if any, came before it was the owner's.
+// Named first: inboxes nothing is known of yet, then those whose delivered messages are newest.
+// The price of the bound: on resume, messages of inboxes not named accepted at or after W come
+// again (at least once, never skipped). With the hub polling, W trails the cursor by about
+// LIST_LAG_MS plus the re-list interval; while more than CURSOR_MAX_INBOXES inboxes are still
+// unread (a first backlog), W is 0 and inboxes not named come again from their start. While
+// every watched inbox fits, W is 0 and the cursor is exact, in the format it always had: an old
+// cursor (positions only) reads as W = 0, so it is accepted, and resumes exactly.
+// Size: at most 32 × (26-character id + 12-digit sequence) and a 13-digit W in JSON, plus the
+// 32-byte tag: at most 1,962 characters of base64url.
+
+/** Inboxes a cursor names exactly; any others resume from its watermark. */
+export const CURSOR_MAX_INBOXES = 32;
+/** How much earlier than a message of an inbox a later sequence of it may be stamped (clock skew between writers, a stall). */
+const STAMP_SLACK_MS = 10_000;
+/** The owner's numbers are listed from an eventually consistent index: a number this new may be missing from a listing. */
+const LIST_LAG_MS = 60_000;
+/** The watermark's key in a cursor (never an inbox id: those are 26-character ULIDs). */
+const WATERMARK_KEY = 'w';
+
+/** Where a stream resumes: exact positions, and W for every other inbox (0: from its oldest retained message). */
+export interface ResumePoint { positions: Positions; watermark: number }
+
+/** resume_cursor: a resume point, as a token bound to the owner it was issued to (core/kernel/page-token.ts). */
 export function messageCursors(pageTokens: PageTokenCodec) {
   const binding = (ownerId: string) => ({ list: 'messages', caller: ownerId });
   return {
-    seal: (ownerId: string, positions: Positions) => pageTokens.seal(binding(ownerId), Object.fromEntries(positions)),
-    /** The positions of a cursor issued to `ownerId`; none (the oldest retained message on) without one. */
-    async open(ownerId: string, cursor: string | undefined): Promise<Positions> {
-      return new Map(Object.entries(await pageTokens.open<Record<string, number>>(binding(ownerId), cursor, 'resume_cursor') ?? {}));
+    seal: (ownerId: string, point: ResumePoint) => pageTokens.seal(binding(ownerId), {
+      ...Object.fromEntries(point.positions), ...(point.watermark > 0 ? { [WATERMARK_KEY]: point.watermark } : {}),
+    }),
+    /** The resume point of a cursor issued to `ownerId`; none (the oldest retained message on) without one. */
+    async open(ownerId: string, cursor: string | undefined): Promise<ResumePoint> {
+      const { [WATERMARK_KEY]: watermark = 0, ...positions } = await pageTokens.open<Record<string, number>>(binding(ownerId), cursor, 'resume_cursor') ?? {};
+      return { positions: new Map(Object.entries(positions)), watermark };
     },
   };
 }
 
 export type MessageCursors = ReturnType<typeof messageCursors>;
+
+/** What the stream knows of one inbox, for its cursor. */
+export interface InboxProgress {
+  /** The last sequence delivered or passed over. */
+  position: number;
+  /** No message after `position` was accepted before this (0: nothing known, from its start). */
+  since: number;
+  /** When the message at `position` was accepted (0: none seen). */
+  lastAccepted: number;
+}
+
+/**
+ * The resume point a cursor carries for the watched inboxes, at most CURSOR_MAX_INBOXES named;
+ * `listedFrom`: when the owner's numbers were last listed (the clock's time).
+ */
+export function resumePoint(watched: ReadonlyMap<string, InboxProgress>, listedFrom: number): ResumePoint {
+  const inboxes = [...watched].map(([inboxId, progress]) => ({ inboxId, ...progress }));
+  // Without a watermark, an inbox not named resumes from its start: position 0 need not be named.
+  if (inboxes.length <= CURSOR_MAX_INBOXES) {
+    return { positions: new Map(inboxes.filter(({ position }) => position > 0).map(({ inboxId, position }) => [inboxId, position])), watermark: 0 };
+  }
+  // Named first: inboxes nothing is known of yet (not named, they would take W to 0), unless there
+  // are too many for that to help; then those whose delivered messages are newest (not named, they
+  // would be delivered again back to W).
+  const unknown = inboxes.filter(({ since }) => since <= 0);
+  const byNewest = (list: typeof inboxes) => [...list].sort((a, b) => b.lastAccepted - a.lastAccepted);
+  const chosen = unknown.length <= CURSOR_MAX_INBOXES
+    ? [...unknown, ...byNewest(inboxes.filter(({ since }) => since > 0))].slice(0, CURSOR_MAX_INBOXES)
+    : byNewest(inboxes.filter(({ position }) => position > 0)).slice(0, CURSOR_MAX_INBOXES);
+  const isNamed = new Set(chosen.map(({ inboxId }) => inboxId));
+  const watermark = Math.min(listedFrom - LIST_LAG_MS, ...inboxes.filter(({ inboxId }) => !isNamed.has(inboxId)).map(({ since }) => since));
+  return { positions: new Map(chosen.map(({ inboxId, position }) => [inboxId, position])), watermark: Math.max(0, watermark) };
+}
 
 export interface Delivery { message: StoredMessage; cursor: string }
 
@@ -152,7 +233,27 @@ export async function* followInboxes(deps: {
 }): AsyncGenerator<Delivery> {
   const { store, hub, clock, ownerId, signal } = deps;
   // A cursor that is not this owner's is refused before anything is read.
-  const positions = await hub.cursors.open(ownerId, deps.resumeCursor);
+  const { positions, watermark } = await hub.cursors.open(ownerId, deps.resumeCursor);
+  /** Per inbox: no message after its position was accepted before this (see `resumePoint`). */
+  const since = new Map<string, number>();
+  const raiseSince = (inboxId: string, at: number) => {
+    if (at > (since.get(inboxId) ?? 0)) since.set(inboxId, at);
+  };
+  /** Per inbox: when the message at its position was accepted. */
+  const lastAccepted = new Map<string, number>();
+  /** When the owner's numbers were last listed (the clock's time): inboxes joining later start from the watermark. */
+  let listedFrom = clock.now();
+  const cursor = () => {
+    const clockAhead = clock.now() - Date.now();
+    const progress = new Map(inboxes.map((inboxId) => {
+      const position = positions.get(inboxId) ?? 0;
+      // The hub read the counter at most at our position: later sequences were taken after that read.
+      const polledFrom = hub.headReadFrom(inboxId);
+      if (polledFrom !== undefined && (hub.head(inboxId) ?? Infinity) <= position) raiseSince(inboxId, polledFrom + clockAhead - STAMP_SLACK_MS);
+      return [inboxId, { position, since: since.get(inboxId) ?? 0, lastAccepted: lastAccepted.get(inboxId) ?? 0 }];
+    }));
+    return hub.cursors.seal(ownerId, resumePoint(progress, listedFrom));
+  };
   const gapSince = new Map<string, number>();
   /** Since when the inbox counter is ahead of what is stored (the counter value it was seen at). */
   const tailSince = new Map<string, { head: number; since: number }>();
@@ -174,7 +275,18 @@ export async function* followInboxes(deps: {
   try {
     while (!signal.aborted) {
       if (Date.now() - listedAt >= INBOX_REFRESH_MS) {
+        const listingFrom = clock.now();
         const listed = await deps.listInboxes();
+        // An inbox the cursor does not name starts after its last message accepted before the
+        // watermark (every one, without a watermark), a few at a time.
+        const starting = listed.filter((inboxId) => !positions.has(inboxId));
+        for (let next = 0; next < starting.length; next += START_LOOKUPS) {
+          await Promise.all(starting.slice(next, next + START_LOOKUPS).map(async (inboxId) => {
+            positions.set(inboxId, watermark > 0 ? await store.lastSeqBefore(inboxId, watermark) : 0);
+            raiseSince(inboxId, watermark);
+          }));
+        }
+        listedFrom = listingFrom;
         if (listed.join() !== inboxes.join()) {
           unwatch?.();
           inboxes = listed;
@@ -192,6 +304,7 @@ export async function* followInboxes(deps: {
         for (const inboxId of changed) {
           for (;;) {
             const from = positions.get(inboxId) ?? 0;
+            const readFrom = clock.now();
             const entries = await hub.read(inboxId, from, READ_BATCH);
             let position = from;
             let blocked = false;
@@ -227,9 +340,13 @@ export async function* followInboxes(deps: {
               gapSince.delete(inboxId);
               position = entry.seq;
               positions.set(inboxId, position);
+              if (!isTombstone(entry)) {
+                raiseSince(inboxId, entry.acceptedAt - STAMP_SLACK_MS);
+                lastAccepted.set(inboxId, entry.acceptedAt);
+              }
               // Every read checks expiry: a message past its retention is passed over, whatever the sweeper did.
               if (!isTombstone(entry) && entry.acceptedAt + MESSAGE_RETENTION_MS > clock.now()) {
-                yield { message: entry, cursor: await hub.cursors.seal(ownerId, positions) };
+                yield { message: entry, cursor: await cursor() };
               }
               if (signal.aborted) return;
             }
@@ -238,6 +355,9 @@ export async function* followInboxes(deps: {
               dirty.add(inboxId);
             }
             if (reread) continue;
+            // Nothing past the position when the read began: a later message's writer took its
+            // sequence after that, or was alive then.
+            if (!blocked && entries.length < READ_BATCH) raiseSince(inboxId, readFrom - SETTLED_AFTER_MS);
             if (blocked || entries.length < READ_BATCH || position === from) break;
           }
           // The counter is ahead of what is stored: a writer (maybe in another process) took a
