@@ -1,6 +1,7 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
 import { createDynamoMessagingStore } from '../core/adapters/dynamo-messaging-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
+import { engineWakeups } from '../core/adapters/valkey-wakeups';
 import { invalidArgument } from '../core/kernel/errors';
 import { messagingModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
@@ -8,7 +9,8 @@ import { header, headerValues, json, MAX_BODY_BYTES, rawBody, type HttpEvent, ty
 import { lambdaHandler } from './runtime';
 
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
-// scope sends a message; it is stored in the recipient's inbox before the answer (202).
+// scope sends a message; it is stored in the recipient's inbox before the answer (202), and its
+// inbox's wake-up published through the pub/sub engine (VALKEY_URL) to the tasks streaming it.
 
 /** The HTTP edge's own refusals of a body it cannot take (415, 413): protocol, not domain. */
 const unacceptable = (status: 413 | 415, description: string) => json(status, { error: 'invalid_request', error_description: description });
@@ -39,4 +41,7 @@ export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth
   return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging' });
 }
 
-export const handler = lambdaHandler(messagesModules, createMessagesHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore) });
+export const handler = lambdaHandler(messagesModules, createMessagesHandler, {
+  store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore),
+  inboxWakeups: (config) => engineWakeups(config.service),
+});

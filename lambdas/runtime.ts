@@ -1,6 +1,7 @@
 import type { Context } from 'aws-lambda';
 import { modulesFromEnvironment, type StoreOption } from '../core/adapters/aws-environment';
 import { readRuntimeConfig, type AwsRuntimeConfig, type MacKeyVariable } from '../core/adapters/runtime-config';
+import type { InboxWakeups } from '../core/messaging/wakeups';
 import type { AnyModuleDefinition, ModulesOf } from '../core/registry';
 import type { HttpEvent, HttpResult } from './http';
 
@@ -13,17 +14,18 @@ type Handler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
  * problem named), those modules built from it, and the handler; then reused. Options: `store`,
  * the DynamoDB slices that serve those modules (checked at compile time; none where they read no
  * store); `macKeys`, the MAC-key variables its routes use, so a missing one fails the first
- * invocation, not the first request using it.
+ * invocation, not the first request using it; `inboxWakeups`, the pub/sub engine's wake-ups from
+ * the configuration (only the messages function, so that no other bundle holds the engine's client).
  */
 export function lambdaHandler<const D extends readonly AnyModuleDefinition[]>(
   definitions: D, create: (modules: ModulesOf<D>, config: AwsRuntimeConfig) => Handler,
-  options: StoreOption<D> & { macKeys?: readonly MacKeyVariable[] },
+  options: StoreOption<D> & { macKeys?: readonly MacKeyVariable[]; inboxWakeups?: (config: AwsRuntimeConfig) => InboxWakeups | undefined },
 ): Handler {
   let built: Handler | undefined;
   return (event, context) => {
     if (!built) {
       const config = readRuntimeConfig('lambda', process.env, options.macKeys);
-      built = create(modulesFromEnvironment(config, definitions, options), config);
+      built = create(modulesFromEnvironment(config, definitions, { ...options, inboxWakeups: options.inboxWakeups?.(config) }), config);
     }
     return built(event, context);
   };

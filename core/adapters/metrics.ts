@@ -40,15 +40,29 @@ export function createRequestMetrics(defaultService: string, settings: Telemetry
 export const KMS_THROTTLES_METRIC = 'KmsThrottles';
 
 /**
- * One EMF line per throttled KMS attempt (retried or not): `KmsThrottles`, Count, by the dimension
- * service, in the process's METRICS_NAMESPACE; nothing without one.
+ * One EMF line per call: `metricName` with the count given (1 by default), Count, by the
+ * dimension service, in the process's METRICS_NAMESPACE; nothing without one.
  */
-export function createKmsThrottleCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): () => void {
+function createServiceCounter(metricName: string, defaultService: string, settings: TelemetrySettings): (count?: number) => void {
   const namespace = settings.metricsNamespace;
   if (!namespace) return () => undefined;
-  const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service']], Metrics: [{ Name: KMS_THROTTLES_METRIC, Unit: 'Count' }] });
+  const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service']], Metrics: [{ Name: metricName, Unit: 'Count' }] });
   const service = JSON.stringify(settings.serviceName ?? defaultService);
-  return () => {
-    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service},"${KMS_THROTTLES_METRIC}":1}\n`);
+  return (count = 1) => {
+    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service},"${metricName}":${count}}\n`);
   };
+}
+
+/** One EMF line per throttled KMS attempt (retried or not): `KmsThrottles`, by the dimension service. */
+export function createKmsThrottleCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): () => void {
+  const count = createServiceCounter(KMS_THROTTLES_METRIC, defaultService, settings);
+  return () => count();
+}
+
+/** The metric of inbox wake-ups a writer could not publish to the pub/sub engine (core/adapters/valkey-wakeups.ts). */
+export const WAKEUP_PUBLISH_FAILURES_METRIC = 'WakeupPublishFailures';
+
+/** EMF lines of `WakeupPublishFailures` (each with the failures since the last), by the dimension service. */
+export function createWakeupFailureCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): (count: number) => void {
+  return createServiceCounter(WAKEUP_PUBLISH_FAILURES_METRIC, defaultService, settings);
 }

@@ -86,11 +86,12 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       const latest = await store.inboxHeads(inboxIds);
       pollFailed = false;
       for (const [inboxId, head] of latest) {
-        // Counters only grow: a lower value is a read that started before a local append.
-        if (watchers.has(inboxId) && head > (heads.get(inboxId) ?? -1)) {
-          heads.set(inboxId, head);
-          wake(inboxId);
-        }
+        // Counters only grow: a lower value is a read that started before a local append. An
+        // inbox's first read wakes its streams only if it has messages (a stream reads on watching).
+        const known = heads.get(inboxId);
+        if (!watchers.has(inboxId) || (known !== undefined && head <= known)) continue;
+        heads.set(inboxId, head);
+        if (head > (known ?? 0)) wake(inboxId);
       }
     } catch {
       // Retried at the next poll, which comes sooner; streams also re-check on their own timers.
