@@ -52,6 +52,11 @@ let base: string;
 let bundles: Record<RouteGroup, BuiltLambdaBundle>;
 /** Issue 10's ceiling for every Lambda bundle (minified, as the stack ships it; `npm run bench` prints the sizes). */
 const MAX_BUNDLE_BYTES = 300_000;
+/**
+ * Issue 12: the messages function also publishes inbox wake-ups to the pub/sub engine, so it holds
+ * the engine's client (ioredis and its command table, about 195 KB minified); no other function does.
+ */
+const MAX_MESSAGES_BUNDLE_BYTES = 500_000;
 const hosts = {} as Record<RouteGroup, LambdaHost>;
 let grpcBundle: GrpcBundle;
 let grpcTask: GrpcTask | undefined;
@@ -149,13 +154,14 @@ describe('the Lambda bundles, as deployed', () => {
     expect(settings.task.KMS_PUBLIC_KEYS).toBe(PUBLIC_KEYS_MARK);
   });
 
-  it('are each at most 300 KB minified, and hold only what their routes use', () => {
+  it('are each at most 300 KB minified (messages 500 KB: the engine client), and hold only what their routes use', () => {
     // A file reached but tree-shaken away to nothing is not held.
     const held = (group: RouteGroup, fragment: string) => Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs)
       .some(([input, { bytesInOutput }]) => input.includes(fragment) && bytesInOutput > 0);
     for (const group of groups) {
       const output = Object.values(bundles[group].metafile.outputs)[0]!;
-      expect(output.bytes, `${group}: ${output.bytes} bytes`).toBeLessThanOrEqual(MAX_BUNDLE_BYTES);
+      expect(output.bytes, `${group}: ${output.bytes} bytes`).toBeLessThanOrEqual(group === 'messages' ? MAX_MESSAGES_BUNDLE_BYTES : MAX_BUNDLE_BYTES);
+      expect(held(group, 'node_modules/ioredis/'), group).toBe(group === 'messages');
       // No Lambda creates accounts, so none carries the input schemas (zod).
       expect(held(group, 'node_modules/zod/'), group).toBe(false);
       expect(held(group, 'core/provisioning/agents.ts'), group).toBe(false);
