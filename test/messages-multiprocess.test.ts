@@ -13,7 +13,8 @@ import { startTestService, type TestService } from './support/service';
 // Two service processes sharing one embedded DynamoDB, as several gRPC tasks and Lambdas share
 // one table in AWS: process 1 is the test service (HTTP + gRPC, in this process), process 2 a
 // child started from test/support/second-process.ts (its own core, gRPC server and message
-// ingress). Nothing but DynamoDB connects them: a stream learns of messages accepted elsewhere by
+// ingress). Nothing but DynamoDB connects them (no pub/sub engine here; test/messages-wakeups.test.ts
+// has one): a stream learns of messages accepted elsewhere by
 // polling its inboxes' counters every POLL_INTERVAL_MS.
 
 /** "Within a couple of seconds": the poll interval plus a read, with room for a loaded machine. */
