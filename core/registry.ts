@@ -4,6 +4,7 @@ import { createDirectoryModule } from './directory';
 import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
 import type { DerivedFailureReport } from './messaging/send';
+import type { InboxWakeups } from './messaging/wakeups';
 import { createAuthorizationModule, createOAuthModule, createUserInfoModule } from './oauth';
 import { oauthGrantTypes } from './oauth/grants/types';
 import { createTokenEndpointModule } from './oauth/token-endpoint';
@@ -41,6 +42,11 @@ export interface Infrastructure {
   messagePollIntervalMs?: number;
   /** Logs and counts a failed derived message (auto-reply, forward): core/adapters/derived-failures.ts. */
   reportDerivedFailure?: DerivedFailureReport;
+  /** Wake-ups of open streams through a pub/sub engine; without, within this process only (core/messaging/wakeups.ts). */
+  inboxWakeups?: InboxWakeups;
+  /** With the engine ready: the safety-net poll (default 60 s); with it lost: the fallback poll (default 2 s). */
+  messageSafetyPollMs?: number;
+  messageEngineLostPollMs?: number;
 }
 
 /** The ports a module may declare: the infrastructure, settings resolved, and the one page-token codec. */

@@ -6,16 +6,19 @@
 import { modulesFromEnvironment } from '../core/adapters/aws-environment';
 import { wholeDynamoStore } from '../core/adapters/dynamo-store';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
+import { engineWakeups } from '../core/adapters/valkey-wakeups';
 import { logger } from './calls';
 import { grpcModules, startGrpcServer } from './server';
 
 // Read and validated once; a problem stops the task at start with every problem named.
 const config = readRuntimeConfig('task');
 const { drainSeconds } = config;
-const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }), { port: config.grpcPort });
+// Streams here are woken through the pub/sub engine (VALKEY_URL) by every writer, in any process.
+const inboxWakeups = engineWakeups(config.service);
+const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort });
 logger.info('listening', { port: running.port });
 
 process.once('SIGTERM', () => {
   logger.info('SIGTERM: draining', { drainSeconds });
-  running.drain(drainSeconds * 1000).then(() => process.exit(0));
+  running.drain(drainSeconds * 1000).then(() => inboxWakeups?.close()).then(() => process.exit(0));
 });

@@ -5,6 +5,7 @@ import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
+import { engineWakeups, type WakeupEngine } from '../core/adapters/valkey-wakeups';
 import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
@@ -43,6 +44,14 @@ export interface LocalOptions {
   publicRateLimit?: RateLimitConfig;
   /** How often open message streams poll their inboxes (default: core/messaging/stream.ts). */
   messagePollIntervalMs?: number;
+  /**
+   * A pub/sub engine (VALKEY_URL) for inbox wake-ups: several processes on one engine wake each
+   * other's streams (tests, benches). Without, wake-ups stay in this process and streams poll.
+   */
+  wakeupEngine?: WakeupEngine;
+  /** With the engine: the safety-net poll, and the poll while the engine is lost (default: core/messaging/stream.ts). */
+  messageSafetyPollMs?: number;
+  messageEngineLostPollMs?: number;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;
   /** Defaults to http://localhost:<port>. */
@@ -90,6 +99,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
   const client = localDynamoClient(dynamo.endpoint);
   let server: Server | undefined;
   let grpc: RunningGrpcServer | undefined;
+  const inboxWakeups = engineWakeups(options);
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     await ensureTables(client, tables);
@@ -116,6 +126,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       ...(options.provisioning ? { provisioning: options.provisioning } : {}),
       ...(options.messagePollIntervalMs ? { messagePollIntervalMs: options.messagePollIntervalMs } : {}),
       reportDerivedFailure: createDerivedFailureReport('svcnum'),
+      ...(options.messageSafetyPollMs ? { messageSafetyPollMs: options.messageSafetyPollMs } : {}),
+      ...(options.messageEngineLostPollMs ? { messageEngineLostPollMs: options.messageEngineLostPollMs } : {}),
+      ...(inboxWakeups ? { inboxWakeups } : {}),
     });
     for (const [group, definition] of Object.entries(routeGroups)) {
       // Only the public group takes options: its per-IP limit.
@@ -138,6 +151,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
         await withdrawRunning(options.dataDir);
         await grpcServer.drain(2_000);
         await httpServer.close();
+        core.messaging.hub.close();
+        await inboxWakeups?.close();
         client.destroy();
         await dynamo.close();
       },
@@ -145,6 +160,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
   } catch (error) {
     grpc?.server.forceShutdown();
     server?.close();
+    await inboxWakeups?.close();
     client.destroy();
     await dynamo.close();
     throw error;

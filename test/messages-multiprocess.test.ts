@@ -1,84 +1,42 @@
-import { credentials } from '@grpc/grpc-js';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { POLL_INTERVAL_MS } from '../core/messaging/stream';
 import { EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import {
-  MessageKind, NumberServiceClient, type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
+  MessageKind, type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
 import { openStream, type OpenStream } from './support/messages';
+import { startSecondProcess, type SecondProcess } from './support/second-service';
 import { startTestService, type TestService } from './support/service';
 
 // Two service processes sharing one embedded DynamoDB, as several gRPC tasks and Lambdas share
 // one table in AWS: process 1 is the test service (HTTP + gRPC, in this process), process 2 a
 // child started from test/support/second-process.ts (its own core, gRPC server and message
-// ingress). Nothing but DynamoDB connects them: a stream learns of messages accepted elsewhere by
+// ingress). Nothing but DynamoDB connects them (no pub/sub engine here; test/messages-wakeups.test.ts
+// has one): a stream learns of messages accepted elsewhere by
 // polling its inboxes' counters every POLL_INTERVAL_MS.
 
-const REPO = fileURLToPath(new URL('..', import.meta.url));
 /** "Within a couple of seconds": the poll interval plus a read, with room for a loaded machine. */
 const CROSS_PROCESS_DEADLINE_MS = 2_000;
 
 const inbox = new InboxFaults();
 let service: TestService;
-let child: ChildProcessWithoutNullStreams | undefined;
-let second: { grpcPort: number; httpPort: number; numbers: NumberServiceClient };
+let second: SecondProcess;
 const apps: ProvisioningApp[] = [];
 const streams: OpenStream[] = [];
-
-async function startSecondProcess() {
-  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/second-process.ts'], {
-    cwd: REPO,
-    env: {
-      ...process.env,
-      DYNAMO_ENDPOINT: service.dynamoEndpoint, DATA_DIR: service.dataDir, ISSUER: service.issuer,
-      LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-    },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  child = started;
-  let stderr = '';
-  started.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const lines = createInterface({ input: started.stdout });
-  const ready = new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
-    lines.on('line', (line) => {
-      try {
-        const parsed = JSON.parse(line) as { grpcPort?: number; httpPort?: number };
-        if (parsed.grpcPort && parsed.httpPort) resolve({ grpcPort: parsed.grpcPort, httpPort: parsed.httpPort });
-      } catch {
-        // not the ready line
-      }
-    });
-    started.once('exit', (code) => reject(new Error(`second process exited (${code}): ${stderr}`)));
-  });
-  const ports = await ready;
-  return { ...ports, numbers: new NumberServiceClient(`127.0.0.1:${ports.grpcPort}`, credentials.createInsecure()) };
-}
-
-async function stopSecondProcess() {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  await exited;
-}
 
 beforeAll(async () => {
   service = await startTestService({ wrapStore: inbox.wrap });
   await seedPool(service, '84', 80);
-  second = await startSecondProcess();
+  second = await startSecondProcess(service);
 });
 afterEach(() => {
   for (const stream of streams.splice(0)) stream.cancel();
   inbox.reset();
 });
 afterAll(async () => {
-  second?.numbers.close();
-  await stopSecondProcess();
+  await second?.stop();
   for (const app of apps) app.close();
   await service?.close();
 });
@@ -135,7 +93,7 @@ async function latencies(opened: OpenStream, via: Process, owner: Account, to: P
 
 describe('two processes sharing one DynamoDB', () => {
   it('the second process is a separate process with its own gRPC port', async () => {
-    expect(child!.pid).not.toBe(process.pid);
+    expect(second.child.pid).not.toBe(process.pid);
     expect(second.grpcPort).not.toBe(service.grpcPort);
   });
 
@@ -224,7 +182,7 @@ describe('two processes sharing one DynamoDB', () => {
     for (let index = 0; index < 3; index++) await sendVia(1, owner.api, { from, to: number.svcnum, text: `m${index}` });
     await on2.waitFor(3, CROSS_PROCESS_DEADLINE_MS + 1_000);
 
-    await stopSecondProcess(); // SIGTERM: NOT_SERVING, open streams end, the process exits
+    await second.stop(); // SIGTERM: NOT_SERVING, open streams end, the process exits
     expect(on2.ended).toBe(true);
     expect(on2.error).toBeUndefined();
     for (let index = 3; index < 6; index++) await sendVia(1, owner.api, { from, to: number.svcnum, text: `m${index}` });

@@ -79,6 +79,14 @@ const variables: Variable[] = [
     valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', 'fast', '100.5'], allowed: 'a whole number 20-60000',
   },
   {
+    name: 'MESSAGE_SAFETY_POLL_MS', kinds, value: service((s) => s.messageSafetyPollMs), fallback: 60_000,
+    valid: [['1000', 1_000], ['3600000', 3_600_000]], invalid: ['999', '3600001', 'slow'], allowed: 'a whole number 1000-3600000',
+  },
+  {
+    name: 'MESSAGE_ENGINE_LOST_POLL_MS', kinds, value: service((s) => s.messageEngineLostPollMs), fallback: 2_000,
+    valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', '2s'], allowed: 'a whole number 20-60000',
+  },
+  {
     name: 'ISSUER', kinds: ['local'], value: field('issuer'), fallback: undefined,
     valid: [['https://id.example.com', 'https://id.example.com'], ['http://192.0.2.10:3000/base', 'http://192.0.2.10:3000/base']],
     invalid: ['id.example.com', 'ftp://id.example.com', 'https://id.example.com/?x=1', 'https://id.example.com/#top', 'https://'], allowed: 'an http(s) URL without query or fragment',
@@ -133,6 +141,8 @@ describe('readRuntimeConfig', () => {
         signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },
         publicRateLimit: { burst: 20, perMinute: 300 },
         messagePollIntervalMs: 250,
+        messageSafetyPollMs: 60_000,
+        messageEngineLostPollMs: 2_000,
       },
     });
   });
@@ -180,6 +190,27 @@ describe('readRuntimeConfig', () => {
 
   it('AWS: a refused ISSUER with userinfo is named without it (it may hold a password)', () => {
     expect(refusal('lambda', { ISSUER: 'https://operator:s3cret@id.example.com' })).toBe("ISSUER must be an https URL without userinfo, query or fragment, got 'https://…@id.example.com'");
+  });
+
+  it('VALKEY_URL: unset, no engine; redis[s]://[user[:password]@]host[:port]; in AWS rediss:// only; credentials apart or in the URL, never both, never shown', () => {
+    const engine = (kind: ProcessKind, env: Environment) => read(kind, env).service.wakeupEngine;
+    for (const kind of kinds) expect(engine(kind, {})).toBeUndefined();
+    expect(engine('local', { VALKEY_URL: ' redis://127.0.0.1:6390 ' })).toStrictEqual({ address: 'redis://127.0.0.1:6390', host: '127.0.0.1', port: 6390, tls: false });
+    for (const kind of ['lambda', 'task'] as const) {
+      expect(engine(kind, { VALKEY_URL: 'rediss://svcnum:p%40ss@master.wakeups.abc.euc1.cache.amazonaws.com' })).toStrictEqual({
+        address: 'rediss://master.wakeups.abc.euc1.cache.amazonaws.com:6379', host: 'master.wakeups.abc.euc1.cache.amazonaws.com', port: 6379, tls: true, username: 'svcnum', password: 'p@ss',
+      });
+      expect(engine(kind, { VALKEY_URL: 'rediss://cache.internal:6380/', VALKEY_USERNAME: 'svcnum', VALKEY_PASSWORD: ' spaced pw ' })).toMatchObject({ port: 6380, username: 'svcnum', password: ' spaced pw ' });
+      expect(refusal(kind, { VALKEY_URL: 'redis://user:s3cret@cache.internal' })).toBe("VALKEY_URL must be a rediss:// URL (TLS): rediss://[user[:password]@]host[:port], got 'redis://…@cache.internal'");
+    }
+    expect(engine('local', { VALKEY_URL: 'redis://[::1]:7000' })).toMatchObject({ host: '::1', port: 7000, address: 'redis://[::1]:7000' });
+    const allowed = 'a redis:// or rediss:// URL: redis[s]://[user[:password]@]host[:port]';
+    for (const given of ['127.0.0.1:6379', 'http://cache:6379', 'redis://', 'redis://cache:0', 'redis://cache:70000', 'redis://cache/1?x=y', 'redis://cache#x']) {
+      expect(refusal('local', { VALKEY_URL: given })).toBe(`VALKEY_URL must be ${allowed}, got '${given}'`);
+    }
+    expect(refusal('local', { VALKEY_URL: 'redis://:s3cret@cache', VALKEY_PASSWORD: 'other' })).toBe('VALKEY_PASSWORD and the password of VALKEY_URL are both set: give one');
+    expect(refusal('local', { VALKEY_PASSWORD: 's3cret' })).toBe('VALKEY_PASSWORD is set but VALKEY_URL is not (the engine it signs in to)');
+    expect(refusal('local', { VALKEY_URL: 'redis://u:%E0%A4%A@cache' })).not.toContain('%E0');
   });
 
   it('names every problem together, in the order of the variables, with the value given', () => {

@@ -1,6 +1,7 @@
 import type { KMSClient } from '@aws-sdk/client-kms';
 import { serviceConfig } from '../kernel/config';
 import type { MacKey } from '../kernel/ports';
+import type { InboxWakeups } from '../messaging/wakeups';
 import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf, type StoreOf } from '../registry';
 import type { Store } from '../store';
 import { createDerivedFailureReport } from './derived-failures';
@@ -32,9 +33,13 @@ export type StoreOption<D extends readonly AnyModuleDefinition[]> = keyof StoreO
   ? { store?: undefined }
   : { store: StoreFactory<StoreOf<D>> };
 
-/** The modules `definitions` name (and what they need), built from this process's configuration. */
+/**
+ * The modules `definitions` name (and what they need), built from this process's configuration.
+ * `inboxWakeups`: the pub/sub engine's (core/adapters/valkey-wakeups.ts), given by the entry points
+ * that stream messages, so that no other bundle holds its client.
+ */
 export function modulesFromEnvironment<const D extends readonly AnyModuleDefinition[]>(
-  config: AwsRuntimeConfig, definitions: D, { store }: StoreOption<D>,
+  config: AwsRuntimeConfig, definitions: D, { store }: StoreOption<D>, inboxWakeups?: InboxWakeups,
 ): ModulesOf<D> {
   // Every throttled KMS attempt is counted (KmsThrottles), retried or not. The stack always names the service (SERVICE_NAME).
   const kms = createKmsClient({ onThrottle: createKmsThrottleCounter('svcnum') });
@@ -52,5 +57,8 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
     provisioning: config.service.provisioning,
     messagePollIntervalMs: config.service.messagePollIntervalMs,
     reportDerivedFailure: createDerivedFailureReport('svcnum'),
+    messageSafetyPollMs: config.service.messageSafetyPollMs,
+    messageEngineLostPollMs: config.service.messageEngineLostPollMs,
+    ...(inboxWakeups ? { inboxWakeups } : {}),
   }), definitions);
 }

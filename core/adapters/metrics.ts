@@ -37,21 +37,21 @@ export function createRequestMetrics(defaultService: string, settings: Telemetry
 }
 
 /**
- * A counter: one EMF line per event, `metric` = 1, Count, by the dimension service and the
+ * A counter: one EMF line per event, `metric` = the count given (1 by default), Count, by the dimension service and the
  * dimensions named (their values given per event), in the process's METRICS_NAMESPACE; nothing
  * without one.
  */
 export function createEventCounter<const D extends readonly string[] = []>(
   metric: string, defaultService: string, dimensions: D = [] as unknown as D, settings: TelemetrySettings = telemetrySettings(),
-): (values?: { [K in D[number]]: string }) => void {
+): (values?: { [K in D[number]]: string }, count?: number) => void {
   const namespace = settings.metricsNamespace;
   if (!namespace) return () => undefined;
   const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service', ...dimensions]], Metrics: [{ Name: metric, Unit: 'Count' }] });
   const service = JSON.stringify(settings.serviceName ?? defaultService);
   const name = JSON.stringify(metric);
-  return (values) => {
+  return (values, count = 1) => {
     const given = dimensions.map((dimension) => `,${JSON.stringify(dimension)}:${JSON.stringify((values as Record<string, string>)[dimension])}`).join('');
-    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service}${given},${name}:1}\n`);
+    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service}${given},${name}:${count}}\n`);
   };
 }
 
@@ -66,3 +66,12 @@ export function createKmsThrottleCounter(defaultService: string, settings: Telem
 
 /** The metric of a derived message (auto-reply, forward) that failed (core/adapters/derived-failures.ts). */
 export const DERIVED_MESSAGE_FAILURES_METRIC = 'DerivedMessageFailures';
+
+/** The metric of inbox wake-ups a writer could not publish to the pub/sub engine (core/adapters/valkey-wakeups.ts). */
+export const WAKEUP_PUBLISH_FAILURES_METRIC = 'WakeupPublishFailures';
+
+/** EMF lines of `WakeupPublishFailures` (each with the failures since the last), by the dimension service. */
+export function createWakeupFailureCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): (count: number) => void {
+  const counter = createEventCounter(WAKEUP_PUBLISH_FAILURES_METRIC, defaultService, [], settings);
+  return (count) => counter(undefined, count);
+}

@@ -1,14 +1,16 @@
 import { DAY } from '../kernel/config';
 import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
-import { POLL_INTERVAL_MS } from '../messaging/stream';
+import { ENGINE_LOST_POLL_INTERVAL_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS } from '../messaging/stream';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
 import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
+import type { WakeupEngine } from './valkey-wakeups';
 
 // The runtime configuration of a process, read from its environment once, at start, and validated
 // as a whole: every variable the service reads, its default and what it accepts are here
 // (docs/configuration.md is the reference). All problems are reported together, in one line
-// naming each variable, the value given and what is allowed. No variable read here is a secret
-// (key ids are ARNs, not key material), so a refused value is shown as given.
+// naming each variable, the value given and what is allowed. A refused value is shown as given
+// (key ids are ARNs, not key material), except the pub/sub engine's password (VALKEY_PASSWORD, or
+// in VALKEY_URL): never shown, never logged.
 //
 // Three kinds of process read it: a Lambda function (`lambda`), the Fargate task running the gRPC
 // server (`task`), and the local runner and admin CLI (`local`). The domain receives the plain
@@ -20,6 +22,7 @@ export type Environment = Readonly<Record<string, string | undefined>>;
 
 type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
+  | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
 type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
@@ -43,8 +46,14 @@ export interface ServiceSettings {
   signIn: SignInLimits;
   /** PUBLIC_RATE_LIMIT_BURST, PUBLIC_RATE_LIMIT_PER_MINUTE: the public endpoints' per-IP limit. */
   publicRateLimit: RateLimitConfig;
-  /** MESSAGE_POLL_INTERVAL_MS: how often open message streams poll their inboxes. */
+  /** MESSAGE_POLL_INTERVAL_MS: how often open message streams poll their inboxes without a pub/sub engine. */
   messagePollIntervalMs: number;
+  /** MESSAGE_SAFETY_POLL_MS: with the engine ready, the safety-net poll (a lost wake-up's delay at most). */
+  messageSafetyPollMs: number;
+  /** MESSAGE_ENGINE_LOST_POLL_MS: with the engine lost, how often streams poll until it is back. */
+  messageEngineLostPollMs: number;
+  /** VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD: the pub/sub engine of inbox wake-ups; unset, wake-ups stay in the process. */
+  wakeupEngine?: WakeupEngine;
 }
 
 /** A Lambda function (and the base of the task): the stack sets these. */
@@ -107,6 +116,10 @@ const DEFAULT_GRPC_PORT = 50051;
 const DEFAULT_DRAIN_SECONDS = 25;
 const MAX_DRAIN_SECONDS = 120;
 
+/** Where the pub/sub engine is: locally redis:// or rediss://; in AWS TLS only. */
+const ENGINE_URL = /^(rediss?):\/\/(?:([^:@/?#\s]*)(?::([^@/?#\s]*))?@)?([^:@/?#\s]+|\[[0-9a-fA-F:.]+\])(?::(\d{1,5}))?\/?$/;
+const DEFAULT_ENGINE_PORT = 6379;
+
 const LOCAL_ISSUER = [/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/, 'an http(s) URL without query or fragment'] as const;
 const DEPLOYED_ISSUER = [/^https:\/\/[^/?#\s@]+(\/[^?#\s]*)?$/, 'an https URL without userinfo, query or fragment'] as const;
 
@@ -152,6 +165,45 @@ function variableReader(env: Environment) {
       // A userinfo part may hold a password: it is not repeated in the message.
       return refuse(name, value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@'), allowed, undefined);
     },
+    /**
+     * VALKEY_URL (redis[s]://[user[:password]@]host[:port]), and VALKEY_USERNAME / VALKEY_PASSWORD
+     * for credentials given apart (a secret injected on its own); in AWS rediss:// only. A password
+     * is never repeated in a problem.
+     */
+    wakeupEngine(deployed: boolean): WakeupEngine | undefined {
+      const value = given('VALKEY_URL');
+      const username = given('VALKEY_USERNAME');
+      // Not trimmed: a password is taken as given (blank is unset).
+      const password = env.VALKEY_PASSWORD?.trim() ? env.VALKEY_PASSWORD : undefined;
+      if (value === undefined) {
+        for (const [name, set] of [['VALKEY_USERNAME', username], ['VALKEY_PASSWORD', password]] as const) {
+          if (set !== undefined) problems.push(`${name} is set but VALKEY_URL is not (the engine it signs in to)`);
+        }
+        return undefined;
+      }
+      const shown = value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@');
+      const allowed = deployed ? 'a rediss:// URL (TLS): rediss://[user[:password]@]host[:port]' : 'a redis:// or rediss:// URL: redis[s]://[user[:password]@]host[:port]';
+      const parts = ENGINE_URL.exec(value);
+      const port = Number(parts?.[5] ?? DEFAULT_ENGINE_PORT);
+      if (!parts || (deployed && parts[1] !== 'rediss') || port < 1 || port > 65535) return refuse('VALKEY_URL', shown, allowed, undefined);
+      let urlUser: string | undefined;
+      let urlPassword: string | undefined;
+      try {
+        urlUser = parts[2] ? decodeURIComponent(parts[2]) : undefined;
+        urlPassword = parts[3] ? decodeURIComponent(parts[3]) : undefined;
+      } catch {
+        return refuse('VALKEY_URL', shown, `${allowed}, its user and password percent-encoded`, undefined);
+      }
+      if (urlUser && username) problems.push('VALKEY_USERNAME and the user of VALKEY_URL are both set: give one');
+      if (urlPassword && password) problems.push('VALKEY_PASSWORD and the password of VALKEY_URL are both set: give one');
+      const host = parts[4]!.replace(/^\[(.*)\]$/, '$1');
+      const user = urlUser ?? username;
+      const secret = urlPassword ?? password;
+      return {
+        address: `${parts[1]}://${parts[4]}:${port}`, host, port, tls: parts[1] === 'rediss',
+        ...(user ? { username: user } : {}), ...(secret ? { password: secret } : {}),
+      };
+    },
     /** A JSON object of key id → base64 DER SubjectPublicKeyInfo of an Ed25519 key (KMS GetPublicKey's PublicKey). */
     publicKeys(name: Variable): ReadonlyMap<string, Uint8Array> {
       const value = given(name);
@@ -196,9 +248,9 @@ const rateLimit = (read: VariableReader, prefix: 'SIGN_IN' | 'PUBLIC', fallback:
   perMinute: positive(read, `${prefix}_RATE_LIMIT_PER_MINUTE`, fallback.perMinute),
 });
 
-function serviceSettings(read: VariableReader): ServiceSettings {
+function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettings {
   const quota = (name: ServiceVariable, fallback: number) => read.wholeNumber(name, fallback, 0, 100_000);
-  return {
+  const settings: ServiceSettings = {
     provisioning: {
       ...defaultProvisioningConfig,
       coolOff: read.days('NUMBER_COOL_OFF_DAYS', defaultProvisioningConfig.coolOff),
@@ -212,7 +264,11 @@ function serviceSettings(read: VariableReader): ServiceSettings {
     },
     publicRateLimit: rateLimit(read, 'PUBLIC', defaultRateLimit),
     messagePollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
+    messageSafetyPollMs: read.wholeNumber('MESSAGE_SAFETY_POLL_MS', SAFETY_POLL_INTERVAL_MS, 1_000, 3_600_000),
+    messageEngineLostPollMs: read.wholeNumber('MESSAGE_ENGINE_LOST_POLL_MS', ENGINE_LOST_POLL_INTERVAL_MS, 20, 60_000),
   };
+  const wakeupEngine = read.wakeupEngine(deployed);
+  return wakeupEngine ? { ...settings, wakeupEngine } : settings;
 }
 
 function awsConfig(read: VariableReader): AwsRuntimeConfig {
@@ -227,7 +283,7 @@ function awsConfig(read: VariableReader): AwsRuntimeConfig {
     kmsPublicKeys: read.publicKeys('KMS_PUBLIC_KEYS'),
     ...(macKeyId ? { macKeyId } : {}),
     ...(pageTokenKeyId ? { pageTokenKeyId } : {}),
-    service: serviceSettings(read),
+    service: serviceSettings(read, true),
   };
 }
 
@@ -248,7 +304,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
       dynamoPort: read.port('DYNAMODB_PORT', 8000),
       dataDir: read.text('DATA_DIR', '.data'),
       ...(issuer ? { issuer } : {}),
-      service: serviceSettings(read),
+      service: serviceSettings(read, false),
     };
   },
 };

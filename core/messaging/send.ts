@@ -1,10 +1,10 @@
-import { EventEmitter } from 'node:events';
 import { invalidToken, requireScope, type AccessTokenClaims } from '../kernel/access';
 import { newUlid } from '../kernel/ids';
 import { DomainError, invalidArgument, notFound } from '../kernel/errors';
 import { inService, type Client, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessageKind, MessagingPort, SenderEntityType, StoredMessage } from './store';
+import type { InboxWakeups } from './wakeups';
 
 // The message path: who is sending (from the token), where a message goes (a number's holder, or
 // through a mask to the other participant), and what a programmable number does on arrival
@@ -40,13 +40,6 @@ export interface DerivedMessageFailure {
 /** Told of every failed derived message: the process logs and counts it (core/adapters/derived-failures.ts). */
 export type DerivedFailureReport = (failure: DerivedMessageFailure) => void;
 
-/** In-process wake-ups for open streams: "inbox X got a message". Other processes poll. */
-export class InboxNotifier extends EventEmitter {
-  appended(inboxId: string, seq: number) {
-    this.emit('append', inboxId, seq);
-  }
-}
-
 const SENDER_TYPES: ReadonlySet<string> = new Set(['person', 'business', 'programmable', 'ai_agent']);
 
 /** Digits of a number as people write it: +, spaces, dashes, dots and parentheses are dropped. */
@@ -58,13 +51,15 @@ export function normaliseNumber(value: string): string | undefined {
 
 
 export function createMessaging(deps: {
-  store: MessagingPort; clock: Clock; random: Random; notifier: InboxNotifier;
+  store: MessagingPort; clock: Clock; random: Random;
+  /** Told of every stored message, so that open streams (of this process, or any through the engine) look at once. */
+  wakeups: InboxWakeups;
   getClient: (clientId: string) => Promise<Client | undefined>;
   /** Whether an account is active (briefly cached: read on every send of its API clients). */
   accountActive: (svcnumId: string) => Promise<boolean>;
   reportDerivedFailure: DerivedFailureReport;
 }) {
-  const { store, clock, random, notifier, getClient, accountActive } = deps;
+  const { store, clock, random, wakeups, getClient, accountActive } = deps;
   /** A report that fails (it should not) must not fail the send either. */
   const derivedFailed = (kind: DerivedMessageFailure['kind'], message: StoredMessage, target: string) => (error: unknown) => {
     try {
@@ -82,7 +77,8 @@ export function createMessaging(deps: {
       const acceptedAt = clock.now();
       const message: StoredMessage = { inboxId, seq, messageId, acceptedAt, ...fields };
       if (await store.appendMessage(message, acceptedAt + MESSAGE_RETENTION_MS)) {
-        notifier.appended(inboxId, seq);
+        // Never rejects: a lost wake-up only delays the message to the streams' safety-net poll.
+        await wakeups.publish(inboxId, seq);
         return message;
       }
     }

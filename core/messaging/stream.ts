@@ -1,16 +1,27 @@
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
 import type { MessagingPort } from './store';
-import { MESSAGE_RETENTION_MS, type InboxNotifier } from './send';
+import { MESSAGE_RETENTION_MS } from './send';
 import { isTombstone, type InboxEntry, type StoredMessage } from './store';
+import type { InboxWakeups, WakeupListener } from './wakeups';
 
 // Delivery to open streams, across processes, without webhooks.
 //
 // Every process that holds streams runs one MessageHub. The hub learns that an inbox changed in
-// two ways: from the in-process notifier (a message accepted by this very process, at once), and
-// by polling the inbox counters of every inbox any of its streams watches: one strongly
-// consistent BatchGetItem per 100 watched inboxes per poll interval, whatever the number of
+// two ways: from wake-ups (core/messaging/wakeups.ts: "inbox X has sequence N", said by the writer
+// after its write), and by polling the inbox counters of every inbox any of its streams watches:
+// one strongly consistent BatchGetItem per 100 watched inboxes per poll, whatever the number of
 // streams or messages. A woken stream reads the inboxes that changed, from its cursor.
+//
+// How often the hub polls depends on how far wake-ups reach:
+// - in-process wake-ups only (`npm start`, no engine): every POLL_INTERVAL_MS, as the only way to
+//   see messages accepted by another process (none, in one process; a second process in tests);
+// - a pub/sub engine, subscriber ready: every SAFETY_POLL_INTERVAL_MS, a safety net for a lost
+//   wake-up (a writer whose publish failed). Each time the subscriptions are (again) in force,
+//   one catch-up poll of the inboxes concerned reads what was published while they were not;
+// - the engine lost: every ENGINE_LOST_POLL_INTERVAL_MS until it is back.
+// Polling and wake-ups only say "look now": what a stream delivers is what it reads from its
+// cursor, so a late, lost or repeated wake-up never loses or repeats a message.
 //
 // Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
@@ -21,6 +32,10 @@ import { isTombstone, type InboxEntry, type StoredMessage } from './store';
 // to GAP_GRACE_MS: that write will not move the counter again, so no poll would announce it.
 
 export const POLL_INTERVAL_MS = 250;
+/** With a pub/sub engine whose subscriber is ready: the bound on a lost wake-up's delay. */
+export const SAFETY_POLL_INTERVAL_MS = 60_000;
+/** With the engine lost (its subscriber not ready): the bound on other processes' messages' delay. */
+export const ENGINE_LOST_POLL_INTERVAL_MS = 2_000;
 export const GAP_GRACE_MS = 3_000;
 /** Streams re-list their numbers this often, so newly provisioned numbers join open streams. */
 export const INBOX_REFRESH_MS = 30_000;
@@ -28,16 +43,39 @@ const READ_BATCH = 100;
 /** Start positions of inboxes a cursor does not name, looked up this many at once. */
 const START_LOOKUPS = 16;
 
-export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, pageTokens: PageTokenCodec, pollIntervalMs = POLL_INTERVAL_MS) {
+/** How often the hub polls, by how far wake-ups reach (see above). */
+export interface HubPolling {
+  /** In-process wake-ups only (MESSAGE_POLL_INTERVAL_MS). */
+  pollIntervalMs: number;
+  /** Engine ready (MESSAGE_SAFETY_POLL_MS). */
+  safetyPollMs: number;
+  /** Engine lost (MESSAGE_ENGINE_LOST_POLL_MS). */
+  engineLostPollMs: number;
+}
+
+export const DEFAULT_HUB_POLLING: HubPolling = {
+  pollIntervalMs: POLL_INTERVAL_MS, safetyPollMs: SAFETY_POLL_INTERVAL_MS, engineLostPollMs: ENGINE_LOST_POLL_INTERVAL_MS,
+};
+
+export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pageTokens: PageTokenCodec, polling: HubPolling = DEFAULT_HUB_POLLING) {
   const watchers = new Map<string, Set<(inboxId: string) => void>>();
   const heads = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
-  let polling = false;
   /** Per inbox: when the last poll that read its counter began (Date.now()); the counter was at most `heads` then. */
   const headsReadFrom = new Map<string, number>();
+  /** Inboxes the poll in flight (or the next one) reads; a catch-up asked for meanwhile is never dropped. */
+  const toPoll = new Set<string>();
+  let pollInFlight: Promise<void> | undefined;
+  /** The last heads read failed: the next comes sooner (a catch-up may be what failed). */
+  let pollFailed = false;
+
+  const interval = () => {
+    const base = wakeups.reach === 'process' ? polling.pollIntervalMs : wakeups.ready() ? polling.safetyPollMs : polling.engineLostPollMs;
+    return pollFailed ? Math.min(base, polling.engineLostPollMs) : base;
+  };
 
   const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback(inboxId));
-  /** A message of this process: wake at once, and count it, so the next poll does not wake again for it. */
+  /** A wake-up: wake at once, and count it, so the next poll does not wake again for it. */
   const appended = (inboxId: string, seq: number) => {
     if (!watchers.has(inboxId)) return;
     if (seq > (heads.get(inboxId) ?? 0)) heads.set(inboxId, seq);
@@ -46,28 +84,73 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
   // Streams woken together at the same position share one Query (fan-out to many streams of one
   // inbox costs one read, not one per stream).
   const reading = new Map<string, Promise<InboxEntry[]>>();
-  notifier.on('append', appended);
 
-  async function poll() {
-    if (polling || watchers.size === 0) return;
-    polling = true;
+  async function readHeads(inboxIds: string[]) {
     try {
       const readFrom = Date.now();
-      const latest = await store.inboxHeads([...watchers.keys()]);
+      const latest = await store.inboxHeads(inboxIds);
+      pollFailed = false;
       for (const [inboxId, head] of latest) {
         if (watchers.has(inboxId)) headsReadFrom.set(inboxId, readFrom);
-        // Counters only grow: a lower value is a read that started before a local append.
-        if (head > (heads.get(inboxId) ?? -1)) {
-          heads.set(inboxId, head);
-          wake(inboxId);
-        }
+        // Counters only grow: a lower value is a read that started before a local append. An
+        // inbox's first read wakes its streams only if it has messages (a stream reads on watching).
+        const known = heads.get(inboxId);
+        if (!watchers.has(inboxId) || (known !== undefined && head <= known)) continue;
+        heads.set(inboxId, head);
+        if (head > (known ?? 0)) wake(inboxId);
       }
     } catch {
-      // A failed poll is retried at the next tick; streams also re-check on their own timers.
-    } finally {
-      polling = false;
+      // Retried at the next poll, which comes sooner; streams also re-check on their own timers.
+      pollFailed = true;
     }
   }
+
+  /** Reads the heads of `inboxIds` (every watched inbox without), after the poll in flight if any. */
+  function poll(inboxIds?: Iterable<string>): Promise<void> {
+    for (const inboxId of inboxIds ?? watchers.keys()) if (watchers.has(inboxId)) toPoll.add(inboxId);
+    if (!pollInFlight && toPoll.size > 0) pollInFlight = drainPolls();
+    return pollInFlight ?? Promise.resolve();
+  }
+
+  async function drainPolls() {
+    // Runs after the caller's turn: `pollInFlight` is set before the finally below clears it.
+    await Promise.resolve();
+    try {
+      while (toPoll.size > 0) {
+        const inboxIds = [...toPoll];
+        toPoll.clear();
+        await readHeads(inboxIds);
+      }
+    } finally {
+      pollInFlight = undefined;
+    }
+  }
+
+  /** (Re)arms the poll timer at the interval of the moment; none while nothing is watched. */
+  function schedule() {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    if (watchers.size === 0) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void poll().finally(() => {
+        if (!timer) schedule();
+      });
+    }, interval());
+    timer.unref();
+  }
+
+  const listener: WakeupListener = {
+    wakeup: appended,
+    // Subscriptions in force again: read what was published while they were not, then poll slowly.
+    ready: () => {
+      void poll();
+      schedule();
+    },
+    lost: schedule,
+    subscribed: (inboxIds) => void poll(inboxIds),
+  };
+  const stopListening = wakeups.listen(listener);
 
   return {
     /** The streams' resume cursors. */
@@ -84,16 +167,19 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
     },
     /** Calls `onChange` with an inbox of `inboxIds` that may have new messages; returns the unsubscribe. */
     watch(inboxIds: readonly string[], onChange: (inboxId: string) => void): () => void {
+      const added: string[] = [];
       for (const id of inboxIds) {
         let set = watchers.get(id);
-        if (!set) watchers.set(id, (set = new Set()));
+        if (!set) {
+          watchers.set(id, (set = new Set()));
+          added.push(id);
+        }
         set.add(onChange);
       }
-      if (!timer) {
-        timer = setInterval(() => void poll(), pollIntervalMs);
-        timer.unref();
-      }
+      if (added.length > 0) wakeups.subscribe(added);
+      if (!timer && !pollInFlight) schedule();
       return () => {
+        const removed: string[] = [];
         for (const id of inboxIds) {
           const set = watchers.get(id);
           set?.delete(onChange);
@@ -101,12 +187,11 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
             watchers.delete(id);
             heads.delete(id);
             headsReadFrom.delete(id);
+            removed.push(id);
           }
         }
-        if (watchers.size === 0 && timer) {
-          clearInterval(timer);
-          timer = undefined;
-        }
+        if (removed.length > 0) wakeups.unsubscribe(removed);
+        if (watchers.size === 0) schedule();
       };
     },
     /** The last counter value the poll saw for an inbox (undefined before its first poll). */
@@ -115,11 +200,13 @@ export function createMessageHub(store: MessagingPort, notifier: InboxNotifier, 
     headReadFrom: (inboxId: string): number | undefined => headsReadFrom.get(inboxId),
     /** How many inboxes this process watches (for the docs' cost figures and tests). */
     watchedInboxes: () => watchers.size,
+    /** The poll interval of the moment (by how far wake-ups reach, and whether the engine is ready). */
+    pollIntervalMs: interval,
     close() {
-      notifier.off('append', appended);
-      if (timer) clearInterval(timer);
-      timer = undefined;
+      stopListening();
+      if (watchers.size > 0) wakeups.unsubscribe([...watchers.keys()]);
       watchers.clear();
+      schedule();
     },
   };
 }
@@ -288,9 +375,11 @@ export async function* followInboxes(deps: {
         }
         listedFrom = listingFrom;
         if (listed.join() !== inboxes.join()) {
-          unwatch?.();
+          // Watched anew before the old watch ends: inboxes in both stay subscribed throughout.
+          const previous = unwatch;
           inboxes = listed;
-          unwatch = hub.watch(inboxes, onChange);
+          unwatch = hub.watch(inboxes, (inboxId) => onChange(inboxId));
+          previous?.();
           for (const inboxId of inboxes) dirty.add(inboxId);
           pending = true;
         }

@@ -20,6 +20,8 @@ export class InboxFaults {
   readonly tombstones: Array<{ inboxId: string; seq: number; written: boolean }> = [];
   /** Appends (message text → seq, result) in order, including failed ones. */
   readonly appends: Array<{ text: string; seq: number; written: boolean }> = [];
+  /** Every inboxHeads call (a hub's poll): the inboxes it read. */
+  readonly headsReads: string[][] = [];
 
   private deadWriters = new Map<string, number>();
   private heldAppends = new Map<string, { release: Promise<void>; reached: () => void }>();
@@ -78,6 +80,18 @@ export class InboxFaults {
     this.burnt.length = 0;
     this.tombstones.length = 0;
     this.appends.length = 0;
+    this.headsReads.length = 0;
+  }
+
+  /** Waits until a heads read (a poll) included `inboxId`; returns its index in `headsReads`. */
+  async headsReadOf(inboxId: string, timeoutMs = 10_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const index = this.headsReads.findIndex((ids) => ids.includes(inboxId));
+      if (index >= 0) return index;
+      if (Date.now() > deadline) throw new Error(`no poll read inbox ${inboxId}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
   }
 
   readonly wrap = (store: Store): Store => {
@@ -113,6 +127,11 @@ export class InboxFaults {
         this.reads.push({ inboxId, afterSeq, seqs: entries.map((entry) => entry.seq) });
         if (this.reads.length > 10_000) this.reads.splice(0, 5_000);
         return entries;
+      },
+      inboxHeads: (inboxIds: readonly string[]) => {
+        this.headsReads.push([...inboxIds]);
+        if (this.headsReads.length > 10_000) this.headsReads.splice(0, 5_000);
+        return store.inboxHeads(inboxIds);
       },
       getUser: async (svcnumId: string) => {
         if (this.failingUsers.has(svcnumId)) throw new Error(`injected failure reading ${svcnumId}`);

@@ -1,9 +1,13 @@
 // The core of a further service process in tests (another Fargate task, a Lambda container):
 // built like the runner's, against a running test service's embedded DynamoDB (DYNAMO_ENDPOINT)
 // and its key folder (DATA_DIR/keys, so tokens verify and sign-in tokens open in every process).
+// With VALKEY_URL, its streams and writers use that pub/sub engine for inbox wake-ups
+// (MESSAGE_SAFETY_POLL_MS and MESSAGE_ENGINE_LOST_POLL_MS apply), as a task in AWS does.
 
 import { join } from 'node:path';
 import { documentClient } from '../../core/adapters/dynamo-schema';
+import { readRuntimeConfig } from '../../core/adapters/runtime-config';
+import { engineWakeups } from '../../core/adapters/valkey-wakeups';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
 import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
@@ -24,6 +28,9 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
   const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
   const store = createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX));
   const keys = join(need('DATA_DIR'), 'keys');
+  const { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS } = process.env;
+  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS }).service;
+  const inboxWakeups = engineWakeups(settings);
   const core = localCore({
     store: options.wrapStore ? options.wrapStore(store) : store,
     keys: await openLocalKeyStore(keys),
@@ -33,6 +40,9 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
     random: systemRandom,
     config: serviceConfig(need('ISSUER')),
     ...(options.provisioning ? { provisioning: options.provisioning } : {}),
+    messageSafetyPollMs: settings.messageSafetyPollMs,
+    messageEngineLostPollMs: settings.messageEngineLostPollMs,
+    ...(inboxWakeups ? { inboxWakeups } : {}),
   });
-  return { core, modules: modulesOfCore(core), client };
+  return { core, modules: modulesOfCore(core), client, inboxWakeups };
 }

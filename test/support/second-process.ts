@@ -3,14 +3,15 @@
 // with DYNAMO_ENDPOINT, DATA_DIR and ISSUER of a running test service. It builds its own core
 // against the same embedded DynamoDB and the same key folder (so tokens verify here too) and
 // serves the gRPC API plus the message ingress (what another Fargate task and a Lambda would be).
-// Prints one JSON line {"grpcPort", "httpPort"} once listening; SIGTERM drains and exits.
+// Prints one JSON line {"grpcPort", "httpPort"} once listening; SIGTERM drains and exits. With
+// VALKEY_URL it wakes and is woken through that engine (test/support/process-core.ts).
 
 import { startGrpcServer } from '../../grpc-service/server';
 import { modulesOf, routeGroups } from '../../lambdas/routes';
 import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
 import { processCore } from './process-core';
 
-const { modules, client } = await processCore();
+const { modules, client, inboxWakeups } = await processCore();
 const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
 const messages = routeGroups.messages;
 const handler = messages.create(modulesOf('messages', modules)) as LambdaHandler;
@@ -25,6 +26,7 @@ async function stop() {
   await grpc.drain(2_000);
   http.server.close();
   http.server.closeAllConnections();
+  await inboxWakeups?.close();
   client.destroy();
   process.exit(0);
 }

@@ -10,7 +10,9 @@ export interface TestService extends LocalService {
 }
 
 /** The local runner on free ports with a fresh data folder and a hand-moved clock. */
-export async function startTestService(options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit'> = {}): Promise<TestService> {
+export async function startTestService(
+  options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit' | 'wakeupEngine' | 'messageSafetyPollMs' | 'messageEngineLostPollMs'> = {},
+): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));
   const clock = new TestClock();
   const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0, clock, ...options });

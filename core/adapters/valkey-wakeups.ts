@@ -1,0 +1,248 @@
+import { randomUUID } from 'node:crypto';
+import { Redis, type RedisOptions } from 'ioredis';
+import { wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
+import { createLogger, type Logger } from './log';
+import { createWakeupFailureCounter } from './metrics';
+import type { TelemetrySettings } from './runtime-config';
+
+// Inbox wake-ups through a Valkey/Redis engine (>= 7): sharded pub/sub, one channel per inbox,
+// `inbox:{<inboxId>}` (the hash tag puts the channel in the inbox's slot). A writer SPUBLISHes the
+// sequence it stored; a process SSUBSCRIBEs to the inboxes its streams watch. Client: ioredis
+// (docs/decisions.md): maintained by Redis, speaks sharded pub/sub, TLS and AUTH (ACL users).
+//
+// Two connections per process, each opened on first use: the publisher (every process that
+// accepts messages, a Lambda too) and the subscriber (only processes holding streams). The
+// subscriber is `ready` once every subscription is in force on its current connection; when it is
+// lost, listeners hear `lost` (the hub polls fast), and on reconnection everything is subscribed
+// again before `ready` (the hub catches up). A publish never fails a send: DynamoDB has the
+// message; the failure is logged and counted (WakeupPublishFailures), at most one line per
+// REPORT_EVERY_MS with the failures since the last. No line carries a message, a password or an inbox id.
+
+/** Where the engine is and how to sign in (runtime-config.ts reads it from VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD). */
+export interface WakeupEngine {
+  /** `redis[s]://host:port`, without credentials: what logs name. */
+  address: string;
+  host: string;
+  port: number;
+  /** rediss://: TLS, the server's certificate checked against the host name. */
+  tls: boolean;
+  username?: string;
+  password?: string;
+}
+
+export interface ValkeyWakeupsOptions {
+  /** This process's (tests give their own). */
+  telemetry?: TelemetrySettings;
+  /** How long a publish waits for a connection that has not been ready yet (the first send of a process). */
+  firstConnectMs?: number;
+}
+
+/** Publish failures are summed and reported at most this often (an engine outage means every send fails). */
+export const REPORT_EVERY_MS = 10_000;
+/** The subscriber's liveness check: a connection that stops answering is dropped and opened again. */
+const PING_EVERY_MS = 10_000;
+const COMMAND_TIMEOUT_MS = 1_000;
+const FIRST_CONNECT_MS = 1_000;
+const SUBSCRIBE_BATCH = 500;
+
+export const inboxChannel = (inboxId: string) => `inbox:{${inboxId}}`;
+const INBOX_CHANNEL = /^inbox:\{(.+)\}$/;
+
+function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber'): RedisOptions {
+  return {
+    host: engine.host,
+    port: engine.port,
+    ...(engine.username ? { username: engine.username } : {}),
+    ...(engine.password ? { password: engine.password } : {}),
+    ...(engine.tls ? { tls: { servername: engine.host } } : {}),
+    connectionName: `svcnum-wakeups-${role}`,
+    lazyConnect: true,
+    // Fail at once while disconnected (a send never waits for the engine to come back) …
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    // … and subscriptions are made again by us, so that `ready` means they are in force.
+    autoResubscribe: false,
+    connectTimeout: 2_000,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    keepAlive: 10_000,
+    // Reconnects forever: at once, then at most every 2 s.
+    retryStrategy: (times) => Math.min(times * 100, 2_000),
+  };
+}
+
+/** Sums failures and reports them (one log line, one metric line) at most every REPORT_EVERY_MS. */
+function failureReporter(logger: Logger, count: (failures: number) => void, address: string) {
+  let reportedAt = -Infinity;
+  let unreported = 0;
+  let lastError = '';
+  let timer: NodeJS.Timeout | undefined;
+  const report = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    if (unreported === 0) return;
+    logger.warn('inbox wake-ups not published (streams see these messages at their next poll)', { engine: address, failures: unreported, error: lastError });
+    count(unreported);
+    unreported = 0;
+    reportedAt = Date.now();
+  };
+  return {
+    failed(error: unknown) {
+      unreported++;
+      lastError = error instanceof Error ? error.message : String(error);
+      const wait = reportedAt + REPORT_EVERY_MS - Date.now();
+      if (wait <= 0) report();
+      else if (!timer) (timer = setTimeout(report, wait)).unref();
+    },
+    flush: report,
+  };
+}
+
+/** The engine's wake-ups when the configuration names one (VALKEY_URL); otherwise none (in-process). */
+export const engineWakeups = (settings: { wakeupEngine?: WakeupEngine | undefined }): InboxWakeups | undefined =>
+  settings.wakeupEngine ? createValkeyWakeups(settings.wakeupEngine) : undefined;
+
+/** Inbox wake-ups through the engine; connections open on first use and reconnect on their own. */
+export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeupsOptions = {}): InboxWakeups {
+  const logger = createLogger('svcnum-messaging', ...(options.telemetry ? [options.telemetry] : []));
+  const failures = failureReporter(logger, createWakeupFailureCounter('svcnum', ...(options.telemetry ? [options.telemetry] : [])), engine.address);
+  const listeners = wakeupListeners();
+  // Our own publishes have woken our listeners already: their echo is dropped.
+  const self = randomUUID();
+  let closed = false;
+
+  let publisher: Redis | undefined;
+  let publisherReady: Promise<void> | undefined;
+  function publisherConnection(): { connection: Redis; firstReady: Promise<void> } {
+    if (!publisher) {
+      const connection = (publisher = new Redis(connectionOptions(engine, 'publisher')));
+      // Reported through the failed publishes; without a listener ioredis would print each attempt.
+      connection.on('error', () => undefined);
+      connection.on('ready', () => logger.info('inbox wake-ups: publishing', { engine: engine.address }));
+      publisherReady = new Promise<void>((resolve) => {
+        connection.once('ready', resolve);
+        setTimeout(resolve, options.firstConnectMs ?? FIRST_CONNECT_MS).unref();
+      });
+      connection.connect().catch(() => undefined);
+    }
+    return { connection: publisher, firstReady: publisherReady! };
+  }
+
+  /** Inboxes the hub watches: subscribed on every (re)connection. */
+  const wanted = new Set<string>();
+  let subscriber: Redis | undefined;
+  /** Every wanted inbox's subscription is in force on the current connection. */
+  let ready = false;
+  /** Connections so far: work of an older one is abandoned. */
+  let generation = 0;
+  let unreachableSaid = false;
+  let pinger: NodeJS.Timeout | undefined;
+
+  async function ssubscribe(connection: Redis, inboxIds: readonly string[]) {
+    for (let start = 0; start < inboxIds.length; start += SUBSCRIBE_BATCH) {
+      await connection.ssubscribe(...inboxIds.slice(start, start + SUBSCRIBE_BATCH).map(inboxChannel));
+    }
+  }
+
+  /** A fresh connection: subscribe everything wanted (also what is asked for meanwhile), then ready. */
+  async function subscribeAll(connection: Redis, current: number) {
+    const done = new Set<string>();
+    for (;;) {
+      const missing = [...wanted].filter((inboxId) => !done.has(inboxId));
+      if (missing.length === 0) break;
+      await ssubscribe(connection, missing);
+      if (current !== generation) return;
+      for (const inboxId of missing) done.add(inboxId);
+    }
+    ready = true;
+    unreachableSaid = false;
+    logger.info('inbox wake-ups: subscribed', { engine: engine.address, inboxes: wanted.size });
+    listeners.ready();
+  }
+
+  function subscriberConnection(): Redis {
+    if (subscriber) return subscriber;
+    const connection = (subscriber = new Redis(connectionOptions(engine, 'subscriber')));
+    connection.on('smessage', (channel: string, message: string) => {
+      const inboxId = INBOX_CHANNEL.exec(channel)?.[1];
+      const [seq, publisherId] = message.split(' ');
+      if (!inboxId || publisherId === self || !/^\d{1,15}$/.test(seq ?? '')) return;
+      listeners.wakeup(inboxId, Number(seq));
+    });
+    connection.on('ready', () => {
+      const current = ++generation;
+      subscribeAll(connection, current).catch(() => {
+        // A subscription refused or timed out: start over on a new connection.
+        if (current === generation && !closed) connection.disconnect(true);
+      });
+    });
+    connection.on('close', () => {
+      generation++;
+      if (!ready) return;
+      ready = false;
+      if (!closed) {
+        logger.warn('inbox wake-ups: engine lost, streams poll until it is back', { engine: engine.address });
+        listeners.lost();
+      }
+    });
+    connection.on('error', (error: Error) => {
+      if (unreachableSaid || ready || closed) return;
+      unreachableSaid = true;
+      logger.warn('inbox wake-ups: engine unreachable, streams poll until it is back', { engine: engine.address, error: error.message });
+    });
+    pinger = setInterval(() => {
+      if (!ready) return;
+      const current = generation;
+      connection.ping().catch(() => {
+        if (current === generation && !closed) connection.disconnect(true);
+      });
+    }, PING_EVERY_MS);
+    pinger.unref();
+    connection.connect().catch(() => undefined);
+    return connection;
+  }
+
+  return {
+    reach: 'engine',
+    async publish(inboxId, seq) {
+      listeners.wakeup(inboxId, seq);
+      if (closed) return;
+      try {
+        const { connection, firstReady } = publisherConnection();
+        if (connection.status !== 'ready') await firstReady;
+        await connection.spublish(inboxChannel(inboxId), `${seq} ${self}`);
+      } catch (error) {
+        failures.failed(error);
+      }
+    },
+    subscribe(inboxIds) {
+      const fresh = inboxIds.filter((inboxId) => !wanted.has(inboxId));
+      if (fresh.length === 0 || closed) return;
+      for (const inboxId of fresh) wanted.add(inboxId);
+      const connection = subscriberConnection();
+      // Not ready: the (re)connection subscribes everything wanted, this included.
+      if (!ready) return;
+      const current = generation;
+      ssubscribe(connection, fresh).then(
+        () => current === generation && listeners.subscribed(fresh),
+        () => current === generation && !closed && connection.disconnect(true),
+      );
+    },
+    unsubscribe(inboxIds) {
+      for (const inboxId of inboxIds) wanted.delete(inboxId);
+      // Sent after any subscription of the same inboxes (one connection keeps the order).
+      if (subscriber?.status === 'ready' && inboxIds.length > 0) {
+        subscriber.sunsubscribe(...inboxIds.map(inboxChannel)).catch(() => undefined);
+      }
+    },
+    listen: listeners.add,
+    ready: () => ready,
+    async close() {
+      closed = true;
+      ready = false;
+      if (pinger) clearInterval(pinger);
+      failures.flush();
+      for (const connection of [publisher, subscriber]) connection?.disconnect();
+    },
+  };
+}

@@ -1,0 +1,74 @@
+// Wake-ups of open streams: "inbox X has sequence N", said by the writer after its write. A wake-up
+// only tells a process to look now; DynamoDB stays the source of truth, so a lost wake-up delays a
+// message (to the hub's next safety-net poll) but never loses or repeats one.
+//
+// Two implementations: the in-process one below (`npm start`, one process: wake-ups reach the
+// streams of the writing process only, other processes' messages are seen by polling) and the
+// pub/sub engine's (core/adapters/valkey-wakeups.ts: every process that watches the inbox).
+
+export interface WakeupListener {
+  /** A message was stored at `seq` in `inboxId` (by this process or, through the engine, another). */
+  wakeup(inboxId: string, seq: number): void;
+  /**
+   * Every subscription is in force (first connection, or again after a reconnection): wake-ups
+   * published before were not received, so catch up by reading what was missed.
+   */
+  ready?(): void;
+  /** The engine is lost: no wake-up of another process arrives until `ready`. */
+  lost?(): void;
+  /** These newly subscribed inboxes' subscriptions are in force; what was published before was not received. */
+  subscribed?(inboxIds: readonly string[]): void;
+}
+
+export interface InboxWakeups {
+  /**
+   * `process`: wake-ups reach this process's streams only; `engine`: every subscribed process's,
+   * while `ready()`.
+   */
+  readonly reach: 'process' | 'engine';
+  /**
+   * After a message is stored at `seq`: wakes this process's listeners at once, and through the
+   * engine the other processes'. Never rejects: a failure is logged and counted by the adapter.
+   */
+  publish(inboxId: string, seq: number): Promise<void>;
+  /** Wake-ups of these inboxes from other processes are wanted from now on (the hub watches them). */
+  subscribe(inboxIds: readonly string[]): void;
+  /** …no longer wanted. */
+  unsubscribe(inboxIds: readonly string[]): void;
+  listen(listener: WakeupListener): () => void;
+  /** Whether wake-ups of other processes arrive now (the engine's subscriber connection is ready). */
+  ready(): boolean;
+  close(): Promise<void>;
+}
+
+/** The listeners of a wake-up source: every implementation fans out the same way. */
+export function wakeupListeners() {
+  const listeners = new Set<WakeupListener>();
+  return {
+    add(listener: WakeupListener): () => void {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    wakeup: (inboxId: string, seq: number) => listeners.forEach((listener) => listener.wakeup(inboxId, seq)),
+    ready: () => listeners.forEach((listener) => listener.ready?.()),
+    lost: () => listeners.forEach((listener) => listener.lost?.()),
+    subscribed: (inboxIds: readonly string[]) => listeners.forEach((listener) => listener.subscribed?.(inboxIds)),
+  };
+}
+
+/** Wake-ups within this process only: what one process (`npm start`) needs, and nothing to run. */
+export function createInProcessWakeups(): InboxWakeups {
+  const listeners = wakeupListeners();
+  return {
+    reach: 'process',
+    publish(inboxId, seq) {
+      listeners.wakeup(inboxId, seq);
+      return Promise.resolve();
+    },
+    subscribe: () => undefined,
+    unsubscribe: () => undefined,
+    listen: listeners.add,
+    ready: () => false,
+    close: () => Promise.resolve(),
+  };
+}

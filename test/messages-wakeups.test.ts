@@ -1,0 +1,260 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createValkeyWakeups } from '../core/adapters/valkey-wakeups';
+import { readRuntimeConfig } from '../core/adapters/runtime-config';
+import { newUlid } from '../core/kernel/ids';
+import { systemRandom } from '../core/adapters/system';
+import { MESSAGE_RETENTION_MS } from '../core/messaging/send';
+import type { InboxWakeups } from '../core/messaging/wakeups';
+import { type ProgrammableNumber, ProvisionNumberRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { InboxFaults } from './support/message-faults';
+import { openStream, type OpenStream } from './support/messages';
+import { startRedis, type TestRedis } from './support/redis';
+import { startSecondProcess, type SecondProcess } from './support/second-service';
+import { startTestService, type TestService } from './support/service';
+
+// Inbox wake-ups through a real pub/sub engine (redis-server on a loopback port): process 1 is
+// the test service (its store wrapped to log every heads read, i.e. every poll), process 2 a child
+// (test/support/second-process.ts) on the same embedded DynamoDB and the same engine. Process 1's
+// safety-net poll is an hour, so every heads read it makes here is a catch-up after a subscription
+// took effect, or the fast poll while the engine is lost; process 2's is one second.
+
+const inbox = new InboxFaults();
+let redis: TestRedis;
+let service: TestService;
+let second: SecondProcess;
+const apps: ProvisioningApp[] = [];
+const streams: OpenStream[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  service = await startTestService({ wrapStore: inbox.wrap, wakeupEngine: redis.engine, messageSafetyPollMs: 3_600_000 });
+  await seedPool(service, '85', 40);
+  second = await startSecondProcess(service, { VALKEY_URL: redis.url, MESSAGE_SAFETY_POLL_MS: '1000', LOG_LEVEL: 'INFO' });
+});
+afterEach(() => {
+  for (const stream of streams.splice(0)) stream.cancel();
+  inbox.reset();
+});
+afterAll(async () => {
+  await second?.stop();
+  for (const app of apps) app.close();
+  await service?.close();
+  await redis?.stop();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(condition: () => boolean, what: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+interface Account { app: ProvisioningApp; api: string }
+
+async function account(): Promise<Account> {
+  const app = await provisioningApp(service);
+  apps.push(app);
+  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
+  return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
+}
+
+const provision = (owner: Account, displayName: string) =>
+  call<ProvisionNumberRequest, ProgrammableNumber>(owner.app.numbers, 'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '' } }), owner.app.token);
+
+function streamOn(process: 1 | 2, owner: Account, cursor = ''): OpenStream {
+  const opened = openStream({ numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token }, cursor);
+  streams.push(opened);
+  return opened;
+}
+
+/** POST /api/messages on process 1 or 2; expects 202 (a send never fails over the engine). */
+async function sendVia(process: 1 | 2, owner: Account, to: ProgrammableNumber, text: string) {
+  const base = process === 1 ? service.issuer : `http://127.0.0.1:${second.httpPort}`;
+  const response = await fetch(`${base}/api/messages`, {
+    method: 'POST', headers: { Authorization: `Bearer ${owner.api}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ from: owner.app.owner.svcnum, to: to.svcnum, text }),
+  });
+  const json = await response.json() as { message_id: string };
+  expect(response.status, JSON.stringify(json)).toBe(202);
+  return json.message_id;
+}
+
+const wakeups = () => service.core.messaging.wakeups;
+/** Process 1's stream watches `number` with its subscription in force (its catch-up read done). */
+async function subscribed(number: ProgrammableNumber) {
+  await inbox.headsReadOf(number.svcnumId);
+  await until(() => wakeups().ready(), 'the subscriber to be ready');
+}
+/** The message ids stored in an inbox, in order (what a stream must deliver, exactly). */
+const stored = async (inboxId: string) => (await inbox.raw.readInbox(inboxId, 0, 100)).flatMap((entry) => ('messageId' in entry ? [entry.messageId] : []));
+/** Process 2's log lines with this message. */
+const logged = (message: string) => second.lines.filter((line) => line.includes(`"message":"${message}`));
+
+describe('wake-ups across processes through the engine', () => {
+  it('a message accepted by process 2 wakes a stream on process 1 through the engine: no poll', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Woken on 1');
+    const opened = streamOn(1, owner);
+    await subscribed(number);
+    const polls = inbox.headsReads.length;
+    const sent: string[] = [];
+    for (let index = 0; index < 5; index++) {
+      sent.push(await sendVia(2, owner, number, `p2 #${index}`));
+      await opened.waitFor(index + 1);
+    }
+    expect(opened.messages.map((message) => message.messageId)).toEqual(sent);
+    expect(inbox.headsReads.slice(polls)).toEqual([]);
+  });
+
+  it('an idle watched inbox costs no store read between safety-net polls', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Idle');
+    streamOn(1, owner);
+    await subscribed(number);
+    await sleep(500); // the stream's first read settles
+    const [polls, reads] = [inbox.headsReads.length, inbox.reads.length];
+    // Without an engine this is a dozen polls (every 250 ms); with it, none until the safety net.
+    await sleep(3_000);
+    expect(inbox.headsReads.slice(polls)).toEqual([]);
+    expect(inbox.reads.slice(reads).filter((read) => read.inboxId === number.svcnumId)).toEqual([]);
+  });
+
+  it('a wake-up that was never published is delivered by the safety-net poll (process 2: MESSAGE_SAFETY_POLL_MS=1000)', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Missed on 2');
+    const opened = streamOn(2, owner);
+    await sendVia(1, owner, number, 'published');
+    await opened.waitFor(1);
+    // A writer whose publish was lost: the message is stored, nobody is told.
+    const seq = await inbox.raw.nextSeq(number.svcnumId);
+    const acceptedAt = Date.now();
+    const messageId = newUlid({ now: () => acceptedAt }, systemRandom);
+    await inbox.raw.appendMessage({
+      inboxId: number.svcnumId, seq, messageId, acceptedAt, fromSvcnum: owner.app.owner.svcnum, senderEntityType: 'business',
+      toSvcnum: number.svcnum, text: 'never announced', kind: 'message', hops: 0,
+    }, acceptedAt + MESSAGE_RETENTION_MS);
+    const [, missed] = await opened.waitFor(2, 15_000);
+    expect(missed).toMatchObject({ messageId, text: 'never announced' });
+  });
+
+  // Stops and restarts the engine: the other tests keep it running.
+  it('the engine killed mid-run: sends still succeed, streams poll fast, nothing is lost or repeated; back on the same port, wake-ups resume', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Through the outage');
+    const opened = streamOn(1, owner);
+    await subscribed(number);
+    let sent = 0;
+    const send = async (via: 1 | 2) => {
+      await sendVia(via, owner, number, `m${sent} via ${via}`);
+      sent++;
+    };
+    for (let index = 0; index < 3; index++) await send(2);
+    await opened.waitFor(sent);
+    const publishing = logged('inbox wake-ups: publishing').length;
+    expect(publishing).toBeGreaterThan(0);
+
+    await redis.kill();
+    await until(() => !wakeups().ready(), 'process 1 to see the engine lost');
+    // Sends keep coming through both processes while the engine is gone.
+    for (let index = 0; index < 6; index++) {
+      await send(index % 2 === 0 ? 2 : 1);
+      await opened.waitFor(sent, 15_000);
+    }
+    // Process 2 could not publish: said and counted, the sends succeeded all the same.
+    expect(logged('inbox wake-ups not published').length).toBeGreaterThan(0);
+    // Process 1 found process 2's messages by its fast poll.
+    expect(inbox.headsReads.filter((ids) => ids.includes(number.svcnumId)).length).toBeGreaterThan(0);
+
+    await redis.restart();
+    await until(() => wakeups().ready(), 'process 1 to subscribe again');
+    await until(() => logged('inbox wake-ups: publishing').length > publishing, 'process 2 to publish again');
+    await sleep(500); // the catch-up poll that follows the resubscription settles
+    const polls = inbox.headsReads.length;
+    for (let index = 0; index < 3; index++) {
+      await send(2);
+      await opened.waitFor(sent);
+    }
+    expect(inbox.headsReads.slice(polls)).toEqual([]);
+
+    await sleep(500);
+    const ids = opened.messages.map((message) => message.messageId);
+    expect(ids).toEqual(await stored(number.svcnumId));
+    expect(new Set(ids).size).toBe(sent);
+    expect(opened.messages.map((message) => message.text)).toEqual(Array.from({ length: sent }, (_, index) => expect.stringMatching(new RegExp(`^m${index} via`))));
+  });
+});
+
+/** Every line written to stdout while `run` runs, parsed (test/logging.test.ts does the same). */
+async function linesOf(run: () => Promise<unknown>): Promise<Array<Record<string, unknown>>> {
+  const written: string[] = [];
+  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    written.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
+    return true;
+  });
+  try {
+    await run();
+  } finally {
+    spy.mockRestore();
+  }
+  return written.join('').split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
+  const telemetry = { logLevel: 'INFO' as const, metricsNamespace: 'svcnum', serviceName: 'svcnum-task' };
+
+  it('a publish that fails resolves all the same, wakes this process, and is logged and counted without password or inbox', async () => {
+    const gone = await startRedis();
+    await gone.stop();
+    const engine = { ...gone.engine, username: 'svcnum', password: 'never-logged-pw' };
+    const woken: Array<[string, number]> = [];
+    let adapter: InboxWakeups | undefined;
+    const lines = await linesOf(async () => {
+      adapter = createValkeyWakeups(engine, { telemetry, firstConnectMs: 200 });
+      adapter.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]) });
+      await adapter.publish('inbox-secret-id', 7);
+      await adapter.publish('inbox-secret-id', 8);
+      await adapter.close();
+    });
+    expect(woken).toEqual([['inbox-secret-id', 7], ['inbox-secret-id', 8]]);
+    // The first failure is said at once; the next is summed into the line written at close.
+    const warnings = lines.filter((line) => line.level === 'WARN');
+    expect(warnings.map((line) => line.failures)).toEqual([1, 1]);
+    expect(warnings[0]).toMatchObject({ service: 'svcnum-task', engine: gone.engine.address });
+    const counted = lines.filter((line) => 'WakeupPublishFailures' in line);
+    expect(counted.map((line) => line.WakeupPublishFailures)).toEqual([1, 1]);
+    expect(counted[0]!._aws).toMatchObject({ CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }] }] });
+    for (const line of lines) expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id/);
+  });
+
+  it('signs in with the user and password of VALKEY_URL (an ACL user); a wrong password never becomes ready', async () => {
+    const secured = await startRedis({ extra: ['--user', 'default', 'off', '--user', 'svcnum', 'on', '>s3cret-pw', '~*', '&*', '+@all'] });
+    const engine = (url: string) => readRuntimeConfig('local', { VALKEY_URL: url }).service.wakeupEngine!;
+    const good = engine(`redis://svcnum:s3cret-pw@127.0.0.1:${secured.port}`);
+    const subscriber = createValkeyWakeups(good, { telemetry: { logLevel: 'SILENT' } });
+    const publisher = createValkeyWakeups(good, { telemetry: { logLevel: 'SILENT' } });
+    const wrong = createValkeyWakeups(engine(`redis://svcnum:wrong@127.0.0.1:${secured.port}`), { telemetry: { logLevel: 'SILENT' } });
+    try {
+      const woken: Array<[string, number]> = [];
+      subscriber.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]) });
+      subscriber.subscribe(['inbox-a']);
+      await until(() => subscriber.ready(), 'the subscriber to sign in');
+      await publisher.publish('inbox-a', 3);
+      await until(() => woken.length > 0, 'the wake-up');
+      expect(woken).toEqual([['inbox-a', 3]]);
+
+      wrong.subscribe(['inbox-a']);
+      await wrong.publish('inbox-a', 4);
+      await sleep(300);
+      expect(wrong.ready()).toBe(false);
+      expect(woken).toEqual([['inbox-a', 3]]);
+    } finally {
+      await Promise.all([subscriber.close(), publisher.close(), wrong.close()]);
+      await secured.stop();
+    }
+  });
+});
