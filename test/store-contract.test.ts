@@ -1,9 +1,9 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
-import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
+import { documentClient, ensureTables, type StoreDb } from '../core/adapters/dynamo-schema';
 import { aliasMember, type AliasRecord } from '../core/directory/store';
 import type { StoredMessage } from '../core/messaging/store';
 import type {
@@ -92,7 +92,7 @@ describe.each(engines)('store contract on $name', (engine) => {
   const tables: TableNames = tableNames('contract-');
   let dynamo: EmbeddedDynamo;
   let raw: DynamoDBClient;
-  let db: DynamoDBDocumentClient;
+  let db: StoreDb;
   let store: Store;
   /** The DynamoDB operations sent since the case began (round trips the contract counts). */
   const sent: string[] = [];
@@ -100,12 +100,15 @@ describe.each(engines)('store contract on $name', (engine) => {
   beforeAll(async () => {
     dynamo = await engine.start();
     raw = localDynamoClient(dynamo.endpoint);
-    raw.middlewareStack.add((next, context) => (args) => {
+    const logOperations = (client: DynamoDBClient) => client.middlewareStack.add((next, context) => (args) => {
       sent.push(String(context.commandName));
       return next(args);
     }, { step: 'initialize', name: 'contractOperationLog' });
+    logOperations(raw);
     await ensureTables(raw, tables);
     db = documentClient(raw);
+    // Single-item reads go through the store client's own read client (core/adapters/dynamo-schema.ts).
+    logOperations(db.reads);
     store = createDynamoStore(db, tables);
   });
   afterAll(async () => {

@@ -1,15 +1,16 @@
-import { DeleteCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { AccountsStore } from '../accounts/store';
 import type { Client, Mask, NumberRecord, User } from '../kernel/model';
 import type { SharedStore } from '../kernel/store';
 import type { TableNames } from '../tables';
 import { conditional, dynamoOps } from './dynamo-ops';
+import type { StoreDb } from './dynamo-schema';
 
 /**
  * The accounts tables (clients, users, emails, numbers' ownership) in DynamoDB, and a mask by id:
  * the records a number resolves to, which several modules read.
  */
-export function createDynamoAccountsStore(db: DynamoDBDocumentClient, tables: TableNames): AccountsStore & Pick<SharedStore, 'getMask'> {
+export function createDynamoAccountsStore(db: StoreDb, tables: TableNames): AccountsStore & Pick<SharedStore, 'getMask'> {
   const { get, scanAll, updateReturning } = dynamoOps(db);
   return {
     // clients

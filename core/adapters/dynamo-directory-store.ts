@@ -1,8 +1,9 @@
-import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { User } from '../kernel/model';
 import type { AliasRecord, CapabilityEntry, DirectoryStore } from '../directory/store';
 import type { TableNames } from '../tables';
 import { conditional, dynamoOps, record } from './dynamo-ops';
+import type { StoreDb } from './dynamo-schema';
 
 /** The string set on an entity (users table) that lists its live alias claims. */
 const ALIAS_CLAIMS = 'aliasClaims';
@@ -18,7 +19,7 @@ function split(item: Record<string, unknown> | undefined) {
   return { entity: record<User>(rest)!, aliasClaims };
 }
 
-export function createDynamoDirectoryStore(db: DynamoDBDocumentClient, tables: TableNames): DirectoryStore {
+export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): DirectoryStore {
   const { get, queryPage } = dynamoOps(db);
 
   return {

@@ -1,7 +1,8 @@
-import { BatchGetCommand, PutCommand, QueryCommand, UpdateCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, PutCommand, QueryCommand, UpdateCommand, type BatchGetCommandOutput, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import type { InboxEntry, MessagingStore } from '../messaging/store';
 import type { TableNames } from '../tables';
 import { conditional, record, ttlSeconds } from './dynamo-ops';
+import type { StoreDb } from './dynamo-schema';
 
 /** Sort key of messages: the sequence, zero-padded so string order is numeric order. */
 export const seqKey = (seq: number) => String(seq).padStart(12, '0');
@@ -10,7 +11,7 @@ const BATCH_GET_LIMIT = 100;
 /** Entries per page of `lastSeqBefore` (an idle inbox answers from its newest entry). */
 const LAST_SEQ_PAGE = 25;
 
-export function createDynamoMessagingStore(db: DynamoDBDocumentClient, tables: TableNames): MessagingStore {
+export function createDynamoMessagingStore(db: StoreDb, tables: TableNames): MessagingStore {
   return {
     async nextSeq(inboxId) {
       const out = await db.send(new UpdateCommand({

@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  BatchGetCommand, DeleteCommand, PutCommand, UpdateCommand, type BatchGetCommandInput, type BatchGetCommandOutput, type DynamoDBDocumentClient,
-} from '@aws-sdk/lib-dynamodb';
+import { BatchGetItemCommand, type BatchGetItemCommandInput, type BatchGetItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import type { AuthorizationCode, AuthRequest, Consent, Grant, Session, SignInThrottle, User } from '../kernel/model';
 import type { CodeBinding, OAuthStore, RedeemResult } from '../oauth/store';
 import type { TableNames } from '../tables';
-import { conditional, dynamoOps, record, ttlSeconds } from './dynamo-ops';
+import { conditional, dynamoOps, itemOf, record, ttlSeconds } from './dynamo-ops';
+import type { StoreDb } from './dynamo-schema';
 
 const DAY_MS = 86_400_000;
 /** BatchGetItem may return some keys unprocessed (throttling): retried with backoff this many times. */
@@ -13,7 +14,7 @@ const BATCH_GET_ATTEMPTS = 5;
 const BATCH_GET_BACKOFF_MS = 25;
 
 /** The OAuth tables (authorization requests, codes, grants, consent, sign-in throttle, sessions) in DynamoDB. */
-export function createDynamoOAuthStore(db: DynamoDBDocumentClient, tables: TableNames): OAuthStore {
+export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthStore {
   const { get, queryAll, updateReturning } = dynamoOps(db);
   return {
     // authorization flow
@@ -80,16 +81,17 @@ export function createDynamoOAuthStore(db: DynamoDBDocumentClient, tables: Table
       return grant?.secretHash ? grant : undefined;
     },
     async getUserAndGrant(svcnumId, grantId) {
-      // Strongly consistent both: a disabled account or a revoked grant is refused at once.
-      let request: BatchGetCommandInput['RequestItems'] = {
-        [tables.users]: { Keys: [{ svcnumId }], ConsistentRead: true },
-        [tables.grants]: { Keys: [{ grantId }], ConsistentRead: true },
+      // Strongly consistent both: a disabled account or a revoked grant is refused at once. Every
+      // UserInfo request makes it: through the read client (dynamo-schema.ts).
+      let request: BatchGetItemCommandInput['RequestItems'] = {
+        [tables.users]: { Keys: [marshall({ svcnumId })], ConsistentRead: true },
+        [tables.grants]: { Keys: [marshall({ grantId })], ConsistentRead: true },
       };
       const found: { user?: User; grant?: Grant } = {};
       for (let attempt = 1; ; attempt++) {
-        const out: BatchGetCommandOutput = await db.send(new BatchGetCommand({ RequestItems: request }));
-        const user = out.Responses?.[tables.users]?.[0];
-        const grant = out.Responses?.[tables.grants]?.[0];
+        const out: BatchGetItemCommandOutput = await db.reads.send(new BatchGetItemCommand({ RequestItems: request }));
+        const user = itemOf(out.Responses?.[tables.users]?.[0]);
+        const grant = itemOf(out.Responses?.[tables.grants]?.[0]);
         if (user) found.user = record<User>(user);
         // A tombstone left by revokeGrant has no secret: it is not a usable grant.
         if (grant?.secretHash) found.grant = record<Grant>(grant);

@@ -1,5 +1,7 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, QueryCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { ConditionalCheckFailedException, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { StoreDb } from './dynamo-schema';
 
 // Small helpers shared by the DynamoDB adapters: conditional writes that report whether their
 // condition held, reads that strip storage details, and paginated queries.
@@ -32,10 +34,13 @@ export type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
 export type UpdateInput = ConstructorParameters<typeof UpdateCommand>[0];
 export type StartKey = Record<string, unknown>;
 
-export function dynamoOps(db: DynamoDBDocumentClient) {
+/** An item as the Document client returns it (numbers as numbers, sets as Sets). */
+export const itemOf = (item: Parameters<typeof unmarshall>[0] | undefined) => (item ? unmarshall(item) : undefined);
+
+export function dynamoOps(db: StoreDb) {
   return {
     get: async <T>(table: string, key: Record<string, string>, consistent = false) =>
-      record<T>((await db.send(new GetCommand({ TableName: table, Key: key, ConsistentRead: consistent }))).Item),
+      record<T>(itemOf((await db.reads.send(new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: consistent }))).Item)),
 
     async scanAll<T>(table: string): Promise<T[]> {
       const items: T[] = [];

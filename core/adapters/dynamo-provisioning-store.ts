@@ -1,8 +1,9 @@
-import { DeleteCommand, GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { IdempotencyRecord, Mask, NumberRecord, QuotaSlot, User } from '../kernel/model';
 import type { ProvisioningStore, RequestClaim } from '../provisioning/store';
 import type { TableNames } from '../tables';
 import { conditional, dynamoOps, record, ttlSeconds } from './dynamo-ops';
+import type { StoreDb } from './dynamo-schema';
 
 /** Sort key of the pool index: epoch ms, zero-padded so string order is time order. */
 export const poolTime = (ms: number) => String(Math.max(0, Math.floor(ms))).padStart(15, '0');
@@ -28,7 +29,7 @@ function assignments(changes: Record<string, unknown>, prefix: string) {
   return { names, values, set, remove };
 }
 
-export function createDynamoProvisioningStore(db: DynamoDBDocumentClient, tables: TableNames): Omit<ProvisioningStore, 'getMask'> {
+export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): Omit<ProvisioningStore, 'getMask'> {
   const { get, queryPage, updateReturning } = dynamoOps(db);
 
   /**

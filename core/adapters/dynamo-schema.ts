@@ -1,6 +1,5 @@
 import {
-  CreateTableCommand, DescribeTableCommand, ResourceInUseException, type CreateTableCommandInput,
-  type DynamoDBClient,
+  CreateTableCommand, DescribeTableCommand, DynamoDBClient, ResourceInUseException, type CreateTableCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { tableDefinitions, type TableDefinition, type TableKey, type TableNames } from '../tables';
@@ -46,8 +45,34 @@ export async function ensureTables(client: DynamoDBClient, names: TableNames, on
   }
 }
 
-export function documentClient(client: DynamoDBClient): DynamoDBDocumentClient {
-  return DynamoDBDocumentClient.from(client, {
+/**
+ * The store's DynamoDB client: the Document client, plus `reads`, a plain client for the reads
+ * every token, UserInfo and page request makes (GetItem, BatchGetItem; dynamo-ops.ts).
+ */
+export type StoreDb = DynamoDBDocumentClient & { readonly reads: DynamoDBClient };
+
+/**
+ * The store's client over `client` (same settings and sockets for `reads`).
+ *
+ * Two per-call costs of the SDK are left out, measured at about a third of a read's CPU:
+ * - the SDK's logger middleware builds a sensitive-data-filtered copy of every input and output
+ *   even for its no-op logger; our own log (core/adapters/log.ts) records what we need, so it is
+ *   removed from `client` (which the Document client shares) and from `reads`;
+ * - the middleware stack is rebuilt on every call unless `cacheMiddleware` is on, and the Document
+ *   client refuses that option (its commands close over their first input), so `reads` is a plain
+ *   client with it on, marshalling keys and unmarshalling items itself (@aws-sdk/util-dynamodb).
+ */
+export function documentClient(client: DynamoDBClient): StoreDb {
+  client.middlewareStack.remove('loggerMiddleware');
+  // The resolved settings of `client` (providers, so credentials are resolved once for both).
+  const { region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler, endpoint, isCustomEndpoint } = client.config;
+  const reads = new DynamoDBClient({
+    region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler,
+    ...(isCustomEndpoint ? { endpoint } : {}), cacheMiddleware: true,
+  });
+  reads.middlewareStack.remove('loggerMiddleware');
+  const doc = DynamoDBDocumentClient.from(client, {
     marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: false },
   });
+  return Object.assign(doc, { reads });
 }

@@ -1,5 +1,4 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Store } from '../store';
 import { tableNames, type TableNames } from '../tables';
 import { createDynamoAccountsStore } from './dynamo-accounts-store';
@@ -7,14 +6,14 @@ import { createDynamoDirectoryStore } from './dynamo-directory-store';
 import { createDynamoMessagingStore } from './dynamo-messaging-store';
 import { createDynamoOAuthStore } from './dynamo-oauth-store';
 import { createDynamoProvisioningStore } from './dynamo-provisioning-store';
-import { documentClient } from './dynamo-schema';
+import { documentClient, type StoreDb } from './dynamo-schema';
 
 /**
  * The store's DynamoDB adapter: one slice per area, each over its own tables. A process serving
  * every module (the local runner, the gRPC task) takes them all; a Lambda takes only the slices
  * its modules' ports need (its entry names them), so its bundle carries no other.
  */
-export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames): Store {
+export function createDynamoStore(db: StoreDb, tables: TableNames): Store {
   return {
     ...createDynamoProvisioningStore(db, tables),
     ...createDynamoDirectoryStore(db, tables),
@@ -25,7 +24,7 @@ export function createDynamoStore(db: DynamoDBDocumentClient, tables: TableNames
 }
 
 /** One slice of the DynamoDB adapter (the functions above). */
-type StoreSlice = (db: DynamoDBDocumentClient, tables: TableNames) => object;
+type StoreSlice = (db: StoreDb, tables: TableNames) => object;
 type Intersection<U> = (U extends unknown ? (value: U) => void : never) extends (value: infer I) => void ? I : never;
 
 /** A process's store, from its table prefix (aws-environment.ts `modulesFromEnvironment`). */
