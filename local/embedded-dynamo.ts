@@ -1,14 +1,18 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { mkdir } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import dynalite from 'dynalite';
+import { Worker } from 'node:worker_threads';
 import { Level } from 'level';
-import { listenOrExplain, LocalStartError } from './start-errors';
+import { explainListenError, LocalStartError } from './start-errors';
 
 // The embedded DynamoDB: dynalite speaks DynamoDB's wire protocol, keeping its data under
 // DATA_DIR/dynamodb. Only one process may open that folder, so everything else (the admin CLI
 // while the runner is up) talks to it over DYNAMODB_PORT.
+//
+// It runs on a worker thread of its own: the database is another service, as DynamoDB is in AWS,
+// so its work (request parsing, LevelDB, response building) neither waits behind the service's
+// requests nor counts in the main thread's cost per request that the benchmarks measure.
 
 export interface EmbeddedDynamo { endpoint: string; port: number; close(): Promise<void> }
 
@@ -34,21 +38,55 @@ async function ensureNotInUse(dataDir: string, path: string): Promise<void> {
   }
 }
 
+/** What the worker says: listening on a port, failed to listen, or closed. */
+type WorkerReport = { listening: number } | { failed: { code?: string; errno?: number; syscall?: string; message: string } } | { closed: true };
+
+/**
+ * The worker's code (plain CommonJS, so it runs the same under tsx, vitest and node): dynalite on
+ * 127.0.0.1, closed on request. SDK clients keep connections alive; closing drops them so shutdown
+ * does not wait for their timeout.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const dynalite = require(workerData.dynalite);
+const server = dynalite({ path: workerData.path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+server.once('error', (error) => parentPort.postMessage({ failed: { code: error.code, errno: error.errno, syscall: error.syscall, message: error.message } }));
+server.listen(workerData.port, '127.0.0.1', () => parentPort.postMessage({ listening: server.address().port }));
+parentPort.on('message', () => {
+  server.close(() => parentPort.postMessage({ closed: true }));
+  server.closeAllConnections();
+});
+`;
+
+const dynalitePath = createRequire(import.meta.url).resolve('dynalite');
+
 export async function startEmbeddedDynamo(dataDir: string, port: number): Promise<EmbeddedDynamo> {
   const path = join(dataDir, 'dynamodb');
   await mkdir(path, { recursive: true });
   await ensureNotInUse(dataDir, path);
-  const server = dynalite({ path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  await listenOrExplain(server, port, '127.0.0.1', 'DYNAMODB_PORT');
-  const actualPort = (server.address() as AddressInfo).port;
+  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { dynalite: dynalitePath, path, port } });
+  const next = () => new Promise<WorkerReport>((resolve, reject) => {
+    const onError = (error: Error) => { worker.off('message', onMessage); reject(error); };
+    const onMessage = (report: WorkerReport) => { worker.off('error', onError); resolve(report); };
+    worker.once('message', onMessage);
+    worker.once('error', onError);
+  });
+  const started = await next().catch(async (error: unknown) => { await worker.terminate(); throw error; });
+  if (!('listening' in started)) {
+    await worker.terminate();
+    const failure = 'failed' in started ? started.failed : { message: 'the embedded DynamoDB did not start' };
+    throw explainListenError(Object.assign(new Error(failure.message), failure) as NodeJS.ErrnoException, 'DYNAMODB_PORT', '127.0.0.1', port);
+  }
+  let closing: Promise<void> | undefined;
   return {
-    endpoint: `http://127.0.0.1:${actualPort}`,
-    port: actualPort,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      // SDK clients keep connections alive; close them so shutdown does not wait for their timeout.
-      server.closeAllConnections();
-    }),
+    endpoint: `http://127.0.0.1:${started.listening}`,
+    port: started.listening,
+    close: () => closing ??= (async () => {
+      const closed = next();
+      worker.postMessage('close');
+      await closed.catch(() => undefined);
+      await worker.terminate();
+    })(),
   };
 }
 

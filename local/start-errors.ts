@@ -12,7 +12,7 @@ export type PortVariable = 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT';
 export const hostPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
 
 /** A listen failure, told as what to change. Other failures are returned unchanged. */
-function explainListenError(error: NodeJS.ErrnoException, variable: PortVariable, host: string, port: number): Error {
+export function explainListenError(error: NodeJS.ErrnoException, variable: PortVariable, host: string, port: number): Error {
   switch (error.code) {
     case 'EADDRINUSE': return new LocalStartError(`port ${port} on ${host} is already in use; set ${variable} to a free port (0 picks one)`);
     case 'EACCES': return new LocalStartError(`port ${port} on ${host} needs privileges this process does not have; set ${variable} to a port above 1023`);
