@@ -147,6 +147,7 @@ describe('readRuntimeConfig', () => {
         messagePollIntervalMs: 250,
         messageSafetyPollMs: 60_000,
         messageEngineLostPollMs: 2_000,
+        messageRelistMs: 30_000,
       },
     });
   });
