@@ -8,7 +8,7 @@ import { startCpuMeter } from './cpu';
 import { createHttpClient, type HttpClient } from './http-client';
 import { percentile, runLoad, type LoadResult } from './load';
 import { CHANNEL_OPTIONS, grpcVersion, provisioningToken, setupCall } from './provisioning';
-import { startBenchGrpcServer, type BenchChildStats, type BenchGrpcServer, type BenchServer } from './server-process';
+import { startBenchGrpcServer, type BenchChildStats, type BenchGrpcServer, type BenchServer, type BenchServerInfo } from './server-process';
 import { methodCalls } from './store-counters';
 
 // The message flow: POST /api/messages (ingress, on the runner) → the recipient's inbox in
@@ -29,6 +29,11 @@ import { methodCalls } from './store-counters';
 // 3. BENCH_STREAMS concurrent streams on P3 over BENCH_STREAM_CHANNELS channels: P3's memory
 //    before, with them open and after they close (each after a full GC), the fan-out of one
 //    message to all of them, and what P3's hub polls while they are idle.
+// 4. Store reads of idle watched inboxes, without and with the pub/sub engine: the owner gets
+//    BENCH_IDLE_INBOXES more numbers; one stream on P4 (no engine: polls every 250 ms) and one on
+//    P5 (VALKEY_URL: a real redis-server; P1 publishes to it) watch them all. Every item the two
+//    processes read while nothing arrives (BENCH_IDLE_SECONDS) is counted, per watched inbox per
+//    minute; then a few paced messages give the items read per delivered message on each.
 //
 // Setup (over the real APIs): the runner's provisioning client gets a client_credentials token,
 // provisions one programmable number (the inbox) and creates one agent (the sender), whose
@@ -53,6 +58,12 @@ export interface MessagesOptions {
   log: (message: string) => void;
   /** Aborts the runs (the runner died). */
   signal?: AbortSignal;
+  /** The runner's pub/sub engine (VALKEY_URL), for the idle-reads phase; without, that phase is skipped. */
+  engineUrl?: string;
+  /** Numbers the owner gets for the idle-reads phase (every one watched), its idle window, and the messages delivered after it. */
+  idleInboxes: number;
+  idleSeconds: number;
+  idleMessages: number;
 }
 
 /** Milliseconds. */
@@ -162,11 +173,38 @@ export interface StreamsResult {
   };
 }
 
+/** Store item reads of one stream process in the idle-reads phase (bench/store-counters.ts `itemsRead`). */
+export interface IdleReadsMode {
+  pid: number;
+  /** Distinct inboxes its hub watched. */
+  watchedInboxes: number;
+  /** Its hub's poll interval while idle (ms). */
+  pollIntervalMs: number;
+  windowSeconds: number;
+  /** Items read while nothing arrived, per watched inbox per minute: in all, and by store method. */
+  itemReadsPerIdleInboxPerMinute: number;
+  byMethodPerIdleInboxPerMinute: Record<string, number>;
+  /** The paced messages after the idle window: delivered to its stream, items read and inbox Queries per delivered message. */
+  delivered: number;
+  itemReadsPerDeliveredMessage: number;
+  streamQueriesPerDeliveredMessage: number;
+}
+
+export interface IdleReadsResult {
+  inboxes: number;
+  /** Streams per process (all of the one owner). */
+  streamsPerProcess: number;
+  withoutEngine: IdleReadsMode;
+  withEngine: IdleReadsMode;
+}
+
 export interface MessagesResult {
   setup: { numberSvcnum: string; agentSvcnum: string; channel: string; p2Pid: number; p3Pid: number };
   latency: { sameProcess: LatencyResult; crossProcess: LatencyResult };
   throughput: { sameProcess: ThroughputResult; crossProcess: ThroughputResult };
   streams: StreamsResult;
+  /** Without an engine URL: not measured. */
+  idleReads?: IdleReadsResult;
   /** Stream messages no run was waiting for (should be 0). */
   strayMessages: number;
 }
@@ -488,6 +526,13 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     children.push(p3);
     const streams = await manyStreams(p3, token, cursor, await senderToken(), send, runs, options);
 
+    let idleReads: IdleReadsResult | undefined;
+    if (options.engineUrl) {
+      idleReads = await idleReadsPhase({
+        runner: server, numbers, token, cursor, bearer: await senderToken(), send, runs, engineUrl: options.engineUrl, children, options,
+      });
+    }
+
     return {
       setup: {
         numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: p2.info.pid, p3Pid: p3.info.pid,
@@ -496,6 +541,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
       latency: { sameProcess: same.latency, crossProcess: cross.latency },
       throughput: { sameProcess: same.throughput, crossProcess: cross.throughput },
       streams,
+      ...(idleReads ? { idleReads } : {}),
       strayMessages: runs.strays,
     };
   } finally {
@@ -608,5 +654,102 @@ async function manyStreams(
   } finally {
     for (const follower of followers) follower.cancel();
     for (const client of clients) client.close();
+  }
+}
+
+/** Provisions `count` numbers for the owner, `concurrency` calls at once. */
+async function provisionNumbers(numbers: NumberServiceClient, token: string, count: number, concurrency: number): Promise<ProgrammableNumber[]> {
+  const provisioned: ProgrammableNumber[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, async () => {
+    while (next < count) {
+      next++;
+      provisioned.push(await setupCall<ProvisionNumberRequest, ProgrammableNumber>('ProvisionNumber', numbers.provisionNumber.bind(numbers),
+        ProvisionNumberRequest.fromPartial({ displayName: `Idle inbox ${next}` }), token));
+    }
+  }));
+  return provisioned;
+}
+
+/** Items read per watched inbox per minute, in all and by method, between two stats of one process. */
+function idleFigures(before: BenchChildStats, after: BenchChildStats, watched: number, seconds: number) {
+  const perInboxPerMinute = (items: number) => round2(items / watched / (seconds / 60));
+  const byMethod: Record<string, number> = {};
+  for (const [method, items] of Object.entries(after.store.itemsReadByMethod)) {
+    const delta = items - (before.store.itemsReadByMethod[method] ?? 0);
+    if (delta > 0) byMethod[method] = perInboxPerMinute(delta);
+  }
+  return { itemReadsPerIdleInboxPerMinute: perInboxPerMinute(after.store.itemsRead - before.store.itemsRead), byMethodPerIdleInboxPerMinute: byMethod };
+}
+
+/** Phase 4 (see the top): store reads of idle watched inboxes, without (P4) and with (P5) the engine. */
+async function idleReadsPhase(deps: {
+  runner: BenchServerInfo; numbers: NumberServiceClient; token: string; cursor: string; bearer: string; engineUrl: string;
+  send: (run: Run, index: number, bearer: string) => Promise<number>; runs: Runs; children: BenchGrpcServer[]; options: MessagesOptions;
+}): Promise<IdleReadsResult> {
+  const { options, token } = deps;
+  const { log, signal } = options;
+  log(`idle reads: provisioning ${options.idleInboxes} more numbers for the owner`);
+  await provisionNumbers(deps.numbers, token, options.idleInboxes, options.concurrency);
+  const watched = options.idleInboxes + 1;
+  const [p4, p5] = await Promise.all([startBenchGrpcServer(deps.runner), startBenchGrpcServer(deps.runner, { engineUrl: deps.engineUrl })]);
+  deps.children.push(p4, p5);
+  const insecure = credentials.createInsecure();
+  const clients = [p4, p5].map((child) => new NumberServiceClient(`127.0.0.1:${child.info.grpcPort}`, insecure, CHANNEL_OPTIONS));
+  const tag = 'idle-delivery';
+  const got = [0, 0];
+  const followers = clients.map((client, index) => follow(client, token, deps.cursor, (message) => {
+    if (TEXT.exec(message.text)?.[1] === tag) got[index]!++;
+  }));
+  try {
+    log(`idle reads: one stream on pid ${p4.info.pid} (no engine) and one on pid ${p5.info.pid} (engine ${deps.engineUrl}), each watching ${watched} inboxes`);
+    const deadline = performance.now() + FAN_OUT_TIMEOUT_MS;
+    for (;;) {
+      const [a, b] = await Promise.all([p4.stats(), p5.stats()]);
+      if (a.hub.watchedInboxes === watched && b.hub.watchedInboxes === watched && b.hub.engineReady) break;
+      const failure = followers.map((follower) => streamFailure(follower)()).find(Boolean);
+      if (failure) throw new Error(`idle reads: ${failure}`);
+      if (performance.now() > deadline) throw new Error(`idle reads: the streams did not watch ${watched} inboxes (${a.hub.watchedInboxes}, ${b.hub.watchedInboxes}; engine ready: ${b.hub.engineReady})`);
+      signal?.throwIfAborted();
+      await sleep(100);
+    }
+    // Each stream's first read of every inbox, the engine's catch-up poll and re-list settle.
+    await sleep(3 * SETTLE_MS);
+
+    log(`idle reads: ${options.idleSeconds} s with both streams idle`);
+    const idleBefore = await Promise.all([p4.stats(), p5.stats()]);
+    const idleStarted = performance.now();
+    await sleep(options.idleSeconds * 1000);
+    const idleAfter = await Promise.all([p4.stats(), p5.stats()]);
+    const idleSeconds = (performance.now() - idleStarted) / 1000;
+
+    log(`idle reads: ${options.idleMessages} messages, one every ${options.intervalMs} ms, delivered to both streams`);
+    const run = deps.runs.create(tag);
+    for (let index = 0; index < options.idleMessages; index++) {
+      await deps.send(run, index, deps.bearer).catch(() => undefined);
+      await sleep(options.intervalMs);
+    }
+    await until(() => got.every((count) => count >= run.accepted), DELIVERY_TIMEOUT_MS, { signal });
+    const deliveryAfter = await Promise.all([p4.stats(), p5.stats()]);
+
+    const mode = (index: 0 | 1, child: BenchGrpcServer): IdleReadsMode => {
+      const delivered = got[index]!;
+      const per = (value: number) => (delivered > 0 ? round2(value / delivered) : 0);
+      return {
+        pid: child.info.pid,
+        watchedInboxes: idleAfter[index]!.hub.watchedInboxes,
+        pollIntervalMs: idleAfter[index]!.hub.pollIntervalMs,
+        windowSeconds: round2(idleSeconds),
+        ...idleFigures(idleBefore[index]!, idleAfter[index]!, watched, idleSeconds),
+        delivered,
+        itemReadsPerDeliveredMessage: per(deliveryAfter[index]!.store.itemsRead - idleAfter[index]!.store.itemsRead),
+        streamQueriesPerDeliveredMessage: per(methodCalls(deliveryAfter[index]!.store, 'readInbox') - methodCalls(idleAfter[index]!.store, 'readInbox')),
+      };
+    };
+    return { inboxes: watched, streamsPerProcess: 1, withoutEngine: mode(0, p4), withEngine: mode(1, p5) };
+  } finally {
+    for (const follower of followers) follower.cancel();
+    for (const client of clients) client.close();
+    await Promise.all([p4.stop(), p5.stop()]);
   }
 }

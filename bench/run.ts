@@ -15,6 +15,10 @@
 //   BENCH_MESSAGE_INTERVAL_MS  one latency message every this many ms (default 20)
 //   BENCH_STREAMS         streams held open on one gRPC server process (default 1000)
 //   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4)
+//   BENCH_IDLE_INBOXES    numbers watched in the idle-reads phase (default 200)
+//   BENCH_IDLE_SECONDS    its idle window (default 60: one safety-net poll of the engine's default interval)
+//   BENCH_IDLE_MESSAGES   messages delivered after it (default 50)
+//   REDIS_SERVER          the pub/sub engine's binary (default redis-server: the Debian package)
 //
 // Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
 // provisioning.json and messages.json. Hot paths with sign-in (one runner, beside the peer),
@@ -29,7 +33,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { cleanupOnSignals, runCleanup } from './cleanup';
+import { cleanupOnSignals, onCleanup, runCleanup } from './cleanup';
 import { cryptoBenchmarks } from './crypto';
 import { lambdaBundleBenchmarks } from './lambda-bundles';
 import { messageBenchmarks, WARMUP_MESSAGES, type Distribution } from './messages';
@@ -39,6 +43,7 @@ import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResu
 import { errorLines, fmt, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
 import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
+import { startRedis } from '../test/support/redis';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.url));
 const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
@@ -61,6 +66,9 @@ async function main() {
     messageIntervalMs: numberFromEnv('BENCH_MESSAGE_INTERVAL_MS', 20),
     streams: numberFromEnv('BENCH_STREAMS', 1000, { integer: true }),
     streamChannels: numberFromEnv('BENCH_STREAM_CHANNELS', 4, { integer: true }),
+    idleInboxes: numberFromEnv('BENCH_IDLE_INBOXES', 200, { integer: true }),
+    idleSeconds: numberFromEnv('BENCH_IDLE_SECONDS', 60),
+    idleMessages: numberFromEnv('BENCH_IDLE_MESSAGES', 50, { integer: true }),
   };
   const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), { integer: true, min: SETUP_NUMBERS });
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
@@ -85,15 +93,21 @@ async function main() {
   const provisioning = await provisioningBenchmarks(grpcServer.info, { concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died });
   await grpcServer.stop();
 
-  log('starting a fresh local runner for the message flow');
-  const messagesServer = await startBenchServer({ poolNumbers: MESSAGES_POOL_NUMBERS });
+  // The pub/sub engine of the idle-reads phase: the runner publishes every message to it (its own
+  // streams are woken in-process all the same; P2 and P3 have no engine and poll).
+  const redis = await startRedis();
+  onCleanup(() => redis.stop());
+  log(`starting a fresh local runner for the message flow, publishing wake-ups to ${redis.url}`);
+  const messagesServer = await startBenchServer({ poolNumbers: MESSAGES_POOL_NUMBERS + settings.idleInboxes, engineUrl: redis.url });
   log(`server ${messagesServer.info.issuer}, gRPC port ${messagesServer.info.grpcPort} (pid ${messagesServer.info.pid})`);
   const messages = await messageBenchmarks(messagesServer, {
     seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
     messages: settings.messages, intervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
+    engineUrl: redis.url, idleInboxes: settings.idleInboxes, idleSeconds: settings.idleSeconds, idleMessages: settings.idleMessages,
     log, signal: messagesServer.died,
   });
   await messagesServer.stop();
+  await redis.stop();
 
   const runs: Array<[string, LoadResult]> = [
     ['POST /oauth/token (authorization_code)', signin.codeExchange],
@@ -151,6 +165,7 @@ async function main() {
   const latency = messages.latency;
   const rate = messages.throughput;
   const many = messages.streams;
+  const idle = messages.idleReads;
   const pollDesign = 'each process with open streams runs one MessageHub: one strongly consistent BatchGetItem per 100 distinct watched inboxes every 250 ms'
     + ' (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of streams or messages; a message wakes only the streams watching its inbox,'
     + ' and each woken stream reads each of its inboxes from its cursor (one Query per inbox)';
@@ -187,6 +202,15 @@ async function main() {
       ...many,
       polling: { design: pollDesign, ...many.polling },
     },
+    ...(idle ? {
+      idleReads: {
+        description: `store items read by a stream process (bench/store-counters.ts itemsRead: keys a BatchGetItem asks for, items a Query or get returns, 1 for one that finds none)`
+          + ` with one stream of the owner watching ${idle.inboxes} inboxes, over ${idle.withEngine.windowSeconds} s with nothing arriving, per watched inbox per minute;`
+          + ` then ${settings.idleMessages} messages one every ${settings.messageIntervalMs} ms to one inbox: items read per delivered message.`
+          + ' P4: no engine (polls every MESSAGE_POLL_INTERVAL_MS); P5: VALKEY_URL (a redis-server on loopback, the runner publishes to it), default MESSAGE_SAFETY_POLL_MS and MESSAGE_RELIST_MS',
+        ...idle,
+      },
+    } : {}),
     strayMessages: messages.strayMessages,
   });
 
@@ -273,6 +297,17 @@ async function main() {
     `  polling while idle: the hub watches ${many.polling.watchedInboxes} inbox(es) for ${fmt(many.streams)} streams; measured ${fmt(many.polling.pollsPerSecond, 2)} polls/s = ${fmt(many.polling.batchGetItemsPerSecond, 2)} BatchGetItem/s`
       + ` (${fmt(many.polling.idsPerPoll, 1)} ids each), ${fmt(many.polling.streamQueriesPerSecond, 2)} stream Queries/s`,
     `  design: ${pollDesign}`,
+    ...(idle ? [
+      '',
+      `Store item reads of idle watched inboxes: one owner, ${idle.inboxes} numbers, one stream per process watching all of them; idle ${fmt(idle.withEngine.windowSeconds, 1)} s, then ${settings.idleMessages} messages to one inbox`,
+      table(['stream process', 'watched', 'poll ms', 'item reads / idle inbox / min', 'of which (by store method)', 'item reads / delivered msg', 'inbox Queries / delivered msg', 'delivered'], (
+        [['without engine (P4 polls)', idle.withoutEngine], ['with engine (P5, redis-server)', idle.withEngine]] as const).map(([name, mode]) => [
+        name, fmt(mode.watchedInboxes), fmt(mode.pollIntervalMs), fmt(mode.itemReadsPerIdleInboxPerMinute, 2),
+        Object.entries(mode.byMethodPerIdleInboxPerMinute).map(([method, value]) => `${method} ${fmt(value, 2)}`).join(', ') || '-',
+        fmt(mode.itemReadsPerDeliveredMessage, 2), fmt(mode.streamQueriesPerDeliveredMessage, 2), fmt(mode.delivered),
+      ])),
+      '  items read: keys a BatchGetItem asks for, items a Query or get returns (1 for one that finds none); inboxHeads = the hub\'s polls, listOwned = the stream\'s re-list of the owner\'s numbers, readInbox = the stream\'s reads',
+    ] : []),
     ...messageProblems,
     '',
     `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing input, ${crypto.messageBytes} bytes)`,

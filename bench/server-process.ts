@@ -84,8 +84,8 @@ export interface BenchPeerInfo {
 
 /** A runner's or grpc child's answer to a stats request (bench/server.ts answerRunnerStats). */
 export interface BenchChildStats extends ChildProcessStats {
-  /** The child's MessageHub: distinct inboxes its open streams watch, and its poll interval. */
-  hub: { watchedInboxes: number; pollIntervalMs: number };
+  /** The child's MessageHub: distinct inboxes its open streams watch, its poll interval of the moment, and whether the engine's subscriptions are in force. */
+  hub: { watchedInboxes: number; pollIntervalMs: number; engineReady: boolean };
   /** Every store call since the child started (bench/store-counters.ts). */
   store: StoreCounters;
 }
@@ -93,6 +93,8 @@ export interface BenchChildStats extends ChildProcessStats {
 export interface BenchServerOptions {
   /** Numbers to seed into the pool before the server reports ready (default 0). */
   poolNumbers?: number;
+  /** VALKEY_URL: a pub/sub engine for inbox wake-ups (default none: in-process wake-ups). */
+  engineUrl?: string;
 }
 
 export interface BenchChild<Info, Stats extends ChildProcessStats = BenchChildStats> {
@@ -126,7 +128,7 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
     entry: SERVER_ENTRY,
     dataDir,
     ownsDataDir: true,
-    env: { BENCH_ROLE: 'runner', BENCH_POOL_NUMBERS: String(poolNumbers) },
+    env: { BENCH_ROLE: 'runner', BENCH_POOL_NUMBERS: String(poolNumbers), ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}) },
     startTimeoutMs: START_TIMEOUT_MS + poolNumbers * SEED_TIMEOUT_MS_PER_NUMBER,
   });
 }
@@ -135,12 +137,15 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
  * A second gRPC server process against `runner`'s embedded DynamoDB, with its signing keys and
  * issuer: a message accepted by the runner reaches streams here only through the tables.
  */
-export function startBenchGrpcServer(runner: BenchServerInfo): Promise<BenchGrpcServer> {
+export function startBenchGrpcServer(runner: BenchServerInfo, options: { engineUrl?: string } = {}): Promise<BenchGrpcServer> {
   return spawnChild<BenchGrpcInfo>({
     entry: SERVER_ENTRY,
     dataDir: runner.dataDir,
     ownsDataDir: false,
-    env: { BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix },
+    env: {
+      BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix,
+      ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}),
+    },
     startTimeoutMs: START_TIMEOUT_MS,
   });
 }

@@ -15,10 +15,12 @@
 //                     embedded DynamoDB (BENCH_DYNAMO_ENDPOINT), the runner's signing keys (DATA_DIR/keys)
 //                     and issuer (BENCH_ISSUER), as a Fargate task shares the tables with the Lambdas.
 //     {"ready":true,"role":"grpc","pid":…,"grpcPort":…}
+// With VALKEY_URL (either role) the process wakes and is woken through that pub/sub engine.
 // Both answer stats requests on stdin: a line {"id":n,"cmd":"stats","gc":true} is answered on stdout
 // with {"reply":n,"stats":{pid, memory: process.memoryUsage() (after a full GC when asked; the
 // child runs with --expose-gc), eventLoop: main-thread active/idle ms, cpu: process.cpuUsage(),
-// hub: watched inboxes and poll interval, store: every store call, counted (bench/store-counters.ts)}}.
+// hub: watched inboxes, poll interval and whether the engine's subscriptions are in force, store:
+// every store call, counted (bench/store-counters.ts)}}.
 // It stops on SIGTERM/SIGINT, and also when its stdin closes, so it never outlives the bench
 // (then the runner removes DATA_DIR itself, since the parent is gone; a grpc child never does).
 
@@ -77,9 +79,15 @@ async function seedPool(seed: (first: string, count: number) => Promise<{ added:
 /** The runner's and the grpc child's stats reply: the common figures, the MessageHub and the store counters. */
 function answerRunnerStats({ messaging }: Pick<Modules, 'messaging'>, counters: StoreCounters) {
   answerStats(() => ({
-    hub: { watchedInboxes: messaging.hub.watchedInboxes(), pollIntervalMs: messaging.pollIntervalMs },
+    hub: { watchedInboxes: messaging.hub.watchedInboxes(), pollIntervalMs: messaging.hub.pollIntervalMs(), engineReady: messaging.wakeups.ready() },
     store: snapshotCounters(counters),
   }));
+}
+
+/** The pub/sub engine VALKEY_URL names, as a task reads it (core/adapters/runtime-config.ts). */
+async function engineFromEnvironment() {
+  const [{ readRuntimeConfig }, { engineWakeups }] = await Promise.all([import('../core/adapters/runtime-config'), import('../core/adapters/valkey-wakeups')]);
+  return engineWakeups(readRuntimeConfig('local', { VALKEY_URL: process.env.VALKEY_URL }).service);
 }
 
 /** The grpc role: a gRPC server process sharing a runner's tables, keys and issuer. */
@@ -102,13 +110,17 @@ async function grpcMain(dataDir: string) {
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const macKey = await openLocalMacKey(join(dataDir, 'keys'));
   const pageTokenKey = await openLocalMacKey(join(dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
+  // The engine's client only when asked for (the process's memory is measured without it).
+  const inboxWakeups = process.env.VALKEY_URL ? await engineFromEnvironment() : undefined;
   const modules = buildModules(modulePorts({
     store, keys, macKey, pageTokenKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer), reportDerivedFailure: createDerivedFailureReport('svcnum'),
+    ...(inboxWakeups ? { inboxWakeups } : {}),
   }), grpcModules);
   const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
   lifetime(async () => {
     await grpc.drain(2_000);
     modules.messaging.hub.close();
+    await inboxWakeups?.close();
     client.destroy();
   });
   answerRunnerStats(modules, counters);
@@ -125,8 +137,11 @@ async function main() {
   // Imported after the environment is set: the handlers build their logger at load time.
   const { startLocal, LOCAL_TABLE_PREFIX } = await import('../local/runner');
   let counters: StoreCounters | undefined;
+  const { readRuntimeConfig } = await import('../core/adapters/runtime-config');
+  const { wakeupEngine } = readRuntimeConfig('local', { VALKEY_URL: process.env.VALKEY_URL }).service;
   const service = await startLocal({
     dataDir, port: 0, dynamoPort: 0, grpcPort: 0,
+    ...(wakeupEngine ? { wakeupEngine } : {}),
     wrapStore: (store) => {
       const counted = countingStore(store);
       counters = counted.counters;

@@ -47,6 +47,8 @@ export interface Infrastructure {
   /** With the engine ready: the safety-net poll (default 60 s); with it lost: the fallback poll (default 2 s). */
   messageSafetyPollMs?: number;
   messageEngineLostPollMs?: number;
+  /** How often open streams re-list their owner's numbers (default 30 s; with the engine ready, at most as often as the safety-net poll). */
+  messageRelistMs?: number;
 }
 
 /** The ports a module may declare: the infrastructure, settings resolved, and the one page-token codec. */
@@ -128,7 +130,9 @@ export const tokenEndpointModule = /* @__PURE__ */ defineModule({
   },
 });
 export const provisioningModule = /* @__PURE__ */ defineModule({
-  name: 'provisioning', needs: { registration: registrationModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule }, create: createProvisioningModule,
+  name: 'provisioning',
+  needs: { registration: registrationModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule, messaging: messagingModule },
+  create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */

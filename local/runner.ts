@@ -52,6 +52,8 @@ export interface LocalOptions {
   /** With the engine: the safety-net poll, and the poll while the engine is lost (default: core/messaging/stream.ts). */
   messageSafetyPollMs?: number;
   messageEngineLostPollMs?: number;
+  /** How often open streams re-list their owner's numbers (default: core/messaging/stream.ts). */
+  messageRelistMs?: number;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;
   /** Defaults to http://localhost:<port>. */
@@ -128,6 +130,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       reportDerivedFailure: createDerivedFailureReport('svcnum'),
       ...(options.messageSafetyPollMs ? { messageSafetyPollMs: options.messageSafetyPollMs } : {}),
       ...(options.messageEngineLostPollMs ? { messageEngineLostPollMs: options.messageEngineLostPollMs } : {}),
+      ...(options.messageRelistMs ? { messageRelistMs: options.messageRelistMs } : {}),
       ...(inboxWakeups ? { inboxWakeups } : {}),
     });
     for (const [group, definition] of Object.entries(routeGroups)) {

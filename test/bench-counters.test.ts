@@ -76,7 +76,7 @@ describe('serverMeter', () => {
     eventLoop: { activeMs: at.activeMs, idleMs: at.idleMs },
     mainThreadCpuMicros: at.mainCpu,
     cpu: { userMicros: at.cpu, systemMicros: 0 },
-    store: { calls: Object.values(at.calls).reduce((sum, calls) => sum + calls, 0), byMethod: at.calls, inboxHeadsIds: 0, batchGetItems: 0 },
+    store: { calls: Object.values(at.calls).reduce((sum, calls) => sum + calls, 0), byMethod: at.calls, inboxHeadsIds: 0, batchGetItems: 0, itemsRead: 0, itemsReadByMethod: {} },
   });
 
   it('divides what the server did between two phase edges by the requests of that phase', async () => {

@@ -28,9 +28,10 @@ const streams: OpenStream[] = [];
 
 beforeAll(async () => {
   redis = await startRedis();
-  service = await startTestService({ wrapStore: inbox.wrap, wakeupEngine: redis.engine, messageSafetyPollMs: 3_600_000 });
+  // Streams re-list their owner's numbers only every hour: a new number that joins was announced.
+  service = await startTestService({ wrapStore: inbox.wrap, wakeupEngine: redis.engine, messageSafetyPollMs: 3_600_000, messageRelistMs: 3_600_000 });
   await seedPool(service, '85', 40);
-  second = await startSecondProcess(service, { VALKEY_URL: redis.url, MESSAGE_SAFETY_POLL_MS: '1000', LOG_LEVEL: 'INFO' });
+  second = await startSecondProcess(service, { VALKEY_URL: redis.url, MESSAGE_SAFETY_POLL_MS: '1000', MESSAGE_RELIST_MS: '3600000', LOG_LEVEL: 'INFO' });
 });
 afterEach(() => {
   for (const stream of streams.splice(0)) stream.cancel();
@@ -62,8 +63,8 @@ async function account(): Promise<Account> {
   return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
 }
 
-const provision = (owner: Account, displayName: string) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(owner.app.numbers, 'provisionNumber',
+const provision = (owner: Account, displayName: string, on: 1 | 2 = 1) =>
+  call<ProvisionNumberRequest, ProgrammableNumber>(on === 1 ? owner.app.numbers : second.numbers, 'provisionNumber',
     ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '' } }), owner.app.token);
 
 function streamOn(process: 1 | 2, owner: Account, cursor = ''): OpenStream {
@@ -142,6 +143,25 @@ describe('wake-ups across processes through the engine', () => {
     expect(missed).toMatchObject({ messageId, text: 'never announced' });
   });
 
+  it('a number provisioned on process 2 joins a stream open on process 1 at once (owner wake-up through the engine), and the reverse', async () => {
+    const owner = await account();
+    const old = await provision(owner, 'Old');
+    const onOne = streamOn(1, owner);
+    const onTwo = streamOn(2, owner);
+    await sendVia(1, owner, old, 'before');
+    await Promise.all([onOne.waitFor(1), onTwo.waitFor(1)]);
+    // Process 1's owner subscription is in force: it was asked for before the inbox's, on one connection.
+    await subscribed(old);
+
+    const fromTwo = await provision(owner, 'Provisioned on 2', 2);
+    const fromOne = await provision(owner, 'Provisioned on 1', 1);
+    const sent = [await sendVia(2, owner, fromTwo, 'to the number of 2'), await sendVia(1, owner, fromOne, 'to the number of 1')];
+    for (const opened of [onOne, onTwo]) {
+      const received = await opened.waitFor(3);
+      expect(received.slice(1).map((message) => message.messageId).sort()).toEqual([...sent].sort());
+    }
+  });
+
   // Stops and restarts the engine: the other tests keep it running.
   it('the engine killed mid-run: sends still succeed, streams poll fast, nothing is lost or repeated; back on the same port, wake-ups resume', async () => {
     const owner = await account();
@@ -207,28 +227,31 @@ async function linesOf(run: () => Promise<unknown>): Promise<Array<Record<string
 describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
   const telemetry = { logLevel: 'INFO' as const, metricsNamespace: 'svcnum', serviceName: 'svcnum-task' };
 
-  it('a publish that fails resolves all the same, wakes this process, and is logged and counted without password or inbox', async () => {
+  it('a publish that fails (inbox or owner) resolves all the same, wakes this process, and is logged and counted without password, inbox or owner', async () => {
     const gone = await startRedis();
     await gone.stop();
     const engine = { ...gone.engine, username: 'svcnum', password: 'never-logged-pw' };
     const woken: Array<[string, number]> = [];
+    const gained: Array<[string, readonly string[]]> = [];
     let adapter: InboxWakeups | undefined;
     const lines = await linesOf(async () => {
       adapter = createValkeyWakeups(engine, { telemetry, firstConnectMs: 200 });
-      adapter.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]) });
+      adapter.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]), numbersChanged: (ownerId, inboxIds) => gained.push([ownerId, inboxIds]) });
       await adapter.publish('inbox-secret-id', 7);
       await adapter.publish('inbox-secret-id', 8);
+      await adapter.publishNumbersChanged('owner-secret-id', ['inbox-secret-id']);
       await adapter.close();
     });
     expect(woken).toEqual([['inbox-secret-id', 7], ['inbox-secret-id', 8]]);
-    // The first failure is said at once; the next is summed into the line written at close.
+    expect(gained).toEqual([['owner-secret-id', ['inbox-secret-id']]]);
+    // The first failure is said at once; the next are summed into the line written at close.
     const warnings = lines.filter((line) => line.level === 'WARN');
-    expect(warnings.map((line) => line.failures)).toEqual([1, 1]);
+    expect(warnings.map((line) => line.failures)).toEqual([1, 2]);
     expect(warnings[0]).toMatchObject({ service: 'svcnum-task', engine: gone.engine.address });
     const counted = lines.filter((line) => 'WakeupPublishFailures' in line);
-    expect(counted.map((line) => line.WakeupPublishFailures)).toEqual([1, 1]);
+    expect(counted.map((line) => line.WakeupPublishFailures)).toEqual([1, 2]);
     expect(counted[0]!._aws).toMatchObject({ CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }] }] });
-    for (const line of lines) expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id/);
+    for (const line of lines) expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id|owner-secret-id/);
   });
 
   it('signs in with the user and password of VALKEY_URL (an ACL user); a wrong password never becomes ready', async () => {

@@ -87,6 +87,10 @@ const variables: Variable[] = [
     valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', '2s'], allowed: 'a whole number 20-60000',
   },
   {
+    name: 'MESSAGE_RELIST_MS', kinds, value: service((s) => s.messageRelistMs), fallback: 30_000,
+    valid: [['1000', 1_000], ['3600000', 3_600_000]], invalid: ['999', '3600001', '30s'], allowed: 'a whole number 1000-3600000',
+  },
+  {
     name: 'ISSUER', kinds: ['local'], value: field('issuer'), fallback: undefined,
     valid: [['https://id.example.com', 'https://id.example.com'], ['http://192.0.2.10:3000/base', 'http://192.0.2.10:3000/base']],
     invalid: ['id.example.com', 'ftp://id.example.com', 'https://id.example.com/?x=1', 'https://id.example.com/#top', 'https://'], allowed: 'an http(s) URL without query or fragment',
@@ -143,6 +147,7 @@ describe('readRuntimeConfig', () => {
         messagePollIntervalMs: 250,
         messageSafetyPollMs: 60_000,
         messageEngineLostPollMs: 2_000,
+        messageRelistMs: 30_000,
       },
     });
   });

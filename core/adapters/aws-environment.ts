@@ -59,6 +59,7 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
     reportDerivedFailure: createDerivedFailureReport('svcnum'),
     messageSafetyPollMs: config.service.messageSafetyPollMs,
     messageEngineLostPollMs: config.service.messageEngineLostPollMs,
+    messageRelistMs: config.service.messageRelistMs,
     ...(inboxWakeups ? { inboxWakeups } : {}),
   }), definitions);
 }

@@ -1,6 +1,6 @@
 import { DAY } from '../kernel/config';
 import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
-import { ENGINE_LOST_POLL_INTERVAL_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS } from '../messaging/stream';
+import { ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS } from '../messaging/stream';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
 import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
 import type { WakeupEngine } from './valkey-wakeups';
@@ -22,7 +22,7 @@ export type Environment = Readonly<Record<string, string | undefined>>;
 
 type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
-  | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
+  | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_RELIST_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
 type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
@@ -52,6 +52,8 @@ export interface ServiceSettings {
   messageSafetyPollMs: number;
   /** MESSAGE_ENGINE_LOST_POLL_MS: with the engine lost, how often streams poll until it is back. */
   messageEngineLostPollMs: number;
+  /** MESSAGE_RELIST_MS: how often open streams re-list their owner's numbers (with the engine ready, at most as often as MESSAGE_SAFETY_POLL_MS). */
+  messageRelistMs: number;
   /** VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD: the pub/sub engine of inbox wake-ups; unset, wake-ups stay in the process. */
   wakeupEngine?: WakeupEngine;
 }
@@ -266,6 +268,7 @@ function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettin
     messagePollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
     messageSafetyPollMs: read.wholeNumber('MESSAGE_SAFETY_POLL_MS', SAFETY_POLL_INTERVAL_MS, 1_000, 3_600_000),
     messageEngineLostPollMs: read.wholeNumber('MESSAGE_ENGINE_LOST_POLL_MS', ENGINE_LOST_POLL_INTERVAL_MS, 20, 60_000),
+    messageRelistMs: read.wholeNumber('MESSAGE_RELIST_MS', INBOX_REFRESH_MS, 1_000, 3_600_000),
   };
   const wakeupEngine = read.wakeupEngine(deployed);
   return wakeupEngine ? { ...settings, wakeupEngine } : settings;

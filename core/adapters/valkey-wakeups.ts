@@ -7,7 +7,9 @@ import type { TelemetrySettings } from './runtime-config';
 
 // Inbox wake-ups through a Valkey/Redis engine (>= 7): sharded pub/sub, one channel per inbox,
 // `inbox:{<inboxId>}` (the hash tag puts the channel in the inbox's slot). A writer SPUBLISHes the
-// sequence it stored; a process SSUBSCRIBEs to the inboxes its streams watch. Client: ioredis
+// sequence it stored; a process SSUBSCRIBEs to the inboxes its streams watch. Likewise one channel
+// per owner, `owner:{<ownerId>}`: provisioning publishes the numbers an owner gained, and a process
+// subscribes to the owners whose numbers its streams follow. Client: ioredis
 // (docs/decisions.md): maintained by Redis, speaks sharded pub/sub, TLS and AUTH (ACL users).
 //
 // Two connections per process, each opened on first use: the publisher (every process that
@@ -47,6 +49,10 @@ const SUBSCRIBE_BATCH = 500;
 
 export const inboxChannel = (inboxId: string) => `inbox:{${inboxId}}`;
 const INBOX_CHANNEL = /^inbox:\{(.+)\}$/;
+export const ownerChannel = (ownerId: string) => `owner:{${ownerId}}`;
+const OWNER_CHANNEL = /^owner:\{(.+)\}$/;
+/** Ids in an owner wake-up: what an id may look like (the streams check that the owner holds them). */
+const ANNOUNCED_ID = /^[0-9A-Za-z_-]{1,64}$/;
 
 function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber'): RedisOptions {
   return {
@@ -81,7 +87,7 @@ function failureReporter(logger: Logger, count: (failures: number) => void, addr
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (unreported === 0) return;
-    logger.warn('inbox wake-ups not published (streams see these messages at their next poll)', { engine: address, failures: unreported, error: lastError });
+    logger.warn('inbox wake-ups not published (streams see these messages at their next poll, new numbers at their next re-list)', { engine: address, failures: unreported, error: lastError });
     count(unreported);
     unreported = 0;
     reportedAt = Date.now();
@@ -128,7 +134,7 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     return { connection: publisher, firstReady: publisherReady! };
   }
 
-  /** Inboxes the hub watches: subscribed on every (re)connection. */
+  /** Channels of the inboxes and owners the hub watches: subscribed on every (re)connection. */
   const wanted = new Set<string>();
   let subscriber: Redis | undefined;
   /** Every wanted inbox's subscription is in force on the current connection. */
@@ -138,9 +144,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   let unreachableSaid = false;
   let pinger: NodeJS.Timeout | undefined;
 
-  async function ssubscribe(connection: Redis, inboxIds: readonly string[]) {
-    for (let start = 0; start < inboxIds.length; start += SUBSCRIBE_BATCH) {
-      await connection.ssubscribe(...inboxIds.slice(start, start + SUBSCRIBE_BATCH).map(inboxChannel));
+  async function ssubscribe(connection: Redis, channels: readonly string[]) {
+    for (let start = 0; start < channels.length; start += SUBSCRIBE_BATCH) {
+      await connection.ssubscribe(...channels.slice(start, start + SUBSCRIBE_BATCH));
     }
   }
 
@@ -148,15 +154,15 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   async function subscribeAll(connection: Redis, current: number) {
     const done = new Set<string>();
     for (;;) {
-      const missing = [...wanted].filter((inboxId) => !done.has(inboxId));
+      const missing = [...wanted].filter((channel) => !done.has(channel));
       if (missing.length === 0) break;
       await ssubscribe(connection, missing);
       if (current !== generation) return;
-      for (const inboxId of missing) done.add(inboxId);
+      for (const channel of missing) done.add(channel);
     }
     ready = true;
     unreachableSaid = false;
-    logger.info('inbox wake-ups: subscribed', { engine: engine.address, inboxes: wanted.size });
+    logger.info('inbox wake-ups: subscribed', { engine: engine.address, channels: wanted.size });
     listeners.ready();
   }
 
@@ -165,9 +171,15 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     const connection = (subscriber = new Redis(connectionOptions(engine, 'subscriber')));
     connection.on('smessage', (channel: string, message: string) => {
       const inboxId = INBOX_CHANNEL.exec(channel)?.[1];
-      const [seq, publisherId] = message.split(' ');
-      if (!inboxId || publisherId === self || !/^\d{1,15}$/.test(seq ?? '')) return;
-      listeners.wakeup(inboxId, Number(seq));
+      if (inboxId) {
+        const [seq, publisherId] = message.split(' ');
+        if (publisherId !== self && /^\d{1,15}$/.test(seq ?? '')) listeners.wakeup(inboxId, Number(seq));
+        return;
+      }
+      const ownerId = OWNER_CHANNEL.exec(channel)?.[1];
+      const [publisherId, ids = ''] = message.split(' ');
+      if (!ownerId || publisherId === self) return;
+      listeners.numbersChanged(ownerId, ids.split(',').filter((id) => ANNOUNCED_ID.test(id)));
     });
     connection.on('ready', () => {
       const current = ++generation;
@@ -202,39 +214,54 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     return connection;
   }
 
+  async function spublish(channel: string, message: string) {
+    if (closed) return;
+    try {
+      const { connection, firstReady } = publisherConnection();
+      if (connection.status !== 'ready') await firstReady;
+      await connection.spublish(channel, message);
+    } catch (error) {
+      failures.failed(error);
+    }
+  }
+
+  /** Subscribes the ids' channels not wanted yet; `inForce` is told the ids whose subscription took effect on a ready connection. */
+  function want(ids: readonly string[], channelOf: (id: string) => string, inForce: (ids: readonly string[]) => void) {
+    const fresh = ids.filter((id) => !wanted.has(channelOf(id)));
+    if (fresh.length === 0 || closed) return;
+    for (const id of fresh) wanted.add(channelOf(id));
+    const connection = subscriberConnection();
+    // Not ready: the (re)connection subscribes everything wanted, this included.
+    if (!ready) return;
+    const current = generation;
+    ssubscribe(connection, fresh.map(channelOf)).then(
+      () => current === generation && inForce(fresh),
+      () => current === generation && !closed && connection.disconnect(true),
+    );
+  }
+
+  function unwant(channels: readonly string[]) {
+    for (const channel of channels) wanted.delete(channel);
+    // Sent after any subscription of the same channels (one connection keeps the order).
+    if (subscriber?.status === 'ready' && channels.length > 0) {
+      subscriber.sunsubscribe(...channels).catch(() => undefined);
+    }
+  }
+
   return {
     reach: 'engine',
     async publish(inboxId, seq) {
       listeners.wakeup(inboxId, seq);
-      if (closed) return;
-      try {
-        const { connection, firstReady } = publisherConnection();
-        if (connection.status !== 'ready') await firstReady;
-        await connection.spublish(inboxChannel(inboxId), `${seq} ${self}`);
-      } catch (error) {
-        failures.failed(error);
-      }
+      await spublish(inboxChannel(inboxId), `${seq} ${self}`);
     },
-    subscribe(inboxIds) {
-      const fresh = inboxIds.filter((inboxId) => !wanted.has(inboxId));
-      if (fresh.length === 0 || closed) return;
-      for (const inboxId of fresh) wanted.add(inboxId);
-      const connection = subscriberConnection();
-      // Not ready: the (re)connection subscribes everything wanted, this included.
-      if (!ready) return;
-      const current = generation;
-      ssubscribe(connection, fresh).then(
-        () => current === generation && listeners.subscribed(fresh),
-        () => current === generation && !closed && connection.disconnect(true),
-      );
+    subscribe: (inboxIds) => want(inboxIds, inboxChannel, listeners.subscribed),
+    unsubscribe: (inboxIds) => unwant(inboxIds.map(inboxChannel)),
+    async publishNumbersChanged(ownerId, inboxIds) {
+      listeners.numbersChanged(ownerId, inboxIds);
+      await spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`);
     },
-    unsubscribe(inboxIds) {
-      for (const inboxId of inboxIds) wanted.delete(inboxId);
-      // Sent after any subscription of the same inboxes (one connection keeps the order).
-      if (subscriber?.status === 'ready' && inboxIds.length > 0) {
-        subscriber.sunsubscribe(...inboxIds.map(inboxChannel)).catch(() => undefined);
-      }
-    },
+    subscribeOwners: (ownerIds) => want(ownerIds, ownerChannel, listeners.ownersSubscribed),
+    unsubscribeOwners: (ownerIds) => unwant(ownerIds.map(ownerChannel)),
     listen: listeners.add,
     ready: () => ready,
     async close() {

@@ -42,6 +42,12 @@ export interface AgentClients {
   rotateClientSecret(clientId: string): Promise<string>;
 }
 
+/** Open message streams (messaging): told when an owner gains numbers, so that they follow them at once. */
+export interface NumberStreams {
+  /** After the store write. Never rejects: a lost notice leaves the number to the streams' periodic re-list. */
+  numbersGained(ownerId: string, svcnumIds: readonly string[]): Promise<void>;
+}
+
 /** The discover index (directory): an agent's capabilities, listed for /api/discover. */
 export interface DiscoverIndex {
   indexAgent(agent: User, now: number): Promise<void>;

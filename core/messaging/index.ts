@@ -1,4 +1,4 @@
-import type { AccountStatus, ClientLookup } from '../kernel/capabilities';
+import type { AccountStatus, ClientLookup, NumberStreams } from '../kernel/capabilities';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessagingPort } from './store';
@@ -12,7 +12,7 @@ export function createMessagingModule(
     store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec;
     /** Wake-ups through a pub/sub engine (core/adapters/valkey-wakeups.ts); without, within this process only. */
     inboxWakeups?: InboxWakeups;
-    messagePollIntervalMs?: number; messageSafetyPollMs?: number; messageEngineLostPollMs?: number;
+    messagePollIntervalMs?: number; messageSafetyPollMs?: number; messageEngineLostPollMs?: number; messageRelistMs?: number;
     reportDerivedFailure?: DerivedFailureReport;
   },
   needs: { accounts: Pick<ClientLookup, 'getClient'> & Pick<AccountStatus, 'accountActive'> },
@@ -24,7 +24,9 @@ export function createMessagingModule(
     pollIntervalMs: ports.messagePollIntervalMs ?? DEFAULT_HUB_POLLING.pollIntervalMs,
     safetyPollMs: ports.messageSafetyPollMs ?? DEFAULT_HUB_POLLING.safetyPollMs,
     engineLostPollMs: ports.messageEngineLostPollMs ?? DEFAULT_HUB_POLLING.engineLostPollMs,
+    relistMs: ports.messageRelistMs ?? DEFAULT_HUB_POLLING.relistMs,
   };
+  const numberStreams: NumberStreams = { numbersGained: (ownerId, svcnumIds) => wakeups.publishNumbersChanged(ownerId, svcnumIds) };
   /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, wakeups, pageTokens, polling);
   return {
@@ -35,14 +37,20 @@ export function createMessagingModule(
     }),
     hub,
     wakeups,
+    /** Provisioning tells the owner's open streams (of every process, through an engine) of a new number. */
+    numberStreams,
     /** How often this process's open streams poll their inboxes without an engine. */
     pollIntervalMs: polling.pollIntervalMs,
     /**
      * The messages arriving in `owner`'s inboxes (listed by `listInboxes`, re-listed as they
-     * change), from the resume cursor on, until `signal` aborts.
+     * change; a number announced by provisioning is checked with `holdsInbox` and followed at
+     * once), from the resume cursor on, until `signal` aborts.
      */
-    stream(owner: { ownerId: string; listInboxes: () => Promise<string[]> }, resumeCursor: string | undefined, signal: AbortSignal): AsyncGenerator<Delivery> {
-      return followInboxes({ store, hub, clock, ownerId: owner.ownerId, listInboxes: owner.listInboxes, resumeCursor, signal });
+    stream(
+      owner: { ownerId: string; listInboxes: () => Promise<string[]>; holdsInbox: (inboxId: string) => Promise<boolean> },
+      resumeCursor: string | undefined, signal: AbortSignal,
+    ): AsyncGenerator<Delivery> {
+      return followInboxes({ store, hub, clock, ownerId: owner.ownerId, listInboxes: owner.listInboxes, holdsInbox: owner.holdsInbox, resumeCursor, signal });
     },
   };
 }

@@ -23,6 +23,12 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 // Polling and wake-ups only say "look now": what a stream delivers is what it reads from its
 // cursor, so a late, lost or repeated wake-up never loses or repeats a message.
 //
+// The owner's numbers: a stream lists them when it starts, and follows a new one at once when
+// provisioning says "owner O gained X" (an owner wake-up, through the same port), and again
+// whenever the owner's subscription takes effect (what was published before was not received).
+// The periodic re-list is the safety net: every `relistMs` (MESSAGE_RELIST_MS), and with the
+// engine ready, where owner wake-ups reach every process, at the safety-net poll if that is slower.
+//
 // Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
 // GAP_GRACE_MS, its writer gave up (or died), and the reader tombstones n with a conditional put.
@@ -37,7 +43,7 @@ export const SAFETY_POLL_INTERVAL_MS = 60_000;
 /** With the engine lost (its subscriber not ready): the bound on other processes' messages' delay. */
 export const ENGINE_LOST_POLL_INTERVAL_MS = 2_000;
 export const GAP_GRACE_MS = 3_000;
-/** Streams re-list their numbers this often, so newly provisioned numbers join open streams. */
+/** Streams re-list their numbers this often (without an engine, or with it lost): the safety net of owner wake-ups. */
 export const INBOX_REFRESH_MS = 30_000;
 const READ_BATCH = 100;
 /** Start positions of inboxes a cursor does not name, looked up this many at once. */
@@ -51,10 +57,12 @@ export interface HubPolling {
   safetyPollMs: number;
   /** Engine lost (MESSAGE_ENGINE_LOST_POLL_MS). */
   engineLostPollMs: number;
+  /** Streams re-list their owner's numbers (MESSAGE_RELIST_MS); with the engine ready, at most as often as safetyPollMs. */
+  relistMs: number;
 }
 
 export const DEFAULT_HUB_POLLING: HubPolling = {
-  pollIntervalMs: POLL_INTERVAL_MS, safetyPollMs: SAFETY_POLL_INTERVAL_MS, engineLostPollMs: ENGINE_LOST_POLL_INTERVAL_MS,
+  pollIntervalMs: POLL_INTERVAL_MS, safetyPollMs: SAFETY_POLL_INTERVAL_MS, engineLostPollMs: ENGINE_LOST_POLL_INTERVAL_MS, relistMs: INBOX_REFRESH_MS,
 };
 
 export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pageTokens: PageTokenCodec, polling: HubPolling = DEFAULT_HUB_POLLING) {
@@ -75,6 +83,11 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
   };
 
   const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback(inboxId));
+  /** Per owner: its streams, told of the numbers it gained (none named: re-list). */
+  const ownerWatchers = new Map<string, Set<(inboxIds: readonly string[]) => void>>();
+  const relist = (ownerIds: Iterable<string>, inboxIds: readonly string[] = []) => {
+    for (const ownerId of ownerIds) ownerWatchers.get(ownerId)?.forEach((callback) => callback(inboxIds));
+  };
   /** A wake-up: wake at once, and count it, so the next poll does not wake again for it. */
   const appended = (inboxId: string, seq: number) => {
     if (!watchers.has(inboxId)) return;
@@ -145,10 +158,13 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
     // Subscriptions in force again: read what was published while they were not, then poll slowly.
     ready: () => {
       void poll();
+      relist(ownerWatchers.keys());
       schedule();
     },
     lost: schedule,
     subscribed: (inboxIds) => void poll(inboxIds),
+    numbersChanged: (ownerId, inboxIds) => relist([ownerId], inboxIds),
+    ownersSubscribed: (ownerIds) => relist(ownerIds),
   };
   const stopListening = wakeups.listen(listener);
 
@@ -194,6 +210,27 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
         if (watchers.size === 0) schedule();
       };
     },
+    /**
+     * Calls `onChange` when `ownerId` gained numbers (`inboxIds`, said by provisioning), or may
+     * have (none named: its owner wake-ups may have been missed); returns the unsubscribe.
+     */
+    watchOwner(ownerId: string, onChange: (inboxIds: readonly string[]) => void): () => void {
+      let set = ownerWatchers.get(ownerId);
+      if (!set) {
+        ownerWatchers.set(ownerId, (set = new Set()));
+        wakeups.subscribeOwners([ownerId]);
+      }
+      set.add(onChange);
+      return () => {
+        set.delete(onChange);
+        if (set.size === 0 && ownerWatchers.get(ownerId) === set) {
+          ownerWatchers.delete(ownerId);
+          wakeups.unsubscribeOwners([ownerId]);
+        }
+      };
+    },
+    /** How often streams re-list their owner's numbers now (slower with the engine ready: owner wake-ups reach every process). */
+    relistIntervalMs: () => (wakeups.reach === 'engine' && wakeups.ready() ? Math.max(polling.relistMs, polling.safetyPollMs) : polling.relistMs),
     /** The last counter value the poll saw for an inbox (undefined before its first poll). */
     head: (inboxId: string): number | undefined => heads.get(inboxId),
     /** When the last poll that read an inbox's counter began (Date.now(); undefined before one did). */
@@ -205,7 +242,9 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
     close() {
       stopListening();
       if (watchers.size > 0) wakeups.unsubscribe([...watchers.keys()]);
+      if (ownerWatchers.size > 0) wakeups.unsubscribeOwners([...ownerWatchers.keys()]);
       watchers.clear();
+      ownerWatchers.clear();
       schedule();
     },
   };
@@ -316,7 +355,10 @@ const settledGap = (entry: InboxEntry, now: number) => !isTombstone(entry) && no
  */
 export async function* followInboxes(deps: {
   store: MessagingPort; hub: MessageHub; clock: Clock; ownerId: string;
-  listInboxes: () => Promise<string[]>; resumeCursor: string | undefined; signal: AbortSignal;
+  listInboxes: () => Promise<string[]>;
+  /** Whether the owner holds this inbox now (a strongly consistent read: the listing may lag behind a new number). */
+  holdsInbox: (inboxId: string) => Promise<boolean>;
+  resumeCursor: string | undefined; signal: AbortSignal;
 }): AsyncGenerator<Delivery> {
   const { store, hub, clock, ownerId, signal } = deps;
   // A cursor that is not this owner's is refused before anything is read.
@@ -347,6 +389,11 @@ export async function* followInboxes(deps: {
   let inboxes: string[] = [];
   let unwatch: (() => void) | undefined;
   let listedAt = -Infinity;
+  /** An owner wake-up without names (or a missed one): list the owner's numbers at once. */
+  let relistNow = true;
+  /** Numbers the owner gained, said by provisioning, not checked yet; and those checked: followed whatever a lagging listing says. */
+  const announced = new Set<string>();
+  const joined = new Set<string>();
   let pending = true;
   /** Inboxes to read at the next wake: those that changed, and those waiting on a gap. */
   const dirty = new Set<string>();
@@ -356,34 +403,57 @@ export async function* followInboxes(deps: {
     pending = true;
     wakeUp?.();
   };
+  const onNumbersChanged = (inboxIds: readonly string[]) => {
+    if (inboxIds.length === 0) relistNow = true;
+    for (const inboxId of inboxIds) if (!inboxes.includes(inboxId)) announced.add(inboxId);
+    pending = true;
+    wakeUp?.();
+  };
   const onAbort = () => wakeUp?.();
   signal.addEventListener('abort', onAbort);
+  // Before the first listing: a number provisioned meanwhile is announced, not missed.
+  const unwatchOwner = hub.watchOwner(ownerId, onNumbersChanged);
+
+  /** Follows `listed` and every number joined by an announcement; inboxes new to the stream start as the cursor says. */
+  async function follow(listed: readonly string[]) {
+    const next = [...new Set([...listed, ...joined])].sort();
+    // An inbox the cursor does not name starts after its last message accepted before the
+    // watermark (every one, without a watermark), a few at a time.
+    const starting = next.filter((inboxId) => !positions.has(inboxId));
+    for (let index = 0; index < starting.length; index += START_LOOKUPS) {
+      await Promise.all(starting.slice(index, index + START_LOOKUPS).map(async (inboxId) => {
+        positions.set(inboxId, watermark > 0 ? await store.lastSeqBefore(inboxId, watermark) : 0);
+        raiseSince(inboxId, watermark);
+      }));
+    }
+    if (next.join() === inboxes.join()) return;
+    // Watched anew before the old watch ends: inboxes in both stay subscribed throughout.
+    const previous = unwatch;
+    inboxes = next;
+    unwatch = hub.watch(inboxes, (inboxId) => onChange(inboxId));
+    previous?.();
+    for (const inboxId of inboxes) dirty.add(inboxId);
+    pending = true;
+  }
 
   try {
     while (!signal.aborted) {
-      if (Date.now() - listedAt >= INBOX_REFRESH_MS) {
+      if (relistNow || Date.now() - listedAt >= hub.relistIntervalMs()) {
+        relistNow = false;
         const listingFrom = clock.now();
         const listed = await deps.listInboxes();
-        // An inbox the cursor does not name starts after its last message accepted before the
-        // watermark (every one, without a watermark), a few at a time.
-        const starting = listed.filter((inboxId) => !positions.has(inboxId));
-        for (let next = 0; next < starting.length; next += START_LOOKUPS) {
-          await Promise.all(starting.slice(next, next + START_LOOKUPS).map(async (inboxId) => {
-            positions.set(inboxId, watermark > 0 ? await store.lastSeqBefore(inboxId, watermark) : 0);
-            raiseSince(inboxId, watermark);
-          }));
-        }
+        await follow(listed);
         listedFrom = listingFrom;
-        if (listed.join() !== inboxes.join()) {
-          // Watched anew before the old watch ends: inboxes in both stay subscribed throughout.
-          const previous = unwatch;
-          inboxes = listed;
-          unwatch = hub.watch(inboxes, (inboxId) => onChange(inboxId));
-          previous?.();
-          for (const inboxId of inboxes) dirty.add(inboxId);
-          pending = true;
-        }
         listedAt = Date.now();
+      }
+      if (announced.size > 0) {
+        // Checked one by one (the owner's listing comes from an index that may not have them yet).
+        const candidates = [...announced].filter((inboxId) => !inboxes.includes(inboxId));
+        announced.clear();
+        // A failed check leaves the number to the next re-list.
+        const held = await Promise.all(candidates.map((inboxId) => deps.holdsInbox(inboxId).catch(() => false)));
+        candidates.forEach((inboxId, index) => held[index] && joined.add(inboxId));
+        if (held.some(Boolean)) await follow(inboxes);
       }
       let waitingOnGap = false;
       if (pending) {
@@ -474,7 +544,7 @@ export async function* followInboxes(deps: {
         const timeout = setTimeout(() => {
           if (waitingOnGap) pending = true;
           resolve();
-        }, waitingOnGap ? 500 : INBOX_REFRESH_MS);
+        }, waitingOnGap ? 500 : hub.relistIntervalMs());
         timeout.unref();
         if (pending) resolve();
       });
@@ -482,6 +552,7 @@ export async function* followInboxes(deps: {
     }
   } finally {
     signal.removeEventListener('abort', onAbort);
+    unwatchOwner();
     unwatch?.();
   }
 }

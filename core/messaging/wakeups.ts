@@ -5,6 +5,9 @@
 // Two implementations: the in-process one below (`npm start`, one process: wake-ups reach the
 // streams of the writing process only, other processes' messages are seen by polling) and the
 // pub/sub engine's (core/adapters/valkey-wakeups.ts: every process that watches the inbox).
+//
+// Owners have wake-ups too: "owner O gained numbers X…", said by provisioning after its write, so
+// that O's open streams follow a new number at once instead of at their next re-list.
 
 export interface WakeupListener {
   /** A message was stored at `seq` in `inboxId` (by this process or, through the engine, another). */
@@ -18,6 +21,10 @@ export interface WakeupListener {
   lost?(): void;
   /** These newly subscribed inboxes' subscriptions are in force; what was published before was not received. */
   subscribed?(inboxIds: readonly string[]): void;
+  /** Owner `ownerId` gained these numbers (their inboxes), or (none named) its numbers may have changed. */
+  numbersChanged?(ownerId: string, inboxIds: readonly string[]): void;
+  /** These newly subscribed owners' subscriptions are in force; what was published before was not received. */
+  ownersSubscribed?(ownerIds: readonly string[]): void;
 }
 
 export interface InboxWakeups {
@@ -35,6 +42,15 @@ export interface InboxWakeups {
   subscribe(inboxIds: readonly string[]): void;
   /** …no longer wanted. */
   unsubscribe(inboxIds: readonly string[]): void;
+  /**
+   * After an owner gained numbers (their store write done): wakes this process's listeners at
+   * once, and through the engine the other processes'. Never rejects, like `publish`.
+   */
+  publishNumbersChanged(ownerId: string, inboxIds: readonly string[]): Promise<void>;
+  /** Owner wake-ups of these owners from other processes are wanted from now on (the hub streams their numbers). */
+  subscribeOwners(ownerIds: readonly string[]): void;
+  /** …no longer wanted. */
+  unsubscribeOwners(ownerIds: readonly string[]): void;
   listen(listener: WakeupListener): () => void;
   /** Whether wake-ups of other processes arrive now (the engine's subscriber connection is ready). */
   ready(): boolean;
@@ -53,6 +69,8 @@ export function wakeupListeners() {
     ready: () => listeners.forEach((listener) => listener.ready?.()),
     lost: () => listeners.forEach((listener) => listener.lost?.()),
     subscribed: (inboxIds: readonly string[]) => listeners.forEach((listener) => listener.subscribed?.(inboxIds)),
+    numbersChanged: (ownerId: string, inboxIds: readonly string[]) => listeners.forEach((listener) => listener.numbersChanged?.(ownerId, inboxIds)),
+    ownersSubscribed: (ownerIds: readonly string[]) => listeners.forEach((listener) => listener.ownersSubscribed?.(ownerIds)),
   };
 }
 
@@ -67,6 +85,12 @@ export function createInProcessWakeups(): InboxWakeups {
     },
     subscribe: () => undefined,
     unsubscribe: () => undefined,
+    publishNumbersChanged(ownerId, inboxIds) {
+      listeners.numbersChanged(ownerId, inboxIds);
+      return Promise.resolve();
+    },
+    subscribeOwners: () => undefined,
+    unsubscribeOwners: () => undefined,
     listen: listeners.add,
     ready: () => false,
     close: () => Promise.resolve(),

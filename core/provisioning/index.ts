@@ -1,5 +1,5 @@
 import type { AccessTokenIssuer, AccessTokenVerifier } from '../kernel/access';
-import type { AccountStatus, AgentClients, DiscoverIndex } from '../kernel/capabilities';
+import type { AccountStatus, AgentClients, DiscoverIndex, NumberStreams } from '../kernel/capabilities';
 import type { ServiceConfig } from '../kernel/config';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
@@ -19,9 +19,9 @@ import { tokenExchangeGrant } from './token-exchange-grant';
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
   store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex;
-  exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec;
+  exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec; numberStreams: NumberStreams;
 }) {
-  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex } = deps;
+  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex, numberStreams } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
   const once = createRequestLog(store, clock, random, config);
   // A slot is committed when its holder agent exists and names it (agents from before slots were
@@ -31,7 +31,7 @@ export function createProvisioning(deps: {
     return agent?.accountType === 'ai_agent' && (agent.quotaSlot ?? slot.slotKey) === slot.slotKey;
   });
   return {
-    numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens }),
+    numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens, streams: numberStreams }),
     masks: createMasks({ store, clock, pool, once, config, pageTokens }),
     agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex }),
     /** The ExchangeToken RPC: the tokenExchange module's function, the one the token endpoint's grant uses too. */
@@ -45,10 +45,14 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 /** The provisioning module, as the registry builds it. */
 export function createProvisioningModule(
   ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
-  needs: { registration: AgentClients; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex; tokenExchange: { exchange: TokenExchange } },
+  needs: {
+    registration: AgentClients; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex; tokenExchange: { exchange: TokenExchange };
+    messaging: { numberStreams: NumberStreams };
+  },
 ) {
   return createProvisioning({
     ...ports, accounts: needs.registration, issuer: needs.oauth.issuer, discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
+    numberStreams: needs.messaging.numberStreams,
   });
 }
 

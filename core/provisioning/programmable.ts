@@ -1,3 +1,4 @@
+import type { NumberStreams } from '../kernel/capabilities';
 import type { NumberState, User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
@@ -50,8 +51,10 @@ export function programmableView(entity: User): ProgrammableNumberView {
   };
 }
 
-export function createProgrammableNumbers(deps: { store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; pageTokens: PageTokenCodec }) {
-  const { store, clock, pool, once, pageTokens } = deps;
+export function createProgrammableNumbers(deps: {
+  store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; pageTokens: PageTokenCodec; streams: NumberStreams;
+}) {
+  const { store, clock, pool, once, pageTokens, streams } = deps;
 
   /** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -87,8 +90,14 @@ export function createProgrammableNumbers(deps: { store: ProvisioningPort; clock
     return changes;
   }
 
-  /** After the commit: the number's lease made permanent. */
-  const confirm = (entity: User) => afterCommit(() => pool.confirm(entity.svcnum, entity.svcnumId, 'active'));
+  /**
+   * After the commit: the number's lease made permanent, and the owner's open streams told (the
+   * number is the owner's, and an inbox of its streams, from the commit on).
+   */
+  const confirm = (entity: User) => afterCommit(
+    () => pool.confirm(entity.svcnum, entity.svcnumId, 'active'),
+    () => streams.numbersGained(entity.ownerId!, [entity.svcnumId]),
+  );
 
   return {
     /** Takes a number from the pool for the caller's account. */
@@ -122,6 +131,12 @@ export function createProgrammableNumbers(deps: { store: ProvisioningPort; clock
     },
 
     get: async (caller: Caller, svcnumId: string | undefined) => programmableView(await owned(caller, svcnumId)),
+
+    /** Whether `svcnumId` is one of the caller's programmable numbers now (a strongly consistent read, unlike the listing). */
+    holds: async (caller: Caller, svcnumId: string) => {
+      const entity = await store.getUser(svcnumId);
+      return entity?.accountType === 'programmable' && entity.ownerId === caller.ownerId;
+    },
 
     /** Every programmable number of the caller's account (the inboxes its message stream follows). */
     async allIds(caller: Caller): Promise<string[]> {

@@ -58,7 +58,9 @@ export function numberService({ provisioning, messaging }: Pick<Modules, 'provis
       return { numbers: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
     streamAllMessages: serverStream(closing, async (caller, request, send, signal) => {
-      const deliveries = messaging.stream({ ownerId: caller.ownerId, listInboxes: () => numbers.allIds(caller) }, request.resumeCursor, signal);
+      const deliveries = messaging.stream({
+        ownerId: caller.ownerId, listInboxes: () => numbers.allIds(caller), holdsInbox: (inboxId) => numbers.holds(caller, inboxId),
+      }, request.resumeCursor, signal);
       for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));
     }),
     configureProgrammable: unary(async (caller, request) => {

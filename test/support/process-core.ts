@@ -2,7 +2,7 @@
 // built like the runner's, against a running test service's embedded DynamoDB (DYNAMO_ENDPOINT)
 // and its key folder (DATA_DIR/keys, so tokens verify and sign-in tokens open in every process).
 // With VALKEY_URL, its streams and writers use that pub/sub engine for inbox wake-ups
-// (MESSAGE_SAFETY_POLL_MS and MESSAGE_ENGINE_LOST_POLL_MS apply), as a task in AWS does.
+// (MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS and MESSAGE_RELIST_MS apply), as a task in AWS does.
 
 import { join } from 'node:path';
 import { documentClient } from '../../core/adapters/dynamo-schema';
@@ -28,8 +28,8 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
   const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
   const store = createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX));
   const keys = join(need('DATA_DIR'), 'keys');
-  const { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS } = process.env;
-  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS }).service;
+  const { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS } = process.env;
+  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS }).service;
   const inboxWakeups = engineWakeups(settings);
   const core = localCore({
     store: options.wrapStore ? options.wrapStore(store) : store,
@@ -42,6 +42,7 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
     ...(options.provisioning ? { provisioning: options.provisioning } : {}),
     messageSafetyPollMs: settings.messageSafetyPollMs,
     messageEngineLostPollMs: settings.messageEngineLostPollMs,
+    messageRelistMs: settings.messageRelistMs,
     ...(inboxWakeups ? { inboxWakeups } : {}),
   });
   return { core, modules: modulesOfCore(core), client, inboxWakeups };
