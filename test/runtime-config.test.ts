@@ -79,7 +79,7 @@ const variables: Variable[] = [
     valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', 'fast', '100.5'], allowed: 'a whole number 20-60000',
   },
   {
-    name: 'MESSAGE_SAFETY_POLL_MS', kinds, value: service((s) => s.messageSafetyPollMs), fallback: 60_000,
+    name: 'MESSAGE_SAFETY_POLL_MS', kinds, value: service((s) => s.messageSafetyPollMs), fallback: 90_000,
     valid: [['1000', 1_000], ['3600000', 3_600_000]], invalid: ['999', '3600001', 'slow'], allowed: 'a whole number 1000-3600000',
   },
   {
@@ -145,7 +145,7 @@ describe('readRuntimeConfig', () => {
         signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },
         publicRateLimit: { burst: 20, perMinute: 300 },
         messagePollIntervalMs: 250,
-        messageSafetyPollMs: 60_000,
+        messageSafetyPollMs: 90_000,
         messageEngineLostPollMs: 2_000,
         messageRelistMs: 30_000,
       },

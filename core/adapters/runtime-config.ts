@@ -52,7 +52,7 @@ export interface ServiceSettings {
   messageSafetyPollMs: number;
   /** MESSAGE_ENGINE_LOST_POLL_MS: with the engine lost, how often streams poll until it is back. */
   messageEngineLostPollMs: number;
-  /** MESSAGE_RELIST_MS: how often open streams re-list their owner's numbers (with the engine ready, at most as often as MESSAGE_SAFETY_POLL_MS). */
+  /** MESSAGE_RELIST_MS: how often open streams re-list their owner's numbers (with the engine ready, at most every ten MESSAGE_SAFETY_POLL_MS). */
   messageRelistMs: number;
   /** VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD: the pub/sub engine of inbox wake-ups; unset, wake-ups stay in the process. */
   wakeupEngine?: WakeupEngine;

@@ -27,7 +27,9 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 // provisioning says "owner O gained X" (an owner wake-up, through the same port), and again
 // whenever the owner's subscription takes effect (what was published before was not received).
 // The periodic re-list is the safety net: every `relistMs` (MESSAGE_RELIST_MS), and with the
-// engine ready, where owner wake-ups reach every process, at the safety-net poll if that is slower.
+// engine ready, where owner wake-ups reach every process, at most every RELIST_SAFETY_POLLS
+// safety-net polls. With the defaults an idle watched inbox then costs 60/90 + 60/900 ≈ 0.73 item
+// reads a minute (its counter, and its share of the listing).
 //
 // Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
@@ -39,7 +41,9 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 
 export const POLL_INTERVAL_MS = 250;
 /** With a pub/sub engine whose subscriber is ready: the bound on a lost wake-up's delay. */
-export const SAFETY_POLL_INTERVAL_MS = 60_000;
+export const SAFETY_POLL_INTERVAL_MS = 90_000;
+/** With the engine ready, streams re-list at most once every this many safety-net polls (15 min by default). */
+export const RELIST_SAFETY_POLLS = 10;
 /** With the engine lost (its subscriber not ready): the bound on other processes' messages' delay. */
 export const ENGINE_LOST_POLL_INTERVAL_MS = 2_000;
 export const GAP_GRACE_MS = 3_000;
@@ -57,7 +61,7 @@ export interface HubPolling {
   safetyPollMs: number;
   /** Engine lost (MESSAGE_ENGINE_LOST_POLL_MS). */
   engineLostPollMs: number;
-  /** Streams re-list their owner's numbers (MESSAGE_RELIST_MS); with the engine ready, at most as often as safetyPollMs. */
+  /** Streams re-list their owner's numbers (MESSAGE_RELIST_MS); with the engine ready, at most every RELIST_SAFETY_POLLS safety polls. */
   relistMs: number;
 }
 
@@ -230,7 +234,7 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       };
     },
     /** How often streams re-list their owner's numbers now (slower with the engine ready: owner wake-ups reach every process). */
-    relistIntervalMs: () => (wakeups.reach === 'engine' && wakeups.ready() ? Math.max(polling.relistMs, polling.safetyPollMs) : polling.relistMs),
+    relistIntervalMs: () => (wakeups.reach === 'engine' && wakeups.ready() ? Math.max(polling.relistMs, RELIST_SAFETY_POLLS * polling.safetyPollMs) : polling.relistMs),
     /** The last counter value the poll saw for an inbox (undefined before its first poll). */
     head: (inboxId: string): number | undefined => heads.get(inboxId),
     /** When the last poll that read an inbox's counter began (Date.now(); undefined before one did). */
