@@ -21,13 +21,23 @@ const BASE_HEADERS = {
   'Referrer-Policy': 'no-referrer',
 };
 
-/** Headers by lower-case name, whatever case the client or API Gateway used. */
+/** Each event's headers by lower-case name, built once (several look-ups per request). */
+const lowerCased = new WeakMap<object, Map<string, string>>();
+
+/** Headers by lower-case name, whatever case the client or API Gateway used (the first given name wins). */
 export function header(event: HttpEvent, name: string): string | undefined {
-  const wanted = name.toLowerCase();
-  for (const [key, value] of Object.entries(event.headers ?? {})) {
-    if (key.toLowerCase() === wanted && value !== undefined) return value;
+  const headers = event.headers ?? {};
+  let byName = lowerCased.get(headers);
+  if (!byName) {
+    byName = new Map();
+    for (const key in headers) {
+      const value = headers[key];
+      const lower = key.toLowerCase();
+      if (value !== undefined && !byName.has(lower)) byName.set(lower, value);
+    }
+    lowerCased.set(headers, byName);
   }
-  return undefined;
+  return byName.get(name.toLowerCase());
 }
 
 /**

@@ -20,15 +20,19 @@ const MAX_REQUEST_BYTES = 1024 * 1024;
 /** Extra non-Lambda routes of the local runner (the demo client). */
 export type LocalExtra = (request: IncomingMessage, url: URL, response: ServerResponse) => Promise<boolean>;
 
-async function readBody(request: IncomingMessage): Promise<Buffer | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  // Past the limit the rest is read and dropped, so the client still gets its 413.
-  for await (const chunk of request) {
-    size += (chunk as Buffer).length;
-    if (size <= MAX_REQUEST_BYTES) chunks.push(chunk as Buffer);
-  }
-  return size > MAX_REQUEST_BYTES ? undefined : Buffer.concat(chunks);
+function readBody(request: IncomingMessage): Promise<Buffer | undefined> {
+  // Listeners rather than `for await`: one promise per request, not one per chunk.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    // Past the limit the rest is read and dropped, so the client still gets its 413.
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_REQUEST_BYTES) chunks.push(chunk);
+    });
+    request.on('end', () => resolve(size > MAX_REQUEST_BYTES ? undefined : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    request.on('error', reject);
+  });
 }
 
 function lambdaContext(functionName: string, requestId: string): Context {
@@ -95,10 +99,17 @@ export function buildEvent(request: IncomingMessage, url: URL, body: Buffer, req
 }
 
 function writeResult(response: ServerResponse, result: HttpResult) {
-  for (const [name, value] of Object.entries(result.headers ?? {})) response.setHeader(name, String(value));
-  for (const [name, values] of Object.entries(result.multiValueHeaders ?? {})) response.setHeader(name, values.map(String));
-  response.statusCode = result.statusCode;
-  response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
+  // One writeHead with a flat [name, value, …] list: what setHeader per header would do, at a
+  // fraction of the cost (no per-call validation and header-object bookkeeping).
+  // A name in both maps takes multiValueHeaders' values only, as API Gateway merges them.
+  const headers: string[] = [];
+  for (const name in result.headers) if (!result.multiValueHeaders?.[name]) headers.push(name, String(result.headers[name]));
+  for (const name in result.multiValueHeaders) for (const value of result.multiValueHeaders[name]!) headers.push(name, String(value));
+  const body = result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body;
+  // Given, since writeHead sends the head before the body is known (else it would be chunked).
+  headers.push('Content-Length', String(Buffer.byteLength(body)));
+  response.writeHead(result.statusCode, headers);
+  response.end(body);
 }
 
 /** The path alone: a query string may carry codes or tokens, which never go to a log. */
