@@ -240,7 +240,7 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
     ])),
     ...endpoints.map(([name, run]) => `  ${name}: ${byMethod(run.cost.measured)}`),
     '  store calls: every store method call in the server process (one DynamoDB round trip each; a BatchGetItem counts once)',
-    '  main-thread µs: event-loop active time of the server process (dynalite runs in it too), wall time: on a busy machine it also counts moments the thread waited for a core;',
+    '  main-thread µs: event-loop active time of the server process (dynalite runs on a worker thread of it: in process CPU only), wall time: on a busy machine it also counts moments the thread waited for a core;',
     '  main-thread CPU: that thread\'s CPU time alone (/proc, 10 ms ticks); process CPU: all its threads (process.cpuUsage)',
     ...(problems.length ? ['  WARNING: requests failed:', ...problems] : []),
     '',
