@@ -128,7 +128,7 @@ export const tokenEndpointModule = /* @__PURE__ */ defineModule({
   },
 });
 export const provisioningModule = /* @__PURE__ */ defineModule({
-  name: 'provisioning', needs: { registration: registrationModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule }, create: createProvisioningModule,
+  name: 'provisioning', needs: { registration: registrationModule, accounts: accountsModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule }, create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */

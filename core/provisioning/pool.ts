@@ -15,8 +15,23 @@ export type EntityType = NonNullable<NumberRecord['entityType']>;
 /** How to finish a lapsed lease whose holder did commit; `undefined`: the holder never committed. */
 export type LeaseResolver = (number: NumberRecord) => Promise<{ state: NumberRecord['state']; poolFrom?: number } | undefined>;
 
-const CANDIDATES_PER_QUERY = 25;
-const ATTEMPTS = 4;
+/**
+ * Allocatable numbers one pool query reads. Each process keeps them as its own supply and hands
+ * each to one allocation only, so concurrent allocations of a process neither query the pool
+ * index per call nor race each other for the same number (processes still may: the conditional
+ * lease decides).
+ */
+export const CANDIDATES_PER_QUERY = 100;
+/**
+ * A supply older than this is dropped unused: numbers freed since (returned, lapsed, cooled off)
+ * are seen at the next query, and few stale candidates are tried in vain.
+ */
+export const SUPPLY_LIFETIME = 5_000;
+/** Pool queries one allocation may wait for, and candidates it may try, before UNAVAILABLE (others keep taking them). */
+const QUERIES_PER_LEASE = 4;
+const CANDIDATES_PER_LEASE = CANDIDATES_PER_QUERY;
+
+const poolBusy = () => new DomainError('unavailable', 'the number pool is busy; retry the call');
 
 /** A random permutation (Fisher-Yates). */
 export function shuffled<T>(items: T[]): T[] {
@@ -28,29 +43,66 @@ export function shuffled<T>(items: T[]): T[] {
   return copy;
 }
 
+/**
+ * This process's candidates from the last pool query, each handed out once. A query is single
+ * flight: the allocations that find the supply empty at the same time wait for one query.
+ */
+function candidateSupply(store: ProvisioningPort, clock: Clock) {
+  /** `found`: how many the query read; fewer than it asked for means it read every allocatable number. */
+  let supply: { candidates: NumberRecord[]; readAt: number; found: number } = { candidates: [], readAt: -Infinity, found: 0 };
+  let query: Promise<void> | undefined;
+
+  const refill = () => (query ??= (async () => {
+    const readAt = clock.now();
+    try {
+      // Random order: allocations in other processes, reading the same head of the index, rarely race for the same number.
+      const found = await store.freeNumbers(readAt, CANDIDATES_PER_QUERY);
+      supply = { candidates: shuffled(found), readAt, found: found.length };
+    } finally {
+      query = undefined;
+    }
+  })());
+
+  return {
+    /**
+     * The next candidate for one allocation; undefined when the pool is empty: a query made for it
+     * read every allocatable number and others of this process took them all. `queries` counts
+     * the queries this allocation waited for.
+     */
+    async take(queries: { count: number }): Promise<NumberRecord | undefined> {
+      for (;;) {
+        if (clock.now() - supply.readAt >= SUPPLY_LIFETIME) supply = { candidates: [], readAt: -Infinity, found: 0 };
+        const candidate = supply.candidates.pop();
+        if (candidate) return candidate;
+        if (queries.count >= QUERIES_PER_LEASE) throw poolBusy();
+        queries.count++;
+        await refill();
+        if (supply.candidates.length === 0 && supply.found < CANDIDATES_PER_QUERY) return undefined;
+      }
+    },
+  };
+}
+
 export function createNumberPool(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver) {
+  const supply = candidateSupply(store, clock);
   return {
     /** Leases a free number to `holder`; throws FAILED_PRECONDITION when the pool is empty. */
     async lease(holder: string, entityType: EntityType): Promise<string> {
-      for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const queries = { count: 0 };
+      for (let tried = 0; tried < CANDIDATES_PER_LEASE; tried++) {
+        const candidate = await supply.take(queries);
+        if (!candidate) throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
         const now = clock.now();
-        const candidates = await store.freeNumbers(now, CANDIDATES_PER_QUERY);
-        if (candidates.length === 0) {
-          throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
-        }
-        // Random order: concurrent allocations rarely race for the same number.
-        for (const candidate of shuffled(candidates)) {
-          if (candidate.state === 'leased' && candidate.svcnumId) {
-            const committed = await resolveLapsed(candidate);
-            if (committed) {
-              await store.confirmNumber(candidate.svcnum, candidate.svcnumId, committed.state, now, committed.poolFrom);
-              continue;
-            }
+        if (candidate.state === 'leased' && candidate.svcnumId) {
+          const committed = await resolveLapsed(candidate);
+          if (committed) {
+            await store.confirmNumber(candidate.svcnum, candidate.svcnumId, committed.state, now, committed.poolFrom);
+            continue;
           }
-          if (await store.leaseNumber(candidate, holder, entityType, now + config.lease, now)) return candidate.svcnum;
         }
+        if (await store.leaseNumber(candidate, holder, entityType, now + config.lease, now)) return candidate.svcnum;
       }
-      throw new DomainError('unavailable', 'the number pool is busy; retry the call');
+      throw poolBusy();
     },
 
     /** Makes a lease permanent. Fails loudly if the number was lost (the lease lapsed and was taken). */
