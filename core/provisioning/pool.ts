@@ -30,6 +30,8 @@ export const SUPPLY_LIFETIME = 5_000;
 /** Pool queries one allocation may wait for, and candidates it may try, before UNAVAILABLE (others keep taking them). */
 const QUERIES_PER_LEASE = 4;
 const CANDIDATES_PER_LEASE = CANDIDATES_PER_QUERY;
+/** Handed-out candidates remembered (see candidateSupply): a few queries' worth. */
+const HANDED_OUT_KEPT = 4 * CANDIDATES_PER_QUERY;
 
 const poolBusy = () => new DomainError('unavailable', 'the number pool is busy; retry the call');
 
@@ -48,16 +50,26 @@ export function shuffled<T>(items: T[]): T[] {
  * flight: the allocations that find the supply empty at the same time wait for one query.
  */
 function candidateSupply(store: ProvisioningPort, clock: Clock) {
-  /** `found`: how many the query read; fewer than it asked for means it read every allocatable number. */
-  let supply: { candidates: NumberRecord[]; readAt: number; found: number } = { candidates: [], readAt: -Infinity, found: 0 };
+  /** `complete`: the query read every allocatable number (fewer than it asked for). */
+  let supply: { candidates: NumberRecord[]; readAt: number; complete: boolean } = { candidates: [], readAt: -Infinity, complete: false };
   let query: Promise<void> | undefined;
+  /**
+   * The candidates this process handed out last (number and availableAt as read), oldest first.
+   * A query that reads one of them again unchanged does not hand it out again: its lease is still
+   * under way, or the index has not caught up with it yet (DynamoDB's indexes lag their table).
+   */
+  const handedOut = new Set<string>();
+  const readAs = (number: NumberRecord) => `${number.svcnum}@${number.availableAt ?? ''}`;
+  /** Handed-out candidates whose lease is under way: still free in the index, so a query reads that many more. */
+  let underway = 0;
 
   const refill = () => (query ??= (async () => {
     const readAt = clock.now();
+    const limit = CANDIDATES_PER_QUERY + underway;
     try {
+      const found = await store.freeNumbers(readAt, limit);
       // Random order: allocations in other processes, reading the same head of the index, rarely race for the same number.
-      const found = await store.freeNumbers(readAt, CANDIDATES_PER_QUERY);
-      supply = { candidates: shuffled(found), readAt, found: found.length };
+      supply = { candidates: shuffled(found.filter((number) => !handedOut.has(readAs(number)))), readAt, complete: found.length < limit };
     } finally {
       query = undefined;
     }
@@ -65,26 +77,50 @@ function candidateSupply(store: ProvisioningPort, clock: Clock) {
 
   return {
     /**
-     * The next candidate for one allocation; undefined when the pool is empty: a query made for it
-     * read every allocatable number and others of this process took them all. `queries` counts
-     * the queries this allocation waited for.
+     * The next candidate for one allocation, to be `settle`d once tried; undefined when the pool
+     * is empty: a query made for it read every allocatable number and others of this process
+     * took them all. `queries` counts the queries this allocation waited for.
      */
     async take(queries: { count: number }): Promise<NumberRecord | undefined> {
       for (;;) {
-        if (clock.now() - supply.readAt >= SUPPLY_LIFETIME) supply = { candidates: [], readAt: -Infinity, found: 0 };
+        if (clock.now() - supply.readAt >= SUPPLY_LIFETIME) supply = { candidates: [], readAt: -Infinity, complete: false };
         const candidate = supply.candidates.pop();
-        if (candidate) return candidate;
+        if (candidate) {
+          handedOut.add(readAs(candidate));
+          if (handedOut.size > HANDED_OUT_KEPT) handedOut.delete(handedOut.values().next().value!);
+          underway++;
+          return candidate;
+        }
         if (queries.count >= QUERIES_PER_LEASE) throw poolBusy();
         queries.count++;
         await refill();
-        if (supply.candidates.length === 0 && supply.found < CANDIDATES_PER_QUERY) return undefined;
+        if (supply.candidates.length === 0 && supply.complete) return undefined;
       }
+    },
+
+    /** A candidate taken was tried (leased, rolled forward, lost to another process, or failed). */
+    settle() {
+      underway--;
     },
   };
 }
 
 export function createNumberPool(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver) {
   const supply = candidateSupply(store, clock);
+
+  /** Leases `candidate` if it is still as read; a lapsed lease whose holder committed is rolled forward instead. */
+  async function leaseCandidate(candidate: NumberRecord, holder: string, entityType: EntityType): Promise<boolean> {
+    const now = clock.now();
+    if (candidate.state === 'leased' && candidate.svcnumId) {
+      const committed = await resolveLapsed(candidate);
+      if (committed) {
+        await store.confirmNumber(candidate.svcnum, candidate.svcnumId, committed.state, now, committed.poolFrom);
+        return false;
+      }
+    }
+    return store.leaseNumber(candidate, holder, entityType, now + config.lease, now);
+  }
+
   return {
     /** Leases a free number to `holder`; throws FAILED_PRECONDITION when the pool is empty. */
     async lease(holder: string, entityType: EntityType): Promise<string> {
@@ -92,15 +128,11 @@ export function createNumberPool(store: ProvisioningPort, clock: Clock, config: 
       for (let tried = 0; tried < CANDIDATES_PER_LEASE; tried++) {
         const candidate = await supply.take(queries);
         if (!candidate) throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
-        const now = clock.now();
-        if (candidate.state === 'leased' && candidate.svcnumId) {
-          const committed = await resolveLapsed(candidate);
-          if (committed) {
-            await store.confirmNumber(candidate.svcnum, candidate.svcnumId, committed.state, now, committed.poolFrom);
-            continue;
-          }
+        try {
+          if (await leaseCandidate(candidate, holder, entityType)) return candidate.svcnum;
+        } finally {
+          supply.settle();
         }
-        if (await store.leaseNumber(candidate, holder, entityType, now + config.lease, now)) return candidate.svcnum;
       }
       throw poolBusy();
     },
