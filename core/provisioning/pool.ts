@@ -98,9 +98,13 @@ function candidateSupply(store: ProvisioningPort, clock: Clock) {
       }
     },
 
-    /** A candidate taken was tried (leased, rolled forward, lost to another process, or failed). */
-    settle() {
+    /**
+     * A candidate taken was tried: leased, rolled forward or lost to another process (`failed`
+     * false), or the try failed: then it may still be free as read, and may be handed out again.
+     */
+    settle(candidate: NumberRecord, failed: boolean) {
       underway--;
+      if (failed) handedOut.delete(readAs(candidate));
     },
   };
 }
@@ -128,10 +132,13 @@ export function createNumberPool(store: ProvisioningPort, clock: Clock, config: 
       for (let tried = 0; tried < CANDIDATES_PER_LEASE; tried++) {
         const candidate = await supply.take(queries);
         if (!candidate) throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
+        let failed = true;
         try {
-          if (await leaseCandidate(candidate, holder, entityType)) return candidate.svcnum;
+          const leased = await leaseCandidate(candidate, holder, entityType);
+          failed = false;
+          if (leased) return candidate.svcnum;
         } finally {
-          supply.settle();
+          supply.settle(candidate, failed);
         }
       }
       throw poolBusy();
