@@ -9,6 +9,10 @@ import type { ProvisioningPort } from './store';
 // gives the number back; if it dies, the lease lapses and the number returns to the pool by
 // itself, unless the holder did commit, in which case the next allocator rolls the lease
 // forward instead of stealing the number.
+//
+// Candidates come from a per-process supply (one pool query per CANDIDATES_PER_QUERY
+// allocations, see candidateSupply); it is only a hint: the conditional lease write alone decides
+// who gets a number, so no number is held by two holders whatever the supplies hold.
 
 export type EntityType = NonNullable<NumberRecord['entityType']>;
 
@@ -26,7 +30,7 @@ export const CANDIDATES_PER_QUERY = 100;
  * A supply older than this is dropped unused: numbers freed since (returned, lapsed, cooled off)
  * are seen at the next query, and few stale candidates are tried in vain.
  */
-export const SUPPLY_LIFETIME = 5_000;
+const SUPPLY_LIFETIME = 5_000;
 /** Pool queries one allocation may wait for, and candidates it may try, before UNAVAILABLE (others keep taking them). */
 const QUERIES_PER_LEASE = 4;
 const CANDIDATES_PER_LEASE = CANDIDATES_PER_QUERY;
