@@ -10,6 +10,7 @@ import { NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber } 
 import { createHttpClient, formBody, FORM_HEADERS } from './http-client';
 import { runLoad, type LoadResult } from './load';
 import type { BenchPoolInfo, BenchServerInfo } from './server-process';
+import { countersDelta, type StoreCounters } from './store-counters';
 
 // The gRPC provisioning API under load, against the local runner in a child process:
 //   MaskService.CreateMask          each call leases a number from the pool (seeded by the child)
@@ -26,6 +27,8 @@ export interface ProvisioningOptions {
   log: (message: string) => void;
   /** Aborts the runs (the server died). */
   signal?: AbortSignal;
+  /** The server's store call counters (its stats), read at the edges of the timed CreateMask run. */
+  storeCounters?: () => Promise<StoreCounters>;
 }
 
 export interface RpcLoadResult extends LoadResult {
@@ -47,7 +50,10 @@ export interface ProvisioningResult {
     /** A CreateMask call failed because the pool was empty. */
     ranDry: boolean;
   };
-  createMask: RpcLoadResult;
+  createMask: RpcLoadResult & {
+    /** Store calls (DynamoDB round trips) per OK CreateMask in the timed run, in all and by method; absent without `storeCounters`. */
+    storeCallsPerCall?: { calls: number; byMethod: Record<string, number> };
+  };
   issueAgentToken: RpcLoadResult;
   exchangeToken: RpcLoadResult;
 }
@@ -56,7 +62,7 @@ export interface ProvisioningResult {
 export const SETUP_NUMBERS = 3;
 /**
  * CreateMask rate the pool is sized for: far above what one local runner (embedded dynalite)
- * does (about 9× the ~110/s measured here), so the pool does not run dry: 1000/s × (2 s + 10 s) = 12,000 by default.
+ * does (a few hundred per second at most), so the pool does not run dry: 1000/s × (2 s + 10 s) = 12,000 by default.
  */
 export const MASK_RPS_CEILING = 1000;
 
@@ -174,7 +180,18 @@ export async function provisioningBenchmarks(server: BenchServerInfo, options: P
       },
     );
     log(`MaskService.CreateMask (${warmupSeconds} s warm-up + ${seconds} s; pool of ${server.provisioning.pool.added} numbers)`);
-    const createMaskResult = await runLoad({ ...load, request: createMask });
+    const storeCounters = options.storeCounters;
+    let storeBefore: StoreCounters | undefined;
+    let storeCalls: { calls: number; byMethod: Record<string, number> } | undefined;
+    const createMaskResult = await runLoad({
+      ...load, request: createMask,
+      ...(storeCounters ? {
+        onPhase: async (edge) => {
+          if (edge === 'measured-start') storeBefore = await storeCounters();
+          if (edge === 'measured-end' && storeBefore) storeCalls = countersDelta(storeBefore, await storeCounters());
+        },
+      } : {}),
+    });
 
     log(`AgentService.IssueAgentToken (${warmupSeconds} s warm-up + ${seconds} s)`);
     const issueSamples: Record<string, string> = {};
@@ -207,7 +224,7 @@ export async function provisioningBenchmarks(server: BenchServerInfo, options: P
         left: pool.added - SETUP_NUMBERS - masksCreated,
         ranDry: POOL_EMPTY.test(maskSamples.FAILED_PRECONDITION ?? ''),
       },
-      createMask: { ...createMaskResult, errorSamples: maskSamples },
+      createMask: { ...createMaskResult, errorSamples: maskSamples, ...(storeCalls && usedTimed > 0 ? { storeCallsPerCall: perCall(storeCalls, usedTimed) } : {}) },
       issueAgentToken: { ...issueResult, errorSamples: issueSamples },
       exchangeToken: { ...exchangeResult, errorSamples: exchangeSamples },
     };
@@ -216,6 +233,13 @@ export async function provisioningBenchmarks(server: BenchServerInfo, options: P
     masks.close();
     agents.close();
   }
+}
+
+const round2 = (value: number) => Math.round(value * 100) / 100;
+
+/** Store calls divided by `count` (2 decimals), in all and by method. */
+function perCall(calls: { calls: number; byMethod: Record<string, number> }, count: number) {
+  return { calls: round2(calls.calls / count), byMethod: Object.fromEntries(Object.entries(calls.byMethod).map(([method, n]) => [method, round2(n / count)])) };
 }
 
 export function grpcVersion(): string {

@@ -90,7 +90,10 @@ async function main() {
   const grpcServer = await startBenchServer({ poolNumbers });
   const seeded = grpcServer.info.provisioning.pool;
   log(`server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ${seeded.added} numbers in ${seeded.seconds} s`);
-  const provisioning = await provisioningBenchmarks(grpcServer.info, { concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died });
+  const provisioning = await provisioningBenchmarks(grpcServer.info, {
+    concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died,
+    storeCounters: async () => (await grpcServer.stats()).store,
+  });
   await grpcServer.stop();
 
   // The pub/sub engine of the idle-reads phase: the runner publishes every message to it (its own
@@ -261,6 +264,9 @@ async function main() {
       + ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
     `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left`
       + (pool.ranDry ? ' — RAN DRY: CreateMask failed with an empty pool (raise BENCH_POOL_NUMBERS)' : ' (never ran dry)'),
+    ...(provisioning.createMask.storeCallsPerCall ? [
+      `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (${Object.entries(provisioning.createMask.storeCallsPerCall.byMethod).map(([method, calls]) => `${method} ${calls}`).join(', ')})`,
+    ] : []),
     '  errors: calls that ended in a non-OK gRPC status, by status name',
     ...(failedCalls > 0 ? [
       `  WARNING: ${failedCalls} calls failed (included in the counts and latencies above):`,

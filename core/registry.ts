@@ -131,7 +131,7 @@ export const tokenEndpointModule = /* @__PURE__ */ defineModule({
 });
 export const provisioningModule = /* @__PURE__ */ defineModule({
   name: 'provisioning',
-  needs: { registration: registrationModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule, messaging: messagingModule },
+  needs: { registration: registrationModule, accounts: accountsModule, oauth: oauthModule, directory: directoryModule, tokenExchange: tokenExchangeModule, messaging: messagingModule },
   create: createProvisioningModule,
 });
 

@@ -20,8 +20,9 @@ import { tokenExchangeGrant } from './token-exchange-grant';
 export function createProvisioning(deps: {
   store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex;
   exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec; numberStreams: NumberStreams;
+  status: Pick<AccountStatus, 'entityInService'>;
 }) {
-  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex, numberStreams } = deps;
+  const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex, numberStreams, status } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
   const once = createRequestLog(store, clock, random, config);
   // A slot is committed when its holder agent exists and names it (agents from before slots were
@@ -32,7 +33,7 @@ export function createProvisioning(deps: {
   });
   return {
     numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens, streams: numberStreams }),
-    masks: createMasks({ store, clock, pool, once, config, pageTokens }),
+    masks: createMasks({ store, clock, pool, once, config, pageTokens, status }),
     agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex }),
     /** The ExchangeToken RPC: the tokenExchange module's function, the one the token endpoint's grant uses too. */
     exchange: deps.exchange,
@@ -46,12 +47,12 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 export function createProvisioningModule(
   ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
   needs: {
-    registration: AgentClients; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex; tokenExchange: { exchange: TokenExchange };
-    messaging: { numberStreams: NumberStreams };
+    registration: AgentClients; accounts: Pick<AccountStatus, 'entityInService'>; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex;
+    tokenExchange: { exchange: TokenExchange }; messaging: { numberStreams: NumberStreams };
   },
 ) {
   return createProvisioning({
-    ...ports, accounts: needs.registration, issuer: needs.oauth.issuer, discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
+    ...ports, accounts: needs.registration, status: needs.accounts, issuer: needs.oauth.issuer, discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
     numberStreams: needs.messaging.numberStreams,
   });
 }

@@ -1,5 +1,6 @@
 import { inService, type Mask } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
+import type { AccountStatus } from '../kernel/capabilities';
 import type { Clock } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
 import { provisioningLimits, type ProvisioningConfig } from './config';
@@ -38,14 +39,24 @@ export const maskView = (mask: Mask, now: number): MaskView => ({
   expireTime: mask.expiresAt,
 });
 
+/** Waits for both; the first one's failure wins whichever ended first, so the answer does not depend on timing. */
+async function inOrder<A, B>(first: Promise<A>, second: Promise<B>): Promise<[A, B]> {
+  const [a, b] = await Promise.allSettled([first, second]);
+  if (a.status === 'rejected') throw a.reason;
+  if (b.status === 'rejected') throw b.reason;
+  return [a.value, b.value];
+}
+
 /** Page keys of ListMasks: the byOwner index of the masks table. */
 const maskPages: PagedList<Mask> = {
   name: 'masks',
   keyOf: (mask) => ({ maskId: mask.maskId, ownerId: mask.ownerId }),
 };
 
-export function createMasks(deps: { store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec }) {
-  const { store, clock, pool, once, config, pageTokens } = deps;
+export function createMasks(deps: {
+  store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec; status: Pick<AccountStatus, 'entityInService'>;
+}) {
+  const { store, clock, pool, once, config, pageTokens, status } = deps;
 
   async function owned(caller: Caller, maskId: string | undefined): Promise<Mask> {
     const id = svcnumIdField(maskId, 'mask_id');
@@ -54,8 +65,14 @@ export function createMasks(deps: { store: ProvisioningPort; clock: Clock; pool:
     return mask;
   }
 
+  /**
+   * An existing participant in service. From the accounts status cache, as callers' own status is
+   * checked: an in-service answer may be up to 30 s old, any other is read again first; only a
+   * refusal reads the record, for its message.
+   */
   async function participant(value: string | undefined, field: string): Promise<string> {
     const id = svcnumIdField(value, field);
+    if (await status.entityInService(id)) return id;
     const entity = await store.getUser(id);
     if (!entity) throw notFound(`${field} ${id} does not exist`);
     if (!inService(entity)) throw failedPrecondition(`${field} ${id} is not active`);
@@ -76,8 +93,8 @@ export function createMasks(deps: { store: ProvisioningPort; clock: Clock; pool:
       const request = { ttl, scope, participantA: input.participantA, participantB: input.participantB };
       return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request }, {
         create: (maskId, held) => Steps.all(async (steps) => {
-          const participantA = await participant(input.participantA, 'participant_a');
-          const participantB = await participant(input.participantB, 'participant_b');
+          // Both read at once (one round trip of wall time); the first refusal in field order wins.
+          const [participantA, participantB] = await inOrder(participant(input.participantA, 'participant_a'), participant(input.participantB, 'participant_b'));
           const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
           const now = clock.now();
           const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt: now, expiresAt: now + ttl * 1000 };
