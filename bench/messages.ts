@@ -10,6 +10,7 @@ import { percentile, runLoad, type LoadResult } from './load';
 import { CHANNEL_OPTIONS, grpcVersion, provisioningToken, setupCall } from './provisioning';
 import { startBenchGrpcServer, type BenchChildStats, type BenchGrpcServer, type BenchServer, type BenchServerInfo } from './server-process';
 import { methodCalls } from './store-counters';
+import { ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, RELIST_SAFETY_POLLS, SAFETY_POLL_INTERVAL_MS } from '../core/messaging/stream';
 
 // The message flow: POST /api/messages (ingress, on the runner) → the recipient's inbox in
 // DynamoDB → NumberService.StreamAllMessages (a server stream of the number's owner).
@@ -30,10 +31,15 @@ import { methodCalls } from './store-counters';
 //    before, with them open and after they close (each after a full GC), the fan-out of one
 //    message to all of them, and what P3's hub polls while they are idle.
 // 4. Store reads of idle watched inboxes, without and with the pub/sub engine: the owner gets
-//    BENCH_IDLE_INBOXES more numbers; one stream on P4 (no engine: polls every 250 ms) and one on
-//    P5 (VALKEY_URL: a real redis-server; P1 publishes to it) watch them all. Every item the two
-//    processes read while nothing arrives (BENCH_IDLE_SECONDS) is counted, per watched inbox per
-//    minute; then a few paced messages give the items read per delivered message on each.
+//    BENCH_IDLE_INBOXES more numbers; one stream on P4 (no engine: polls every 250 ms, re-lists
+//    every 30 s, the defaults) and one on P5 (VALKEY_URL: a real redis-server; P1 publishes to it)
+//    watch them all. Every item the two processes read while nothing arrives (BENCH_IDLE_SECONDS)
+//    is counted, per watched inbox per minute; then a few paced messages give the items read per
+//    delivered message on each. With the engine ready the defaults poll every 90 s and re-list
+//    every 15 min, too rare for a window of a minute or two: P5 runs with every interval divided
+//    by BENCH_IDLE_SCALE (10: a 9 s poll, a 90 s re-list), the window defaults to one such re-list
+//    period, and its reads per minute are divided by the same factor, which gives them at the
+//    default intervals (every idle read is one of those timers'; the output says so).
 //
 // Setup (over the real APIs): the runner's provisioning client gets a client_credentials token,
 // provisions one programmable number (the inbox) and creates one agent (the sender), whose
@@ -64,6 +70,8 @@ export interface MessagesOptions {
   idleInboxes: number;
   idleSeconds: number;
   idleMessages: number;
+  /** P5's hub intervals are the defaults divided by this (1-30; see the top). */
+  idleScale: number;
 }
 
 /** Milliseconds. */
@@ -178,15 +186,30 @@ export interface IdleReadsMode {
   pid: number;
   /** Distinct inboxes its hub watched. */
   watchedInboxes: number;
-  /** Its hub's poll interval while idle (ms). */
+  /** Its hub's poll interval while idle, and its streams' re-list interval (ms), as run (scaled). */
   pollIntervalMs: number;
+  relistIntervalMs: number;
+  /** Its intervals were the defaults divided by this (1: the defaults); the per-minute figures below are scaled back by it. */
+  intervalScale: number;
   windowSeconds: number;
-  /** Items read while nothing arrived, per watched inbox per minute: in all, and by store method. */
+  /** In the window: the hub's counter polls (store.inboxHeads calls) and the stream's listings of the owner's numbers (store.listOwned pages). */
+  polls: number;
+  listingPages: number;
+  /** Items read while nothing arrived, per watched inbox per minute at the default intervals (measured ÷ intervalScale): in all, and by store method. */
   itemReadsPerIdleInboxPerMinute: number;
   byMethodPerIdleInboxPerMinute: Record<string, number>;
-  /** The paced messages after the idle window: delivered to its stream, items read and inbox Queries per delivered message. */
+  /** The same as measured, at the scaled intervals. */
+  measuredItemReadsPerIdleInboxPerMinute: number;
+  /**
+   * The paced messages after the idle window: delivered to its stream; items read per delivered
+   * message, in all and without the hub's counter polls (timer-driven: the idle cost, counted
+   * above; with the engine one may fall in the run or not); inbox Queries per delivered message.
+   */
   delivered: number;
   itemReadsPerDeliveredMessage: number;
+  itemReadsPerDeliveredMessageWithoutPolls: number;
+  /** Items read per delivered message by store method. */
+  deliveredByMethod: Record<string, number>;
   streamQueriesPerDeliveredMessage: number;
 }
 
@@ -671,15 +694,34 @@ async function provisionNumbers(numbers: NumberServiceClient, token: string, cou
   return provisioned;
 }
 
-/** Items read per watched inbox per minute, in all and by method, between two stats of one process. */
-function idleFigures(before: BenchChildStats, after: BenchChildStats, watched: number, seconds: number) {
-  const perInboxPerMinute = (items: number) => round2(items / watched / (seconds / 60));
+/** The intervals of the engine's hub divided by `scale` (P5 of the idle-reads phase), and its re-list period with the engine ready. */
+export function scaledEngineIntervals(scale: number) {
+  const safetyPollMs = Math.round(SAFETY_POLL_INTERVAL_MS / scale);
+  const relistMs = Math.round(INBOX_REFRESH_MS / scale);
+  return {
+    safetyPollMs, relistMs, engineLostPollMs: Math.round(ENGINE_LOST_POLL_INTERVAL_MS / scale),
+    /** As core/messaging/stream.ts relistIntervalMs with the engine ready. */
+    readyRelistMs: Math.max(relistMs, RELIST_SAFETY_POLLS * safetyPollMs),
+  };
+}
+
+/**
+ * Items read per watched inbox per minute between two stats of one process, in all and by method:
+ * as measured, and divided by `scale` (the process ran with its intervals divided by it).
+ */
+function idleFigures(before: BenchChildStats, after: BenchChildStats, watched: number, seconds: number, scale: number) {
+  const perInboxPerMinute = (items: number) => items / watched / (seconds / 60);
   const byMethod: Record<string, number> = {};
   for (const [method, items] of Object.entries(after.store.itemsReadByMethod)) {
     const delta = items - (before.store.itemsReadByMethod[method] ?? 0);
-    if (delta > 0) byMethod[method] = perInboxPerMinute(delta);
+    if (delta > 0) byMethod[method] = round2(perInboxPerMinute(delta) / scale);
   }
-  return { itemReadsPerIdleInboxPerMinute: perInboxPerMinute(after.store.itemsRead - before.store.itemsRead), byMethodPerIdleInboxPerMinute: byMethod };
+  const measured = perInboxPerMinute(after.store.itemsRead - before.store.itemsRead);
+  return {
+    itemReadsPerIdleInboxPerMinute: round2(measured / scale), byMethodPerIdleInboxPerMinute: byMethod, measuredItemReadsPerIdleInboxPerMinute: round2(measured),
+    polls: methodCalls(after.store, 'inboxHeads') - methodCalls(before.store, 'inboxHeads'),
+    listingPages: methodCalls(after.store, 'listOwned') - methodCalls(before.store, 'listOwned'),
+  };
 }
 
 /** Phase 4 (see the top): store reads of idle watched inboxes, without (P4) and with (P5) the engine. */
@@ -692,7 +734,13 @@ async function idleReadsPhase(deps: {
   log(`idle reads: provisioning ${options.idleInboxes} more numbers for the owner`);
   await provisionNumbers(deps.numbers, token, options.idleInboxes, options.concurrency);
   const watched = options.idleInboxes + 1;
-  const [p4, p5] = await Promise.all([startBenchGrpcServer(deps.runner), startBenchGrpcServer(deps.runner, { engineUrl: deps.engineUrl })]);
+  const scaled = scaledEngineIntervals(options.idleScale);
+  const [p4, p5] = await Promise.all([startBenchGrpcServer(deps.runner), startBenchGrpcServer(deps.runner, {
+    engineUrl: deps.engineUrl,
+    messageIntervals: {
+      MESSAGE_SAFETY_POLL_MS: String(scaled.safetyPollMs), MESSAGE_RELIST_MS: String(scaled.relistMs), MESSAGE_ENGINE_LOST_POLL_MS: String(scaled.engineLostPollMs),
+    },
+  })]);
   deps.children.push(p4, p5);
   const insecure = credentials.createInsecure();
   const clients = [p4, p5].map((child) => new NumberServiceClient(`127.0.0.1:${child.info.grpcPort}`, insecure, CHANNEL_OPTIONS));
@@ -702,7 +750,8 @@ async function idleReadsPhase(deps: {
     if (TEXT.exec(message.text)?.[1] === tag) got[index]!++;
   }));
   try {
-    log(`idle reads: one stream on pid ${p4.info.pid} (no engine) and one on pid ${p5.info.pid} (engine ${deps.engineUrl}), each watching ${watched} inboxes`);
+    log(`idle reads: one stream on pid ${p4.info.pid} (no engine) and one on pid ${p5.info.pid} (engine ${deps.engineUrl}, intervals ÷${options.idleScale}:`
+      + ` safety poll ${scaled.safetyPollMs} ms, re-list ${scaled.readyRelistMs} ms), each watching ${watched} inboxes`);
     const deadline = performance.now() + FAN_OUT_TIMEOUT_MS;
     for (;;) {
       const [a, b] = await Promise.all([p4.stats(), p5.stats()]);
@@ -713,8 +762,20 @@ async function idleReadsPhase(deps: {
       signal?.throwIfAborted();
       await sleep(100);
     }
-    // Each stream's first read of every inbox, the engine's catch-up poll and re-list settle.
-    await sleep(3 * SETTLE_MS);
+    // Each stream's first read of every inbox (one Query each), the engine's catch-up poll and the
+    // re-list that follows settle: no store call but the hub's polls for SETTLE_MS. Then half a
+    // safety-net poll more, so that P5's timers (the poll, and the re-list one period after the
+    // last) fall inside the window, not on its edges.
+    const quietCalls = (stats: BenchChildStats) => stats.store.calls - methodCalls(stats.store, 'inboxHeads');
+    for (let last = [-1, -1]; ;) {
+      const now = (await Promise.all([p4.stats(), p5.stats()])).map(quietCalls);
+      if (now.every((calls, index) => calls === last[index])) break;
+      if (performance.now() > deadline) throw new Error('idle reads: the streams did not settle');
+      last = now;
+      signal?.throwIfAborted();
+      await sleep(SETTLE_MS);
+    }
+    await sleep(scaled.safetyPollMs / 2);
 
     log(`idle reads: ${options.idleSeconds} s with both streams idle`);
     const idleBefore = await Promise.all([p4.stats(), p5.stats()]);
@@ -732,21 +793,33 @@ async function idleReadsPhase(deps: {
     await until(() => got.every((count) => count >= run.accepted), DELIVERY_TIMEOUT_MS, { signal });
     const deliveryAfter = await Promise.all([p4.stats(), p5.stats()]);
 
-    const mode = (index: 0 | 1, child: BenchGrpcServer): IdleReadsMode => {
+    const mode = (index: 0 | 1, child: BenchGrpcServer, scale: number, relistIntervalMs: number): IdleReadsMode => {
       const delivered = got[index]!;
       const per = (value: number) => (delivered > 0 ? round2(value / delivered) : 0);
+      const [idle, after] = [idleAfter[index]!.store, deliveryAfter[index]!.store];
+      const items = after.itemsRead - idle.itemsRead;
+      const pollItems = (after.itemsReadByMethod.inboxHeads ?? 0) - (idle.itemsReadByMethod.inboxHeads ?? 0);
+      const deliveredByMethod: Record<string, number> = {};
+      for (const [method, count] of Object.entries(after.itemsReadByMethod)) {
+        const delta = count - (idle.itemsReadByMethod[method] ?? 0);
+        if (delta > 0) deliveredByMethod[method] = per(delta);
+      }
       return {
         pid: child.info.pid,
         watchedInboxes: idleAfter[index]!.hub.watchedInboxes,
         pollIntervalMs: idleAfter[index]!.hub.pollIntervalMs,
+        relistIntervalMs,
+        intervalScale: scale,
         windowSeconds: round2(idleSeconds),
-        ...idleFigures(idleBefore[index]!, idleAfter[index]!, watched, idleSeconds),
+        ...idleFigures(idleBefore[index]!, idleAfter[index]!, watched, idleSeconds, scale),
         delivered,
-        itemReadsPerDeliveredMessage: per(deliveryAfter[index]!.store.itemsRead - idleAfter[index]!.store.itemsRead),
-        streamQueriesPerDeliveredMessage: per(methodCalls(deliveryAfter[index]!.store, 'readInbox') - methodCalls(idleAfter[index]!.store, 'readInbox')),
+        itemReadsPerDeliveredMessage: per(items),
+        itemReadsPerDeliveredMessageWithoutPolls: per(items - pollItems),
+        deliveredByMethod,
+        streamQueriesPerDeliveredMessage: per(methodCalls(after, 'readInbox') - methodCalls(idle, 'readInbox')),
       };
     };
-    return { inboxes: watched, streamsPerProcess: 1, withoutEngine: mode(0, p4), withEngine: mode(1, p5) };
+    return { inboxes: watched, streamsPerProcess: 1, withoutEngine: mode(0, p4, 1, INBOX_REFRESH_MS), withEngine: mode(1, p5, options.idleScale, scaled.readyRelistMs) };
   } finally {
     for (const follower of followers) follower.cancel();
     for (const client of clients) client.close();

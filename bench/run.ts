@@ -16,8 +16,12 @@
 //   BENCH_STREAMS         streams held open on one gRPC server process (default 1000)
 //   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4)
 //   BENCH_IDLE_INBOXES    numbers watched in the idle-reads phase (default 200)
-//   BENCH_IDLE_SECONDS    its idle window (default 60: one safety-net poll of the engine's default interval)
+//   BENCH_IDLE_SCALE      the engine's process in that phase runs with every interval divided by this
+//                         (default 10: a 9 s safety-net poll, a 90 s re-list); its reads per minute are
+//                         divided by it again, to give them at the default intervals (1-30)
+//   BENCH_IDLE_SECONDS    its idle window (default: one scaled re-list period, 900 s / BENCH_IDLE_SCALE)
 //   BENCH_IDLE_MESSAGES   messages delivered after it (default 50)
+//   BENCH_ONLY            messages: only the message flow (its tables and messages.json)
 //   REDIS_SERVER          the pub/sub engine's binary (default redis-server: the Debian package)
 //
 // Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
@@ -36,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import { cleanupOnSignals, onCleanup, runCleanup } from './cleanup';
 import { cryptoBenchmarks } from './crypto';
 import { lambdaBundleBenchmarks } from './lambda-bundles';
-import { messageBenchmarks, WARMUP_MESSAGES, type Distribution } from './messages';
+import { messageBenchmarks, scaledEngineIntervals, WARMUP_MESSAGES, type Distribution } from './messages';
 import type { HttpClientKind } from './http-client';
 import type { LoadResult } from './load';
 import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResult } from './provisioning';
@@ -54,7 +58,11 @@ const mb = (bytes: number) => fmt(bytes / 1048576, 1);
 const round2 = (value: number) => Math.round(value * 100) / 100;
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 
-async function main() {
+/** Every BENCH_… setting (see the top), checked before anything runs. */
+function readSettings() {
+  const idleScale = numberFromEnv('BENCH_IDLE_SCALE', 10, { integer: true });
+  // MESSAGE_RELIST_MS may not go below 1000 ms (30000 ÷ 30).
+  if (idleScale > 30) throw new Error(`BENCH_IDLE_SCALE must be a whole number 1-30, got '${idleScale}'`);
   const settings = {
     seconds: numberFromEnv('BENCH_SECONDS', 10),
     warmupSeconds: numberFromEnv('BENCH_WARMUP_SECONDS', 2),
@@ -67,15 +75,33 @@ async function main() {
     streams: numberFromEnv('BENCH_STREAMS', 1000, { integer: true }),
     streamChannels: numberFromEnv('BENCH_STREAM_CHANNELS', 4, { integer: true }),
     idleInboxes: numberFromEnv('BENCH_IDLE_INBOXES', 200, { integer: true }),
-    idleSeconds: numberFromEnv('BENCH_IDLE_SECONDS', 60),
+    idleSeconds: numberFromEnv('BENCH_IDLE_SECONDS', scaledEngineIntervals(idleScale).readyRelistMs / 1000),
     idleMessages: numberFromEnv('BENCH_IDLE_MESSAGES', 50, { integer: true }),
+    idleScale,
+    only: process.env.BENCH_ONLY?.trim() || undefined,
   };
-  const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), { integer: true, min: SETUP_NUMBERS });
+  if (settings.only !== undefined && settings.only !== 'messages') throw new Error(`BENCH_ONLY must be messages (or unset), got '${settings.only}'`);
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
+  return settings;
+}
+
+type Settings = ReturnType<typeof readSettings>;
+
+async function main() {
+  const settings = readSettings();
+  const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), { integer: true, min: SETUP_NUMBERS });
   const date = new Date().toISOString();
   const host = machine();
   // Other work on the machine skews everything here; the 1-minute load average shows it.
   const loadAverageAtStart = loadavg()[0]!;
+
+  if (settings.only === 'messages') {
+    const lines = await messageFlow(settings, { date, host, loadAverageAtStart });
+    process.stdout.write(['', `Message flow benchmark (BENCH_ONLY=messages), ${date}`,
+      `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
+      '', ...lines, '', `Written to ${MESSAGES_RESULT_FILE}`, ''].join('\n'));
+    return;
+  }
 
   // Crypto first, while nothing else runs on the machine.
   const crypto = await cryptoBenchmarks(settings.cryptoSeconds, log);
@@ -96,21 +122,7 @@ async function main() {
   });
   await grpcServer.stop();
 
-  // The pub/sub engine of the idle-reads phase: the runner publishes every message to it (its own
-  // streams are woken in-process all the same; P2 and P3 have no engine and poll).
-  const redis = await startRedis();
-  onCleanup(() => redis.stop());
-  log(`starting a fresh local runner for the message flow, publishing wake-ups to ${redis.url}`);
-  const messagesServer = await startBenchServer({ poolNumbers: MESSAGES_POOL_NUMBERS + settings.idleInboxes, engineUrl: redis.url });
-  log(`server ${messagesServer.info.issuer}, gRPC port ${messagesServer.info.grpcPort} (pid ${messagesServer.info.pid})`);
-  const messages = await messageBenchmarks(messagesServer, {
-    seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
-    messages: settings.messages, intervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
-    engineUrl: redis.url, idleInboxes: settings.idleInboxes, idleSeconds: settings.idleSeconds, idleMessages: settings.idleMessages,
-    log, signal: messagesServer.died,
-  });
-  await messagesServer.stop();
-  await redis.stop();
+  const messageLines = await messageFlow(settings, { date, host, loadAverageAtStart });
 
   const runs: Array<[string, LoadResult]> = [
     ['POST /oauth/token (authorization_code)', signin.codeExchange],
@@ -165,83 +177,6 @@ async function main() {
     },
   });
 
-  const latency = messages.latency;
-  const rate = messages.throughput;
-  const many = messages.streams;
-  const idle = messages.idleReads;
-  const pollDesign = 'each process with open streams runs one MessageHub: one strongly consistent BatchGetItem per 100 distinct watched inboxes every 250 ms'
-    + ' (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of streams or messages; a message wakes only the streams watching its inbox,'
-    + ' and each woken stream reads each of its inboxes from its cursor (one Query per inbox)';
-  const clocks = 'send → receipt is measured in the bench process on one monotonic clock (performance.now(): the POST start and the stream\'s data event), so no clocks are compared;'
-    + ' create_time → receipt compares the accepting process\'s Date.now() (ms, taken before the DynamoDB put) with performance.timeOrigin + performance.now() here: the same system clock of one machine';
-  await writeJson(MESSAGES_RESULT_FILE, {
-    benchmark: 'messages',
-    date,
-    ...host,
-    settings: {
-      seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
-      messages: settings.messages, messageIntervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
-    },
-    loadAverage,
-    processes: {
-      p1: 'local runner (local/runner.ts) in a child process, fresh for these runs: HTTP ingress (POST /api/messages), embedded dynalite, local Ed25519 key, its own gRPC server',
-      p2: `gRPC server process (pid ${messages.setup.p2Pid}): core against P1's dynalite, P1's keys and issuer, startGrpcServer(core, { port: 0 }) — the cross-process stream`,
-      p3: `a fresh process of the same kind (pid ${messages.setup.p3Pid}) — the ${many.streams} streams`,
-    },
-    clocks,
-    setup: messages.setup,
-    latency: {
-      description: `${settings.messages} messages, one every ${settings.messageIntervalMs} ms (open loop), POST start → receipt on StreamAllMessages, after ${WARMUP_MESSAGES} unmeasured messages; the stream resumes from the previous run's last cursor`,
-      sameProcess: { description: 'stream on P1, messages accepted by P1: woken by P1\'s in-process notifier', ...latency.sameProcess },
-      crossProcess: { description: 'stream on P2, messages accepted by P1: woken by P2\'s poll of the inbox counters (250 ms)', ...latency.crossProcess },
-    },
-    throughput: {
-      description: `${settings.concurrency} senders in a closed loop into ONE stream for ${settings.seconds} s after ${settings.warmupSeconds} s warm-up; received/s counts receipts up to the end of the ingress window`,
-      sameProcess: { description: 'stream on P1, ingress P1', ...rate.sameProcess },
-      crossProcess: { description: 'stream on P2, ingress P1', ...rate.crossProcess },
-    },
-    streams: {
-      description: `${many.streams} concurrent StreamAllMessages calls (one owner, one programmable number) from the bench over ${many.channels} channels to P3; memory of P3 after a full GC (child runs with --expose-gc)`,
-      ...many,
-      polling: { design: pollDesign, ...many.polling },
-    },
-    ...(idle ? {
-      idleReads: {
-        description: `store items read by a stream process (bench/store-counters.ts itemsRead: keys a BatchGetItem asks for, items a Query or get returns, 1 for one that finds none)`
-          + ` with one stream of the owner watching ${idle.inboxes} inboxes, over ${idle.withEngine.windowSeconds} s with nothing arriving, per watched inbox per minute;`
-          + ` then ${settings.idleMessages} messages one every ${settings.messageIntervalMs} ms to one inbox: items read per delivered message.`
-          + ' P4: no engine (polls every MESSAGE_POLL_INTERVAL_MS); P5: VALKEY_URL (a redis-server on loopback, the runner publishes to it), default MESSAGE_SAFETY_POLL_MS and MESSAGE_RELIST_MS',
-        ...idle,
-      },
-    } : {}),
-    strayMessages: messages.strayMessages,
-  });
-
-  const dist = (value: Distribution) => `${fmt(value.p50, 1)} / ${fmt(value.p99, 1)}`;
-  const latencyRow = (name: string, run: typeof latency.sameProcess) => [
-    name, fmt(run.received), fmt(run.sendToReceipt.p50, 1), fmt(run.sendToReceipt.p90, 1), fmt(run.sendToReceipt.p99, 1), fmt(run.sendToReceipt.max, 1),
-    dist(run.sendToAccepted), dist(run.createTimeToReceipt), fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.missing), fmt(run.duplicates),
-    `${run.cpu.ingressPercent ?? '?'}% / ${run.cpu.streamPercent ?? '?'}% / ${run.cpu.benchPercent}%`,
-  ];
-  const rateRow = (name: string, run: typeof rate.sameProcess) => [
-    name, fmt(run.accepted), fmt(run.acceptedPerSecond, 1), fmt(run.receivedPerSecond, 1), `${fmt(run.ingress.p50, 1)} / ${fmt(run.ingress.p99, 1)}`,
-    dist(run.lag), fmt(run.lag.max, 1), `${dist(run.lagAfterAccepted)} / ${fmt(run.lagAfterAccepted.max, 1)}`, fmt(run.maxBacklog), fmt(run.drainMs, 0),
-    fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.ingress.errors + run.missing),
-    `${run.ingress.cpu.serverPercent ?? '?'}% / ${run.streamCpuPercent ?? '?'}% / ${run.ingress.cpu.loadGeneratorPercent}%`,
-  ];
-  const memoryRow = (name: string, value: typeof many.memory.before) => [name, mb(value.rss), mb(value.heapUsed), mb(value.heapTotal), mb(value.external)];
-  const streamErrors = Object.entries(many.streamErrors);
-  const messageProblems = [
-    ...[['same process', latency.sameProcess], ['across processes', latency.crossProcess]].flatMap(([name, run]) => {
-      const result = run as typeof latency.sameProcess;
-      return Object.keys(result.errorKinds).length ? [`  WARNING: latency ${name as string}: POSTs failed: ${JSON.stringify(result.errorKinds)}`] : [];
-    }),
-    ...errorLines([['rate, same process', rate.sameProcess.ingress], ['rate, across processes', rate.crossProcess.ingress]]),
-    ...(streamErrors.length ? [`  WARNING: streams failed: ${streamErrors.map(([kind, count]) => `${kind} ×${count}`).join(', ')}`] : []),
-    ...(many.live < many.streams ? [`  WARNING: only ${many.live} of ${many.streams} streams received the readiness probe`] : []),
-    ...(messages.strayMessages ? [`  WARNING: ${messages.strayMessages} stream messages belonged to no run`] : []),
-  ];
-
   const exchange = signin.codeExchange;
   const out = [
     '',
@@ -274,6 +209,123 @@ async function main() {
       ...rpcRuns.flatMap(([name, run]) => Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`)),
     ] : []),
     '',
+    ...messageLines,
+    '',
+    `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing input, ${crypto.messageBytes} bytes)`,
+    table(opsHeaders, [
+      opsRow('Ed25519 sign (node:crypto)', crypto.ed25519Sign),
+      opsRow('Ed25519 verify (node:crypto)', crypto.ed25519Verify),
+      opsRow('JWT sign (core/oauth/tokens.ts createTokenIssuer, local keys)', crypto.jwtSign),
+      opsRow('JWT verify (jose jwtVerify, local JWKS)', crypto.joseJwtVerify),
+      opsRow('JWT verify (core/oauth/tokens.ts createAccessTokenVerifier)', crypto.accessTokenVerifier),
+    ]),
+    '',
+    `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,
+    '',
+  ];
+  process.stdout.write(hotPaths.report);
+  process.stdout.write(out.join('\n'));
+}
+
+/** The message flow (messages.ts) on a fresh runner and redis-server: writes messages.json, returns its lines of the printed report. */
+async function messageFlow(settings: Settings, context: { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number }): Promise<string[]> {
+  // The pub/sub engine of the idle-reads phase: the runner publishes every message to it (its own
+  // streams are woken in-process all the same; P2 and P3 have no engine and poll).
+  const redis = await startRedis();
+  onCleanup(() => redis.stop());
+  log(`starting a fresh local runner for the message flow, publishing wake-ups to ${redis.url}`);
+  const messagesServer = await startBenchServer({ poolNumbers: MESSAGES_POOL_NUMBERS + settings.idleInboxes, engineUrl: redis.url });
+  log(`server ${messagesServer.info.issuer}, gRPC port ${messagesServer.info.grpcPort} (pid ${messagesServer.info.pid})`);
+  const messages = await messageBenchmarks(messagesServer, {
+    seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
+    messages: settings.messages, intervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
+    engineUrl: redis.url, idleInboxes: settings.idleInboxes, idleSeconds: settings.idleSeconds, idleMessages: settings.idleMessages,
+    idleScale: settings.idleScale, log, signal: messagesServer.died,
+  });
+  await messagesServer.stop();
+  await redis.stop();
+
+  const latency = messages.latency;
+  const rate = messages.throughput;
+  const many = messages.streams;
+  const idle = messages.idleReads;
+  const pollDesign = 'each process with open streams runs one MessageHub: one strongly consistent BatchGetItem per 100 distinct watched inboxes every 250 ms'
+    + ' (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of streams or messages; a message wakes only the streams watching its inbox,'
+    + ' and each woken stream reads each of its inboxes from its cursor (one Query per inbox)';
+  const clocks = 'send → receipt is measured in the bench process on one monotonic clock (performance.now(): the POST start and the stream\'s data event), so no clocks are compared;'
+    + ' create_time → receipt compares the accepting process\'s Date.now() (ms, taken before the DynamoDB put) with performance.timeOrigin + performance.now() here: the same system clock of one machine';
+  const loadAverage = { start: round2(context.loadAverageAtStart), end: round2(loadavg()[0]!) };
+  await writeJson(MESSAGES_RESULT_FILE, {
+    benchmark: 'messages',
+    date: context.date,
+    ...context.host,
+    settings: {
+      seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency,
+      messages: settings.messages, messageIntervalMs: settings.messageIntervalMs, streams: settings.streams, streamChannels: settings.streamChannels,
+    },
+    loadAverage,
+    processes: {
+      p1: 'local runner (local/runner.ts) in a child process, fresh for these runs: HTTP ingress (POST /api/messages), embedded dynalite, local Ed25519 key, its own gRPC server',
+      p2: `gRPC server process (pid ${messages.setup.p2Pid}): core against P1's dynalite, P1's keys and issuer, startGrpcServer(core, { port: 0 }) — the cross-process stream`,
+      p3: `a fresh process of the same kind (pid ${messages.setup.p3Pid}) — the ${many.streams} streams`,
+    },
+    clocks,
+    setup: messages.setup,
+    latency: {
+      description: `${settings.messages} messages, one every ${settings.messageIntervalMs} ms (open loop), POST start → receipt on StreamAllMessages, after ${WARMUP_MESSAGES} unmeasured messages; the stream resumes from the previous run's last cursor`,
+      sameProcess: { description: 'stream on P1, messages accepted by P1: woken by P1\'s in-process notifier', ...latency.sameProcess },
+      crossProcess: { description: 'stream on P2, messages accepted by P1: woken by P2\'s poll of the inbox counters (250 ms)', ...latency.crossProcess },
+    },
+    throughput: {
+      description: `${settings.concurrency} senders in a closed loop into ONE stream for ${settings.seconds} s after ${settings.warmupSeconds} s warm-up; received/s counts receipts up to the end of the ingress window`,
+      sameProcess: { description: 'stream on P1, ingress P1', ...rate.sameProcess },
+      crossProcess: { description: 'stream on P2, ingress P1', ...rate.crossProcess },
+    },
+    streams: {
+      description: `${many.streams} concurrent StreamAllMessages calls (one owner, one programmable number) from the bench over ${many.channels} channels to P3; memory of P3 after a full GC (child runs with --expose-gc)`,
+      ...many,
+      polling: { design: pollDesign, ...many.polling },
+    },
+    ...(idle ? {
+      idleReads: {
+        description: `store items read by a stream process (bench/store-counters.ts itemsRead: keys a BatchGetItem asks for, items a Query or get returns, 1 for one that finds none)`
+          + ` with one stream of the owner watching ${idle.inboxes} inboxes, over ${idle.withEngine.windowSeconds} s with nothing arriving, per watched inbox per minute;`
+          + ` then ${settings.idleMessages} messages one every ${settings.messageIntervalMs} ms to one inbox: items read per delivered message.`
+          + ' P4: no engine, default intervals (polls every MESSAGE_POLL_INTERVAL_MS, re-lists every MESSAGE_RELIST_MS); P5: VALKEY_URL (a redis-server on loopback, the runner publishes to it)'
+          + ` with MESSAGE_SAFETY_POLL_MS, MESSAGE_RELIST_MS and MESSAGE_ENGINE_LOST_POLL_MS at their defaults ÷ ${settings.idleScale} (BENCH_IDLE_SCALE): its per-minute figures are measured ÷ ${settings.idleScale},`
+          + ' i.e. at the default intervals (every idle read is a timer\'s: the safety-net poll and the re-list); measuredItemReadsPerIdleInboxPerMinute is the figure as measured',
+        ...idle,
+      },
+    } : {}),
+    strayMessages: messages.strayMessages,
+  });
+
+  const dist = (value: Distribution) => `${fmt(value.p50, 1)} / ${fmt(value.p99, 1)}`;
+  const latencyRow = (name: string, run: typeof latency.sameProcess) => [
+    name, fmt(run.received), fmt(run.sendToReceipt.p50, 1), fmt(run.sendToReceipt.p90, 1), fmt(run.sendToReceipt.p99, 1), fmt(run.sendToReceipt.max, 1),
+    dist(run.sendToAccepted), dist(run.createTimeToReceipt), fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.missing), fmt(run.duplicates),
+    `${run.cpu.ingressPercent ?? '?'}% / ${run.cpu.streamPercent ?? '?'}% / ${run.cpu.benchPercent}%`,
+  ];
+  const rateRow = (name: string, run: typeof rate.sameProcess) => [
+    name, fmt(run.accepted), fmt(run.acceptedPerSecond, 1), fmt(run.receivedPerSecond, 1), `${fmt(run.ingress.p50, 1)} / ${fmt(run.ingress.p99, 1)}`,
+    dist(run.lag), fmt(run.lag.max, 1), `${dist(run.lagAfterAccepted)} / ${fmt(run.lagAfterAccepted.max, 1)}`, fmt(run.maxBacklog), fmt(run.drainMs, 0),
+    fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.ingress.errors + run.missing),
+    `${run.ingress.cpu.serverPercent ?? '?'}% / ${run.streamCpuPercent ?? '?'}% / ${run.ingress.cpu.loadGeneratorPercent}%`,
+  ];
+  const memoryRow = (name: string, value: typeof many.memory.before) => [name, mb(value.rss), mb(value.heapUsed), mb(value.heapTotal), mb(value.external)];
+  const streamErrors = Object.entries(many.streamErrors);
+  const messageProblems = [
+    ...[['same process', latency.sameProcess], ['across processes', latency.crossProcess]].flatMap(([name, run]) => {
+      const result = run as typeof latency.sameProcess;
+      return Object.keys(result.errorKinds).length ? [`  WARNING: latency ${name as string}: POSTs failed: ${JSON.stringify(result.errorKinds)}`] : [];
+    }),
+    ...errorLines([['rate, same process', rate.sameProcess.ingress], ['rate, across processes', rate.crossProcess.ingress]]),
+    ...(streamErrors.length ? [`  WARNING: streams failed: ${streamErrors.map(([kind, count]) => `${kind} ×${count}`).join(', ')}`] : []),
+    ...(many.live < many.streams ? [`  WARNING: only ${many.live} of ${many.streams} streams received the readiness probe`] : []),
+    ...(messages.strayMessages ? [`  WARNING: ${messages.strayMessages} stream messages belonged to no run`] : []),
+  ];
+
+  return [
     `Message flow: POST /api/messages on the runner (P1) → StreamAllMessages; P2/P3: gRPC server processes on P1's DynamoDB; one owner, one programmable number, one sending agent`,
     `Delivery latency: ${settings.messages} messages, one every ${settings.messageIntervalMs} ms (achieved ${fmt(latency.sameProcess.sendRatePerSecond, 1)}/s and ${fmt(latency.crossProcess.sendRatePerSecond, 1)}/s), POST start → receipt on the stream, ms`,
     table(['path', 'received', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'POST→202 p50/p99', 'created→recv p50/p99', 'reads/msg', 'missing', 'dup', 'CPU in/stream/gen'], [
@@ -306,30 +358,24 @@ async function main() {
     ...(idle ? [
       '',
       `Store item reads of idle watched inboxes: one owner, ${idle.inboxes} numbers, one stream per process watching all of them; idle ${fmt(idle.withEngine.windowSeconds, 1)} s, then ${settings.idleMessages} messages to one inbox`,
-      table(['stream process', 'watched', 'poll ms', 'item reads / idle inbox / min', 'of which (by store method)', 'item reads / delivered msg', 'inbox Queries / delivered msg', 'delivered'], (
+      table(['stream process', 'watched', 'poll / re-list ms', 'intervals', 'polls / listing pages', 'item reads / idle inbox / min', 'of which (by store method)', 'item reads / delivered msg', 'without polls', 'inbox Queries / delivered msg', 'delivered'], (
         [['without engine (P4 polls)', idle.withoutEngine], ['with engine (P5, redis-server)', idle.withEngine]] as const).map(([name, mode]) => [
-        name, fmt(mode.watchedInboxes), fmt(mode.pollIntervalMs), fmt(mode.itemReadsPerIdleInboxPerMinute, 2),
+        name, fmt(mode.watchedInboxes), `${fmt(mode.pollIntervalMs)} / ${fmt(mode.relistIntervalMs)}`, mode.intervalScale === 1 ? 'defaults' : `defaults ÷ ${mode.intervalScale}`,
+        `${fmt(mode.polls)} / ${fmt(mode.listingPages)}`, fmt(mode.itemReadsPerIdleInboxPerMinute, 2),
         Object.entries(mode.byMethodPerIdleInboxPerMinute).map(([method, value]) => `${method} ${fmt(value, 2)}`).join(', ') || '-',
-        fmt(mode.itemReadsPerDeliveredMessage, 2), fmt(mode.streamQueriesPerDeliveredMessage, 2), fmt(mode.delivered),
+        fmt(mode.itemReadsPerDeliveredMessage, 2), fmt(mode.itemReadsPerDeliveredMessageWithoutPolls, 2), fmt(mode.streamQueriesPerDeliveredMessage, 2), fmt(mode.delivered),
       ])),
-      '  items read: keys a BatchGetItem asks for, items a Query or get returns (1 for one that finds none); inboxHeads = the hub\'s polls, listOwned = the stream\'s re-list of the owner\'s numbers, readInbox = the stream\'s reads',
+      `  SCALED: P5 ran with every interval divided by ${settings.idleScale} (BENCH_IDLE_SCALE; safety-net poll ${fmt(idle.withEngine.pollIntervalMs)} ms, re-list ${fmt(idle.withEngine.relistIntervalMs)} ms),`
+        + ` so its window holds what ${fmt(idle.withEngine.windowSeconds * settings.idleScale / 60, 1)} min hold at the defaults; its reads per minute are the measured ${fmt(idle.withEngine.measuredItemReadsPerIdleInboxPerMinute, 2)} ÷ ${settings.idleScale}, at the default intervals (90 s, 15 min)`,
+      ...(idle.withEngine.windowSeconds * 1000 < idle.withEngine.relistIntervalMs
+        ? [`  WARNING: the window (${fmt(idle.withEngine.windowSeconds, 1)} s) is shorter than P5's re-list period: the listing's share may be missing (raise BENCH_IDLE_SECONDS)`] : []),
+      `  item reads per delivered message by store method: ${([['P4', idle.withoutEngine], ['P5', idle.withEngine]] as const)
+        .map(([name, mode]) => `${name} ${Object.entries(mode.deliveredByMethod).map(([method, value]) => `${method} ${fmt(value, 2)}`).join(', ') || '-'}`).join('; ')}`,
+      '  P4 ran at the default intervals (250 ms poll, 30 s re-list), unscaled. Items read: keys a BatchGetItem asks for, items a Query or get returns (1 for one that finds none);',
+      '  inboxHeads = the hub\'s polls, listOwned = the stream\'s re-list of the owner\'s numbers, readInbox = the stream\'s reads; "without polls": the hub\'s counter polls left out (timer-driven, the idle cost above)',
     ] : []),
     ...messageProblems,
-    '',
-    `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing input, ${crypto.messageBytes} bytes)`,
-    table(opsHeaders, [
-      opsRow('Ed25519 sign (node:crypto)', crypto.ed25519Sign),
-      opsRow('Ed25519 verify (node:crypto)', crypto.ed25519Verify),
-      opsRow('JWT sign (core/oauth/tokens.ts createTokenIssuer, local keys)', crypto.jwtSign),
-      opsRow('JWT verify (jose jwtVerify, local JWKS)', crypto.joseJwtVerify),
-      opsRow('JWT verify (core/oauth/tokens.ts createAccessTokenVerifier)', crypto.accessTokenVerifier),
-    ]),
-    '',
-    `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,
-    '',
   ];
-  process.stdout.write(hotPaths.report);
-  process.stdout.write(out.join('\n'));
 }
 
 cleanupOnSignals();

@@ -97,6 +97,9 @@ export interface BenchServerOptions {
   engineUrl?: string;
 }
 
+/** The hub's intervals a grpc child reads as a task does (core/adapters/runtime-config.ts); unset, the defaults. */
+export type MessageIntervals = Partial<Record<'MESSAGE_POLL_INTERVAL_MS' | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_RELIST_MS', string>>;
+
 export interface BenchChild<Info, Stats extends ChildProcessStats = BenchChildStats> {
   info: Info;
   /** Aborted if the server exits before stop() is called; pass it to runLoad. */
@@ -137,7 +140,7 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
  * A second gRPC server process against `runner`'s embedded DynamoDB, with its signing keys and
  * issuer: a message accepted by the runner reaches streams here only through the tables.
  */
-export function startBenchGrpcServer(runner: BenchServerInfo, options: { engineUrl?: string } = {}): Promise<BenchGrpcServer> {
+export function startBenchGrpcServer(runner: BenchServerInfo, options: { engineUrl?: string; messageIntervals?: MessageIntervals } = {}): Promise<BenchGrpcServer> {
   return spawnChild<BenchGrpcInfo>({
     entry: SERVER_ENTRY,
     dataDir: runner.dataDir,
@@ -145,6 +148,7 @@ export function startBenchGrpcServer(runner: BenchServerInfo, options: { engineU
     env: {
       BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix,
       ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}),
+      ...options.messageIntervals,
     },
     startTimeoutMs: START_TIMEOUT_MS,
   });

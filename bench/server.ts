@@ -15,7 +15,9 @@
 //                     embedded DynamoDB (BENCH_DYNAMO_ENDPOINT), the runner's signing keys (DATA_DIR/keys)
 //                     and issuer (BENCH_ISSUER), as a Fargate task shares the tables with the Lambdas.
 //     {"ready":true,"role":"grpc","pid":…,"grpcPort":…}
-// With VALKEY_URL (either role) the process wakes and is woken through that pub/sub engine.
+// With VALKEY_URL (either role) the process wakes and is woken through that pub/sub engine. The grpc
+// role also reads the hub's intervals (MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS,
+// MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS) as a task does; the idle-reads phase scales them.
 // Both answer stats requests on stdin: a line {"id":n,"cmd":"stats","gc":true} is answered on stdout
 // with {"reply":n,"stats":{pid, memory: process.memoryUsage() (after a full GC when asked; the
 // child runs with --expose-gc), eventLoop: main-thread active/idle ms, cpu: process.cpuUsage(),
@@ -84,10 +86,20 @@ function answerRunnerStats({ messaging }: Pick<Modules, 'messaging'>, counters: 
   }));
 }
 
-/** The pub/sub engine VALKEY_URL names, as a task reads it (core/adapters/runtime-config.ts). */
-async function engineFromEnvironment() {
-  const [{ readRuntimeConfig }, { engineWakeups }] = await Promise.all([import('../core/adapters/runtime-config'), import('../core/adapters/valkey-wakeups')]);
-  return engineWakeups(readRuntimeConfig('local', { VALKEY_URL: process.env.VALKEY_URL }).service);
+/** The pub/sub engine VALKEY_URL names and the hub's intervals (MESSAGE_*), as a task reads them (core/adapters/runtime-config.ts). */
+async function messagingFromEnvironment() {
+  const { readRuntimeConfig } = await import('../core/adapters/runtime-config');
+  const { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS } = process.env;
+  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS }).service;
+  // The engine's client only when asked for (the process's memory is measured without it).
+  const inboxWakeups = settings.wakeupEngine ? (await import('../core/adapters/valkey-wakeups')).engineWakeups(settings) : undefined;
+  return {
+    ...(inboxWakeups ? { inboxWakeups } : {}),
+    messagePollIntervalMs: settings.messagePollIntervalMs,
+    messageSafetyPollMs: settings.messageSafetyPollMs,
+    messageEngineLostPollMs: settings.messageEngineLostPollMs,
+    messageRelistMs: settings.messageRelistMs,
+  };
 }
 
 /** The grpc role: a gRPC server process sharing a runner's tables, keys and issuer. */
@@ -110,11 +122,11 @@ async function grpcMain(dataDir: string) {
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
   const macKey = await openLocalMacKey(join(dataDir, 'keys'));
   const pageTokenKey = await openLocalMacKey(join(dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
-  // The engine's client only when asked for (the process's memory is measured without it).
-  const inboxWakeups = process.env.VALKEY_URL ? await engineFromEnvironment() : undefined;
+  const messaging = await messagingFromEnvironment();
+  const { inboxWakeups } = messaging;
   const modules = buildModules(modulePorts({
     store, keys, macKey, pageTokenKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer), reportDerivedFailure: createDerivedFailureReport('svcnum'),
-    ...(inboxWakeups ? { inboxWakeups } : {}),
+    ...messaging,
   }), grpcModules);
   const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
   lifetime(async () => {

@@ -44,10 +44,10 @@ export interface Infrastructure {
   reportDerivedFailure?: DerivedFailureReport;
   /** Wake-ups of open streams through a pub/sub engine; without, within this process only (core/messaging/wakeups.ts). */
   inboxWakeups?: InboxWakeups;
-  /** With the engine ready: the safety-net poll (default 60 s); with it lost: the fallback poll (default 2 s). */
+  /** With the engine ready: the safety-net poll (default 90 s); with it lost: the fallback poll (default 2 s). */
   messageSafetyPollMs?: number;
   messageEngineLostPollMs?: number;
-  /** How often open streams re-list their owner's numbers (default 30 s; with the engine ready, at most as often as the safety-net poll). */
+  /** How often open streams re-list their owner's numbers (default 30 s; with the engine ready, at most every ten safety-net polls). */
   messageRelistMs?: number;
 }
 
