@@ -112,9 +112,11 @@ beforeAll(async () => {
   const infrastructureFor = (unit?: ComputeUnit) => {
     const client = localDynamoClient(dynamo.endpoint);
     clients.push(client);
-    if (unit) recordCalls(client, unit);
+    const db = documentClient(client);
+    // Single-item reads go through the store client's own read client (core/adapters/dynamo-schema.ts).
+    if (unit) for (const recorded of [client, db.reads]) recordCalls(recorded, unit);
     return {
-      store: createDynamoStore(documentClient(client), names), keys, clock, random: systemRandom, config: serviceConfig(issuer),
+      store: createDynamoStore(db, names), keys, clock, random: systemRandom, config: serviceConfig(issuer),
       macKey: unit ? recordMac(macKey, unit, 'mac-key') : macKey,
       pageTokenKey: unit ? recordMac(pageTokenKey, unit, 'page-token-key') : pageTokenKey,
     };
