@@ -30,7 +30,7 @@ export function header(event: HttpEvent, name: string): string | undefined {
   let byName = lowerCased.get(headers);
   if (!byName) {
     byName = new Map();
-    for (const key in headers) {
+    for (const key of Object.keys(headers)) {
       const value = headers[key];
       const lower = key.toLowerCase();
       if (value !== undefined && !byName.has(lower)) byName.set(lower, value);

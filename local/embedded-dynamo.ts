@@ -65,11 +65,18 @@ export async function startEmbeddedDynamo(dataDir: string, port: number): Promis
   await mkdir(path, { recursive: true });
   await ensureNotInUse(dataDir, path);
   const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { dynalite: dynalitePath, path, port } });
+  let exited = false;
+  worker.once('exit', () => { exited = true; });
+  /** The worker's next report; an error or exit meanwhile ends the wait (an exited worker says nothing more). */
   const next = () => new Promise<WorkerReport>((resolve, reject) => {
-    const onError = (error: Error) => { worker.off('message', onMessage); reject(error); };
-    const onMessage = (report: WorkerReport) => { worker.off('error', onError); resolve(report); };
+    if (exited) return reject(new Error('the embedded DynamoDB stopped'));
+    const settle = () => { worker.off('message', onMessage); worker.off('error', onError); worker.off('exit', onExit); };
+    const onError = (error: Error) => { settle(); reject(error); };
+    const onExit = () => { settle(); reject(new Error('the embedded DynamoDB stopped')); };
+    const onMessage = (report: WorkerReport) => { settle(); resolve(report); };
     worker.once('message', onMessage);
     worker.once('error', onError);
+    worker.once('exit', onExit);
   });
   const started = await next().catch(async (error: unknown) => { await worker.terminate(); throw error; });
   if (!('listening' in started)) {

@@ -102,12 +102,15 @@ function writeResult(response: ServerResponse, result: HttpResult) {
   // One writeHead with a flat [name, value, …] list: what setHeader per header would do, at a
   // fraction of the cost (no per-call validation and header-object bookkeeping).
   // A name in both maps takes multiValueHeaders' values only, as API Gateway merges them.
+  const multiNames = new Set(Object.keys(result.multiValueHeaders ?? {}).map((name) => name.toLowerCase()));
   const headers: string[] = [];
-  for (const name in result.headers) if (!result.multiValueHeaders?.[name]) headers.push(name, String(result.headers[name]));
-  for (const name in result.multiValueHeaders) for (const value of result.multiValueHeaders[name]!) headers.push(name, String(value));
-  const body = result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body;
-  // Given, since writeHead sends the head before the body is known (else it would be chunked).
-  headers.push('Content-Length', String(Buffer.byteLength(body)));
+  for (const [name, value] of Object.entries(result.headers ?? {})) if (!multiNames.has(name.toLowerCase())) headers.push(name, String(value));
+  for (const [name, values] of Object.entries(result.multiValueHeaders ?? {})) for (const value of values) headers.push(name, String(value));
+  const body = result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body ?? '';
+  // Given, since writeHead sends the head before the body is known (else it would be chunked);
+  // never on answers that have no body by definition (RFC 9110 §8.6).
+  const bodiless = result.statusCode < 200 || result.statusCode === 204 || result.statusCode === 304;
+  if (!bodiless) headers.push('Content-Length', String(Buffer.byteLength(body)));
   response.writeHead(result.statusCode, headers);
   response.end(body);
 }

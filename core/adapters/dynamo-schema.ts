@@ -61,6 +61,8 @@ export type StoreDb = DynamoDBDocumentClient & { readonly reads: DynamoDBClient 
  * - the middleware stack is rebuilt on every call unless `cacheMiddleware` is on, and the Document
  *   client refuses that option (its commands close over their first input), so `reads` is a plain
  *   client with it on, marshalling keys and unmarshalling items itself (@aws-sdk/util-dynamodb).
+ * So a logger given to `client` goes silent, and middleware added to `client` does not reach
+ * `reads` (add it to both, before their first call: `reads` caches its stack per command).
  */
 export function documentClient(client: DynamoDBClient): StoreDb {
   client.middlewareStack.remove('loggerMiddleware');
