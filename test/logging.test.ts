@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../core/adapters/log';
 import { readTelemetrySettings, type TelemetrySettings } from '../core/adapters/runtime-config';
 import type { HttpEvent, HttpResult } from '../lambdas/http';
+import { capturedStdout } from './support/stdout';
 
 // core/adapters/log.ts: one JSON line per call on stdout, levels, errors as JSON, settings read
 // once per process (LOG_LEVEL, SERVICE_NAME, METRICS_NAMESPACE; a bad level never stops anything).
@@ -11,17 +12,7 @@ import type { HttpEvent, HttpResult } from '../lambdas/http';
 
 /** Every line written to stdout while `run` runs, parsed. */
 async function linesOf(run: () => unknown): Promise<Array<Record<string, unknown>>> {
-  const written: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    written.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
-    return true;
-  });
-  try {
-    await run();
-  } finally {
-    spy.mockRestore();
-  }
-  const text = written.join('');
+  const text = await capturedStdout(run);
   if (text !== '') expect(text.endsWith('\n'), 'every line ends with a newline').toBe(true);
   return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
 }

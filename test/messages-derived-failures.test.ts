@@ -1,11 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { StoredMessage } from '../core/messaging/store';
-import {
-  type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
-} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
-import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
-import { sendMessage } from './support/messages';
+import { seedPool, type ProvisioningApp } from './support/grpc';
+import { messagingAccount, provisionNumber, sendMessage } from './support/messages';
 import type { TestService } from './support/service';
 
 // A derived message (auto-reply, forward) that cannot be stored does not fail the send it derives
@@ -39,18 +36,9 @@ afterAll(async () => {
   await service?.close();
 });
 
-interface Account { app: ProvisioningApp; api: string }
+const account = () => messagingAccount(service, apps);
 
-async function account(): Promise<Account> {
-  const app = await provisioningApp(service);
-  apps.push(app);
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
-  return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
-}
-
-const provision = (owner: Account, displayName: string, config: Partial<ProgrammableConfig> = {}) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(owner.app.numbers, 'provisionNumber',
-    ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '', ...config } }), owner.app.token);
+const provision = provisionNumber;
 
 const stored = async (inboxId: string) => (await service.core.store.readInbox(inboxId, 0, 100)) as StoredMessage[];
 

@@ -2,11 +2,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { POLL_INTERVAL_MS } from '../core/messaging/stream';
 import { EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import {
-  MessageKind, type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
+  MessageKind, type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
-import { openStream, type OpenStream } from './support/messages';
+import { messagingAccount, openStream, provisionNumber, type MessagingAccount, type OpenStream } from './support/messages';
 import { startSecondProcess, type SecondProcess } from './support/second-service';
 import { startTestService, type TestService } from './support/service';
 
@@ -43,18 +43,10 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface Account { app: ProvisioningApp; api: string }
+type Account = MessagingAccount;
+const account = () => messagingAccount(service, apps);
 
-async function account(): Promise<Account> {
-  const app = await provisioningApp(service);
-  apps.push(app);
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
-  return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
-}
-
-const provision = (owner: Account, displayName: string, config: Partial<ProgrammableConfig> = {}) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(owner.app.numbers, 'provisionNumber',
-    ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '', ...config } }), owner.app.token);
+const provision = provisionNumber;
 
 type Process = 1 | 2;
 

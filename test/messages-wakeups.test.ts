@@ -1,17 +1,18 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createValkeyWakeups } from '../core/adapters/valkey-wakeups';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { newUlid } from '../core/kernel/ids';
 import { systemRandom } from '../core/adapters/system';
 import { MESSAGE_RETENTION_MS } from '../core/messaging/send';
 import type { InboxWakeups } from '../core/messaging/wakeups';
-import { type ProgrammableNumber, ProvisionNumberRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import type { ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
-import { openStream, type OpenStream } from './support/messages';
+import { messagingAccount, openStream, provisionNumber, type MessagingAccount, type OpenStream } from './support/messages';
 import { startRedis, type TestRedis } from './support/redis';
 import { startSecondProcess, type SecondProcess } from './support/second-service';
 import { startTestService, type TestService } from './support/service';
+import { capturedStdout } from './support/stdout';
 
 // Inbox wake-ups through a real pub/sub engine (redis-server on a loopback port): process 1 is
 // the test service (its store wrapped to log every heads read, i.e. every poll), process 2 a child
@@ -54,18 +55,10 @@ async function until(condition: () => boolean, what: string, timeoutMs = 15_000)
   }
 }
 
-interface Account { app: ProvisioningApp; api: string }
+type Account = MessagingAccount;
+const account = () => messagingAccount(service, apps);
 
-async function account(): Promise<Account> {
-  const app = await provisioningApp(service);
-  apps.push(app);
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
-  return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!) };
-}
-
-const provision = (owner: Account, displayName: string, on: 1 | 2 = 1) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(on === 1 ? owner.app.numbers : second.numbers, 'provisionNumber',
-    ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '' } }), owner.app.token);
+const provision = (owner: Account, displayName: string, on: 1 | 2 = 1) => provisionNumber(owner, displayName, {}, on === 1 ? owner.app.numbers : second.numbers);
 
 function streamOn(process: 1 | 2, owner: Account, cursor = ''): OpenStream {
   const opened = openStream({ numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token }, cursor);
@@ -209,19 +202,9 @@ describe('wake-ups across processes through the engine', () => {
   });
 });
 
-/** Every line written to stdout while `run` runs, parsed (test/logging.test.ts does the same). */
+/** The JSON lines written to stdout while `run` runs. */
 async function linesOf(run: () => Promise<unknown>): Promise<Array<Record<string, unknown>>> {
-  const written: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    written.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
-    return true;
-  });
-  try {
-    await run();
-  } finally {
-    spy.mockRestore();
-  }
-  return written.join('').split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+  return (await capturedStdout(run)).split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
 describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {

@@ -12,11 +12,11 @@ import {
 import { type AccessToken, EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import { CloseMaskRequest, CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import {
-  ConfigureProgrammableRequest, type IncomingMessage, MessageKind, type ProgrammableConfig, type ProgrammableNumber, ProvisionNumberRequest,
+  ConfigureProgrammableRequest, type IncomingMessage, MessageKind, type ProgrammableConfig, type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { call, clientCredentialsToken, failure, seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
-import { openStream, sendMessage, type OpenStream } from './support/messages';
+import { messagingAccount, openStream, provisionNumber, sendMessage, type MessagingAccount, type OpenStream } from './support/messages';
 import { startTestService, type TestService } from './support/service';
 
 // The message flow end to end, over real HTTP (POST /api/messages) and gRPC (StreamAllMessages):
@@ -49,19 +49,10 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** An owner account: its provisioning app (streams, numbers) and an External API client token with `messaging`. */
-interface Account { app: ProvisioningApp; api: string; apiClientId: string }
+type Account = MessagingAccount;
+const account = (accountType: 'business' | 'person' = 'business') => messagingAccount(service, apps, accountType);
 
-async function account(accountType: 'business' | 'person' = 'business'): Promise<Account> {
-  const app = await provisioningApp(service, accountType === 'business' ? {} : { accountType, scope: 'prov:agents' });
-  apps.push(app);
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Messaging app', scope: 'messaging', ownerId: app.owner.svcnumId });
-  return { app, api: await clientCredentialsToken(service, client.clientId, clientSecret!), apiClientId: client.clientId };
-}
-
-const provision = (owner: Account, displayName: string, config: Partial<ProgrammableConfig> = {}) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(owner.app.numbers, 'provisionNumber',
-    ProvisionNumberRequest.fromPartial({ displayName, config: { autoReply: '', forwardToSvcnumId: '', ...config } }), owner.app.token);
+const provision = provisionNumber;
 
 const configure = (owner: Account, svcnumId: string, config: Partial<ProgrammableConfig>) =>
   call<ConfigureProgrammableRequest, ProgrammableNumber>(owner.app.numbers, 'configureProgrammable',
@@ -307,13 +298,19 @@ describe('send → stream', () => {
     }
   });
 
-  it('a number provisioned while a stream is open joins it at once (an owner wake-up), with what it got since', async () => {
+  /** An owner with one number ('Old') and a stream open on it that has received 'before'. */
+  async function streamOfOneNumber() {
     const owner = await account();
     const old = await provision(owner, 'Old');
     const from = owner.app.owner.svcnum!;
     const opened = stream(owner);
     await send(owner.api, { from, to: old.svcnum, text: 'before' });
     await opened.waitFor(1);
+    return { owner, old, from, opened };
+  }
+
+  it('a number provisioned while a stream is open joins it at once (an owner wake-up), with what it got since', async () => {
+    const { owner, from, opened } = await streamOfOneNumber();
 
     // The periodic re-list is 10 minutes away (messageRelistMs): only the owner wake-up can add it.
     const added = await provision(owner, 'Added');
@@ -325,12 +322,7 @@ describe('send → stream', () => {
   });
 
   it('a number whose owner wake-up was lost (written by another process) joins at the periodic re-list', async () => {
-    const owner = await account();
-    const old = await provision(owner, 'Old');
-    const from = owner.app.owner.svcnum!;
-    const opened = stream(owner);
-    await send(owner.api, { from, to: old.svcnum, text: 'before' });
-    await opened.waitFor(1);
+    const { owner, old, from, opened } = await streamOfOneNumber();
 
     // Provisioned elsewhere, nobody told: the number as ProvisionNumber commits it, without its notice.
     const numbers = service.core.provisioning.numbers;
