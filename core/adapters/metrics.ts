@@ -69,9 +69,3 @@ export const DERIVED_MESSAGE_FAILURES_METRIC = 'DerivedMessageFailures';
 
 /** The metric of inbox wake-ups a writer could not publish to the pub/sub engine (core/adapters/valkey-wakeups.ts). */
 export const WAKEUP_PUBLISH_FAILURES_METRIC = 'WakeupPublishFailures';
-
-/** EMF lines of `WakeupPublishFailures` (each with the failures since the last), by the dimension service. */
-export function createWakeupFailureCounter(defaultService: string, settings: TelemetrySettings = telemetrySettings()): (count: number) => void {
-  const counter = createEventCounter(WAKEUP_PUBLISH_FAILURES_METRIC, defaultService, [], settings);
-  return (count) => counter(undefined, count);
-}

@@ -119,6 +119,8 @@ const DEFAULT_DRAIN_SECONDS = 25;
 const MAX_DRAIN_SECONDS = 120;
 
 /** Where the pub/sub engine is: locally redis:// or rediss://; in AWS TLS only. */
+/** A URL with its userinfo (which may hold a password) replaced, for problems that quote it. */
+const withoutUserinfo = (url: string) => url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@');
 const ENGINE_URL = /^(rediss?):\/\/(?:([^:@/?#\s]*)(?::([^@/?#\s]*))?@)?([^:@/?#\s]+|\[[0-9a-fA-F:.]+\])(?::(\d{1,5}))?\/?$/;
 const DEFAULT_ENGINE_PORT = 6379;
 
@@ -164,8 +166,7 @@ function variableReader(env: Environment) {
       const value = given(name);
       const [pattern, allowed] = deployed ? DEPLOYED_ISSUER : LOCAL_ISSUER;
       if (value === undefined || pattern.test(value)) return value;
-      // A userinfo part may hold a password: it is not repeated in the message.
-      return refuse(name, value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@'), allowed, undefined);
+      return refuse(name, withoutUserinfo(value), allowed, undefined);
     },
     /**
      * VALKEY_URL (redis[s]://[user[:password]@]host[:port]), and VALKEY_USERNAME / VALKEY_PASSWORD
@@ -183,7 +184,7 @@ function variableReader(env: Environment) {
         }
         return undefined;
       }
-      const shown = value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@');
+      const shown = withoutUserinfo(value);
       const allowed = deployed ? 'a rediss:// URL (TLS): rediss://[user[:password]@]host[:port]' : 'a redis:// or rediss:// URL: redis[s]://[user[:password]@]host[:port]';
       const parts = ENGINE_URL.exec(value);
       const port = Number(parts?.[5] ?? DEFAULT_ENGINE_PORT);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import { wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
 import { createLogger, type Logger } from './log';
-import { createWakeupFailureCounter } from './metrics';
+import { createEventCounter, WAKEUP_PUBLISH_FAILURES_METRIC } from './metrics';
 import type { TelemetrySettings } from './runtime-config';
 
 // Inbox wake-ups through a Valkey/Redis engine (>= 7): sharded pub/sub, one channel per inbox,
@@ -110,8 +110,9 @@ export const engineWakeups = (settings: { wakeupEngine?: WakeupEngine | undefine
 
 /** Inbox wake-ups through the engine; connections open on first use and reconnect on their own. */
 export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeupsOptions = {}): InboxWakeups {
-  const logger = createLogger('svcnum-messaging', ...(options.telemetry ? [options.telemetry] : []));
-  const failures = failureReporter(logger, createWakeupFailureCounter('svcnum', ...(options.telemetry ? [options.telemetry] : [])), engine.address);
+  const logger = createLogger('svcnum-messaging', options.telemetry);
+  const counter = createEventCounter(WAKEUP_PUBLISH_FAILURES_METRIC, 'svcnum', [], options.telemetry);
+  const failures = failureReporter(logger, (count) => counter(undefined, count), engine.address);
   const listeners = wakeupListeners();
   // Our own publishes have woken our listeners already: their echo is dropped.
   const self = randomUUID();

@@ -52,13 +52,6 @@ function pageSizeParam(value: string | undefined): number {
   return Math.min(size, max);
 }
 
-/** The agents of `agents` whose owner account is active (each distinct owner looked up once). */
-async function withActiveOwners(agents: User[], accounts: Pick<AccountStatus, 'accountActiveCached'>): Promise<Set<User>> {
-  const owners = [...new Set(agents.map((agent) => agent.ownerId ?? ''))];
-  const active = new Map(await Promise.all(owners.map(async (ownerId) => [ownerId, ownerId !== '' && await accounts.accountActiveCached(ownerId)] as const)));
-  return new Set(agents.filter((agent) => active.get(agent.ownerId ?? '')));
-}
-
 export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'> }) {
   const { store, pageTokens, accounts } = deps;
   return {
@@ -83,8 +76,9 @@ export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTo
           const agent = agents.get(entry.svcnumId);
           return discoverable(agent, capability!) ? [{ entry, agent }] : [];
         });
-        const owned = await withActiveOwners(candidates.map(({ agent }) => agent), accounts);
-        shown.push(...candidates.filter(({ agent }) => owned.has(agent)));
+        // Agents of one owner share its look-up (the accounts cache reads each owner once at a time).
+        const ownerActive = await Promise.all(candidates.map(({ agent }) => (agent.ownerId ? accounts.accountActiveCached(agent.ownerId) : false)));
+        shown.push(...candidates.filter((_, index) => ownerActive[index]));
         scanned += page.items.length;
         lastRead = page.items.at(-1) ?? lastRead;
         startKey = page.nextKey;

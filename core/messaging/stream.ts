@@ -234,7 +234,7 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       };
     },
     /** How often streams re-list their owner's numbers now (slower with the engine ready: owner wake-ups reach every process). */
-    relistIntervalMs: () => (wakeups.reach === 'engine' && wakeups.ready() ? Math.max(polling.relistMs, RELIST_SAFETY_POLLS * polling.safetyPollMs) : polling.relistMs),
+    relistIntervalMs: () => (wakeups.ready() ? Math.max(polling.relistMs, RELIST_SAFETY_POLLS * polling.safetyPollMs) : polling.relistMs),
     /** The last counter value the poll saw for an inbox (undefined before its first poll). */
     head: (inboxId: string): number | undefined => heads.get(inboxId),
     /** When the last poll that read an inbox's counter began (Date.now(); undefined before one did). */

@@ -31,9 +31,8 @@ export const CANDIDATES_PER_QUERY = 100;
  * are seen at the next query, and few stale candidates are tried in vain.
  */
 const SUPPLY_LIFETIME = 5_000;
-/** Pool queries one allocation may wait for, and candidates it may try, before UNAVAILABLE (others keep taking them). */
+/** Pool queries one allocation may wait for before UNAVAILABLE (others keep taking them); it tries at most one query's worth of candidates. */
 const QUERIES_PER_LEASE = 4;
-const CANDIDATES_PER_LEASE = CANDIDATES_PER_QUERY;
 /** Handed-out candidates remembered (see candidateSupply): a few queries' worth. */
 const HANDED_OUT_KEPT = 4 * CANDIDATES_PER_QUERY;
 
@@ -133,7 +132,7 @@ export function createNumberPool(store: ProvisioningPort, clock: Clock, config: 
     /** Leases a free number to `holder`; throws FAILED_PRECONDITION when the pool is empty. */
     async lease(holder: string, entityType: EntityType): Promise<string> {
       const queries = { count: 0 };
-      for (let tried = 0; tried < CANDIDATES_PER_LEASE; tried++) {
+      for (let tried = 0; tried < CANDIDATES_PER_QUERY; tried++) {
         const candidate = await supply.take(queries);
         if (!candidate) throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
         let failed = true;
