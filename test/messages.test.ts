@@ -4,6 +4,7 @@ import { RECORD_CACHE_TTL } from '../core/accounts';
 import { systemRandom } from '../core/adapters/system';
 import { newUlid } from '../core/kernel/ids';
 import { MAX_DERIVED_HOPS, MESSAGE_RETENTION_MS } from '../core/messaging/send';
+import { createSequenceClaims } from '../core/messaging/sequences';
 import { isTombstone, type StoredMessage } from '../core/messaging/store';
 import { GAP_GRACE_MS, POLL_INTERVAL_MS } from '../core/messaging/stream';
 import {
@@ -469,6 +470,59 @@ describe('gaps in an inbox\'s sequence', () => {
       toSvcnum: number.svcnum, text: 'written after the count', kind: 'message', hops: 0, acceptedAt: now,
     }, now + MESSAGE_RETENTION_MS);
     expect((await exactly(opened, 2, GAP_GRACE_MS)).map((message) => message.text)).toEqual(['first', 'written after the count']);
+  });
+});
+
+describe('sequence claims', () => {
+  it('appends that wait for a claim in flight share the next one, a block of exactly as many; a lone append claims one', async () => {
+    const inboxId = newUlid(service.clock, systemRandom);
+    const counts: number[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const claim = createSequenceClaims({
+      nextSeq: async (id, count = 1) => {
+        counts.push(count);
+        if (counts.length === 1) await held;
+        return inbox.raw.nextSeq(id, count);
+      },
+    });
+    const first = claim(inboxId);
+    const waiting = Array.from({ length: 5 }, () => claim(inboxId));
+    release();
+    expect(await first).toBe(1);
+    expect(await Promise.all(waiting)).toEqual([2, 3, 4, 5, 6]);
+    expect(await claim(inboxId)).toBe(7);
+    expect(counts).toEqual([1, 5, 1]);
+  });
+
+  it('a failed claim fails each append of its block, and the next claim starts afresh', async () => {
+    const inboxId = newUlid(service.clock, systemRandom);
+    let failNext = true;
+    const claim = createSequenceClaims({
+      nextSeq: async (id, count) => {
+        if (failNext) {
+          failNext = false;
+          throw new Error('throttled');
+        }
+        return inbox.raw.nextSeq(id, count);
+      },
+    });
+    const outcomes = await Promise.allSettled([claim(inboxId), claim(inboxId)]);
+    expect(outcomes[0]).toMatchObject({ status: 'rejected', reason: { message: 'throttled' } });
+    expect(outcomes[1]).toEqual({ status: 'fulfilled', value: 1 });
+    expect(await claim(inboxId)).toBe(2);
+  });
+
+  it('50 concurrent sends to one inbox claim exactly 50 sequences, in blocks, and leave no gap', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Claims');
+    const opened = stream(owner);
+    const updates = vi.spyOn(inbox.raw, 'nextSeq');
+    await Promise.all(Array.from({ length: 50 }, (_, index) => send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: `b${index}` })));
+    const claimed = updates.mock.calls.filter(([inboxId]) => inboxId === number.svcnumId).map(([, count]) => count ?? 1);
+    expect(claimed.reduce((sum, count) => sum + count, 0)).toBe(50);
+    expect((await stored(number.svcnumId)).map((message) => message.seq)).toEqual(Array.from({ length: 50 }, (_, index) => index + 1));
+    expect(await exactly(opened, 50)).toHaveLength(50);
   });
 });
 

@@ -911,6 +911,15 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.nextSeq(unique('inbox'))).toBe(1);
     });
 
+    it('nextSeq hands out a block of `count` sequences and returns its first; blocks of parallel callers never overlap', async () => {
+      const inbox = unique('inbox');
+      expect(await store.nextSeq(inbox, 3)).toBe(1);
+      expect(await store.nextSeq(inbox)).toBe(4);
+      const blocks = await Promise.all([5, 1, 7, 2].map(async (count) => ({ first: await store.nextSeq(inbox, count), count })));
+      const handedOut = blocks.flatMap(({ first, count }) => Array.from({ length: count }, (_, index) => first + index));
+      expect(handedOut.sort((a, b) => a - b)).toEqual(Array.from({ length: 15 }, (_, index) => index + 5));
+    });
+
     it('appendMessage writes once per sequence; a sequence tombstoned refuses its message, and a written one its tombstone', async () => {
       const inbox = unique('inbox');
       expect(await store.appendMessage(message(inbox, 1), T + DAY)).toBe(true);

@@ -13,15 +13,15 @@ const LAST_SEQ_PAGE = 25;
 
 export function createDynamoMessagingStore(db: StoreDb, tables: TableNames): MessagingStore {
   return {
-    async nextSeq(inboxId) {
+    async nextSeq(inboxId, count = 1) {
       const out = await db.send(new UpdateCommand({
         TableName: tables.inboxes,
         Key: { svcnumId: inboxId },
-        UpdateExpression: 'ADD lastSeq :one',
-        ExpressionAttributeValues: { ':one': 1 },
+        UpdateExpression: 'ADD lastSeq :count',
+        ExpressionAttributeValues: { ':count': count },
         ReturnValues: 'UPDATED_NEW',
       }));
-      return Number(out.Attributes?.lastSeq);
+      return Number(out.Attributes?.lastSeq) - count + 1;
     },
 
     appendMessage: (message, retainUntil) => conditional(db.send(new PutCommand({

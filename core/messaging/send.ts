@@ -4,6 +4,7 @@ import { DomainError, invalidArgument, notFound } from '../kernel/errors';
 import { inService, type Client, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessageKind, MessagingPort, SenderEntityType, StoredMessage } from './store';
+import { createSequenceClaims } from './sequences';
 import type { InboxWakeups } from './wakeups';
 
 // The message path: who is sending (from the token), where a message goes (a number's holder, or
@@ -60,6 +61,7 @@ export function createMessaging(deps: {
   reportDerivedFailure: DerivedFailureReport;
 }) {
   const { store, clock, random, wakeups, getClient, accountActive } = deps;
+  const claimSeq = createSequenceClaims(store);
   /** A report that fails (it should not) must not fail the send either. */
   const derivedFailed = (kind: DerivedMessageFailure['kind'], message: StoredMessage, target: string) => (error: unknown) => {
     try {
@@ -73,7 +75,7 @@ export function createMessaging(deps: {
   async function append(inboxId: string, fields: Omit<StoredMessage, 'inboxId' | 'seq' | 'messageId' | 'acceptedAt'>): Promise<StoredMessage> {
     const messageId = newUlid(clock, random);
     for (let attempt = 0; attempt < 5; attempt++) {
-      const seq = await store.nextSeq(inboxId);
+      const seq = await claimSeq(inboxId);
       const acceptedAt = clock.now();
       const message: StoredMessage = { inboxId, seq, messageId, acceptedAt, ...fields };
       if (await store.appendMessage(message, acceptedAt + MESSAGE_RETENTION_MS)) {

@@ -32,8 +32,11 @@ export type InboxEntry = StoredMessage | Tombstone;
 export const isTombstone = (entry: InboxEntry): entry is Tombstone => (entry as Tombstone).tombstone === true;
 
 export interface MessagingStore {
-  /** Hands out the next sequence number of an inbox (an atomic counter). */
-  nextSeq(inboxId: string): Promise<number>;
+  /**
+   * Hands out the next `count` sequence numbers of an inbox (default 1; an atomic counter) and
+   * returns the first of them: concurrent appends to one inbox claim theirs in one call.
+   */
+  nextSeq(inboxId: string, count?: number): Promise<number>;
   /** Writes a message at its sequence; false if that sequence was tombstoned meanwhile. */
   appendMessage(message: StoredMessage, retainUntil: number): Promise<boolean>;
   /** Marks a sequence as skipped; false if its message exists (then read it). */

@@ -97,13 +97,13 @@ export class InboxFaults {
   readonly wrap = (store: Store): Store => {
     this.raw = store;
     const overrides: Partial<Store> = {
-      nextSeq: async (inboxId: string) => {
+      nextSeq: async (inboxId: string, count?: number) => {
         const dead = this.deadWriters.get(inboxId);
         if (dead) {
           this.deadWriters.delete(inboxId);
           for (let i = 0; i < dead; i++) this.burnt.push({ inboxId, seq: await store.nextSeq(inboxId) });
         }
-        return store.nextSeq(inboxId);
+        return store.nextSeq(inboxId, count);
       },
       appendMessage: async (message: StoredMessage, retainUntil: number) => {
         const held = this.heldAppends.get(message.text);
