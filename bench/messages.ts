@@ -16,17 +16,21 @@ import { ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, RELIST_SAFETY_POLLS, SA
 // DynamoDB → NumberService.StreamAllMessages (a server stream of the number's owner).
 //
 //   P1  the local runner (child): HTTP ingress, embedded DynamoDB, its own gRPC server
-//   P2  a second gRPC server process (child) against P1's DynamoDB, keys and issuer
+//   P2  a second gRPC server process (child) against P1's DynamoDB, keys and issuer, subscribed
+//       to the pub/sub engine P1 publishes to (when the bench has one: redis-server)
+//   P2b the same without the engine: it polls, as every process did before the engine
 //   P3  a fresh gRPC server process of the same kind, for the 1,000 streams
 //
 // 1. Delivery latency, send (the POST starts) → receipt on the stream, for messages paced one
 //    every BENCH_MESSAGE_INTERVAL_MS: (a) "same process": stream on P1, which accepts the
 //    message and wakes its streams through its in-process notifier; (b) "across processes":
-//    stream on P2, which only learns of the message by polling the inbox counters (250 ms).
+//    stream on P2, woken by P1's publish through the engine; (c) "across processes without an
+//    engine": stream on P2b, which only learns of the message by polling the inbox counters (250 ms).
 //    Both ends are timed in this process on one monotonic clock (performance.now()).
 // 2. Sustained rate into ONE stream: BENCH_CONCURRENCY senders in a closed loop for BENCH_SECONDS
 //    (after a BENCH_WARMUP_SECONDS warm-up); accepted/s at the ingress, received/s at the stream,
-//    lag (send → receipt) and backlog (accepted, not yet received), for both paths.
+//    lag (send → receipt) and backlog (accepted, not yet received), and P1's store calls per
+//    message, for each path.
 // 3. BENCH_STREAMS concurrent streams on P3 over BENCH_STREAM_CHANNELS channels: P3's memory
 //    before, with them open and after they close (each after a full GC), the fan-out of one
 //    message to all of them, and what P3's hub polls while they are idle.
@@ -127,6 +131,8 @@ export interface ThroughputResult {
   maxBacklog: number;
   /** CPU of the streaming process during the window (percent of one core). */
   streamCpuPercent: number | null;
+  /** Store calls of the accepting process (P1) per accepted message, by method (on the same-process path, its stream's too). */
+  ingressCallsPerMessage: Record<string, number>;
 }
 
 export interface StreamProcessCalls {
@@ -146,6 +152,13 @@ function streamProcessCalls(before: BenchChildStats, after: BenchChildStats, mes
     polls: methodCalls(after.store, 'inboxHeads') - methodCalls(before.store, 'inboxHeads'),
     batchGetItems: after.store.batchGetItems - before.store.batchGetItems,
   };
+}
+
+/** Store calls per message by method between two stats of one process (methods it did not call left out). */
+function callsPerMessage(before: BenchChildStats, after: BenchChildStats, messages: number): Record<string, number> {
+  return Object.fromEntries(Object.keys(after.store.byMethod).sort()
+    .map((method) => [method, messages > 0 ? round2(((after.store.byMethod[method] ?? 0) - (before.store.byMethod[method] ?? 0)) / messages) : 0] as const)
+    .filter(([, perMessage]) => perMessage > 0));
 }
 
 interface MemoryFigures { rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number }
@@ -222,9 +235,10 @@ export interface IdleReadsResult {
 }
 
 export interface MessagesResult {
-  setup: { numberSvcnum: string; agentSvcnum: string; channel: string; p2Pid: number; p3Pid: number };
-  latency: { sameProcess: LatencyResult; crossProcess: LatencyResult };
-  throughput: { sameProcess: ThroughputResult; crossProcess: ThroughputResult };
+  setup: { numberSvcnum: string; agentSvcnum: string; channel: string; p2Pid: number; p2bPid: number; p3Pid: number };
+  /** crossProcess: P2 woken through the engine (when the bench has one); crossProcessPolling: P2b without one, polling (the design before the engine). */
+  latency: { sameProcess: LatencyResult; crossProcess: LatencyResult; crossProcessPolling: LatencyResult };
+  throughput: { sameProcess: ThroughputResult; crossProcess: ThroughputResult; crossProcessPolling: ThroughputResult };
   streams: StreamsResult;
   /** Without an engine URL: not measured. */
   idleReads?: IdleReadsResult;
@@ -396,6 +410,11 @@ function memoryFigures(stats: BenchChildStats): MemoryFigures {
   return { rss, heapUsed, heapTotal, external, arrayBuffers };
 }
 
+type PathName = 'same' | 'cross' | 'polled';
+const PATH_NAMES: Record<PathName, string> = {
+  same: 'same process', cross: 'across processes', polled: 'across processes without an engine',
+};
+
 export async function messageBenchmarks(runner: BenchServer, options: MessagesOptions): Promise<MessagesResult> {
   const { log, signal } = options;
   const server = runner.info;
@@ -444,7 +463,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     }
 
     /** Latency and sustained rate into one stream opened on `streamClient` (process `streamPid`). */
-    async function path(name: 'same' | 'cross', streamClient: NumberServiceClient, streamProcess: { pid: number; stats: () => Promise<BenchChildStats> }) {
+    async function path(name: PathName, streamClient: NumberServiceClient, streamProcess: { pid: number; stats: () => Promise<BenchChildStats> }) {
       const streamPid = streamProcess.pid;
       const bearer = await senderToken();
       const stream = follow(streamClient, token, cursor, runs.dispatch);
@@ -456,7 +475,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
           throw new Error(`${name}: warm-up: ${warmup.accepted} of ${WARMUP_MESSAGES} accepted (${JSON.stringify(warmup.errorKinds)}), ${warmup.received} received`);
         }
 
-        log(`${name === 'same' ? 'same process' : 'across processes'}: latency, ${options.messages} messages one every ${options.intervalMs} ms`);
+        log(`${PATH_NAMES[name]}: latency, ${options.messages} messages one every ${options.intervalMs} ms`);
         const latencyRun = runs.create(`${name}-latency`);
         const latencyCallsBefore = await streamProcess.stats();
         const cpuIngress = startCpuMeter(server.pid);
@@ -483,7 +502,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
           cpu: { ingressPercent: ingressCpu.serverPercent, streamPercent: streamCpu.serverPercent, benchPercent: ingressCpu.loadGeneratorPercent },
         };
 
-        log(`${name === 'same' ? 'same process' : 'across processes'}: sustained rate into one stream, ${options.concurrency} senders (${options.warmupSeconds} s warm-up + ${options.seconds} s)`);
+        log(`${PATH_NAMES[name]}: sustained rate into one stream, ${options.concurrency} senders (${options.warmupSeconds} s warm-up + ${options.seconds} s)`);
         const load = { concurrency: options.concurrency, serverPid: server.pid, signal, ok: (code: number) => code === 202 };
         if (options.warmupSeconds > 0) {
           const warm = runs.create(`${name}-rate-warmup`);
@@ -494,6 +513,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
         const rate = runs.create(`${name}-rate`);
         let next = 0;
         const rateCallsBefore = await streamProcess.stats();
+        const ingressBefore = await runner.stats();
         const cpuRateStream = startCpuMeter(streamPid);
         const started = performance.now();
         const ingress = await runLoad({ ...load, seconds: options.seconds, request: () => send(rate, next++, bearer) });
@@ -501,6 +521,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
         const rateStreamCpu = cpuRateStream();
         await until(() => rate.outstanding() === 0, DELIVERY_TIMEOUT_MS, { signal, failed });
         const rateCallsAfter = await streamProcess.stats();
+        const ingressAfter = await runner.stats();
         const windowSeconds = (ended - started) / 1000;
         const receipts = rate.samples.filter((sample) => sample.receivedAt !== undefined);
         const receivedInWindow = receipts.filter((sample) => sample.receivedAt! <= ended).length;
@@ -520,6 +541,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
           streamProcess: streamProcessCalls(rateCallsBefore, rateCallsAfter, rate.accepted),
           maxBacklog: rate.maxBacklog,
           streamCpuPercent: rateStreamCpu.serverPercent,
+          ingressCallsPerMessage: callsPerMessage(ingressBefore, ingressAfter, rate.accepted),
         };
         return { latency, throughput };
       } finally {
@@ -531,18 +553,22 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     log(`same process: stream on the runner (pid ${server.pid}), messages to the runner`);
     const same = await path('same', numbers, { pid: server.pid, stats: () => runner.stats() });
 
-    log('across processes: starting a second gRPC server process on the runner\'s DynamoDB');
-    const p2 = await startBenchGrpcServer(server);
-    children.push(p2);
-    log(`across processes: stream on pid ${p2.info.pid} (gRPC port ${p2.info.grpcPort}), messages to the runner (pid ${server.pid})`);
-    const p2Numbers = new NumberServiceClient(`127.0.0.1:${p2.info.grpcPort}`, insecure, CHANNEL_OPTIONS);
-    let cross;
-    try {
-      cross = await path('cross', p2Numbers, { pid: p2.info.pid, stats: () => p2.stats() });
-    } finally {
-      p2Numbers.close();
+    /** A stream on a second gRPC server process (with or without the engine) and messages to the runner. */
+    async function acrossProcesses(name: 'cross' | 'polled', engineUrl: string | undefined) {
+      log(`${PATH_NAMES[name]}: starting a second gRPC server process on the runner's DynamoDB${engineUrl ? `, subscribed to ${engineUrl}` : ' (no engine)'}`);
+      const child = await startBenchGrpcServer(server, { engineUrl });
+      children.push(child);
+      log(`${PATH_NAMES[name]}: stream on pid ${child.info.pid} (gRPC port ${child.info.grpcPort}), messages to the runner (pid ${server.pid})`);
+      const client = new NumberServiceClient(`127.0.0.1:${child.info.grpcPort}`, insecure, CHANNEL_OPTIONS);
+      try {
+        return { pid: child.info.pid, ...(await path(name, client, { pid: child.info.pid, stats: () => child.stats() })) };
+      } finally {
+        client.close();
+        await child.stop();
+      }
     }
-    await p2.stop();
+    const cross = await acrossProcesses('cross', options.engineUrl);
+    const polled = await acrossProcesses('polled', undefined);
 
     log(`${options.streams} streams: starting a fresh gRPC server process on the runner's DynamoDB`);
     const p3 = await startBenchGrpcServer(server);
@@ -558,11 +584,11 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
 
     return {
       setup: {
-        numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: p2.info.pid, p3Pid: p3.info.pid,
+        numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: cross.pid, p2bPid: polled.pid, p3Pid: p3.info.pid,
         channel: `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ${options.streams} streams over ${options.streamChannels} channels (own subchannel pools: one HTTP/2 connection each)`,
       },
-      latency: { sameProcess: same.latency, crossProcess: cross.latency },
-      throughput: { sameProcess: same.throughput, crossProcess: cross.throughput },
+      latency: { sameProcess: same.latency, crossProcess: cross.latency, crossProcessPolling: polled.latency },
+      throughput: { sameProcess: same.throughput, crossProcess: cross.throughput, crossProcessPolling: polled.throughput },
       streams,
       ...(idleReads ? { idleReads } : {}),
       strayMessages: runs.strays,

@@ -230,7 +230,7 @@ async function main() {
 /** The message flow (messages.ts) on a fresh runner and redis-server: writes messages.json, returns its lines of the printed report. */
 async function messageFlow(settings: Settings, context: { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number }): Promise<string[]> {
   // The pub/sub engine of the idle-reads phase: the runner publishes every message to it (its own
-  // streams are woken in-process all the same; P2 and P3 have no engine and poll).
+  // streams are woken in-process all the same; P2 subscribes to it; P2b and P3 have no engine and poll).
   const redis = await startRedis();
   onCleanup(() => redis.stop());
   log(`starting a fresh local runner for the message flow, publishing wake-ups to ${redis.url}`);
@@ -266,7 +266,8 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
     loadAverage,
     processes: {
       p1: 'local runner (local/runner.ts) in a child process, fresh for these runs: HTTP ingress (POST /api/messages), embedded dynalite, local Ed25519 key, its own gRPC server',
-      p2: `gRPC server process (pid ${messages.setup.p2Pid}): core against P1's dynalite, P1's keys and issuer, startGrpcServer(core, { port: 0 }) — the cross-process stream`,
+      p2: `gRPC server process (pid ${messages.setup.p2Pid}): core against P1's dynalite, P1's keys and issuer, startGrpcServer(core, { port: 0 }), subscribed to the redis-server P1 publishes to — the cross-process stream`,
+      p2b: `the same without the engine (pid ${messages.setup.p2bPid}): it polls the inbox counters every 250 ms — the cross-process stream as it was before the engine`,
       p3: `a fresh process of the same kind (pid ${messages.setup.p3Pid}) — the ${many.streams} streams`,
     },
     clocks,
@@ -274,12 +275,14 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
     latency: {
       description: `${settings.messages} messages, one every ${settings.messageIntervalMs} ms (open loop), POST start → receipt on StreamAllMessages, after ${WARMUP_MESSAGES} unmeasured messages; the stream resumes from the previous run's last cursor`,
       sameProcess: { description: 'stream on P1, messages accepted by P1: woken by P1\'s in-process notifier', ...latency.sameProcess },
-      crossProcess: { description: 'stream on P2, messages accepted by P1: woken by P2\'s poll of the inbox counters (250 ms)', ...latency.crossProcess },
+      crossProcess: { description: 'stream on P2, messages accepted by P1: woken through the engine (P1 publishes, P2 subscribes)', ...latency.crossProcess },
+      crossProcessPolling: { description: 'stream on P2b, messages accepted by P1: woken by P2b\'s poll of the inbox counters (250 ms)', ...latency.crossProcessPolling },
     },
     throughput: {
       description: `${settings.concurrency} senders in a closed loop into ONE stream for ${settings.seconds} s after ${settings.warmupSeconds} s warm-up; received/s counts receipts up to the end of the ingress window`,
       sameProcess: { description: 'stream on P1, ingress P1', ...rate.sameProcess },
-      crossProcess: { description: 'stream on P2, ingress P1', ...rate.crossProcess },
+      crossProcess: { description: 'stream on P2 (engine), ingress P1', ...rate.crossProcess },
+      crossProcessPolling: { description: 'stream on P2b (polling), ingress P1', ...rate.crossProcessPolling },
     },
     streams: {
       description: `${many.streams} concurrent StreamAllMessages calls (one owner, one programmable number) from the bench over ${many.channels} channels to P3; memory of P3 after a full GC (child runs with --expose-gc)`,
@@ -315,34 +318,38 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
   const memoryRow = (name: string, value: typeof many.memory.before) => [name, mb(value.rss), mb(value.heapUsed), mb(value.heapTotal), mb(value.external)];
   const streamErrors = Object.entries(many.streamErrors);
   const messageProblems = [
-    ...[['same process', latency.sameProcess], ['across processes', latency.crossProcess]].flatMap(([name, run]) => {
+    ...[['same process', latency.sameProcess], ['across processes', latency.crossProcess], ['across processes, polling', latency.crossProcessPolling]].flatMap(([name, run]) => {
       const result = run as typeof latency.sameProcess;
       return Object.keys(result.errorKinds).length ? [`  WARNING: latency ${name as string}: POSTs failed: ${JSON.stringify(result.errorKinds)}`] : [];
     }),
-    ...errorLines([['rate, same process', rate.sameProcess.ingress], ['rate, across processes', rate.crossProcess.ingress]]),
+    ...errorLines([['rate, same process', rate.sameProcess.ingress], ['rate, across processes', rate.crossProcess.ingress], ['rate, across processes, polling', rate.crossProcessPolling.ingress]]),
     ...(streamErrors.length ? [`  WARNING: streams failed: ${streamErrors.map(([kind, count]) => `${kind} ×${count}`).join(', ')}`] : []),
     ...(many.live < many.streams ? [`  WARNING: only ${many.live} of ${many.streams} streams received the readiness probe`] : []),
     ...(messages.strayMessages ? [`  WARNING: ${messages.strayMessages} stream messages belonged to no run`] : []),
   ];
 
   return [
-    `Message flow: POST /api/messages on the runner (P1) → StreamAllMessages; P2/P3: gRPC server processes on P1's DynamoDB; one owner, one programmable number, one sending agent`,
-    `Delivery latency: ${settings.messages} messages, one every ${settings.messageIntervalMs} ms (achieved ${fmt(latency.sameProcess.sendRatePerSecond, 1)}/s and ${fmt(latency.crossProcess.sendRatePerSecond, 1)}/s), POST start → receipt on the stream, ms`,
+    `Message flow: POST /api/messages on the runner (P1) → StreamAllMessages; P2 (subscribed to P1's engine), P2b (no engine, polls), P3: gRPC server processes on P1's DynamoDB; one owner, one programmable number, one sending agent`,
+    `Delivery latency: ${settings.messages} messages, one every ${settings.messageIntervalMs} ms (achieved ${[latency.sameProcess, latency.crossProcess, latency.crossProcessPolling].map((run) => `${fmt(run.sendRatePerSecond, 1)}/s`).join(', ')}), POST start → receipt on the stream, ms`,
     table(['path', 'received', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'POST→202 p50/p99', 'created→recv p50/p99', 'reads/msg', 'missing', 'dup', 'CPU in/stream/gen'], [
       latencyRow('same process (P1 notifier)', latency.sameProcess),
-      latencyRow('across processes (P2 polls)', latency.crossProcess),
+      latencyRow('across processes (P2 engine)', latency.crossProcess),
+      latencyRow('across processes (P2b polls)', latency.crossProcessPolling),
     ]),
     `  clocks: ${clocks}`,
     '  reads/msg: inbox Queries the streaming process made per message (store counters in the child); CPU in/stream/gen: P1 / streaming process / bench, percent of one core',
-    `  received before their own 202: ${latency.sameProcess.receivedBeforeResponse} (same process), ${latency.crossProcess.receivedBeforeResponse} (across processes)`,
+    `  received before their own 202: ${latency.sameProcess.receivedBeforeResponse} (same process), ${latency.crossProcess.receivedBeforeResponse} (across processes), ${latency.crossProcessPolling.receivedBeforeResponse} (polling)`,
     '',
     `Sustained rate into ONE stream: ${settings.concurrency} senders, closed loop, ${settings.seconds} s after ${settings.warmupSeconds} s warm-up; lag = POST start → receipt`,
     table(['path', 'accepted', 'accepted/s', 'received/s', 'POST p50/p99 ms', 'lag p50/p99 ms', 'max lag ms', '202→recv p50/p99/max', 'max backlog', 'drain ms', 'reads/msg', 'errors', 'CPU in/stream/gen'], [
       rateRow('same process', rate.sameProcess),
-      rateRow('across processes', rate.crossProcess),
+      rateRow('across (engine)', rate.crossProcess),
+      rateRow('across (polls)', rate.crossProcessPolling),
     ]),
     '  received/s: receipts up to the end of the ingress window; drain: from its end until the last message arrived; backlog: accepted (202) but not yet received;',
     '  202→recv: how far the stream trails the ingress (negative: received before the POST\'s 202 reached the bench)',
+    ...[['same process', rate.sameProcess], ['across processes (engine)', rate.crossProcess], ['across processes (polls)', rate.crossProcessPolling]].map(([name, run]) =>
+      `  store calls of P1 per accepted message, ${name as string}: ${Object.entries((run as typeof rate.sameProcess).ingressCallsPerMessage).map(([method, perMessage]) => `${method} ${fmt(perMessage, 2)}`).join(', ')}`),
     '',
     `${fmt(many.streams)} open streams on one gRPC server process (P3), from the bench over ${many.channels} channels: ${fmt(many.live)} live after ${many.openSeconds} s; memory after a full GC`,
     table(['P3', 'RSS MB', 'heapUsed MB', 'heapTotal MB', 'external MB'], [

@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 import { onCleanup } from './cleanup';
 import type { ChildProcessStats } from './child';
 import type { StoreCounters } from './store-counters';
@@ -114,7 +115,9 @@ export type BenchGrpcServer = BenchChild<BenchGrpcInfo>;
 export type BenchPeer = BenchChild<BenchPeerInfo, ChildProcessStats>;
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SERVER_ENTRY = fileURLToPath(new URL('./server.ts', import.meta.url));
+const SERVER_SOURCE = fileURLToPath(new URL('./server.ts', import.meta.url));
+/** Where the server children run from: bench/server.ts bundled as the gRPC task's image is (package.json build:grpc). */
+const SERVER_BUNDLE_DIR = join(ROOT, 'dist', 'bench');
 const PEER_ENTRY = fileURLToPath(new URL('./peer-server.ts', import.meta.url));
 const START_TIMEOUT_MS = 60_000;
 /** Extra start-up time allowed per seeded number (seeding runs before the ready line). */
@@ -128,7 +131,7 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
   const poolNumbers = options.poolNumbers ?? 0;
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-'));
   return spawnChild<BenchServerInfo>({
-    entry: SERVER_ENTRY,
+    entry: await serverEntry(),
     dataDir,
     ownsDataDir: true,
     env: { BENCH_ROLE: 'runner', BENCH_POOL_NUMBERS: String(poolNumbers), ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}) },
@@ -140,9 +143,9 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
  * A second gRPC server process against `runner`'s embedded DynamoDB, with its signing keys and
  * issuer: a message accepted by the runner reaches streams here only through the tables.
  */
-export function startBenchGrpcServer(runner: BenchServerInfo, options: { engineUrl?: string; messageIntervals?: MessageIntervals } = {}): Promise<BenchGrpcServer> {
+export async function startBenchGrpcServer(runner: BenchServerInfo, options: { engineUrl?: string; messageIntervals?: MessageIntervals } = {}): Promise<BenchGrpcServer> {
   return spawnChild<BenchGrpcInfo>({
-    entry: SERVER_ENTRY,
+    entry: await serverEntry(),
     dataDir: runner.dataDir,
     ownsDataDir: false,
     env: {
@@ -154,6 +157,28 @@ export function startBenchGrpcServer(runner: BenchServerInfo, options: { engineU
   });
 }
 
+let serverBundle: Promise<string> | undefined;
+
+/**
+ * The server children run as the service ships: one esbuild bundle of our code (packages from
+ * node_modules, as in the gRPC task's image and, minified, the Lambdas), on plain node. Under tsx
+ * every module would be compiled at load and its source map kept, which the memory figures would
+ * count. Built once per bench run into dist/bench (at the gRPC task bundle's depth, with the
+ * descriptor set reflection reads beside it).
+ */
+function serverEntry(): Promise<string> {
+  serverBundle ??= (async () => {
+    const outfile = join(SERVER_BUNDLE_DIR, 'server.mjs');
+    await build({
+      entryPoints: [SERVER_SOURCE], outfile, bundle: true, packages: 'external', platform: 'node', target: 'node22', format: 'esm', logLevel: 'warning',
+    });
+    await mkdir(join(SERVER_BUNDLE_DIR, 'gen'), { recursive: true });
+    await copyFile(join(ROOT, 'grpc-service', 'gen', 'descriptors.binpb'), join(SERVER_BUNDLE_DIR, 'gen', 'descriptors.binpb'));
+    return outfile;
+  })();
+  return serverBundle;
+}
+
 /** node-oidc-provider in its own process (bench/peer-server.ts), memory adapter, nothing on disk but an empty folder. */
 export async function startBenchPeer(): Promise<BenchPeer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-peer-'));
@@ -161,6 +186,7 @@ export async function startBenchPeer(): Promise<BenchPeer> {
 }
 
 async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStats>(options: {
+  /** A TypeScript source (run under tsx) or a built .mjs (run on plain node). */
   entry: string; dataDir: string; ownsDataDir: boolean; env: Record<string, string>; startTimeoutMs: number;
 }): Promise<BenchChild<Info, Stats>> {
   const { dataDir, startTimeoutMs } = options;
@@ -207,7 +233,7 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
   };
 
   try {
-    child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', options.entry], {
+    child = spawn(process.execPath, ['--expose-gc', ...(options.entry.endsWith('.ts') ? ['--import', 'tsx'] : []), options.entry], {
       cwd: ROOT,
       env: {
         ...process.env,

@@ -4,6 +4,7 @@ import { RECORD_CACHE_TTL } from '../core/accounts';
 import { systemRandom } from '../core/adapters/system';
 import { newUlid } from '../core/kernel/ids';
 import { MAX_DERIVED_HOPS, MESSAGE_RETENTION_MS } from '../core/messaging/send';
+import { sharedReads } from '../core/kernel/cache';
 import { createSequenceClaims } from '../core/messaging/sequences';
 import { isTombstone, type StoredMessage } from '../core/messaging/store';
 import { GAP_GRACE_MS, POLL_INTERVAL_MS } from '../core/messaging/stream';
@@ -473,7 +474,7 @@ describe('gaps in an inbox\'s sequence', () => {
   });
 });
 
-describe('sequence claims', () => {
+describe('a busy inbox: sequence claims and reads shared', () => {
   it('appends that wait for a claim in flight share the next one, a block of exactly as many; a lone append claims one', async () => {
     const inboxId = newUlid(service.clock, systemRandom);
     const counts: number[] = [];
@@ -511,6 +512,25 @@ describe('sequence claims', () => {
     expect(outcomes[0]).toMatchObject({ status: 'rejected', reason: { message: 'throttled' } });
     expect(outcomes[1]).toEqual({ status: 'fulfilled', value: 1 });
     expect(await claim(inboxId)).toBe(2);
+  });
+
+  it('concurrent identical reads share one load while it runs; none is kept after it, a failure included', async () => {
+    const loads: string[] = [];
+    let fail = true;
+    const read = sharedReads(async (id: string) => {
+      loads.push(id);
+      await sleep(5);
+      if (fail) throw new Error(`no ${id}`);
+      return { id, read: loads.length };
+    }, (id) => id);
+    const failed = await Promise.allSettled([read('a'), read('a')]);
+    expect(failed.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected']);
+    fail = false;
+    const [first, second, other] = await Promise.all([read('a'), read('a'), read('b')]);
+    expect(first).toBe(second);
+    expect(other).toEqual({ id: 'b', read: 3 });
+    expect(await read('a')).toEqual({ id: 'a', read: 4 });
+    expect(loads).toEqual(['a', 'a', 'b', 'a']);
   });
 
   it('50 concurrent sends to one inbox claim exactly 50 sequences, in blocks, and leave no gap', async () => {

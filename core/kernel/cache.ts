@@ -91,3 +91,22 @@ export function ttlCache<V>(load: (key: string) => Promise<V>, options: TtlCache
     },
   };
 }
+
+/**
+ * Concurrent identical reads share one load, with no lifetime: a caller gets what a read already
+ * in flight finds (begun at most one round trip before it), or starts one. For records that must
+ * be current on every request, read by many requests at once (a busy inbox's routing, a stream
+ * fan-out): nothing is kept once the read ends, and a failed read fails only its sharers.
+ */
+export function sharedReads<A extends unknown[], V>(load: (...args: A) => Promise<V>, keyOf: (...args: A) => string): (...args: A) => Promise<V> {
+  const loading = new Map<string, Promise<V>>();
+  return (...args) => {
+    const key = keyOf(...args);
+    let pending = loading.get(key);
+    if (!pending) {
+      pending = load(...args).finally(() => loading.delete(key));
+      loading.set(key, pending);
+    }
+    return pending;
+  };
+}

@@ -1,4 +1,5 @@
 import { invalidToken, requireScope, type AccessTokenClaims } from '../kernel/access';
+import { sharedReads } from '../kernel/cache';
 import { newUlid } from '../kernel/ids';
 import { DomainError, invalidArgument, notFound } from '../kernel/errors';
 import { inService, type Client, type User } from '../kernel/model';
@@ -60,8 +61,18 @@ export function createMessaging(deps: {
   accountActive: (svcnumId: string) => Promise<boolean>;
   reportDerivedFailure: DerivedFailureReport;
 }) {
-  const { store, clock, random, wakeups, getClient, accountActive } = deps;
-  const claimSeq = createSequenceClaims(store);
+  const { clock, random, wakeups, getClient, accountActive } = deps;
+  const claimSeq = createSequenceClaims(deps.store);
+  // Sends into a busy inbox read the same records at once (the sender, the number, its holder):
+  // concurrent identical reads share one round trip, and none is kept once it ends, so every
+  // send still sees what was stored before a read that began at most one round trip earlier.
+  const byId = (id: string) => id;
+  const store: Pick<MessagingPort, 'getMask' | 'getNumber' | 'getUser' | 'appendMessage'> = {
+    getUser: sharedReads((id: string) => deps.store.getUser(id), byId),
+    getNumber: sharedReads((svcnum: string) => deps.store.getNumber(svcnum), byId),
+    getMask: sharedReads((maskId: string) => deps.store.getMask(maskId), byId),
+    appendMessage: (message, retainUntil) => deps.store.appendMessage(message, retainUntil),
+  };
   /** A report that fails (it should not) must not fail the send either. */
   const derivedFailed = (kind: DerivedMessageFailure['kind'], message: StoredMessage, target: string) => (error: unknown) => {
     try {

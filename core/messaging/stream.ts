@@ -1,3 +1,4 @@
+import { sharedReads } from '../kernel/cache';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
 import type { MessagingPort } from './store';
@@ -100,7 +101,8 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
   };
   // Streams woken together at the same position share one Query (fan-out to many streams of one
   // inbox costs one read, not one per stream).
-  const reading = new Map<string, Promise<InboxEntry[]>>();
+  const read = sharedReads((inboxId: string, afterSeq: number, limit: number) => store.readInbox(inboxId, afterSeq, limit),
+    (inboxId, afterSeq, limit) => `${inboxId}#${afterSeq}#${limit}`);
 
   async function readHeads(inboxIds: string[]) {
     try {
@@ -176,15 +178,7 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
     /** The streams' resume cursors. */
     cursors: messageCursors(pageTokens),
     /** Entries of an inbox after `afterSeq`; concurrent identical reads share one Query. */
-    read(inboxId: string, afterSeq: number, limit: number): Promise<InboxEntry[]> {
-      const key = `${inboxId}#${afterSeq}#${limit}`;
-      let pending = reading.get(key);
-      if (!pending) {
-        pending = store.readInbox(inboxId, afterSeq, limit).finally(() => reading.delete(key));
-        reading.set(key, pending);
-      }
-      return pending;
-    },
+    read,
     /** Calls `onChange` with an inbox of `inboxIds` that may have new messages; returns the unsubscribe. */
     watch(inboxIds: readonly string[], onChange: (inboxId: string) => void): () => void {
       const added: string[] = [];
