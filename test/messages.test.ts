@@ -267,6 +267,29 @@ describe('send → stream', () => {
     for (const number of numbers) expect(perNumber(replay.messages, number)).toEqual(perNumber([...processed.slice(3), ...rest], number));
   });
 
+  it('an ended stream leaves no timer behind (one would keep its state and call in memory until it fired)', async () => {
+    const owner = await account();
+    await provision(owner, 'Timers');
+    // The streams' sleeps until their next re-list (RELIST_MS here): each must be cleared when its stream ends.
+    const sleeping = new Set<unknown>();
+    const { setTimeout: set, clearTimeout: clear } = globalThis;
+    vi.spyOn(globalThis, 'setTimeout').mockImplementation(((callback: () => void, ms?: number) => {
+      const timer = set(callback, ms);
+      if (ms === RELIST_MS) sleeping.add(timer);
+      return timer;
+    }) as typeof setTimeout);
+    vi.spyOn(globalThis, 'clearTimeout').mockImplementation((timer) => {
+      sleeping.delete(timer);
+      clear(timer);
+    });
+    const opened = Array.from({ length: 20 }, () => openStream(owner.app));
+    await sleep(SETTLE_MS);
+    expect(sleeping.size).toBeGreaterThanOrEqual(20);
+    for (const one of opened) one.cancel();
+    await sleep(SETTLE_MS);
+    expect(sleeping.size).toBe(0);
+  });
+
   it('a message wakes a stream to read only the inbox it arrived in', async () => {
     const owner = await account();
     const numbers: ProgrammableNumber[] = [];

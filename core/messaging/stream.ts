@@ -538,13 +538,18 @@ export async function* followInboxes(deps: {
       if (signal.aborted) break;
       // Sleep until a change, a pending gap's grace, or the next list refresh.
       await new Promise<void>((resolve) => {
-        wakeUp = resolve;
         const timeout = setTimeout(() => {
           if (waitingOnGap) pending = true;
           resolve();
         }, waitingOnGap ? 500 : hub.relistIntervalMs());
         timeout.unref();
-        if (pending) resolve();
+        // Woken early, the timer goes too: left to run (up to the re-list interval, 15 min with
+        // the engine), it would keep an ended stream's state and its call in memory until then.
+        wakeUp = () => {
+          clearTimeout(timeout);
+          resolve();
+        };
+        if (pending) wakeUp();
       });
       wakeUp = undefined;
     }
