@@ -11,6 +11,7 @@ import type { NetworkLoadBalancer, NetworkTargetGroup } from 'aws-cdk-lib/aws-el
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { FilterPattern, MetricFilter, type ILogGroup } from 'aws-cdk-lib/aws-logs';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
@@ -41,6 +42,11 @@ export interface MonitoringProps {
     readonly publishers: readonly string[];
     /** SERVICE_NAME of every process that sends derived messages (DerivedMessageFailures, core/adapters/derived-failures.ts). */
     readonly derivedMessageSenders: readonly string[];
+    /**
+     * The gRPC task's log group: the awslogs driver does not have CloudWatch extract EMF, so its
+     * WakeupPublishFailures and DerivedMessageFailures lines become metrics through metric filters.
+     */
+    readonly taskLogs: ILogGroup;
   };
 }
 
@@ -186,6 +192,23 @@ export class Monitoring extends Construct {
       })])),
       label,
       period: FIVE_MINUTES,
+    });
+    // The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's.
+    new MetricFilter(this, 'TaskWakeupPublishFailures', {
+      logGroup: props.wakeups.taskLogs,
+      filterPattern: FilterPattern.numberValue('$.WakeupPublishFailures', '>', 0),
+      metricNamespace: props.metricsNamespace,
+      metricName: 'WakeupPublishFailures',
+      metricValue: '$.WakeupPublishFailures',
+      dimensions: { service: '$.service' },
+    });
+    new MetricFilter(this, 'TaskDerivedMessageFailures', {
+      logGroup: props.wakeups.taskLogs,
+      filterPattern: FilterPattern.numberValue('$.DerivedMessageFailures', '>', 0),
+      metricNamespace: props.metricsNamespace,
+      metricName: 'DerivedMessageFailures',
+      metricValue: '$.DerivedMessageFailures',
+      dimensions: { service: '$.service', kind: '$.kind' },
     });
     const publishFailures = emfSum('published', 'WakeupPublishFailures', 'wake-ups not published', props.wakeups.publishers.map((service) => ({ service })));
     alarm('WakeupPublishFailures', 'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll', publishFailures, 1, { periods: 3, datapoints: 2 });

@@ -58,6 +58,8 @@ export class Provisioning extends Construct {
   readonly targetGroup: NetworkTargetGroup;
   readonly endpoint: string;
   readonly taskSecurityGroup: SecurityGroup;
+  /** The task's log group (its EMF lines are made metrics by metric filters: lib/monitoring.ts). */
+  readonly taskLogs: LogGroup;
   private readonly container: ContainerDefinition;
 
   constructor(scope: Construct, id: string, props: ProvisioningProps) {
@@ -141,7 +143,7 @@ export class Provisioning extends Construct {
       memoryLimitMiB: p.memoryMiB,
       runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
     });
-    const taskLogs = new LogGroup(this, 'TaskLogs', {
+    const taskLogs = this.taskLogs = new LogGroup(this, 'TaskLogs', {
       logGroupName: `/aws/ecs/${prefix}/provisioning`,
       retention: logRetention(config.logRetentionDays),
       removalPolicy,

@@ -110,6 +110,7 @@ export class ServiceStack extends Stack {
         publishers: [TASK_SERVICE_NAME, RELAY_SERVICE_NAME],
         // The messages Lambda (HTTP sends) and the task (gRPC sends) store auto-replies and forwards.
         derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
+        taskLogs: this.provisioning.taskLogs,
       },
     });
 
