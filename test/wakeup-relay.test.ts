@@ -215,6 +215,56 @@ describe('IAM authentication, against the stack\'s access string', () => {
   });
 });
 
+describe('IAM connections renew themselves before ElastiCache\'s 12-hour limit (shortened here)', () => {
+  const USER = 'svcnum-wakeups-test';
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis({ extra: ['--user', 'default', 'off', '--user', USER, 'nopass', ...WAKEUP_USER_ACCESS_STRING.split(' '), '--user', 'observer', 'on', '>observer-password', '~*', '&*', '+@all'] });
+  });
+  afterAll(() => redis?.stop());
+
+  it('the publisher signs in again on its connection; the subscriber reconnects, subscribes again and is ready (lost, then ready, heard)', async () => {
+    const engine: WakeupEngine = {
+      ...readRuntimeConfig('local', { VALKEY_URL: redis.url }).service.wakeupEngine!,
+      username: USER,
+      iam: { replicationGroupId: 'svcnum-test-wakeups', userId: USER, region: 'eu-central-1' },
+    };
+    const credentials = () => Promise.resolve({ accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY' });
+    const wakeups = createValkeyWakeups(engine, { telemetry: silent, credentials, iamRenewMs: 400 });
+    const other = createWakeupRelay(engine, { telemetry: silent, credentials });
+    const observer = new Redis(redis.url, { username: 'observer', password: 'observer-password' });
+    const heard: string[] = [];
+    const woken: Array<[string, number]> = [];
+    wakeups.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]), ready: () => heard.push('ready'), lost: () => heard.push('lost') });
+    const clients = async () => Object.fromEntries((await observer.client('LIST') as string).split('\n').filter((line) => line.includes(`user=${USER}`))
+      .map((line) => [/name=(\S*)/.exec(line)![1]!, { id: /(?:^| )id=(\d+)/.exec(line)![1]!, cmd: /cmd=(\S*)/.exec(line)![1]! }]));
+    try {
+      wakeups.subscribe(['inbox-renewed']);
+      await wakeups.publish('inbox-other', 1);
+      await vi.waitFor(() => expect(wakeups.ready()).toBe(true), { timeout: 5_000, interval: 10 });
+      const before = await clients();
+      expect(Object.keys(before).sort()).toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
+      // The publisher's own connection authenticates again (AUTH is its last command); the subscriber's is a new one.
+      await vi.waitFor(async () => {
+        const now = await clients();
+        expect(now['svcnum-wakeups-publisher']).toStrictEqual({ id: before['svcnum-wakeups-publisher']!.id, cmd: 'auth' });
+        expect(now['svcnum-wakeups-subscriber']?.id).not.toBe(before['svcnum-wakeups-subscriber']!.id);
+      }, { timeout: 5_000, interval: 50 });
+      await vi.waitFor(() => expect(heard.slice(0, 3)).toStrictEqual(['ready', 'lost', 'ready']), { timeout: 5_000, interval: 10 });
+      // Still woken by another process once ready again.
+      await vi.waitFor(async () => {
+        expect(wakeups.ready()).toBe(true);
+        await other.handler(streamEvent(record('INSERT', 'inbox-renewed', 8)));
+        expect(woken).toContainEqual(['inbox-renewed', 8]);
+      }, { timeout: 5_000, interval: 50 });
+    } finally {
+      other.close();
+      await wakeups.close();
+      observer.disconnect();
+    }
+  });
+});
+
 describe('the relay bundle, as the stack builds it', () => {
   const root = mkdtempSync(join(tmpdir(), 'svcnum-relay-'));
   afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -31,6 +31,8 @@ export interface IamAuth {
   region: string;
 }
 
+/** A connection signed in by IAM renews itself this long after it opened: before ElastiCache's 12-hour limit. */
+export const IAM_RENEW_MS = 11 * 3_600_000;
 /** A token's lifetime at AUTH (the most ElastiCache accepts). */
 export const IAM_TOKEN_EXPIRES_SECONDS = 900;
 /** Credentials are fetched again this often, or sooner when they expire within a token's lifetime. */
@@ -75,10 +77,12 @@ export interface IamTokens {
   ready(): Promise<void>;
   /** A token signed now: ioredis reads it at every (re)connect. Never logged. */
   token(): string;
+  /** How long a connection these tokens opened may serve before it renews (IAM_RENEW_MS; tests shorten it). */
+  readonly renewAfterMs: number;
   close(): void;
 }
 
-export function createIamTokens(auth: IamAuth, credentials: CredentialsSupplier, now: () => Date = () => new Date()): IamTokens {
+export function createIamTokens(auth: IamAuth, credentials: CredentialsSupplier, now: () => Date = () => new Date(), renewAfterMs = IAM_RENEW_MS): IamTokens {
   let current: AwsCredentials | undefined;
   let fetchedAt = -Infinity;
   let fetching: Promise<void> | undefined;
@@ -92,6 +96,7 @@ export function createIamTokens(auth: IamAuth, credentials: CredentialsSupplier,
     fetching = undefined;
   }));
   return {
+    renewAfterMs,
     async ready() {
       if (stale()) await refresh();
       // Kept fresh for reconnections, which read `token()` without waiting.

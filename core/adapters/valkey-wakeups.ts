@@ -48,6 +48,8 @@ export interface ValkeyWakeupsOptions {
   firstConnectMs?: number;
   /** Signs the IAM auth tokens (required with `engine.iam`): the process's AWS credentials. */
   credentials?: CredentialsSupplier;
+  /** With IAM: how long a connection serves before it renews (IAM_RENEW_MS; tests shorten it). */
+  iamRenewMs?: number;
 }
 
 /** Publish failures are summed and reported at most this often (an engine outage means every send fails). */
@@ -57,8 +59,6 @@ const PING_EVERY_MS = 10_000;
 const COMMAND_TIMEOUT_MS = 1_000;
 const FIRST_CONNECT_MS = 1_000;
 const SUBSCRIBE_BATCH = 500;
-/** Before ElastiCache's 12-hour limit on a connection signed in by IAM. */
-export const IAM_RENEW_MS = 11 * 3_600_000;
 /** While no credentials can be had, another try this often. */
 const CREDENTIALS_RETRY_MS = 2_000;
 
@@ -124,10 +124,10 @@ export const engineWakeups = (settings: { wakeupEngine?: WakeupEngine | undefine
   settings.wakeupEngine ? createValkeyWakeups(settings.wakeupEngine, options) : undefined;
 
 /** IAM auth tokens when the engine signs in by IAM; none with a password (or no authentication). */
-function iamTokens(engine: WakeupEngine, credentials: CredentialsSupplier | undefined): IamTokens | undefined {
+function iamTokens(engine: WakeupEngine, credentials: CredentialsSupplier | undefined, renewAfterMs?: number): IamTokens | undefined {
   if (!engine.iam) return undefined;
   if (!credentials) throw new Error('the engine signs in by IAM (VALKEY_IAM_AUTH): the process must give its AWS credentials');
-  return createIamTokens(engine.iam, credentials);
+  return createIamTokens(engine.iam, credentials, undefined, renewAfterMs);
 }
 
 /**
@@ -152,7 +152,7 @@ function engineConnection(engine: WakeupEngine, role: 'publisher' | 'subscriber'
   return { connection, open };
 }
 
-/** Runs `renew` IAM_RENEW_MS after each `ready` of an IAM-signed connection, never after its close. */
+/** Runs `renew` a while (IAM_RENEW_MS) after each `ready` of an IAM-signed connection, never after its close. */
 function renewBeforeTheLimit(connection: Redis, tokens: IamTokens | undefined, renew: () => void) {
   if (!tokens) return;
   let timer: NodeJS.Timeout | undefined;
@@ -162,7 +162,7 @@ function renewBeforeTheLimit(connection: Redis, tokens: IamTokens | undefined, r
   };
   const schedule = () => {
     stop();
-    (timer = setTimeout(renew, IAM_RENEW_MS)).unref();
+    (timer = setTimeout(renew, tokens.renewAfterMs)).unref();
   };
   connection.on('ready', schedule);
   connection.on('close', stop);
@@ -240,7 +240,7 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   // Our own publishes have woken our listeners already: their echo is dropped.
   const self = randomUUID();
   let closed = false;
-  const tokens = iamTokens(engine, options.credentials);
+  const tokens = iamTokens(engine, options.credentials, options.iamRenewMs);
   const publisher = enginePublisher(engine, logger, tokens, options.firstConnectMs);
 
   /** Channels of the inboxes and owners the hub watches: subscribed on every (re)connection. */
