@@ -75,7 +75,11 @@ export function elasticacheIamToken(auth: IamAuth, credentials: AwsCredentials, 
 export interface IamTokens {
   /** Credentials at hand (awaited before a connection opens); rejects while none can be had. */
   ready(): Promise<void>;
-  /** A token signed now: ioredis reads it at every (re)connect. Never logged. */
+  /**
+   * A token signed now: ioredis reads it at every (re)connect. Never logged. Never throws (ioredis
+   * reads it inside its connect): without credentials yet it starts fetching them and gives an empty
+   * password, which the engine refuses, and the connection's next attempt signs in.
+   */
   token(): string;
   /** How long a connection these tokens opened may serve before it renews (IAM_RENEW_MS; tests shorten it). */
   readonly renewAfterMs: number;
@@ -103,9 +107,8 @@ export function createIamTokens(auth: IamAuth, credentials: CredentialsSupplier,
       if (!timer) (timer = setInterval(() => void refresh().catch(() => undefined), CREDENTIALS_REFRESH_MS)).unref();
     },
     token() {
-      if (!current) throw new Error('no AWS credentials yet for the engine\'s IAM authentication');
       if (stale()) void refresh().catch(() => undefined);
-      return elasticacheIamToken(auth, current, now());
+      return current ? elasticacheIamToken(auth, current, now()) : '';
     },
     close() {
       if (timer) clearInterval(timer);
