@@ -3,6 +3,7 @@
 // On SIGTERM (ECS stopping the task) health turns NOT_SERVING, calls in flight get up to
 // DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout) to finish, then the process exits.
 
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { modulesFromEnvironment } from '../core/adapters/aws-environment';
 import { wholeDynamoStore } from '../core/adapters/dynamo-store';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
@@ -14,7 +15,10 @@ import { grpcModules, startGrpcServer } from './server';
 const config = readRuntimeConfig('task');
 const { drainSeconds } = config;
 // Streams here are woken through the pub/sub engine (VALKEY_URL) by every writer, in any process.
-const inboxWakeups = engineWakeups(config.service);
+// Signed in by IAM (VALKEY_IAM_AUTH) with the task role's credentials, as the SDK's default chain
+// resolves and refreshes them (container credentials).
+const iam = config.service.wakeupEngine?.iam !== undefined;
+const inboxWakeups = engineWakeups(config.service, iam ? { credentials: new DynamoDBClient({}).config.credentials } : {});
 const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort });
 logger.info('listening', { port: running.port });
 

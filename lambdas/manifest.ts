@@ -51,3 +51,9 @@ export const routeManifest = {
 export type RouteGroup = keyof typeof routeManifest;
 
 export const routeGroupNames = Object.keys(routeManifest) as RouteGroup[];
+
+/**
+ * The one function that serves no route: the wake-up relay on the messages table's stream
+ * (lambdas/wakeup-relay.ts; lib/wakeup-relay.ts deploys it), bundled like the route groups.
+ */
+export const wakeupRelayManifest = { entry: 'lambdas/wakeup-relay.ts' } as const;

@@ -137,6 +137,19 @@ export interface EnvironmentConfig {
     readonly stopTimeoutSeconds: number;
   };
 
+  /**
+   * The pub/sub engine of inbox wake-ups (lib/wakeup-engine.ts): ElastiCache for Valkey in the VPC,
+   * cluster mode disabled, and the relay Lambda that publishes for the messages Lambda.
+   */
+  readonly wakeups: {
+    /** ElastiCache node type (pub/sub only, nothing stored: small nodes do). */
+    readonly nodeType: string;
+    /** Replicas beside the primary: 0 is one node (no failover); 1+ is Multi-AZ with automatic failover. */
+    readonly replicas: number;
+    /** The wake-up relay function (DynamoDB stream of the messages table → engine). */
+    readonly relay: FunctionSettings;
+  };
+
   /** Cool-off of retired numbers before reuse (NUMBER_COOL_OFF_DAYS). */
   readonly numberCoolOffDays: number;
   /** Default agent quotas per owner (AGENT_QUOTA_INDEPENDENT / _DEPENDENT); `admin quota set` overrides per owner. */
@@ -224,6 +237,8 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
         drainSeconds: 25,
         stopTimeoutSeconds: 30,
       },
+      // One node: a lost engine only slows wake-ups to the safety-net poll.
+      wakeups: { nodeType: 'cache.t4g.micro', replicas: 0, relay: { memoryMiB: 256, timeoutSeconds: 10 } },
       numberCoolOffDays: 1,
       agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 14,
@@ -266,6 +281,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
         drainSeconds: 25,
         stopTimeoutSeconds: 30,
       },
+      wakeups: { nodeType: 'cache.t4g.small', replicas: 1, relay: { memoryMiB: 256, timeoutSeconds: 10 } },
       numberCoolOffDays: 90,
       agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 365,
@@ -299,6 +315,8 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
   for (const [group, settings] of Object.entries(config.http.functions)) {
     if (settings.timeoutSeconds > 29) problems.push(`${group}: API Gateway waits at most 29 s, so a longer timeout is pointless`);
   }
+  if (!Number.isInteger(config.wakeups.replicas) || config.wakeups.replicas < 0 || config.wakeups.replicas > 5) problems.push('wakeups.replicas must be a whole number 0-5');
+  if (!/^cache\.[a-z0-9]+\.[a-z0-9]+$/.test(config.wakeups.nodeType)) problems.push(`wakeups.nodeType must be an ElastiCache node type (cache.<family>.<size>), got '${config.wakeups.nodeType}'`);
   if (problems.length) throw new Error(`configuration of ${config.name} is invalid:\n  ${problems.join('\n  ')}`);
   return config;
 }

@@ -1,5 +1,5 @@
 import { RemovalPolicy } from 'aws-cdk-lib';
-import { AttributeType, BillingMode, Table } from 'aws-cdk-lib/aws-dynamodb';
+import { AttributeType, BillingMode, Table, type StreamViewType } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../core/tables';
 
@@ -11,6 +11,8 @@ export interface DataProps {
   /** Retain tables on stack deletion and turn deletion protection on (production). */
   readonly retain: boolean;
   readonly deletionProtection: boolean;
+  /** DynamoDB Streams of these tables (the messages table's feeds the wake-up relay, lib/wakeup-relay.ts). */
+  readonly streams?: Partial<Record<TableKey, StreamViewType>>;
 }
 
 const stringKey = (name: string) => ({ name, type: AttributeType.STRING });
@@ -32,6 +34,7 @@ export class Data extends Construct {
         ...(definition.sortKey ? { sortKey: stringKey(definition.sortKey) } : {}),
         billingMode: BillingMode.PAY_PER_REQUEST,
         ...(definition.ttlAttribute ? { timeToLiveAttribute: definition.ttlAttribute } : {}),
+        ...(props.streams?.[key] ? { stream: props.streams[key] } : {}),
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
         deletionProtection: props.deletionProtection,
         removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,

@@ -7,7 +7,7 @@ import {
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
 import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
@@ -16,11 +16,10 @@ import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
 import { routeGroupNames, routeManifest, type RouteGroup } from '../lambdas/manifest';
 import { access, type ComputeUnit } from './access';
-import { lambdaBundle } from './bundling';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
 import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
-import { logRetention, repoRoot } from './util';
+import { logRetention, nodejsBundling, repoRoot } from './util';
 import { ApiFirewall } from './waf';
 
 // The HTTP face: an API Gateway REST API (WAF attaches to REST APIs, not HTTP APIs) with every
@@ -201,21 +200,7 @@ export class HttpApi extends Construct {
       logGroup,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
       environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: functionServiceName(group) },
-      bundling: {
-        // No Docker here or in CI: bundle with the esbuild installed in node_modules.
-        forceDockerBundling: false,
-        format: lambdaBundle.format === 'esm' ? OutputFormat.ESM : OutputFormat.CJS,
-        target: lambdaBundle.target,
-        minify: lambdaBundle.minify,
-        keepNames: lambdaBundle.keepNames,
-        sourceMap: lambdaBundle.sourceMap,
-        mainFields: [...lambdaBundle.mainFields],
-        banner: lambdaBundle.banner,
-        externalModules: [...lambdaBundle.externalModules],
-        // NodejsFunction has no alias option; its esbuild CLI runs with cwd projectRoot, and an
-        // absolute replacement path does not depend on that.
-        esbuildArgs: { '--alias': Object.entries(lambdaBundle.alias).map(([module, replacement]) => `${module}=${join(repoRoot, replacement)}`) },
-      },
+      bundling: nodejsBundling(),
     });
   }
 }

@@ -11,12 +11,14 @@ import type { NetworkLoadBalancer, NetworkTargetGroup } from 'aws-cdk-lib/aws-el
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { FilterPattern, MetricFilter, type ILogGroup } from 'aws-cdk-lib/aws-logs';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
 import type { RouteGroup } from '../lambdas/manifest';
 import type { EnvironmentConfig } from './config';
+import type { WakeupEngine } from './wakeup-engine';
 
 // Alarms (to one SNS topic, mailed to the configured addresses) and one dashboard per environment.
 
@@ -32,7 +34,26 @@ export interface MonitoringProps {
   readonly metricsNamespace: string;
   /** SERVICE_NAME of every process that calls KMS (each route group's function, the gRPC task). */
   readonly kmsServices: readonly string[];
+  readonly wakeups: {
+    readonly engine: WakeupEngine;
+    /** The wake-up relay function. */
+    readonly relay: IFunction;
+    /** SERVICE_NAME of every process that publishes wake-ups (WakeupPublishFailures, core/adapters/valkey-wakeups.ts). */
+    readonly publishers: readonly string[];
+    /** SERVICE_NAME of every process that sends derived messages (DerivedMessageFailures, core/adapters/derived-failures.ts). */
+    readonly derivedMessageSenders: readonly string[];
+    /**
+     * The gRPC task's log group: the awslogs driver does not have CloudWatch extract EMF, so its
+     * WakeupPublishFailures and DerivedMessageFailures lines become metrics through metric filters.
+     */
+    readonly taskLogs: ILogGroup;
+  };
 }
+
+/** The `kind` dimension of DerivedMessageFailures (core/messaging/send.ts DerivedMessageFailure['kind']). */
+export const DERIVED_MESSAGE_KINDS = ['auto_reply', 'forward'] as const;
+/** ElastiCache's connection limit per node (maxclients, not configurable): alarmed on at 80 %. */
+const ENGINE_MAX_CONNECTIONS = 65_000;
 
 const FIVE_MINUTES = Duration.minutes(5);
 const ONE_MINUTE = Duration.minutes(1);
@@ -141,6 +162,59 @@ export class Monitoring extends Construct {
     });
     alarm('KmsThrottles', 'KMS throttled calls (signing near the account\'s KMS request quota; see docs/deploying.md)', kmsThrottles, 1);
 
+    // Wake-ups: the engine's nodes (the busiest one counts), the relay, and what writers could not
+    // publish or send. None of these loses a message (DynamoDB has it); they slow delivery to the
+    // safety-net poll, or (derived messages) an auto-reply or forward was not stored.
+    const { engine, relay } = props.wakeups;
+    const nodes = Array.from({ length: 1 + config.wakeups.replicas }, (_, index) => `${engine.replicationGroupId}-${String(index + 1).padStart(3, '0')}`);
+    // Ids unique per metric: the dashboard graphs several of these expressions together.
+    const busiestNode = (id: string, metricName: string, label: string, statistic = 'Average') => new MathExpression({
+      expression: nodes.length === 1 ? `${id}0` : `MAX([${nodes.map((_, index) => `${id}${index}`).join(', ')}])`,
+      usingMetrics: Object.fromEntries(nodes.map((node, index) => [`${id}${index}`, new Metric({
+        namespace: 'AWS/ElastiCache', metricName, dimensionsMap: { CacheClusterId: node }, statistic, period: FIVE_MINUTES,
+      })])),
+      label,
+      period: FIVE_MINUTES,
+    });
+    const engineCpu = busiestNode('cpu', 'EngineCPUUtilization', 'engine CPU %');
+    const engineMemory = busiestNode('memory', 'DatabaseMemoryUsagePercentage', 'engine memory %', 'Maximum');
+    const engineConnections = busiestNode('connections', 'CurrConnections', 'engine connections', 'Maximum');
+    alarm('WakeupEngineCpu', 'The wake-up engine\'s busiest node uses 80%+ of its engine thread', engineCpu, 80, { periods: 3, datapoints: 2 });
+    alarm('WakeupEngineMemory', 'The wake-up engine uses 80%+ of its memory (it stores nothing: output buffers of slow subscribers?)', engineMemory, 80, { periods: 2 });
+    alarm('WakeupEngineConnections', `The wake-up engine nears its connection limit (${ENGINE_MAX_CONNECTIONS} per node)`, engineConnections, ENGINE_MAX_CONNECTIONS * 0.8);
+    alarm('WakeupRelayErrors', `The wake-up relay failed ${config.alarms.lambdaErrors}+ times in 5 minutes (its batches are retried twice, then dropped)`, relay.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }), config.alarms.lambdaErrors);
+    const iteratorAge = relay.metric('IteratorAge', { period: ONE_MINUTE, statistic: 'Maximum', label: 'relay iterator age (ms)' });
+    alarm('WakeupRelayIteratorAge', 'The wake-up relay lags the messages stream by 30 s+ (wake-ups of HTTP-sent messages arrive after the safety-net poll)', iteratorAge, 30_000, { periods: 3, datapoints: 2 });
+    const emfSum = (id: string, metricName: string, label: string, series: ReadonlyArray<Record<string, string>>) => new MathExpression({
+      expression: series.map((_, index) => `FILL(${id}${index}, 0)`).join(' + '),
+      usingMetrics: Object.fromEntries(series.map((dimensionsMap, index) => [`${id}${index}`, new Metric({
+        namespace: props.metricsNamespace, metricName, dimensionsMap, statistic: 'Sum', period: FIVE_MINUTES,
+      })])),
+      label,
+      period: FIVE_MINUTES,
+    });
+    // The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's.
+    new MetricFilter(this, 'TaskWakeupPublishFailures', {
+      logGroup: props.wakeups.taskLogs,
+      filterPattern: FilterPattern.numberValue('$.WakeupPublishFailures', '>', 0),
+      metricNamespace: props.metricsNamespace,
+      metricName: 'WakeupPublishFailures',
+      metricValue: '$.WakeupPublishFailures',
+      dimensions: { service: '$.service' },
+    });
+    new MetricFilter(this, 'TaskDerivedMessageFailures', {
+      logGroup: props.wakeups.taskLogs,
+      filterPattern: FilterPattern.numberValue('$.DerivedMessageFailures', '>', 0),
+      metricNamespace: props.metricsNamespace,
+      metricName: 'DerivedMessageFailures',
+      metricValue: '$.DerivedMessageFailures',
+      dimensions: { service: '$.service', kind: '$.kind' },
+    });
+    const publishFailures = emfSum('published', 'WakeupPublishFailures', 'wake-ups not published', props.wakeups.publishers.map((service) => ({ service })));
+    alarm('WakeupPublishFailures', 'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll', publishFailures, 1, { periods: 3, datapoints: 2 });
+    const derivedFailures = emfSum('derived', 'DerivedMessageFailures', 'derived messages failed', props.wakeups.derivedMessageSenders.flatMap((service) => DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind }))));
+    alarm('DerivedMessageFailures', 'An auto-reply or forward could not be stored (the original message was; see the log line "derived message failed")', derivedFailures, 1);
+
     // gRPC: unhealthy targets, and no healthy target at all.
     const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });
     const healthy = props.targetGroup.metrics.healthyHostCount({ statistic: 'Minimum', period: ONE_MINUTE });
@@ -177,6 +251,11 @@ export class Monitoring extends Construct {
             right: (['codes', 'grants', 'users', 'sessions'] as const).filter((key) => key in props.tables).map((key) => props.tables[key].metricConsumedWriteCapacityUnits({ period: ONE_MINUTE, label: `${key} write` })),
             width: 12,
           }),
+        ],
+        [
+          new GraphWidget({ title: 'Wake-up engine (busiest node)', left: [engineCpu, engineMemory], right: [engineConnections], width: 8 }),
+          new GraphWidget({ title: 'Wake-up relay', left: [relay.metricInvocations({ period: ONE_MINUTE }), relay.metricErrors({ period: ONE_MINUTE })], right: [iteratorAge], width: 8 }),
+          new GraphWidget({ title: 'Wake-ups not published / derived messages failed', left: [publishFailures, derivedFailures], width: 8 }),
         ],
       ],
     });

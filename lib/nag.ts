@@ -75,6 +75,40 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
         + 'an audit need (it is private, SSL-only, versionless, objects expire with the log retention).',
     },
   ];
+  list.push(
+    {
+      path: 'Wakeups/ReplicationGroup',
+      id: 'AwsSolutions-AEC6',
+      reason: 'The engine authenticates by IAM through RBAC (a user group whose only enabled user has authentication type iam; the default '
+        + 'user is off), which replaces the Redis AUTH token this rule looks for: no password exists to leak or rotate, and each connection is '
+        + 'signed by the task role or the relay role (elasticache:Connect on this replication group and user only).',
+    },
+    {
+      path: 'WakeupRelay/Function',
+      id: 'AwsSolutions-L1',
+      reason: 'The wake-up relay runs on nodejs22.x like the route group functions (see their L1 acknowledgment).',
+    },
+    {
+      path: 'WakeupRelay/Role',
+      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
+      reason: 'A function in a VPC needs to create, describe and delete its network interfaces; AWS documents this managed policy for it '
+        + '(EC2 network-interface actions only, most of which have no resource-level permissions).',
+    },
+    {
+      path: 'WakeupRelay/Role',
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'dynamodb:ListStreams, which the Lambda event source mapping needs, is granted on "*" by CDK\'s stream grant: it lists stream ARNs '
+        + 'and reads nothing; reading the stream (DescribeStream, GetRecords, GetShardIterator) is limited to the messages table\'s stream.',
+    },
+  );
+  if (config.wakeups.replicas === 0) {
+    list.push({
+      path: 'Wakeups/ReplicationGroup',
+      id: 'AwsSolutions-AEC4',
+      reason: 'One node in this environment by choice (lib/config.ts wakeups.replicas): the engine stores nothing, and while it is down or '
+        + 'replaced, wake-ups fall back to the streams\' safety-net poll (delivery slower, nothing lost). Production runs a replica in a second AZ.',
+    });
+  }
   if (config.http.tracing) {
     for (const name of groups) {
       list.push({

@@ -5,7 +5,7 @@ import {
 } from 'aws-cdk-lib/aws-ec2';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import {
-  Cluster, ContainerImage, ContainerInsights, CpuArchitecture, FargatePlatformVersion, FargateService, FargateTaskDefinition,
+  Cluster, ContainerImage, type ContainerDefinition, ContainerInsights, CpuArchitecture, FargatePlatformVersion, FargateService, FargateTaskDefinition,
   LogDrivers, OperatingSystemFamily, PropagatedTagSource, Protocol as EcsProtocol,
 } from 'aws-cdk-lib/aws-ecs';
 import {
@@ -23,6 +23,7 @@ import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
 import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
 import { logRetention, repoRoot } from './util';
+import type { WakeupEngine } from './wakeup-engine';
 
 // The provisioning face: the grpc-js server (grpc-service/) as a Fargate service behind an
 // internet-facing Network Load Balancer. TLS ends at the NLB (ALPN h2); the task speaks
@@ -56,6 +57,10 @@ export class Provisioning extends Construct {
   readonly loadBalancer: NetworkLoadBalancer;
   readonly targetGroup: NetworkTargetGroup;
   readonly endpoint: string;
+  readonly taskSecurityGroup: SecurityGroup;
+  /** The task's log group (its EMF lines are made metrics by metric filters: lib/monitoring.ts). */
+  readonly taskLogs: LogGroup;
+  private readonly container: ContainerDefinition;
 
   constructor(scope: Construct, id: string, props: ProvisioningProps) {
     super(scope, id);
@@ -86,7 +91,7 @@ export class Provisioning extends Construct {
       allowAllOutbound: false,
     });
     for (const cidr of p.allowedCidrs) nlbSecurityGroup.addIngressRule(Peer.ipv4(cidr), Port.tcp(443), 'gRPC over TLS');
-    const taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
+    const taskSecurityGroup = this.taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
       vpc: this.vpc,
       description: `${prefix}: gRPC tasks, reachable from the NLB only`,
       // The isolated subnets route nowhere but to the VPC endpoints.
@@ -138,12 +143,12 @@ export class Provisioning extends Construct {
       memoryLimitMiB: p.memoryMiB,
       runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
     });
-    const taskLogs = new LogGroup(this, 'TaskLogs', {
+    const taskLogs = this.taskLogs = new LogGroup(this, 'TaskLogs', {
       logGroupName: `/aws/ecs/${prefix}/provisioning`,
       retention: logRetention(config.logRetentionDays),
       removalPolicy,
     });
-    taskDefinition.addContainer('grpc', {
+    this.container = taskDefinition.addContainer('grpc', {
       // Built from the repository root like `docker build -f grpc-service/Dockerfile .`; at synth
       // the context is only staged into cdk.out (no Docker needed), `cdk deploy` builds it.
       image: ContainerImage.fromAsset(repoRoot, {
@@ -253,5 +258,15 @@ export class Provisioning extends Construct {
       });
     }
     this.endpoint = `${p.domainName}:443`;
+  }
+
+  /**
+   * The tasks' wake-ups go through `engine`: they subscribe to the inboxes their streams watch and
+   * publish what they store (owner wake-ups too), signed in by IAM with the task role.
+   */
+  useWakeupEngine(engine: WakeupEngine): void {
+    for (const [name, value] of Object.entries({ ...engine.environment, AWS_REGION: Stack.of(this).region })) this.container.addEnvironment(name, value);
+    engine.grantConnect(this.service.taskDefinition.taskRole);
+    engine.allowFrom(this.taskSecurityGroup, 'gRPC tasks (TLS)');
   }
 }

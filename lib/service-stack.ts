@@ -1,4 +1,5 @@
 import { Annotations, CfnOutput, Fn, Stack, Tags, type StackProps } from 'aws-cdk-lib';
+import { StreamViewType } from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
 import { routeGroupNames } from '../lambdas/manifest';
 import { type EnvironmentConfig, isPlaceholderCertificate, outputNames, stackName, tablePrefix } from './config';
@@ -9,8 +10,11 @@ import { Monitoring } from './monitoring';
 import { applyNagSuppressions } from './nag';
 import { Provisioning, TASK_SERVICE_NAME } from './provisioning';
 import { PublishedPublicKeys } from './public-keys';
+import { WakeupEngine } from './wakeup-engine';
+import { RELAY_SERVICE_NAME, WakeupRelay } from './wakeup-relay';
 
-// One environment of the service: data, keys, the HTTP API, the provisioning API, monitoring.
+// One environment of the service: data, keys, the HTTP API, the provisioning API, the wake-up
+// engine and its relay, monitoring.
 
 export interface ServiceStackProps extends StackProps {
   readonly config: EnvironmentConfig;
@@ -24,6 +28,8 @@ export class ServiceStack extends Stack {
   readonly pageTokenKey: HmacKey;
   readonly http: HttpApi;
   readonly provisioning: Provisioning;
+  readonly wakeups: WakeupEngine;
+  readonly wakeupRelay: WakeupRelay;
   readonly monitoring: Monitoring;
   private readonly zones: string[];
 
@@ -42,7 +48,11 @@ export class ServiceStack extends Stack {
     Tags.of(this).add('environment', config.name);
 
     const prefix = tablePrefix(config.name);
-    this.data = new Data(this, 'Data', { tablePrefix: prefix, retain: config.retainData, deletionProtection: config.deletionProtection });
+    this.data = new Data(this, 'Data', {
+      tablePrefix: prefix, retain: config.retainData, deletionProtection: config.deletionProtection,
+      // The keys of each new message, for the wake-up relay.
+      streams: { messages: StreamViewType.KEYS_ONLY },
+    });
     this.keys = new SigningKeys(this, 'Keys', {
       environment: config.name,
       active: config.signingKeys.active,
@@ -80,6 +90,10 @@ export class ServiceStack extends Stack {
       macKeys,
       environment: { ...shared, ISSUER: this.http.issuer },
     });
+    this.wakeups = new WakeupEngine(this, 'Wakeups', { config, vpc: this.provisioning.vpc });
+    this.provisioning.useWakeupEngine(this.wakeups);
+    this.wakeupRelay = new WakeupRelay(this, 'WakeupRelay', { config, vpc: this.provisioning.vpc, engine: this.wakeups, messages: this.data.tables.messages });
+
     this.monitoring = new Monitoring(this, 'Monitoring', {
       config,
       api: this.http.api,
@@ -90,6 +104,14 @@ export class ServiceStack extends Stack {
       targetGroup: this.provisioning.targetGroup,
       metricsNamespace: shared.METRICS_NAMESPACE,
       kmsServices: [...routeGroupNames.map(functionServiceName), TASK_SERVICE_NAME],
+      wakeups: {
+        engine: this.wakeups,
+        relay: this.wakeupRelay.function,
+        publishers: [TASK_SERVICE_NAME, RELAY_SERVICE_NAME],
+        // The messages Lambda (HTTP sends) and the task (gRPC sends) store auto-replies and forwards.
+        derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
+        taskLogs: this.provisioning.taskLogs,
+      },
     });
 
     const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });

@@ -17,11 +17,13 @@ const aws = { ISSUER: 'https://id.example.com', TABLE_PREFIX: 'svcnum-sandbox-',
 /** The task also always gets the page-token key (it pages); a Lambda only where its routes page (public). */
 const PAGE_TOKEN_KEY_ID = 'arn:aws:kms:eu-central-1:111122223333:key/page-token';
 const task = { ...aws, PAGE_TOKEN_KEY_ID };
-const baseOf: Record<ProcessKind, Environment> = { lambda: aws, task, local: {} };
-const kinds = Object.keys(baseOf) as ProcessKind[];
+/** The kinds that read the service settings (the wake-up relay reads only the engine: its own test below). */
+type ServiceKind = Exclude<ProcessKind, 'relay'>;
+const baseOf: Record<ServiceKind, Environment> = { lambda: aws, task, local: {} };
+const kinds = Object.keys(baseOf) as ServiceKind[];
 
-const read = <K extends ProcessKind>(kind: K, env: Environment) => readRuntimeConfig(kind, { ...baseOf[kind], ...env });
-const refusal = (kind: ProcessKind, env: Environment): string => {
+const read = <K extends ServiceKind>(kind: K, env: Environment) => readRuntimeConfig(kind, { ...baseOf[kind], ...env });
+const refusal = (kind: ServiceKind, env: Environment): string => {
   try {
     read(kind, env);
   } catch (error) {
@@ -33,8 +35,8 @@ const refusal = (kind: ProcessKind, env: Environment): string => {
 interface Variable {
   name: string;
   /** The kinds of process that read it. */
-  kinds: ProcessKind[];
-  value: (config: RuntimeConfig[ProcessKind]) => unknown;
+  kinds: ServiceKind[];
+  value: (config: RuntimeConfig[ServiceKind]) => unknown;
   /** Required: blank is refused rather than defaulted (the base environment sets it). */
   required?: boolean;
   fallback: unknown;
@@ -43,14 +45,14 @@ interface Variable {
   allowed: string;
 }
 
-const service = (pick: (settings: ServiceSettings) => unknown) => (config: RuntimeConfig[ProcessKind]) => pick(config.service);
+const service = (pick: (settings: ServiceSettings) => unknown) => (config: RuntimeConfig[ServiceKind]) => pick(config.service);
 /** A top-level field of a process's configuration. */
-const field = (name: string) => (config: RuntimeConfig[ProcessKind]) => (config as unknown as Record<string, unknown>)[name];
+const field = (name: string) => (config: RuntimeConfig[ServiceKind]) => (config as unknown as Record<string, unknown>)[name];
 const positive = (name: string, fallback: number, pick: (settings: ServiceSettings) => number): Variable => ({
   name, kinds, value: service(pick), fallback, valid: [['1', 1], [' 50 ', 50], ['999999999', 999_999_999]],
   invalid: ['0', '-3', '1.5', 'lots', '1e3', '0x10', '1000000000'], allowed: 'a whole number of at least 1',
 });
-const port = (name: string, key: string, fallback: number, kindsReading: ProcessKind[]): Variable => ({
+const port = (name: string, key: string, fallback: number, kindsReading: ServiceKind[]): Variable => ({
   name, kinds: kindsReading, value: field(key),
   fallback, valid: [['0', 0], ['8080', 8080], ['65535', 65535]], invalid: ['65536', '-1', 'eighty', '80.5'], allowed: 'a port number (0-65535)',
 });
@@ -198,7 +200,7 @@ describe('readRuntimeConfig', () => {
   });
 
   it('VALKEY_URL: unset, no engine; redis[s]://[user[:password]@]host[:port]; in AWS rediss:// only; credentials apart or in the URL, never both, never shown', () => {
-    const engine = (kind: ProcessKind, env: Environment) => read(kind, env).service.wakeupEngine;
+    const engine = (kind: ServiceKind, env: Environment) => read(kind, env).service.wakeupEngine;
     for (const kind of kinds) expect(engine(kind, {})).toBeUndefined();
     expect(engine('local', { VALKEY_URL: ' redis://127.0.0.1:6390 ' })).toStrictEqual({ address: 'redis://127.0.0.1:6390', host: '127.0.0.1', port: 6390, tls: false });
     for (const kind of ['lambda', 'task'] as const) {
@@ -216,6 +218,30 @@ describe('readRuntimeConfig', () => {
     expect(refusal('local', { VALKEY_URL: 'redis://:s3cret@cache', VALKEY_PASSWORD: 'other' })).toBe('VALKEY_PASSWORD and the password of VALKEY_URL are both set: give one');
     expect(refusal('local', { VALKEY_PASSWORD: 's3cret' })).toBe('VALKEY_PASSWORD is set but VALKEY_URL is not (the engine it signs in to)');
     expect(refusal('local', { VALKEY_URL: 'redis://u:%E0%A4%A@cache' })).not.toContain('%E0');
+  });
+
+  it('VALKEY_IAM_AUTH: the replication group an IAM user signs in to (tokens signed in AWS_REGION); needs a user, refuses a password', () => {
+    const engine = (kind: ServiceKind, env: Environment) => read(kind, env).service.wakeupEngine;
+    const url = 'rediss://master.svcnum-sandbox-wakeups.abc.euc1.cache.amazonaws.com:6380';
+    const iam = { VALKEY_URL: url, VALKEY_USERNAME: 'svcnum-wakeups-sandbox', VALKEY_IAM_AUTH: 'svcnum-sandbox-wakeups', AWS_REGION: 'eu-central-1' };
+    for (const kind of kinds) {
+      expect(engine(kind, iam)).toStrictEqual({
+        address: url, host: 'master.svcnum-sandbox-wakeups.abc.euc1.cache.amazonaws.com', port: 6380, tls: true, username: 'svcnum-wakeups-sandbox',
+        iam: { replicationGroupId: 'svcnum-sandbox-wakeups', userId: 'svcnum-wakeups-sandbox', region: 'eu-central-1' },
+      });
+    }
+    expect(refusal('task', { ...iam, VALKEY_PASSWORD: 's3cret' })).toBe('VALKEY_IAM_AUTH and a password (VALKEY_PASSWORD or in VALKEY_URL) are both set: an IAM user signs in with tokens, give no password');
+    expect(refusal('task', { ...iam, VALKEY_USERNAME: '' })).toBe('VALKEY_IAM_AUTH needs the user it signs in: VALKEY_USERNAME (or the user of VALKEY_URL)');
+    expect(refusal('task', { ...iam, AWS_REGION: '' })).toBe('AWS_REGION must be set with VALKEY_IAM_AUTH (the region IAM auth tokens are signed for)');
+    expect(refusal('task', { ...iam, AWS_REGION: 'Frankfurt' })).toBe("AWS_REGION must be an AWS region name (e.g. eu-central-1), got 'Frankfurt'");
+    for (const group of ['Svcnum', '9wakeups', 'a--b', 'a-', 'a'.repeat(41), 'a_b']) {
+      expect(refusal('task', { ...iam, VALKEY_IAM_AUTH: group })).toBe(`VALKEY_IAM_AUTH must be an ElastiCache replication group id (1-40 of a-z 0-9 -, a letter first), got '${group}'`);
+    }
+    expect(refusal('local', { VALKEY_IAM_AUTH: 'svcnum-sandbox-wakeups' })).toBe('VALKEY_IAM_AUTH is set but VALKEY_URL is not (the engine it signs in to)');
+    // The relay reads the engine alone, and needs one.
+    expect(readRuntimeConfig('relay', iam)).toStrictEqual({ wakeupEngine: engine('task', iam) });
+    expect(() => readRuntimeConfig('relay', {})).toThrow(/^VALKEY_URL must be set \(the pub\/sub engine the relay publishes to\)$/);
+    expect(() => readRuntimeConfig('relay', { ...iam, VALKEY_URL: 'redis://cache:6380' })).toThrow(/^VALKEY_URL must be a rediss:\/\/ URL/);
   });
 
   it('names every problem together, in the order of the variables, with the value given', () => {

@@ -3,6 +3,7 @@ import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
 import { ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS } from '../messaging/stream';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
 import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
+import type { IamAuth } from './elasticache-iam';
 import type { WakeupEngine } from './valkey-wakeups';
 
 // The runtime configuration of a process, read from its environment once, at start, and validated
@@ -12,8 +13,9 @@ import type { WakeupEngine } from './valkey-wakeups';
 // (key ids are ARNs, not key material), except the pub/sub engine's password (VALKEY_PASSWORD, or
 // in VALKEY_URL): never shown, never logged.
 //
-// Three kinds of process read it: a Lambda function (`lambda`), the Fargate task running the gRPC
-// server (`task`), and the local runner and admin CLI (`local`). The domain receives the plain
+// Four kinds of process read it: a Lambda function of the HTTP routes (`lambda`), the Fargate task
+// running the gRPC server (`task`), the wake-up relay Lambda (`relay`: the engine only), and the
+// local runner and admin CLI (`local`). The domain receives the plain
 // values (`ServiceSettings`), never the environment. Logging and metrics settings (LOG_LEVEL,
 // SERVICE_NAME, METRICS_NAMESPACE) are read here too, apart (`readTelemetrySettings`): a process
 // never stops over them.
@@ -23,6 +25,7 @@ export type Environment = Readonly<Record<string, string | undefined>>;
 type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
   | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_RELIST_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
+  | 'VALKEY_IAM_AUTH' | 'AWS_REGION'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
 type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
@@ -54,7 +57,7 @@ export interface ServiceSettings {
   messageEngineLostPollMs: number;
   /** MESSAGE_RELIST_MS: how often open streams re-list their owner's numbers (with the engine ready, at most every ten MESSAGE_SAFETY_POLL_MS). */
   messageRelistMs: number;
-  /** VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD: the pub/sub engine of inbox wake-ups; unset, wake-ups stay in the process. */
+  /** VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD or VALKEY_IAM_AUTH (+ AWS_REGION): the pub/sub engine of inbox wake-ups; unset, wake-ups stay in the process. */
   wakeupEngine?: WakeupEngine;
 }
 
@@ -105,9 +108,16 @@ export interface LocalRuntimeConfig {
   service: ServiceSettings;
 }
 
+/** The wake-up relay Lambda (lambdas/wakeup-relay.ts): it only publishes to the engine. */
+export interface RelayRuntimeConfig {
+  /** VALKEY_URL (required), VALKEY_USERNAME, VALKEY_IAM_AUTH, AWS_REGION. */
+  wakeupEngine: WakeupEngine;
+}
+
 export interface RuntimeConfig {
   lambda: AwsRuntimeConfig;
   task: TaskRuntimeConfig;
+  relay: RelayRuntimeConfig;
   local: LocalRuntimeConfig;
 }
 
@@ -123,6 +133,9 @@ const MAX_DRAIN_SECONDS = 120;
 const withoutUserinfo = (url: string) => url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@');
 const ENGINE_URL = /^(rediss?):\/\/(?:([^:@/?#\s]*)(?::([^@/?#\s]*))?@)?([^:@/?#\s]+|\[[0-9a-fA-F:.]+\])(?::(\d{1,5}))?\/?$/;
 const DEFAULT_ENGINE_PORT = 6379;
+/** An ElastiCache replication group id: 1-40 of a-z 0-9 -, a letter first, no `--`, no `-` last. */
+const REPLICATION_GROUP_ID = /^(?=.{1,40}$)[a-z](?:-?[a-z0-9])*$/;
+const AWS_REGION_NAME = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 
 const LOCAL_ISSUER = [/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/, 'an http(s) URL without query or fragment'] as const;
 const DEPLOYED_ISSUER = [/^https:\/\/[^/?#\s@]+(\/[^?#\s]*)?$/, 'an https URL without userinfo, query or fragment'] as const;
@@ -146,6 +159,17 @@ function variableReader(env: Environment) {
     const value = given(name);
     if (value === undefined) problems.push(`${name} must be set (${what})`);
     return value ?? '';
+  }
+  /** VALKEY_IAM_AUTH's settings, with the user it signs in and AWS_REGION (where tokens are signed). */
+  function iamAuth(replicationGroupId: string, userId: string | undefined, passwordSet: boolean): IamAuth | undefined {
+    const region = given('AWS_REGION');
+    const before = problems.length;
+    if (!REPLICATION_GROUP_ID.test(replicationGroupId)) refuse('VALKEY_IAM_AUTH', replicationGroupId, 'an ElastiCache replication group id (1-40 of a-z 0-9 -, a letter first)', undefined);
+    if (!userId) problems.push('VALKEY_IAM_AUTH needs the user it signs in: VALKEY_USERNAME (or the user of VALKEY_URL)');
+    if (passwordSet) problems.push('VALKEY_IAM_AUTH and a password (VALKEY_PASSWORD or in VALKEY_URL) are both set: an IAM user signs in with tokens, give no password');
+    if (region === undefined) problems.push('AWS_REGION must be set with VALKEY_IAM_AUTH (the region IAM auth tokens are signed for)');
+    else if (!AWS_REGION_NAME.test(region)) refuse('AWS_REGION', region, 'an AWS region name (e.g. eu-central-1)', undefined);
+    return problems.length === before ? { replicationGroupId, userId: userId!, region: region! } : undefined;
   }
   return {
     problems,
@@ -171,15 +195,17 @@ function variableReader(env: Environment) {
     /**
      * VALKEY_URL (redis[s]://[user[:password]@]host[:port]), and VALKEY_USERNAME / VALKEY_PASSWORD
      * for credentials given apart (a secret injected on its own); in AWS rediss:// only. A password
-     * is never repeated in a problem.
+     * is never repeated in a problem. VALKEY_IAM_AUTH=<replication group id>: the user signs in with
+     * IAM auth tokens (elasticache-iam.ts) signed in AWS_REGION, so a user is required and a password refused.
      */
     wakeupEngine(deployed: boolean): WakeupEngine | undefined {
       const value = given('VALKEY_URL');
       const username = given('VALKEY_USERNAME');
       // Not trimmed: a password is taken as given (blank is unset).
       const password = env.VALKEY_PASSWORD?.trim() ? env.VALKEY_PASSWORD : undefined;
+      const iamGroup = given('VALKEY_IAM_AUTH');
       if (value === undefined) {
-        for (const [name, set] of [['VALKEY_USERNAME', username], ['VALKEY_PASSWORD', password]] as const) {
+        for (const [name, set] of [['VALKEY_USERNAME', username], ['VALKEY_PASSWORD', password], ['VALKEY_IAM_AUTH', iamGroup]] as const) {
           if (set !== undefined) problems.push(`${name} is set but VALKEY_URL is not (the engine it signs in to)`);
         }
         return undefined;
@@ -202,10 +228,17 @@ function variableReader(env: Environment) {
       const host = parts[4]!.replace(/^\[(.*)\]$/, '$1');
       const user = urlUser ?? username;
       const secret = urlPassword ?? password;
+      const iam = iamGroup === undefined ? undefined : iamAuth(iamGroup, user, secret !== undefined);
       return {
         address: `${parts[1]}://${parts[4]}:${port}`, host, port, tls: parts[1] === 'rediss',
-        ...(user ? { username: user } : {}), ...(secret ? { password: secret } : {}),
+        ...(user ? { username: user } : {}), ...(secret && !iamGroup ? { password: secret } : {}), ...(iam ? { iam } : {}),
       };
+    },
+    /** Required with VALKEY_URL (the relay publishes nothing else). */
+    requiredWakeupEngine(): WakeupEngine {
+      const engine = this.wakeupEngine(true);
+      if (!engine && given('VALKEY_URL') === undefined) problems.push('VALKEY_URL must be set (the pub/sub engine the relay publishes to)');
+      return engine ?? { address: '', host: '', port: DEFAULT_ENGINE_PORT, tls: true };
     },
     /** A JSON object of key id → base64 DER SubjectPublicKeyInfo of an Ed25519 key (KMS GetPublicKey's PublicKey). */
     publicKeys(name: Variable): ReadonlyMap<string, Uint8Array> {
@@ -299,6 +332,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),
+  relay: (read) => ({ wakeupEngine: read.requiredWakeupEngine() }),
   local: (read) => {
     const issuer = read.issuer('ISSUER');
     return {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import { wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
+import { createIamTokens, type CredentialsSupplier, type IamAuth, type IamTokens } from './elasticache-iam';
 import { createLogger, type Logger } from './log';
 import { createEventCounter, WAKEUP_PUBLISH_FAILURES_METRIC } from './metrics';
 import type { TelemetrySettings } from './runtime-config';
@@ -19,8 +20,14 @@ import type { TelemetrySettings } from './runtime-config';
 // again before `ready` (the hub catches up). A publish never fails a send: DynamoDB has the
 // message; the failure is logged and counted (WakeupPublishFailures), at most one line per
 // REPORT_EVERY_MS with the failures since the last. No line carries a message, a password or an inbox id.
+//
+// With IAM authentication (ElastiCache, `engine.iam`) the password is an IAM auth token: signed
+// afresh at every (re)connect from the process's credentials (a getter on the options, which ioredis
+// reads at each connect), and, since ElastiCache closes an IAM connection after 12 hours, each
+// connection renews itself before that: the publisher authenticates again with a fresh token, the
+// subscriber (which cannot send AUTH while subscribed) reconnects and subscribes again.
 
-/** Where the engine is and how to sign in (runtime-config.ts reads it from VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD). */
+/** Where the engine is and how to sign in (runtime-config.ts reads it from VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD, VALKEY_IAM_AUTH). */
 export interface WakeupEngine {
   /** `redis[s]://host:port`, without credentials: what logs name. */
   address: string;
@@ -30,6 +37,8 @@ export interface WakeupEngine {
   tls: boolean;
   username?: string;
   password?: string;
+  /** IAM authentication (VALKEY_IAM_AUTH): the password is an IAM auth token, never a `password`. */
+  iam?: IamAuth;
 }
 
 export interface ValkeyWakeupsOptions {
@@ -37,6 +46,10 @@ export interface ValkeyWakeupsOptions {
   telemetry?: TelemetrySettings;
   /** How long a publish waits for a connection that has not been ready yet (the first send of a process). */
   firstConnectMs?: number;
+  /** Signs the IAM auth tokens (required with `engine.iam`): the process's AWS credentials. */
+  credentials?: CredentialsSupplier;
+  /** With IAM: how long a connection serves before it renews (IAM_RENEW_MS; tests shorten it). */
+  iamRenewMs?: number;
 }
 
 /** Publish failures are summed and reported at most this often (an engine outage means every send fails). */
@@ -46,6 +59,8 @@ const PING_EVERY_MS = 10_000;
 const COMMAND_TIMEOUT_MS = 1_000;
 const FIRST_CONNECT_MS = 1_000;
 const SUBSCRIBE_BATCH = 500;
+/** While no credentials can be had, another try this often. */
+const CREDENTIALS_RETRY_MS = 2_000;
 
 export const inboxChannel = (inboxId: string) => `inbox:{${inboxId}}`;
 const INBOX_CHANNEL = /^inbox:\{(.+)\}$/;
@@ -59,7 +74,7 @@ function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber
     host: engine.host,
     port: engine.port,
     ...(engine.username ? { username: engine.username } : {}),
-    ...(engine.password ? { password: engine.password } : {}),
+    ...(engine.password && !engine.iam ? { password: engine.password } : {}),
     ...(engine.tls ? { tls: { servername: engine.host } } : {}),
     connectionName: `svcnum-wakeups-${role}`,
     lazyConnect: true,
@@ -105,8 +120,116 @@ function failureReporter(logger: Logger, count: (failures: number) => void, addr
 }
 
 /** The engine's wake-ups when the configuration names one (VALKEY_URL); otherwise none (in-process). */
-export const engineWakeups = (settings: { wakeupEngine?: WakeupEngine | undefined }): InboxWakeups | undefined =>
-  settings.wakeupEngine ? createValkeyWakeups(settings.wakeupEngine) : undefined;
+export const engineWakeups = (settings: { wakeupEngine?: WakeupEngine | undefined }, options: ValkeyWakeupsOptions = {}): InboxWakeups | undefined =>
+  settings.wakeupEngine ? createValkeyWakeups(settings.wakeupEngine, options) : undefined;
+
+/** IAM auth tokens when the engine signs in by IAM; none with a password (or no authentication). */
+function iamTokens(engine: WakeupEngine, credentials: CredentialsSupplier | undefined, renewAfterMs?: number): IamTokens | undefined {
+  if (!engine.iam) return undefined;
+  if (!credentials) throw new Error('the engine signs in by IAM (VALKEY_IAM_AUTH): the process must give its AWS credentials');
+  return createIamTokens(engine.iam, credentials, undefined, renewAfterMs);
+}
+
+/**
+ * A connection of `role`, not open yet: `open()` connects once credentials are at hand (IAM), and
+ * tries again while they cannot be had; ioredis reconnects on its own after that.
+ */
+function engineConnection(engine: WakeupEngine, role: 'publisher' | 'subscriber', tokens: IamTokens | undefined, isClosed: () => boolean, noCredentials: (error: unknown) => void) {
+  const connection = new Redis(connectionOptions(engine, role));
+  // ioredis reads the password at every connect: a token signed then (good for 15 minutes at AUTH),
+  // not enumerable, so that nothing that walks the options (a log, an inspection) shows one.
+  if (tokens) Object.defineProperty(connection.options, 'password', { get: () => tokens.token(), enumerable: false, configurable: true });
+  const open = () => {
+    if (isClosed()) return;
+    (tokens ? tokens.ready() : Promise.resolve()).then(
+      () => connection.connect().catch(() => undefined),
+      (error: unknown) => {
+        noCredentials(error);
+        setTimeout(open, CREDENTIALS_RETRY_MS).unref();
+      },
+    );
+  };
+  return { connection, open };
+}
+
+/** Runs `renew` a while (IAM_RENEW_MS) after each `ready` of an IAM-signed connection, never after its close. */
+function renewBeforeTheLimit(connection: Redis, tokens: IamTokens | undefined, renew: () => void) {
+  if (!tokens) return;
+  let timer: NodeJS.Timeout | undefined;
+  const stop = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+  };
+  const schedule = () => {
+    stop();
+    (timer = setTimeout(renew, tokens.renewAfterMs)).unref();
+  };
+  connection.on('ready', schedule);
+  connection.on('close', stop);
+  return schedule;
+}
+
+export interface EnginePublisher {
+  /** SPUBLISH on the publisher connection (opened on first use); rejects when it fails. */
+  spublish(channel: string, message: string): Promise<void>;
+  close(): void;
+}
+
+/** The publishing connection of a process: every writer's (the relay Lambda's alone). */
+export function createEnginePublisher(engine: WakeupEngine, options: { logger: Logger; credentials?: CredentialsSupplier; firstConnectMs?: number }): EnginePublisher {
+  const tokens = iamTokens(engine, options.credentials);
+  const publisher = enginePublisher(engine, options.logger, tokens, options.firstConnectMs);
+  return {
+    spublish: publisher.spublish,
+    close() {
+      publisher.close();
+      tokens?.close();
+    },
+  };
+}
+
+/** The publisher with the process's tokens (shared with its subscriber). */
+function enginePublisher(engine: WakeupEngine, logger: Logger, tokens: IamTokens | undefined, firstConnectMs: number | undefined): EnginePublisher {
+  let closed = false;
+  let publisher: Redis | undefined;
+  let publisherReady: Promise<void> | undefined;
+  function publisherConnection(): { connection: Redis; firstReady: Promise<void> } {
+    if (!publisher) {
+      const { connection, open } = engineConnection(engine, 'publisher', tokens, () => closed, (error) => {
+        logger.warn('inbox wake-ups: no AWS credentials to sign in to the engine', { engine: engine.address, error: error instanceof Error ? error.message : String(error) });
+      });
+      publisher = connection;
+      // Reported through the failed publishes; without a listener ioredis would print each attempt.
+      connection.on('error', () => undefined);
+      connection.on('ready', () => logger.info('inbox wake-ups: publishing', { engine: engine.address }));
+      // Signed in again with a fresh token (extends the 12 hours); a refusal opens a new connection.
+      const renewed = renewBeforeTheLimit(connection, tokens, () => {
+        connection.auth(engine.username ?? 'default', tokens!.token()).then(() => renewed?.(), () => !closed && connection.disconnect(true));
+      });
+      publisherReady = new Promise<void>((resolve) => {
+        connection.once('ready', resolve);
+        setTimeout(resolve, firstConnectMs ?? FIRST_CONNECT_MS).unref();
+      });
+      open();
+    }
+    return { connection: publisher, firstReady: publisherReady! };
+  }
+  return {
+    async spublish(channel, message) {
+      if (closed) return;
+      const { connection, firstReady } = publisherConnection();
+      if (connection.status !== 'ready') await firstReady;
+      await connection.spublish(channel, message);
+    },
+    close() {
+      closed = true;
+      publisher?.disconnect();
+    },
+  };
+}
+
+/** An inbox wake-up's message: the sequence, and who published it (its own listeners heard it already). */
+export const inboxWakeupMessage = (seq: number, publisherId: string) => `${seq} ${publisherId}`;
 
 /** Inbox wake-ups through the engine; connections open on first use and reconnect on their own. */
 export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeupsOptions = {}): InboxWakeups {
@@ -117,23 +240,8 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   // Our own publishes have woken our listeners already: their echo is dropped.
   const self = randomUUID();
   let closed = false;
-
-  let publisher: Redis | undefined;
-  let publisherReady: Promise<void> | undefined;
-  function publisherConnection(): { connection: Redis; firstReady: Promise<void> } {
-    if (!publisher) {
-      const connection = (publisher = new Redis(connectionOptions(engine, 'publisher')));
-      // Reported through the failed publishes; without a listener ioredis would print each attempt.
-      connection.on('error', () => undefined);
-      connection.on('ready', () => logger.info('inbox wake-ups: publishing', { engine: engine.address }));
-      publisherReady = new Promise<void>((resolve) => {
-        connection.once('ready', resolve);
-        setTimeout(resolve, options.firstConnectMs ?? FIRST_CONNECT_MS).unref();
-      });
-      connection.connect().catch(() => undefined);
-    }
-    return { connection: publisher, firstReady: publisherReady! };
-  }
+  const tokens = iamTokens(engine, options.credentials, options.iamRenewMs);
+  const publisher = enginePublisher(engine, logger, tokens, options.firstConnectMs);
 
   /** Channels of the inboxes and owners the hub watches: subscribed on every (re)connection. */
   const wanted = new Set<string>();
@@ -163,13 +271,28 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     }
     ready = true;
     unreachableSaid = false;
+    renewing = false;
     logger.info('inbox wake-ups: subscribed', { engine: engine.address, channels: wanted.size });
     listeners.ready();
   }
 
+  /** The subscriber is reconnecting on purpose (the 12-hour limit of IAM), not lost. */
+  let renewing = false;
+
   function subscriberConnection(): Redis {
     if (subscriber) return subscriber;
-    const connection = (subscriber = new Redis(connectionOptions(engine, 'subscriber')));
+    const { connection, open } = engineConnection(engine, 'subscriber', tokens, () => closed, (error) => {
+      if (unreachableSaid) return;
+      unreachableSaid = true;
+      logger.warn('inbox wake-ups: no AWS credentials to sign in to the engine, streams poll until it is back', { engine: engine.address, error: error instanceof Error ? error.message : String(error) });
+    });
+    subscriber = connection;
+    // A subscribed connection cannot send AUTH (RESP2): it reconnects and subscribes again instead.
+    renewBeforeTheLimit(connection, tokens, () => {
+      if (closed) return;
+      renewing = true;
+      connection.disconnect(true);
+    });
     connection.on('smessage', (channel: string, message: string) => {
       const inboxId = INBOX_CHANNEL.exec(channel)?.[1];
       if (inboxId) {
@@ -194,7 +317,8 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
       if (!ready) return;
       ready = false;
       if (!closed) {
-        logger.warn('inbox wake-ups: engine lost, streams poll until it is back', { engine: engine.address });
+        if (renewing) logger.info('inbox wake-ups: renewing the engine connection (IAM sign-in lasts 12 hours), streams poll until it is back', { engine: engine.address });
+        else logger.warn('inbox wake-ups: engine lost, streams poll until it is back', { engine: engine.address });
         listeners.lost();
       }
     });
@@ -211,16 +335,14 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
       });
     }, PING_EVERY_MS);
     pinger.unref();
-    connection.connect().catch(() => undefined);
+    open();
     return connection;
   }
 
   async function spublish(channel: string, message: string) {
     if (closed) return;
     try {
-      const { connection, firstReady } = publisherConnection();
-      if (connection.status !== 'ready') await firstReady;
-      await connection.spublish(channel, message);
+      await publisher.spublish(channel, message);
     } catch (error) {
       failures.failed(error);
     }
@@ -253,7 +375,7 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     reach: 'engine',
     async publish(inboxId, seq) {
       listeners.wakeup(inboxId, seq);
-      await spublish(inboxChannel(inboxId), `${seq} ${self}`);
+      await spublish(inboxChannel(inboxId), inboxWakeupMessage(seq, self));
     },
     subscribe: (inboxIds) => want(inboxIds, inboxChannel, listeners.subscribed),
     unsubscribe: (inboxIds) => unwant(inboxIds.map(inboxChannel)),
@@ -270,7 +392,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
       ready = false;
       if (pinger) clearInterval(pinger);
       failures.flush();
-      for (const connection of [publisher, subscriber]) connection?.disconnect();
+      publisher.close();
+      tokens?.close();
+      subscriber?.disconnect();
     },
   };
 }

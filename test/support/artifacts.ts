@@ -51,6 +51,13 @@ export interface StackSettings {
  */
 export const PUBLIC_KEYS_MARK = '(published public keys)';
 
+/**
+ * What the wake-up engine's primary endpoint resolves to here: loopback, where nothing listens on
+ * its port. The flows of the artifacts test never open the engine (connections open on first use:
+ * a stream's subscription, a publish), so the task starts with the stack's VALKEY_* as it would.
+ */
+export const ENGINE_HOST = '127.0.0.1';
+
 /** `environment` with KMS_PUBLIC_KEYS as the custom resource would publish it: `der(keyId)` of every signing key. */
 export function withPublicKeys(environment: Record<string, string>, settings: StackSettings, der: (keyId: string) => string): Record<string, string> {
   if (environment.KMS_PUBLIC_KEYS !== PUBLIC_KEYS_MARK) throw new Error('KMS_PUBLIC_KEYS is not the custom resource\'s attribute');
@@ -60,8 +67,9 @@ export function withPublicKeys(environment: Record<string, string>, settings: St
 /**
  * Synthesizes the sandbox stack (no bundling, no cdk-nag: only its template is read) and returns
  * each process's environment. Values that are CloudFormation references resolve as AWS would
- * resolve them: a KMS key's Ref or Arn to `arn:aws:kms:<region>:<account>:key/<logical id>`;
- * any other reference is refused, so a new kind of value is noticed here.
+ * resolve them: a KMS key's Ref or Arn to `arn:aws:kms:<region>:<account>:key/<logical id>`, the
+ * wake-up engine's primary endpoint to ENGINE_HOST; any other reference is refused, so a new kind of
+ * value is noticed here.
  */
 export function stackSettings(): StackSettings {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-artifacts-cdk-'));
@@ -90,6 +98,7 @@ export function stackSettings(): StackSettings {
       const getAtt = token['Fn::GetAtt'] as [string, string] | undefined;
       if (getAtt && getAtt[1] === 'Arn') return keyArn(getAtt[0]);
       if (getAtt && getAtt[1] === 'PublicKeys' && template.Resources[getAtt[0]]?.Type === PUBLIC_KEYS_RESOURCE_TYPE) return PUBLIC_KEYS_MARK;
+      if (getAtt && getAtt[1] === 'PrimaryEndPoint.Address' && template.Resources[getAtt[0]]?.Type === 'AWS::ElastiCache::ReplicationGroup') return ENGINE_HOST;
       const joined = token['Fn::Join'] as [string, unknown[]] | undefined;
       if (joined) return joined[1].map(resolve).join(joined[0]);
       throw new Error(`unresolvable environment value ${JSON.stringify(value)}`);
