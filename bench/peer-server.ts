@@ -8,8 +8,8 @@
 // and answers stats requests on stdin like bench/server.ts (bench/child.ts).
 
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { answerStats, lifetime } from './child';
 import type { BenchPeerInfo } from './server-process';
@@ -36,7 +36,8 @@ function holdBackWarnings(): { warnings: string[]; restore: () => void } {
 async function main() {
   const held = holdBackWarnings();
   const { default: Provider } = await import('oidc-provider');
-  const packageJson = JSON.parse(await readFile(new URL('../node_modules/oidc-provider/package.json', import.meta.url), 'utf8')) as { version: string };
+  // Resolved as node resolves the package (the file runs bundled from dist/bench, or as source).
+  const packageJson = createRequire(import.meta.url)('oidc-provider/package.json') as { version: string };
   const signingKey = { ...generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }), kid: 'bench-peer', alg: 'EdDSA', use: 'sig' };
   const clientId = 'bench-peer-client';
   const clientSecret = randomBytes(32).toString('base64url');

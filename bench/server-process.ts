@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -118,7 +118,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_SOURCE = fileURLToPath(new URL('./server.ts', import.meta.url));
 /** Where the server children run from: bench/server.ts bundled as the gRPC task's image is (package.json build:grpc). */
 const SERVER_BUNDLE_DIR = join(ROOT, 'dist', 'bench');
-const PEER_ENTRY = fileURLToPath(new URL('./peer-server.ts', import.meta.url));
+const PEER_SOURCE = fileURLToPath(new URL('./peer-server.ts', import.meta.url));
 const START_TIMEOUT_MS = 60_000;
 /** Extra start-up time allowed per seeded number (seeding runs before the ready line). */
 const SEED_TIMEOUT_MS_PER_NUMBER = 5;
@@ -157,32 +157,36 @@ export async function startBenchGrpcServer(runner: BenchServerInfo, options: { e
   });
 }
 
-let serverBundle: Promise<string> | undefined;
+const bundles = new Map<string, Promise<string>>();
 
 /**
- * The server children run as the service ships: one esbuild bundle of our code (packages from
+ * Our server children run as the service ships: one esbuild bundle of our code (packages from
  * node_modules, as in the gRPC task's image and, minified, the Lambdas), on plain node. Under tsx
- * every module would be compiled at load and its source map kept, which the memory figures would
- * count. Built once per bench run into dist/bench (at the gRPC task bundle's depth, with the
- * descriptor set reflection reads beside it).
+ * every module is compiled at load, source maps stay enabled for every stack trace, and the
+ * memory figures would count the compiled sources. The peer runs the same way, so neither pays
+ * for tsx. Each is built once per bench run into dist/bench (at the gRPC task bundle's depth, with
+ * the descriptor set reflection reads beside it).
  */
-function serverEntry(): Promise<string> {
-  serverBundle ??= (async () => {
-    const outfile = join(SERVER_BUNDLE_DIR, 'server.mjs');
-    await build({
-      entryPoints: [SERVER_SOURCE], outfile, bundle: true, packages: 'external', platform: 'node', target: 'node22', format: 'esm', logLevel: 'warning',
-    });
-    await mkdir(join(SERVER_BUNDLE_DIR, 'gen'), { recursive: true });
-    await copyFile(join(ROOT, 'grpc-service', 'gen', 'descriptors.binpb'), join(SERVER_BUNDLE_DIR, 'gen', 'descriptors.binpb'));
-    return outfile;
-  })();
-  return serverBundle;
+function bundled(source: string): Promise<string> {
+  let built = bundles.get(source);
+  if (!built) {
+    built = (async () => {
+      const outfile = join(SERVER_BUNDLE_DIR, basename(source).replace(/\.ts$/, '.mjs'));
+      await build({ entryPoints: [source], outfile, bundle: true, packages: 'external', platform: 'node', target: 'node22', format: 'esm', logLevel: 'warning' });
+      await mkdir(join(SERVER_BUNDLE_DIR, 'gen'), { recursive: true });
+      await copyFile(join(ROOT, 'grpc-service', 'gen', 'descriptors.binpb'), join(SERVER_BUNDLE_DIR, 'gen', 'descriptors.binpb'));
+      return outfile;
+    })();
+    bundles.set(source, built);
+  }
+  return built;
 }
+const serverEntry = () => bundled(SERVER_SOURCE);
 
 /** node-oidc-provider in its own process (bench/peer-server.ts), memory adapter, nothing on disk but an empty folder. */
 export async function startBenchPeer(): Promise<BenchPeer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-peer-'));
-  return spawnChild<BenchPeerInfo, ChildProcessStats>({ entry: PEER_ENTRY, dataDir, ownsDataDir: true, env: {}, startTimeoutMs: START_TIMEOUT_MS });
+  return spawnChild<BenchPeerInfo, ChildProcessStats>({ entry: await bundled(PEER_SOURCE), dataDir, ownsDataDir: true, env: {}, startTimeoutMs: START_TIMEOUT_MS });
 }
 
 async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStats>(options: {

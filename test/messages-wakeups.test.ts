@@ -4,7 +4,7 @@ import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { newUlid } from '../core/kernel/ids';
 import { systemRandom } from '../core/adapters/system';
 import { MESSAGE_RETENTION_MS } from '../core/messaging/send';
-import type { InboxWakeups } from '../core/messaging/wakeups';
+import { latestWakeups, type InboxWakeups } from '../core/messaging/wakeups';
 import type { ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
@@ -235,6 +235,28 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
     expect(counted.map((line) => line.WakeupPublishFailures)).toEqual([1, 2]);
     expect(counted[0]!._aws).toMatchObject({ CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }] }] });
     for (const line of lines) expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id|owner-secret-id/);
+  });
+
+  it('wake-ups of one inbox stored while one is being published are folded into one, of the highest sequence; each caller ends once its sequence is covered', async () => {
+    const published: Array<[string, number]> = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const publish = latestWakeups(async (inboxId, seq) => {
+      published.push([inboxId, seq]);
+      if (published.length === 1) await held;
+    });
+    const ended: number[] = [];
+    const calls = [1, 3, 2, 5, 4].map((seq) => publish('a', seq).then(() => ended.push(seq)));
+    const other = publish('b', 7);
+    await other;
+    expect(ended).toEqual([]);
+    release();
+    await Promise.all(calls);
+    expect(ended).toEqual([1, 3, 2, 5, 4]);
+    expect(published).toEqual([['a', 1], ['b', 7], ['a', 5]]);
+    // Nothing in flight: the next one goes at once, alone.
+    await publish('a', 6);
+    expect(published.at(-1)).toEqual(['a', 6]);
   });
 
   it('signs in with the user and password of VALKEY_URL (an ACL user); a wrong password never becomes ready', async () => {

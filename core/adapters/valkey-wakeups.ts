@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
-import { wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
+import { latestWakeups, wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
 import { createIamTokens, type CredentialsSupplier, type IamAuth, type IamTokens } from './elasticache-iam';
 import { createLogger, type Logger } from './log';
 import { createEventCounter, WAKEUP_PUBLISH_FAILURES_METRIC } from './metrics';
@@ -371,11 +371,13 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     }
   }
 
+  const publishLatest = latestWakeups((inboxId, seq) => spublish(inboxChannel(inboxId), inboxWakeupMessage(seq, self)));
+
   return {
     reach: 'engine',
     async publish(inboxId, seq) {
       listeners.wakeup(inboxId, seq);
-      await spublish(inboxChannel(inboxId), inboxWakeupMessage(seq, self));
+      await publishLatest(inboxId, seq);
     },
     subscribe: (inboxIds) => want(inboxIds, inboxChannel, listeners.subscribed),
     unsubscribe: (inboxIds) => unwant(inboxIds.map(inboxChannel)),

@@ -96,3 +96,39 @@ export function createInProcessWakeups(): InboxWakeups {
     close: () => Promise.resolve(),
   };
 }
+
+/**
+ * Publishes through `publishOne`, one wake-up per inbox at a time: those stored while one is being
+ * published are folded into one, of the highest sequence, published next ("inbox X has sequence
+ * N" says all that any lower N says: a stream reads from its cursor). Under load into one inbox
+ * that is one engine round trip per round trip, not one per message. Each caller's promise ends
+ * when a wake-up covering its sequence has been published (`publishOne` never rejects).
+ */
+export function latestWakeups(publishOne: (inboxId: string, seq: number) => Promise<void>): (inboxId: string, seq: number) => Promise<void> {
+  interface Turn { seq: number; published: Array<() => void> }
+  /** Per inbox with a publish in flight: the next one, if any wake-up came since. */
+  const next = new Map<string, Turn | undefined>();
+
+  async function publishInTurn(inboxId: string, first: Turn) {
+    for (let turn: Turn | undefined = first; turn; turn = next.get(inboxId)) {
+      next.set(inboxId, undefined);
+      await publishOne(inboxId, turn.seq).catch(() => undefined);
+      for (const done of turn.published) done();
+    }
+    next.delete(inboxId);
+  }
+
+  return (inboxId, seq) => new Promise<void>((resolve) => {
+    if (!next.has(inboxId)) {
+      void publishInTurn(inboxId, { seq, published: [resolve] });
+      return;
+    }
+    const turn = next.get(inboxId);
+    if (turn) {
+      turn.seq = Math.max(turn.seq, seq);
+      turn.published.push(resolve);
+    } else {
+      next.set(inboxId, { seq, published: [resolve] });
+    }
+  });
+}
