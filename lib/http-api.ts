@@ -1,12 +1,12 @@
 import { join } from 'node:path';
-import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
   AccessLogField, AccessLogFormat, DomainName, EndpointType, LambdaIntegration, LogGroupLogDestination, MethodLoggingLevel,
   ResponseType, RestApi, SecurityPolicy,
 } from 'aws-cdk-lib/aws-apigateway';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
@@ -19,7 +19,7 @@ import { access, type ComputeUnit } from './access';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
 import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
-import { logRetention, nodejsBundling, repoRoot } from './util';
+import { logRetention, nodejsFunctionProps } from './util';
 import { ApiFirewall } from './waf';
 
 // The HTTP face: an API Gateway REST API (WAF attaches to REST APIs, not HTTP APIs) with every
@@ -186,21 +186,11 @@ export class HttpApi extends Construct {
       resources: [logGroup.logGroupArn],
     }));
     return new NodejsFunction(this, `${pascal(group)}Function`, {
+      ...nodejsFunctionProps({ entry: routeManifest[group].entry, memoryMiB: settings.memoryMiB, timeoutSeconds: settings.timeoutSeconds, role, logGroup }),
       functionName: name,
       description: `svcnum ${config.name}: ${Object.keys(routeManifest[group].routes).join(', ')}`,
-      entry: join(repoRoot, routeManifest[group].entry),
-      handler: 'handler',
-      projectRoot: repoRoot,
-      depsLockFilePath: join(repoRoot, 'package-lock.json'),
-      runtime: Runtime.NODEJS_22_X,
-      architecture: Architecture.ARM_64,
-      memorySize: settings.memoryMiB,
-      timeout: Duration.seconds(settings.timeoutSeconds),
-      role,
-      logGroup,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
       environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: functionServiceName(group) },
-      bundling: nodejsBundling(),
     });
   }
 }

@@ -1,13 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CustomResource, Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { CustomResource, Duration } from 'aws-cdk-lib';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { Architecture, Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
-import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import type { EnvironmentConfig } from './config';
-import { logRetention, repoRoot } from './util';
+import { functionLogGroup, repoRoot } from './util';
 
 // The signing keys' public keys, published at deploy time (KMS_PUBLIC_KEYS), so that no Lambda
 // container or task calls KMS GetPublicKey when it starts: a cold-start storm of many containers
@@ -33,11 +32,7 @@ export class PublishedPublicKeys extends Construct {
     super(scope, id);
     const { config } = props;
     const name = `svcnum-${config.name}-signing-public-keys`;
-    const logGroup = new LogGroup(this, 'Logs', {
-      logGroupName: `/aws/lambda/${name}`,
-      retention: logRetention(config.logRetentionDays),
-      removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
-    });
+    const logGroup = functionLogGroup(this, 'Logs', name, config);
     // Its own role: logs to its own group, and GetPublicKey on the signing keys, nothing else.
     const role = new Role(this, 'Role', {
       assumedBy: new ServicePrincipal('lambda.amazonaws.com'),

@@ -1,15 +1,43 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OutputFormat, type BundlingOptions } from 'aws-cdk-lib/aws-lambda-nodejs';
-import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type { IRole } from 'aws-cdk-lib/aws-iam';
+import { Architecture, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { OutputFormat, type BundlingOptions, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
 import { lambdaBundle } from './bundling';
-import type { LogRetentionDays } from './config';
+import type { EnvironmentConfig, LogRetentionDays } from './config';
 
 /** The repository root: Lambda entries, package-lock.json and the Docker build context. */
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
 /** RetentionDays' values are the day counts themselves; config.ts only allows valid ones. */
 export const logRetention = (days: LogRetentionDays) => days as unknown as RetentionDays;
+
+/** The log group of a function of ours (`name`), made before the function so that it owns it. */
+export const functionLogGroup = (scope: Construct, id: string, name: string, config: Pick<EnvironmentConfig, 'logRetentionDays' | 'retainData'>) => new LogGroup(scope, id, {
+  logGroupName: `/aws/lambda/${name}`,
+  retention: logRetention(config.logRetentionDays),
+  removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+});
+
+/** What every Node.js function of ours shares: Node 22 on arm64, bundled as lib/bundling.ts says, with its own role and log group. */
+export function nodejsFunctionProps(p: { entry: string; memoryMiB: number; timeoutSeconds: number; role: IRole; logGroup: LogGroup }): NodejsFunctionProps {
+  return {
+    entry: join(repoRoot, p.entry),
+    handler: 'handler',
+    projectRoot: repoRoot,
+    depsLockFilePath: join(repoRoot, 'package-lock.json'),
+    runtime: Runtime.NODEJS_22_X,
+    architecture: Architecture.ARM_64,
+    memorySize: p.memoryMiB,
+    timeout: Duration.seconds(p.timeoutSeconds),
+    role: p.role,
+    logGroup: p.logGroup,
+    bundling: nodejsBundling(),
+  };
+}
 
 /** NodejsFunction's bundling of every function of ours, from lib/bundling.ts (what the bundle benchmark builds too). */
 export function nodejsBundling(): BundlingOptions {

@@ -1,16 +1,14 @@
-import { join } from 'node:path';
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import type { Table } from 'aws-cdk-lib/aws-dynamodb';
 import { SecurityGroup, SubnetType, type IVpc } from 'aws-cdk-lib/aws-ec2';
 import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { Architecture, FilterCriteria, FilterRule, Runtime, StartingPosition, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { FilterCriteria, FilterRule, StartingPosition, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
-import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { wakeupRelayManifest } from '../lambdas/manifest';
 import type { EnvironmentConfig } from './config';
-import { logRetention, nodejsBundling, repoRoot } from './util';
+import { functionLogGroup, nodejsFunctionProps } from './util';
 import type { WakeupEngine } from './wakeup-engine';
 
 // The wake-up relay (lambdas/wakeup-relay.ts): the messages table's stream (KEYS_ONLY) → one
@@ -46,11 +44,7 @@ export class WakeupRelay extends Construct {
     const { config, engine } = props;
     const name = `svcnum-${config.name}-wakeup-relay`;
     const settings = config.wakeups.relay;
-    const logGroup = new LogGroup(this, 'Logs', {
-      logGroupName: `/aws/lambda/${name}`,
-      retention: logRetention(config.logRetentionDays),
-      removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
-    });
+    const logGroup = functionLogGroup(this, 'Logs', name, config);
     // Its own role: logs to its group, the stream (granted by the event source), the engine (IAM
     // auth), and the network interfaces of a function in a VPC (AWS's managed policy for that; the
     // function adds it only to a role it makes itself).
@@ -71,25 +65,15 @@ export class WakeupRelay extends Construct {
     engine.allowFrom(this.securityGroup, 'Wake-up relay (TLS)');
 
     this.function = new NodejsFunction(this, 'Function', {
+      ...nodejsFunctionProps({ entry: wakeupRelayManifest.entry, memoryMiB: settings.memoryMiB, timeoutSeconds: settings.timeoutSeconds, role, logGroup }),
       functionName: name,
       description: `svcnum ${config.name}: messages table stream → inbox wake-ups on the engine`,
-      entry: join(repoRoot, wakeupRelayManifest.entry),
-      handler: 'handler',
-      projectRoot: repoRoot,
-      depsLockFilePath: join(repoRoot, 'package-lock.json'),
-      runtime: Runtime.NODEJS_22_X,
-      architecture: Architecture.ARM_64,
-      memorySize: settings.memoryMiB,
-      timeout: Duration.seconds(settings.timeoutSeconds),
-      role,
-      logGroup,
       tracing: Tracing.DISABLED,
       vpc: props.vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
       securityGroups: [this.securityGroup],
       allowPublicSubnet: false,
       environment: { ...engine.environment, LOG_LEVEL: config.logLevel, METRICS_NAMESPACE: 'svcnum', SERVICE_NAME: RELAY_SERVICE_NAME },
-      bundling: nodejsBundling(),
     });
     this.function.addEventSource(new DynamoEventSource(props.messages, {
       startingPosition: StartingPosition.LATEST,
