@@ -21,7 +21,8 @@
 //                         divided by it again, to give them at the default intervals (1-30)
 //   BENCH_IDLE_SECONDS    its idle window (default: one scaled re-list period, 900 s / BENCH_IDLE_SCALE)
 //   BENCH_IDLE_MESSAGES   messages delivered after it (default 50)
-//   BENCH_ONLY            messages: only the message flow (its tables and messages.json)
+//   BENCH_ONLY            messages: only the message flow (its tables and messages.json);
+//                         provisioning: only the gRPC provisioning API (its table and provisioning.json)
 //   REDIS_SERVER          the pub/sub engine's binary (default redis-server: the Debian package)
 //
 // Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
@@ -80,7 +81,9 @@ function readSettings() {
     idleScale,
     only: process.env.BENCH_ONLY?.trim() || undefined,
   };
-  if (settings.only !== undefined && settings.only !== 'messages') throw new Error(`BENCH_ONLY must be messages (or unset), got '${settings.only}'`);
+  if (settings.only !== undefined && settings.only !== 'messages' && settings.only !== 'provisioning') {
+    throw new Error(`BENCH_ONLY must be messages or provisioning (or unset), got '${settings.only}'`);
+  }
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
   return settings;
 }
@@ -102,6 +105,13 @@ async function main() {
       '', ...lines, '', `Written to ${MESSAGES_RESULT_FILE}`, ''].join('\n'));
     return;
   }
+  if (settings.only === 'provisioning') {
+    const { lines } = await provisioningFlow(settings, poolNumbers, { date, host, loadAverageAtStart });
+    process.stdout.write(['', `gRPC provisioning benchmark (BENCH_ONLY=provisioning), ${date}`,
+      `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
+      '', ...lines, '', `Written to ${PROVISIONING_RESULT_FILE}`, ''].join('\n'));
+    return;
+  }
 
   // Crypto first, while nothing else runs on the machine.
   const crypto = await cryptoBenchmarks(settings.cryptoSeconds, log);
@@ -112,16 +122,7 @@ async function main() {
   const hotPaths = await hotPathBenchmarks(settings, log);
   const signin = hotPaths.signin;
 
-  log(`starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it is ready`);
-  const grpcServer = await startBenchServer({ poolNumbers });
-  const seeded = grpcServer.info.provisioning.pool;
-  log(`server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ${seeded.added} numbers in ${seeded.seconds} s`);
-  const provisioning = await provisioningBenchmarks(grpcServer.info, {
-    concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died,
-    storeCounters: async () => (await grpcServer.stats()).store,
-  });
-  await grpcServer.stop();
-
+  const provisioningRun = await provisioningFlow(settings, poolNumbers, { date, host, loadAverageAtStart });
   const messageLines = await messageFlow(settings, { date, host, loadAverageAtStart });
 
   const runs: Array<[string, LoadResult]> = [
@@ -132,13 +133,6 @@ async function main() {
   ];
   const loadAverage = { start: round2(loadAverageAtStart), end: round2(loadavg()[0]!) };
   const failedRequests = runs.reduce((sum, [, run]) => sum + run.errors + run.warmupErrors, 0);
-  const rpcRuns: Array<[string, RpcLoadResult]> = [
-    ['MaskService.CreateMask', provisioning.createMask],
-    ['AgentService.IssueAgentToken', provisioning.issueAgentToken],
-    ['AgentService.ExchangeToken', provisioning.exchangeToken],
-  ];
-  const failedCalls = rpcRuns.reduce((sum, [, run]) => sum + run.errors + run.warmupErrors, 0);
-  const pool = provisioning.pool;
 
   const result = {
     benchmark: 'signin',
@@ -159,24 +153,6 @@ async function main() {
   };
   await writeJson(RESULT_FILE, result);
 
-  await writeJson(PROVISIONING_RESULT_FILE, {
-    benchmark: 'provisioning',
-    date,
-    ...host,
-    settings: { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency, poolNumbers },
-    loadAverage,
-    /** Calls that ended in a non-OK status (or failed otherwise) over all runs, warm-ups included. */
-    failedCalls,
-    grpc: {
-      server: 'local runner (local/runner.ts) in a separate process, fresh for these runs: embedded dynalite, local Ed25519 key; gRPC on 127.0.0.1',
-      channel: provisioning.channel,
-      pool: { description: 'numbers seeded through the core (provisioning.lifecycle.seed) before the server reported ready; CreateMask takes one per OK call', ...pool },
-      createMask: { description: 'MaskService.CreateMask, ttl 3600 s, participant pairs round-robin; each OK call leases a number from the pool', ...provisioning.createMask },
-      issueAgentToken: { description: 'AgentService.IssueAgentToken for one independent agent created at setup', ...provisioning.issueAgentToken },
-      exchangeToken: { description: 'AgentService.ExchangeToken (RFC 8693): subject = a programmable number (svcnum-id token type), actor = the agent\'s access token from IssueAgentToken', ...provisioning.exchangeToken },
-    },
-  });
-
   const exchange = signin.codeExchange;
   const out = [
     '',
@@ -192,22 +168,7 @@ async function main() {
     '  CPU srv/gen: server process (runner + dynalite) / load generator, percent of one core during the measured run',
     ...(failedRequests > 0 ? [`  WARNING: ${failedRequests} requests failed (included in the counts and latencies above):`, ...errorLines(runs)] : []),
     '',
-    `gRPC provisioning API: a fresh local runner in a child process; ${settings.concurrency} unary calls in flight over ONE shared grpc-js channel per service client`
-      + ` (one HTTP/2 connection each, calls multiplexed as streams); ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up`,
-    table(rpcHeaders, rpcRuns.map(([name, run]) => loadRow(name, run))),
-    `  pool: ${seeded.added.toLocaleString('en-US')} numbers seeded through the core before the server was ready, in ${seeded.seconds} s`
-      + ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
-    `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left`
-      + (pool.ranDry ? ' — RAN DRY: CreateMask failed with an empty pool (raise BENCH_POOL_NUMBERS)' : ' (never ran dry)'),
-    ...(provisioning.createMask.storeCallsPerCall ? [
-      `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (${Object.entries(provisioning.createMask.storeCallsPerCall.byMethod).map(([method, calls]) => `${method} ${calls}`).join(', ')})`,
-    ] : []),
-    '  errors: calls that ended in a non-OK gRPC status, by status name',
-    ...(failedCalls > 0 ? [
-      `  WARNING: ${failedCalls} calls failed (included in the counts and latencies above):`,
-      ...errorLines(rpcRuns),
-      ...rpcRuns.flatMap(([name, run]) => Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`)),
-    ] : []),
+    ...provisioningRun.lines,
     '',
     ...messageLines,
     '',
@@ -225,6 +186,63 @@ async function main() {
   ];
   process.stdout.write(hotPaths.report);
   process.stdout.write(out.join('\n'));
+}
+
+/** The gRPC provisioning API (provisioning.ts) on a fresh runner with a seeded pool: writes provisioning.json, returns its lines of the printed report. */
+async function provisioningFlow(settings: Settings, poolNumbers: number, context: { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number }) {
+  log(`starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it is ready`);
+  const grpcServer = await startBenchServer({ poolNumbers });
+  const seeded = grpcServer.info.provisioning.pool;
+  log(`server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ${seeded.added} numbers in ${seeded.seconds} s`);
+  const provisioning = await provisioningBenchmarks(grpcServer.info, {
+    concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died,
+    storeCounters: async () => (await grpcServer.stats()).store,
+  });
+  await grpcServer.stop();
+  const rpcRuns: Array<[string, RpcLoadResult]> = [
+    ['MaskService.CreateMask', provisioning.createMask],
+    ['AgentService.IssueAgentToken', provisioning.issueAgentToken],
+    ['AgentService.ExchangeToken', provisioning.exchangeToken],
+  ];
+  const failedCalls = rpcRuns.reduce((sum, [, run]) => sum + run.errors + run.warmupErrors, 0);
+  const pool = provisioning.pool;
+  const loadAverage = { start: round2(context.loadAverageAtStart), end: round2(loadavg()[0]!) };
+  await writeJson(PROVISIONING_RESULT_FILE, {
+    benchmark: 'provisioning',
+    date: context.date,
+    ...context.host,
+    settings: { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency, poolNumbers },
+    loadAverage,
+    /** Calls that ended in a non-OK status (or failed otherwise) over all runs, warm-ups included. */
+    failedCalls,
+    grpc: {
+      server: 'local runner (local/runner.ts) in a separate process, fresh for these runs: embedded dynalite, local Ed25519 key; gRPC on 127.0.0.1',
+      channel: provisioning.channel,
+      pool: { description: 'numbers seeded through the core (provisioning.lifecycle.seed) before the server reported ready; CreateMask takes one per OK call', ...pool },
+      createMask: { description: 'MaskService.CreateMask, ttl 3600 s, participant pairs round-robin; each OK call leases a number from the pool', ...provisioning.createMask },
+      issueAgentToken: { description: 'AgentService.IssueAgentToken for one independent agent created at setup', ...provisioning.issueAgentToken },
+      exchangeToken: { description: 'AgentService.ExchangeToken (RFC 8693): subject = a programmable number (svcnum-id token type), actor = the agent\'s access token from IssueAgentToken', ...provisioning.exchangeToken },
+    },
+  });
+  const lines = [
+    `gRPC provisioning API: a fresh local runner in a child process; ${settings.concurrency} unary calls in flight over ONE shared grpc-js channel per service client`
+      + ` (one HTTP/2 connection each, calls multiplexed as streams); ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up`,
+    table(rpcHeaders, rpcRuns.map(([name, run]) => loadRow(name, run))),
+    `  pool: ${seeded.added.toLocaleString('en-US')} numbers seeded through the core before the server was ready, in ${seeded.seconds} s`
+      + ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
+    `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left`
+      + (pool.ranDry ? ' — RAN DRY: CreateMask failed with an empty pool (raise BENCH_POOL_NUMBERS)' : ' (never ran dry)'),
+    ...(provisioning.createMask.storeCallsPerCall ? [
+      `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (${Object.entries(provisioning.createMask.storeCallsPerCall.byMethod).map(([method, calls]) => `${method} ${calls}`).join(', ')})`,
+    ] : []),
+    '  errors: calls that ended in a non-OK gRPC status, by status name',
+    ...(failedCalls > 0 ? [
+      `  WARNING: ${failedCalls} calls failed (included in the counts and latencies above):`,
+      ...errorLines(rpcRuns),
+      ...rpcRuns.flatMap(([name, run]) => Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`)),
+    ] : []),
+  ];
+  return { lines, failedCalls };
 }
 
 /** The message flow (messages.ts) on a fresh runner and redis-server: writes messages.json, returns its lines of the printed report. */

@@ -237,7 +237,9 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
   };
 
   try {
-    child = spawn(process.execPath, ['--expose-gc', ...(options.entry.endsWith('.ts') ? ['--import', 'tsx'] : []), options.entry], {
+    // BENCH_SERVER_NODE_ARGS: node options for every server child, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'.
+    const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.trim().split(/\s+/).filter(Boolean) ?? [];
+    child = spawn(process.execPath, ['--expose-gc', ...nodeArgs, ...(options.entry.endsWith('.ts') ? ['--import', 'tsx'] : []), options.entry], {
       cwd: ROOT,
       env: {
         ...process.env,
