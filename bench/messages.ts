@@ -61,8 +61,8 @@ export interface MessagesOptions {
   /** Messages per latency run, sent one every `intervalMs`. */
   messages: number;
   intervalMs: number;
-  /** Concurrent streams held open on P3. */
-  streams: number;
+  /** Concurrent streams held open on P3: one fresh P3 for each count. */
+  streams: number[];
   /** gRPC channels (HTTP/2 connections) those streams are spread over. */
   streamChannels: number;
   log: (message: string) => void;
@@ -235,11 +235,12 @@ export interface IdleReadsResult {
 }
 
 export interface MessagesResult {
-  setup: { numberSvcnum: string; agentSvcnum: string; channel: string; p2Pid: number; p2bPid: number; p3Pid: number };
+  setup: { numberSvcnum: string; agentSvcnum: string; channel: string; p2Pid: number; p2bPid: number; p3Pids: number[] };
   /** crossProcess: P2 woken through the engine (when the bench has one); crossProcessPolling: P2b without one, polling (the design before the engine). */
   latency: { sameProcess: LatencyResult; crossProcess: LatencyResult; crossProcessPolling: LatencyResult };
   throughput: { sameProcess: ThroughputResult; crossProcess: ThroughputResult; crossProcessPolling: ThroughputResult };
-  streams: StreamsResult;
+  /** One per count of `options.streams`, each on a fresh P3. */
+  streams: StreamsResult[];
   /** Without an engine URL: not measured. */
   idleReads?: IdleReadsResult;
   /** Stream messages no run was waiting for (should be 0). */
@@ -570,10 +571,16 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     const cross = await acrossProcesses('cross', options.engineUrl);
     const polled = await acrossProcesses('polled', undefined);
 
-    log(`${options.streams} streams: starting a fresh gRPC server process on the runner's DynamoDB`);
-    const p3 = await startBenchGrpcServer(server);
-    children.push(p3);
-    const streams = await manyStreams(p3, token, cursor, await senderToken(), send, runs, options);
+    const streams: StreamsResult[] = [];
+    const p3Pids: number[] = [];
+    for (const count of options.streams) {
+      log(`${count} streams: starting a fresh gRPC server process on the runner's DynamoDB`);
+      const p3 = await startBenchGrpcServer(server);
+      children.push(p3);
+      p3Pids.push(p3.info.pid);
+      streams.push(await manyStreams(p3, count, token, cursor, await senderToken(), send, runs, options));
+      await p3.stop();
+    }
 
     let idleReads: IdleReadsResult | undefined;
     if (options.engineUrl) {
@@ -584,8 +591,8 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
 
     return {
       setup: {
-        numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: cross.pid, p2bPid: polled.pid, p3Pid: p3.info.pid,
-        channel: `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ${options.streams} streams over ${options.streamChannels} channels (own subchannel pools: one HTTP/2 connection each)`,
+        numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: cross.pid, p2bPid: polled.pid, p3Pids,
+        channel: `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ${options.streams.join(' and ')} streams over ${options.streamChannels} channels (own subchannel pools: one HTTP/2 connection each)`,
       },
       latency: { sameProcess: same.latency, crossProcess: cross.latency, crossProcessPolling: polled.latency },
       throughput: { sameProcess: same.throughput, crossProcess: cross.throughput, crossProcessPolling: polled.throughput },
@@ -601,13 +608,12 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
   }
 }
 
-/** `options.streams` streams on P3: memory, fan-out of one message, idle polling. */
+/** `count` streams on P3: memory, fan-out of one message, idle polling. */
 async function manyStreams(
-  p3: BenchGrpcServer, token: string, cursor: string, bearer: string,
+  p3: BenchGrpcServer, count: number, token: string, cursor: string, bearer: string,
   send: (run: Run, index: number, bearer: string) => Promise<number>, runs: Runs, options: MessagesOptions,
 ): Promise<StreamsResult> {
   const { log, signal } = options;
-  const count = options.streams;
   const insecure = credentials.createInsecure();
   const address = `127.0.0.1:${p3.info.grpcPort}`;
   const clients = Array.from({ length: options.streamChannels }, () => new NumberServiceClient(address, insecure, CHANNEL_OPTIONS));

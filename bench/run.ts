@@ -13,7 +13,8 @@
 //                         BENCH_SECONDS + BENCH_WARMUP_SECONDS, see provisioning.ts poolNumbersFor)
 //   BENCH_MESSAGES        messages per delivery-latency run (default 300)
 //   BENCH_MESSAGE_INTERVAL_MS  one latency message every this many ms (default 20)
-//   BENCH_STREAMS         streams held open on one gRPC server process (default 1000)
+//   BENCH_STREAMS         streams held open on one gRPC server process, comma-separated counts, each on a
+//                         fresh process (default 1000,10000)
 //   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4)
 //   BENCH_IDLE_INBOXES    numbers watched in the idle-reads phase (default 200)
 //   BENCH_IDLE_SCALE      the engine's process in that phase runs with every interval divided by this
@@ -49,6 +50,7 @@ import { errorLines, fmt, loadHeaders, loadRow, machine, numberFromEnv, opsHeade
 import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
 import { startRedis } from '../test/support/redis';
+import { grpcImageNodeOptions } from '../test/support/grpc-image';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.url));
 const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
@@ -73,7 +75,7 @@ function readSettings() {
     httpClient: (process.env.BENCH_HTTP_CLIENT?.trim() || 'http') as HttpClientKind,
     messages: numberFromEnv('BENCH_MESSAGES', 300, { integer: true }),
     messageIntervalMs: numberFromEnv('BENCH_MESSAGE_INTERVAL_MS', 20),
-    streams: numberFromEnv('BENCH_STREAMS', 1000, { integer: true }),
+    streams: streamCounts(process.env.BENCH_STREAMS),
     streamChannels: numberFromEnv('BENCH_STREAM_CHANNELS', 4, { integer: true }),
     idleInboxes: numberFromEnv('BENCH_IDLE_INBOXES', 200, { integer: true }),
     idleSeconds: numberFromEnv('BENCH_IDLE_SECONDS', scaledEngineIntervals(idleScale).readyRelistMs / 1000),
@@ -89,6 +91,14 @@ function readSettings() {
 }
 
 type Settings = ReturnType<typeof readSettings>;
+
+/** BENCH_STREAMS: whole numbers above 0, comma-separated (default 1000,10000). */
+function streamCounts(raw: string | undefined): number[] {
+  if (raw === undefined || raw.trim() === '') return [1000, 10_000];
+  const counts = raw.split(',').map((part) => Number(part.trim()));
+  if (counts.some((count) => !Number.isInteger(count) || count <= 0)) throw new Error(`BENCH_STREAMS must be whole numbers above 0, comma-separated, got '${raw}'`);
+  return counts;
+}
 
 async function main() {
   const settings = readSettings();
@@ -265,7 +275,8 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
 
   const latency = messages.latency;
   const rate = messages.throughput;
-  const many = messages.streams;
+  const manyRuns = messages.streams;
+  const many = manyRuns[0]!;
   const idle = messages.idleReads;
   const pollDesign = 'each process with open streams runs one MessageHub: one strongly consistent BatchGetItem per 100 distinct watched inboxes every 250 ms'
     + ' (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of streams or messages; a message wakes only the streams watching its inbox,'
@@ -286,7 +297,7 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
       p1: 'local runner (local/runner.ts) in a child process, fresh for these runs: HTTP ingress (POST /api/messages), embedded dynalite, local Ed25519 key, its own gRPC server',
       p2: `gRPC server process (pid ${messages.setup.p2Pid}): core against P1's dynalite, P1's keys and issuer, startGrpcServer(core, { port: 0 }), subscribed to the redis-server P1 publishes to — the cross-process stream`,
       p2b: `the same without the engine (pid ${messages.setup.p2bPid}): it polls the inbox counters every 250 ms — the cross-process stream as it was before the engine`,
-      p3: `a fresh process of the same kind (pid ${messages.setup.p3Pid}) — the ${many.streams} streams`,
+      p3: `a fresh process of the same kind for each count of streams (pids ${messages.setup.p3Pids.join(', ')}) — the ${manyRuns.map((run) => run.streams).join(' and ')} streams`,
     },
     clocks,
     setup: messages.setup,
@@ -302,11 +313,11 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
       crossProcess: { description: 'stream on P2 (engine), ingress P1', ...rate.crossProcess },
       crossProcessPolling: { description: 'stream on P2b (polling), ingress P1', ...rate.crossProcessPolling },
     },
-    streams: {
-      description: `${many.streams} concurrent StreamAllMessages calls (one owner, one programmable number) from the bench over ${many.channels} channels to P3; memory of P3 after a full GC (child runs with --expose-gc)`,
-      ...many,
-      polling: { design: pollDesign, ...many.polling },
-    },
+    streams: manyRuns.map((run) => ({
+      description: `${run.streams} concurrent StreamAllMessages calls (one owner, one programmable number) from the bench over ${run.channels} channels to a fresh P3; memory of P3 after a full GC (child runs with --expose-gc and the gRPC image's NODE_OPTIONS)`,
+      ...run,
+      polling: { design: pollDesign, ...run.polling },
+    })),
     ...(idle ? {
       idleReads: {
         description: `store items read by a stream process (bench/store-counters.ts itemsRead: keys a BatchGetItem asks for, items a Query or get returns, 1 for one that finds none)`
@@ -333,8 +344,12 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
     fmt(run.streamProcess.streamQueriesPerMessage, 2), fmt(run.ingress.errors + run.missing),
     `${run.ingress.cpu.serverPercent ?? '?'}% / ${run.streamCpuPercent ?? '?'}% / ${run.ingress.cpu.loadGeneratorPercent}%`,
   ];
-  const memoryRow = (name: string, value: typeof many.memory.before) => [name, mb(value.rss), mb(value.heapUsed), mb(value.heapTotal), mb(value.external)];
-  const streamErrors = Object.entries(many.streamErrors);
+  const streamsRow = (run: typeof many) => [
+    fmt(run.streams), `${fmt(run.live)} in ${fmt(run.openSeconds, 1)} s`, mb(run.memory.before.rss), mb(run.memory.open.rss), mb(run.memory.closed.rss),
+    `${mb(run.memory.open.heapUsed)} / ${mb(run.memory.open.heapTotal)}`, fmt(run.memory.perStream.rss / 1024, 1), fmt(run.memory.perStream.heapUsed / 1024, 1),
+    `${fmt(run.fanOut.p50, 1)} / ${fmt(run.fanOut.p99, 1)} / ${fmt(run.fanOut.max, 1)}`, fmt(run.fanOut.streamQueries),
+  ];
+  const streamErrors = manyRuns.flatMap((run) => Object.entries(run.streamErrors).map(([kind, count]) => [`${kind} (of ${fmt(run.streams)})`, count] as const));
   const messageProblems = [
     ...[['same process', latency.sameProcess], ['across processes', latency.crossProcess], ['across processes, polling', latency.crossProcessPolling]].flatMap(([name, run]) => {
       const result = run as typeof latency.sameProcess;
@@ -342,7 +357,7 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
     }),
     ...errorLines([['rate, same process', rate.sameProcess.ingress], ['rate, across processes', rate.crossProcess.ingress], ['rate, across processes, polling', rate.crossProcessPolling.ingress]]),
     ...(streamErrors.length ? [`  WARNING: streams failed: ${streamErrors.map(([kind, count]) => `${kind} ×${count}`).join(', ')}`] : []),
-    ...(many.live < many.streams ? [`  WARNING: only ${many.live} of ${many.streams} streams received the readiness probe`] : []),
+    ...manyRuns.filter((run) => run.live < run.streams).map((run) => `  WARNING: only ${run.live} of ${run.streams} streams received the readiness probe`),
     ...(messages.strayMessages ? [`  WARNING: ${messages.strayMessages} stream messages belonged to no run`] : []),
   ];
 
@@ -369,15 +384,11 @@ async function messageFlow(settings: Settings, context: { date: string; host: Re
     ...[['same process', rate.sameProcess], ['across processes (engine)', rate.crossProcess], ['across processes (polls)', rate.crossProcessPolling]].map(([name, run]) =>
       `  store calls of P1 per accepted message, ${name as string}: ${Object.entries((run as typeof rate.sameProcess).ingressCallsPerMessage).map(([method, perMessage]) => `${method} ${fmt(perMessage, 2)}`).join(', ')}`),
     '',
-    `${fmt(many.streams)} open streams on one gRPC server process (P3), from the bench over ${many.channels} channels: ${fmt(many.live)} live after ${many.openSeconds} s; memory after a full GC`,
-    table(['P3', 'RSS MB', 'heapUsed MB', 'heapTotal MB', 'external MB'], [
-      memoryRow('no stream', many.memory.before),
-      memoryRow(`${fmt(many.streams)} streams open`, many.memory.open),
-      memoryRow('all closed again', many.memory.closed),
-    ]),
-    `  per stream: RSS ${fmt(many.memory.perStream.rss / 1024, 1)} KB, heapUsed ${fmt(many.memory.perStream.heapUsed / 1024, 1)} KB, external ${fmt(many.memory.perStream.external / 1024, 1)} KB ((open − none) / ${fmt(many.streams)})`,
-    `  fan-out of one message to all ${fmt(many.streams)} (polling path), POST start → receipt: p50 ${fmt(many.fanOut.p50, 1)} ms, p99 ${fmt(many.fanOut.p99, 1)} ms, last ${fmt(many.fanOut.max, 1)} ms; ${fmt(many.fanOut.streamQueries)} inbox Queries (one per stream)`,
-    `  polling while idle: the hub watches ${many.polling.watchedInboxes} inbox(es) for ${fmt(many.streams)} streams; measured ${fmt(many.polling.pollsPerSecond, 2)} polls/s = ${fmt(many.polling.batchGetItemsPerSecond, 2)} BatchGetItem/s`
+    `Open streams on one gRPC server process (P3, a fresh one per row, with the gRPC image's NODE_OPTIONS ${grpcImageNodeOptions() || '(none)'}), from the bench over ${many.channels} channels; memory after a full GC`,
+    table(['streams', 'live after', 'RSS none MB', 'RSS open MB', 'RSS closed MB', 'heap used/total MB', 'RSS/stream KB', 'heap/stream KB', 'fan-out p50/p99/last ms', 'Queries'], manyRuns.map(streamsRow)),
+    '  none/open/closed: P3 before the streams, with all open, after all closed; per stream: (open − none) / streams; fan-out: one message (polling path) to every open stream,'
+      + ' POST start → receipt; Queries: inbox Queries P3 made for it (one per stream)',
+    `  polling while idle (${fmt(many.streams)} streams): the hub watches ${many.polling.watchedInboxes} inbox(es); measured ${fmt(many.polling.pollsPerSecond, 2)} polls/s = ${fmt(many.polling.batchGetItemsPerSecond, 2)} BatchGetItem/s`
       + ` (${fmt(many.polling.idsPerPoll, 1)} ids each), ${fmt(many.polling.streamQueriesPerSecond, 2)} stream Queries/s`,
     `  design: ${pollDesign}`,
     ...(idle ? [

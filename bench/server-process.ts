@@ -8,6 +8,7 @@ import { build } from 'esbuild';
 import { onCleanup } from './cleanup';
 import type { ChildProcessStats } from './child';
 import type { StoreCounters } from './store-counters';
+import { grpcImageNodeOptions } from '../test/support/grpc-image';
 
 // Parent side of bench/server.ts and bench/peer-server.ts: a fresh data folder, the child process,
 // its ready line, stats requests over its stdin, and a stop that always ends the child (SIGTERM,
@@ -150,6 +151,8 @@ export async function startBenchGrpcServer(runner: BenchServerInfo, options: { e
     ownsDataDir: false,
     env: {
       BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix,
+      // Its V8 heap sized as the gRPC task's (grpc-service/Dockerfile), with any NODE_OPTIONS of the bench's own after.
+      NODE_OPTIONS: [grpcImageNodeOptions(), process.env.NODE_OPTIONS ?? ''].join(' ').trim(),
       ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}),
       ...options.messageIntervals,
     },

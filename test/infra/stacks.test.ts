@@ -17,6 +17,7 @@ import { GRPC_PORT } from '../../lib/provisioning';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
 import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
+import { grpcImageEnvironment } from '../support/grpc-image';
 
 // Both stacks, synthesized once (beforeAll) with the cdk-nag plugin on, checked resource by
 // resource against the sources they are built from: core/tables.ts, lambdas/manifest.ts,
@@ -649,6 +650,11 @@ describe('both stacks', () => {
     const assets = JSON.parse(readFileSync(join(synth.assembly.directory, 'svcnum-sandbox.assets.json'), 'utf8')) as { dockerImages: Record<string, { source: { directory: string } }> };
     const context = join(synth.assembly.directory, Object.values(assets.dockerImages)[0]!.source.directory);
     for (const source of copied) expect(existsSync(join(context, source)), source).toBe(true);
+  });
+
+  it('runs the task with the image\'s V8 heap settings, read whole wherever the bundle runs outside Docker', () => {
+    // The deployed-artifact tests and the bench's gRPC processes take NODE_OPTIONS from here.
+    expect(grpcImageEnvironment()).toStrictEqual({ NODE_ENV: 'production', GRPC_PORT: '50051', NODE_OPTIONS: '--max-semi-space-size=8' });
   });
 
   it('differ where the configuration says: sizes, retention, protection', () => {

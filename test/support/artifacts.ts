@@ -13,6 +13,7 @@ import { createServiceApp } from '../../lib/app';
 import { environmentConfig } from '../../lib/config';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
+import { grpcImageEnvironment, grpcImageStages } from './grpc-image';
 
 // The deployed artifacts as AWS runs them: what the stack gives each process (read from the
 // synthesized template), the gRPC image's bundle built as its Dockerfile builds it, and child
@@ -254,11 +255,8 @@ export async function buildGrpcBundle(directory: string): Promise<GrpcBundle> {
   rmSync(metafilePath, { force: true });
   await copyFile(join(repoRoot, 'package.json'), join(directory, 'package.json'));
   await symlink(join(repoRoot, 'node_modules'), join(directory, 'node_modules'), 'dir');
-  const dockerfile = readFileSync(join(repoRoot, 'grpc-service', 'Dockerfile'), 'utf8');
-  const stages = dockerfile.split(/^FROM /m);
-  const dockerBuildContext = [...(stages[1] ?? '').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
-  const imageEnvironment = Object.fromEntries([...stages.at(-1)!.matchAll(/^ENV (.+)$/gm)]
-    .flatMap((match) => match[1]!.trim().split(/\s+/).map((pair) => pair.split('=', 2) as [string, string])));
+  const dockerBuildContext = [...(grpcImageStages()[0] ?? '').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
+  const imageEnvironment = grpcImageEnvironment();
   return { directory, metafile, dockerBuildContext, imageEnvironment };
 }
 
