@@ -100,7 +100,7 @@ export interface BenchServerOptions {
 }
 
 /** The hub's intervals a grpc child reads as a task does (core/adapters/runtime-config.ts); unset, the defaults. */
-export type MessageIntervals = Partial<Record<'MESSAGE_POLL_INTERVAL_MS' | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_RELIST_MS', string>>;
+export type MessageIntervals = Partial<Record<'MESSAGE_POLL_INTERVAL_MS' | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_ENGINE_CHECK_MS' | 'MESSAGE_RELIST_MS', string>>;
 
 export interface BenchChild<Info, Stats extends ChildProcessStats = BenchChildStats> {
   info: Info;

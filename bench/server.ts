@@ -89,16 +89,13 @@ function answerRunnerStats({ messaging }: Pick<Modules, 'messaging'>, counters: 
 /** The pub/sub engine VALKEY_URL names and the hub's intervals (MESSAGE_*), as a task reads them (core/adapters/runtime-config.ts). */
 async function messagingFromEnvironment() {
   const { readRuntimeConfig } = await import('../core/adapters/runtime-config');
-  const { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS } = process.env;
-  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS }).service;
+  const { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_ENGINE_CHECK_MS, MESSAGE_RELIST_MS } = process.env;
+  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_ENGINE_CHECK_MS, MESSAGE_RELIST_MS }).service;
   // The engine's client only when asked for (the process's memory is measured without it).
   const inboxWakeups = settings.wakeupEngine ? (await import('../core/adapters/valkey-wakeups')).engineWakeups(settings) : undefined;
   return {
     ...(inboxWakeups ? { inboxWakeups } : {}),
-    messagePollIntervalMs: settings.messagePollIntervalMs,
-    messageSafetyPollMs: settings.messageSafetyPollMs,
-    messageEngineLostPollMs: settings.messageEngineLostPollMs,
-    messageRelistMs: settings.messageRelistMs,
+    messagePolling: settings.messagePolling,
   };
 }
 

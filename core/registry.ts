@@ -5,6 +5,7 @@ import { createPageTokenCodec, type PageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
 import type { DerivedFailureReport } from './messaging/send';
 import type { InboxWakeups } from './messaging/wakeups';
+import type { HubPolling } from './messaging/stream';
 import { createAuthorizationModule, createOAuthModule, createUserInfoModule } from './oauth';
 import { oauthGrantTypes } from './oauth/grants/types';
 import { createTokenEndpointModule } from './oauth/token-endpoint';
@@ -38,17 +39,16 @@ export interface Infrastructure {
   provisioning?: ProvisioningConfig;
   /** Sign-in limits of this process (default: core/oauth/sign-in-guard.ts). */
   signIn?: SignInLimits;
-  /** How often this process polls the inboxes its open streams watch (default 250 ms). */
-  messagePollIntervalMs?: number;
   /** Logs and counts a failed derived message (auto-reply, forward): core/adapters/derived-failures.ts. */
   reportDerivedFailure?: DerivedFailureReport;
   /** Wake-ups of open streams through a pub/sub engine; without, within this process only (core/messaging/wakeups.ts). */
   inboxWakeups?: InboxWakeups;
-  /** With the engine ready: the safety-net poll (default 90 s); with it lost: the fallback poll (default 2 s). */
-  messageSafetyPollMs?: number;
-  messageEngineLostPollMs?: number;
-  /** How often open streams re-list their owner's numbers (default 30 s; with the engine ready, at most every ten safety-net polls). */
-  messageRelistMs?: number;
+  /**
+   * How the open streams' hub polls (core/messaging/stream.ts HubPolling): the store without an
+   * engine (default 250 ms), with it ready (90 s) or lost (2 s); the engine's heads (3 s); the
+   * owners' numbers (30 s). Each one not given is the default.
+   */
+  messagePolling?: Partial<HubPolling>;
 }
 
 /** The ports a module may declare: the infrastructure, settings resolved, and the one page-token codec. */

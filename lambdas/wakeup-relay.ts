@@ -5,7 +5,7 @@ import type { CredentialsSupplier } from '../core/adapters/elasticache-iam';
 import { createLogger } from '../core/adapters/log';
 import { createEventCounter, WAKEUP_PUBLISH_FAILURES_METRIC } from '../core/adapters/metrics';
 import { readRuntimeConfig, type TelemetrySettings } from '../core/adapters/runtime-config';
-import { createEnginePublisher, inboxChannel, inboxWakeupMessage, type WakeupEngine } from '../core/adapters/valkey-wakeups';
+import { createEnginePublisher, type WakeupEngine } from '../core/adapters/valkey-wakeups';
 import { tableDefinitions } from '../core/tables';
 
 // The wake-up relay: a Lambda on the messages table's DynamoDB stream (KEYS_ONLY) that says "inbox X
@@ -61,7 +61,7 @@ export function createWakeupRelay(engine: WakeupEngine, options: WakeupRelayOpti
     async handler(event: DynamoDBStreamEvent): Promise<void> {
       const highest = highestInserted(event.Records);
       if (highest.size === 0) return;
-      const results = await Promise.allSettled([...highest].map(([inboxId, seq]) => publisher.spublish(inboxChannel(inboxId), inboxWakeupMessage(seq, self))));
+      const results = await Promise.allSettled([...highest].map(([inboxId, seq]) => publisher.wakeup(inboxId, seq, self)));
       const failed = results.filter((result): result is PromiseRejectedResult => result.status === 'rejected');
       if (failed.length === 0) return;
       const reason: unknown = failed[0]!.reason;

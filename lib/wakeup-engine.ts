@@ -26,11 +26,13 @@ import type { EnvironmentConfig } from './config';
 export const WAKEUP_ENGINE_PORT = 6380;
 export const WAKEUP_ENGINE_VERSION = '8.0';
 /**
- * What the wake-up user may do: publish and subscribe on the wake-up channels (sharded pub/sub),
- * and what ioredis sends on connecting (INFO for its ready check, CLIENT SETNAME, PING); no key at
- * all. test/wakeup-relay.test.ts runs the adapter against a redis-server whose user has exactly this.
+ * What the wake-up user may do: publish and subscribe on the wake-up channels (sharded pub/sub);
+ * record and read the inboxes' heads (`head:*` keys only: the wake-up script, EVALSHA/EVAL, whose
+ * GET, SET and SPUBLISH are checked against these same rules, and MGET); and what ioredis sends on
+ * connecting (INFO for its ready check, CLIENT SETNAME, PING). test/wakeup-relay.test.ts runs the
+ * adapter against a redis-server whose user has exactly this.
  */
-export const WAKEUP_USER_ACCESS_STRING = 'on &inbox:* &owner:* -@all +spublish +ssubscribe +sunsubscribe +ping +info +client|setname';
+export const WAKEUP_USER_ACCESS_STRING = 'on ~head:* &inbox:* &owner:* -@all +spublish +ssubscribe +sunsubscribe +evalsha +eval +get +set +mget +ping +info +client|setname';
 
 export interface WakeupEngineProps {
   readonly config: EnvironmentConfig;

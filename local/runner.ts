@@ -10,6 +10,7 @@ import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
 import { allModules, buildModules, modulePorts, pickModules, type Infrastructure, type Modules } from '../core/registry';
+import type { HubPolling } from '../core/messaging/stream';
 import type { RateLimitConfig } from '../core/kernel/rate-limit';
 import type { SignInLimits } from '../core/oauth/sign-in-guard';
 import type { Store } from '../core/store';
@@ -42,18 +43,13 @@ export interface LocalOptions {
   signIn?: SignInLimits;
   /** Per-IP limit of the public endpoints (default: core/kernel/rate-limit.ts). */
   publicRateLimit?: RateLimitConfig;
-  /** How often open message streams poll their inboxes (default: core/messaging/stream.ts). */
-  messagePollIntervalMs?: number;
   /**
    * A pub/sub engine (VALKEY_URL) for inbox wake-ups: several processes on one engine wake each
    * other's streams (tests, benches). Without, wake-ups stay in this process and streams poll.
    */
   wakeupEngine?: WakeupEngine;
-  /** With the engine: the safety-net poll, and the poll while the engine is lost (default: core/messaging/stream.ts). */
-  messageSafetyPollMs?: number;
-  messageEngineLostPollMs?: number;
-  /** How often open streams re-list their owner's numbers (default: core/messaging/stream.ts). */
-  messageRelistMs?: number;
+  /** How open message streams poll, each interval not given at its default (core/messaging/stream.ts HubPolling). */
+  messagePolling?: Partial<HubPolling>;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;
   /** Defaults to http://localhost:<port>. */
@@ -126,11 +122,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       random: options.random ?? systemRandom,
       config: serviceConfig(issuer),
       ...(options.provisioning ? { provisioning: options.provisioning } : {}),
-      ...(options.messagePollIntervalMs ? { messagePollIntervalMs: options.messagePollIntervalMs } : {}),
       reportDerivedFailure: createDerivedFailureReport('svcnum'),
-      ...(options.messageSafetyPollMs ? { messageSafetyPollMs: options.messageSafetyPollMs } : {}),
-      ...(options.messageEngineLostPollMs ? { messageEngineLostPollMs: options.messageEngineLostPollMs } : {}),
-      ...(options.messageRelistMs ? { messageRelistMs: options.messageRelistMs } : {}),
+      ...(options.messagePolling ? { messagePolling: options.messagePolling } : {}),
       ...(inboxWakeups ? { inboxWakeups } : {}),
     });
     for (const [group, definition] of Object.entries(routeGroups)) {

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createValkeyWakeups } from '../core/adapters/valkey-wakeups';
+import { Redis } from 'ioredis';
+import { createValkeyWakeups, HEAD_TTL_SECONDS, inboxHeadKey } from '../core/adapters/valkey-wakeups';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { newUlid } from '../core/kernel/ids';
 import { systemRandom } from '../core/adapters/system';
@@ -18,7 +19,10 @@ import { capturedStdout } from './support/stdout';
 // the test service (its store wrapped to log every heads read, i.e. every poll), process 2 a child
 // (test/support/second-process.ts) on the same embedded DynamoDB and the same engine. Process 1's
 // safety-net poll is an hour, so every heads read it makes here is a catch-up after a subscription
-// took effect, or the fast poll while the engine is lost; process 2's is one second.
+// took effect, or the fast poll while the engine is lost; process 2's is one second. Process 1
+// checks the heads the engine recorded every ENGINE_CHECK_MS (no store read).
+
+const ENGINE_CHECK_MS = 300;
 
 const inbox = new InboxFaults();
 let redis: TestRedis;
@@ -30,7 +34,7 @@ const streams: OpenStream[] = [];
 beforeAll(async () => {
   redis = await startRedis();
   // Streams re-list their owner's numbers only every hour: a new number that joins was announced.
-  service = await startTestService({ wrapStore: inbox.wrap, wakeupEngine: redis.engine, messageSafetyPollMs: 3_600_000, messageRelistMs: 3_600_000 });
+  service = await startTestService({ wrapStore: inbox.wrap, wakeupEngine: redis.engine, messagePolling: { safetyPollMs: 3_600_000, relistMs: 3_600_000, engineCheckMs: ENGINE_CHECK_MS } });
   await seedPool(service, '85', 40);
   second = await startSecondProcess(service, { VALKEY_URL: redis.url, MESSAGE_SAFETY_POLL_MS: '1000', MESSAGE_RELIST_MS: '3600000', LOG_LEVEL: 'INFO' });
 });
@@ -84,6 +88,17 @@ async function subscribed(number: ProgrammableNumber) {
   await inbox.headsReadOf(number.svcnumId);
   await until(() => wakeups().ready(), 'the subscriber to be ready');
 }
+/** Stores a message in `number`'s inbox as a writer would, and tells no one (its wake-up lost); returns its id. */
+async function storeUnannounced(owner: Account, number: ProgrammableNumber, text: string): Promise<{ seq: number; messageId: string }> {
+  const seq = await inbox.raw.nextSeq(number.svcnumId);
+  const acceptedAt = Date.now();
+  const messageId = newUlid({ now: () => acceptedAt }, systemRandom);
+  await inbox.raw.appendMessage({
+    inboxId: number.svcnumId, seq, messageId, acceptedAt, fromSvcnum: owner.app.owner.svcnum, senderEntityType: 'business',
+    toSvcnum: number.svcnum, text, kind: 'message', hops: 0,
+  }, acceptedAt + MESSAGE_RETENTION_MS);
+  return { seq, messageId };
+}
 /** The message ids stored in an inbox, in order (what a stream must deliver, exactly). */
 const stored = async (inboxId: string) => (await inbox.raw.readInbox(inboxId, 0, 100)).flatMap((entry) => ('messageId' in entry ? [entry.messageId] : []));
 /** Process 2's log lines with this message. */
@@ -125,15 +140,31 @@ describe('wake-ups across processes through the engine', () => {
     await sendVia(1, owner, number, 'published');
     await opened.waitFor(1);
     // A writer whose publish was lost: the message is stored, nobody is told.
-    const seq = await inbox.raw.nextSeq(number.svcnumId);
-    const acceptedAt = Date.now();
-    const messageId = newUlid({ now: () => acceptedAt }, systemRandom);
-    await inbox.raw.appendMessage({
-      inboxId: number.svcnumId, seq, messageId, acceptedAt, fromSvcnum: owner.app.owner.svcnum, senderEntityType: 'business',
-      toSvcnum: number.svcnum, text: 'never announced', kind: 'message', hops: 0,
-    }, acceptedAt + MESSAGE_RETENTION_MS);
+    const { messageId } = await storeUnannounced(owner, number, 'never announced');
     const [, missed] = await opened.waitFor(2, 15_000);
     expect(missed).toMatchObject({ messageId, text: 'never announced' });
+  });
+
+  it('a wake-up that reached the engine but not the stream\'s process arrives by the engine check (process 1: every 300 ms), with no store poll', async () => {
+    const owner = await account();
+    const number = await provision(owner, 'Missed on 1');
+    const opened = streamOn(1, owner);
+    await subscribed(number);
+    await sendVia(1, owner, number, 'published');
+    await opened.waitFor(1);
+    const polls = inbox.headsReads.length;
+    // Stored, and its head recorded in the engine as a writer's wake-up does, but the publish
+    // itself never reached process 1 (process 1's store poll is an hour away).
+    const { seq, messageId } = await storeUnannounced(owner, number, 'heard of by the engine only');
+    const engine = new Redis(redis.url);
+    try {
+      await engine.set(inboxHeadKey(number.svcnumId), String(seq), 'EX', HEAD_TTL_SECONDS);
+    } finally {
+      engine.disconnect();
+    }
+    const [, missed] = await opened.waitFor(2, 15_000);
+    expect(missed).toMatchObject({ messageId, text: 'heard of by the engine only' });
+    expect(inbox.headsReads.slice(polls)).toEqual([]);
   });
 
   it('a number provisioned on process 2 joins a stream open on process 1 at once (owner wake-up through the engine), and the reverse', async () => {

@@ -36,7 +36,7 @@ const apps: ProvisioningApp[] = [];
 const streams: OpenStream[] = [];
 
 beforeAll(async () => {
-  service = await startTestService({ wrapStore: inbox.wrap, messageRelistMs: RELIST_MS });
+  service = await startTestService({ wrapStore: inbox.wrap, messagePolling: { relistMs: RELIST_MS } });
   await seedPool(service, '83', 400);
 });
 afterEach(() => {

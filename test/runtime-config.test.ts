@@ -77,19 +77,23 @@ const variables: Variable[] = [
   positive('PUBLIC_RATE_LIMIT_BURST', 20, (s) => s.publicRateLimit.burst),
   positive('PUBLIC_RATE_LIMIT_PER_MINUTE', 300, (s) => s.publicRateLimit.perMinute),
   {
-    name: 'MESSAGE_POLL_INTERVAL_MS', kinds, value: service((s) => s.messagePollIntervalMs), fallback: 250,
+    name: 'MESSAGE_POLL_INTERVAL_MS', kinds, value: service((s) => s.messagePolling.pollIntervalMs), fallback: 250,
     valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', 'fast', '100.5'], allowed: 'a whole number 20-60000',
   },
   {
-    name: 'MESSAGE_SAFETY_POLL_MS', kinds, value: service((s) => s.messageSafetyPollMs), fallback: 90_000,
+    name: 'MESSAGE_SAFETY_POLL_MS', kinds, value: service((s) => s.messagePolling.safetyPollMs), fallback: 90_000,
     valid: [['1000', 1_000], ['3600000', 3_600_000]], invalid: ['999', '3600001', 'slow'], allowed: 'a whole number 1000-3600000',
   },
   {
-    name: 'MESSAGE_ENGINE_LOST_POLL_MS', kinds, value: service((s) => s.messageEngineLostPollMs), fallback: 2_000,
+    name: 'MESSAGE_ENGINE_LOST_POLL_MS', kinds, value: service((s) => s.messagePolling.engineLostPollMs), fallback: 2_000,
     valid: [['20', 20], ['60000', 60_000]], invalid: ['19', '60001', '2s'], allowed: 'a whole number 20-60000',
   },
   {
-    name: 'MESSAGE_RELIST_MS', kinds, value: service((s) => s.messageRelistMs), fallback: 30_000,
+    name: 'MESSAGE_ENGINE_CHECK_MS', kinds, value: service((s) => s.messagePolling.engineCheckMs), fallback: 3_000,
+    valid: [['100', 100], ['600000', 600_000]], invalid: ['99', '600001', '3s'], allowed: 'a whole number 100-600000',
+  },
+  {
+    name: 'MESSAGE_RELIST_MS', kinds, value: service((s) => s.messagePolling.relistMs), fallback: 30_000,
     valid: [['1000', 1_000], ['3600000', 3_600_000]], invalid: ['999', '3600001', '30s'], allowed: 'a whole number 1000-3600000',
   },
   {
@@ -146,10 +150,7 @@ describe('readRuntimeConfig', () => {
         provisioning: { coolOff: 90 * DAY, lease: 60_000, independentAgentQuota: 10, dependentAgentQuota: 10 },
         signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },
         publicRateLimit: { burst: 20, perMinute: 300 },
-        messagePollIntervalMs: 250,
-        messageSafetyPollMs: 90_000,
-        messageEngineLostPollMs: 2_000,
-        messageRelistMs: 30_000,
+        messagePolling: { pollIntervalMs: 250, safetyPollMs: 90_000, engineLostPollMs: 2_000, engineCheckMs: 3_000, relistMs: 30_000 },
       },
     });
   });

@@ -201,10 +201,14 @@ describe('IAM authentication, against the stack\'s access string', () => {
       const clients = (await observer.client('LIST') as string).split('\n').filter(Boolean);
       expect(clients.filter((line) => line.includes(`user=${USER}`)).map((line) => /name=(\S*)/.exec(line)![1]).sort())
         .toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
-      // The rules give no key and no other command.
+      // The relay's wake-up recorded the inbox's head too, which a subscribing process reads (on its publisher connection).
+      expect(await subscriber.heads!(['inbox-iam', 'inbox-none'])).toStrictEqual(new Map([['inbox-iam', 3]]));
+      // The rules give no other key and no other command.
       const asUser = new Redis(redis.url, { username: USER, password: 'any token', lazyConnect: true });
       await asUser.connect();
       await expect(asUser.get('anything')).rejects.toThrow(/NOPERM/);
+      await expect(asUser.set('head-less', '1')).rejects.toThrow(/NOPERM/);
+      await expect(asUser.eval("return redis.call('GET', KEYS[1])", 1, 'anything')).rejects.toThrow(/NOPERM/);
       await expect(asUser.spublish('elsewhere:{x}', '1')).rejects.toThrow(/NOPERM/);
       asUser.disconnect();
     } finally {

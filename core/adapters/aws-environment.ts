@@ -55,11 +55,8 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
     random: systemRandom,
     config: serviceConfig(config.issuer),
     provisioning: config.service.provisioning,
-    messagePollIntervalMs: config.service.messagePollIntervalMs,
     reportDerivedFailure: createDerivedFailureReport('svcnum'),
-    messageSafetyPollMs: config.service.messageSafetyPollMs,
-    messageEngineLostPollMs: config.service.messageEngineLostPollMs,
-    messageRelistMs: config.service.messageRelistMs,
+    messagePolling: config.service.messagePolling,
     ...(inboxWakeups ? { inboxWakeups } : {}),
   }), definitions);
 }

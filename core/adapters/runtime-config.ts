@@ -1,6 +1,6 @@
 import { DAY } from '../kernel/config';
 import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
-import { ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS } from '../messaging/stream';
+import { ENGINE_CHECK_INTERVAL_MS, ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS, type HubPolling } from '../messaging/stream';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
 import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
 import type { IamAuth } from './elasticache-iam';
@@ -24,7 +24,7 @@ export type Environment = Readonly<Record<string, string | undefined>>;
 
 type ServiceVariable =
   | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
-  | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_RELIST_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
+  | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_ENGINE_CHECK_MS' | 'MESSAGE_RELIST_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
   | 'VALKEY_IAM_AUTH' | 'AWS_REGION'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
@@ -49,14 +49,15 @@ export interface ServiceSettings {
   signIn: SignInLimits;
   /** PUBLIC_RATE_LIMIT_BURST, PUBLIC_RATE_LIMIT_PER_MINUTE: the public endpoints' per-IP limit. */
   publicRateLimit: RateLimitConfig;
-  /** MESSAGE_POLL_INTERVAL_MS: how often open message streams poll their inboxes without a pub/sub engine. */
-  messagePollIntervalMs: number;
-  /** MESSAGE_SAFETY_POLL_MS: with the engine ready, the safety-net poll (a lost wake-up's delay at most). */
-  messageSafetyPollMs: number;
-  /** MESSAGE_ENGINE_LOST_POLL_MS: with the engine lost, how often streams poll until it is back. */
-  messageEngineLostPollMs: number;
-  /** MESSAGE_RELIST_MS: how often open streams re-list their owner's numbers (with the engine ready, at most every ten MESSAGE_SAFETY_POLL_MS). */
-  messageRelistMs: number;
+  /**
+   * How open message streams poll (core/messaging/stream.ts): MESSAGE_POLL_INTERVAL_MS (the store,
+   * without a pub/sub engine), MESSAGE_SAFETY_POLL_MS (the store, engine ready: the delay of a
+   * wake-up that never reached the engine, at most), MESSAGE_ENGINE_LOST_POLL_MS (the store until
+   * the engine is back), MESSAGE_ENGINE_CHECK_MS (the engine's recorded heads, engine ready: the
+   * delay of a wake-up that reached the engine but not the process, at most), MESSAGE_RELIST_MS
+   * (the owner's numbers; with the engine ready, at most every ten MESSAGE_SAFETY_POLL_MS).
+   */
+  messagePolling: HubPolling;
   /** VALKEY_URL, VALKEY_USERNAME, VALKEY_PASSWORD or VALKEY_IAM_AUTH (+ AWS_REGION): the pub/sub engine of inbox wake-ups; unset, wake-ups stay in the process. */
   wakeupEngine?: WakeupEngine;
 }
@@ -299,10 +300,13 @@ function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettin
       perIp: rateLimit(read, 'SIGN_IN', defaultSignInLimits.perIp),
     },
     publicRateLimit: rateLimit(read, 'PUBLIC', defaultRateLimit),
-    messagePollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
-    messageSafetyPollMs: read.wholeNumber('MESSAGE_SAFETY_POLL_MS', SAFETY_POLL_INTERVAL_MS, 1_000, 3_600_000),
-    messageEngineLostPollMs: read.wholeNumber('MESSAGE_ENGINE_LOST_POLL_MS', ENGINE_LOST_POLL_INTERVAL_MS, 20, 60_000),
-    messageRelistMs: read.wholeNumber('MESSAGE_RELIST_MS', INBOX_REFRESH_MS, 1_000, 3_600_000),
+    messagePolling: {
+      pollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
+      safetyPollMs: read.wholeNumber('MESSAGE_SAFETY_POLL_MS', SAFETY_POLL_INTERVAL_MS, 1_000, 3_600_000),
+      engineLostPollMs: read.wholeNumber('MESSAGE_ENGINE_LOST_POLL_MS', ENGINE_LOST_POLL_INTERVAL_MS, 20, 60_000),
+      engineCheckMs: read.wholeNumber('MESSAGE_ENGINE_CHECK_MS', ENGINE_CHECK_INTERVAL_MS, 100, 600_000),
+      relistMs: read.wholeNumber('MESSAGE_RELIST_MS', INBOX_REFRESH_MS, 1_000, 3_600_000),
+    },
   };
   const wakeupEngine = read.wakeupEngine(deployed);
   return wakeupEngine ? { ...settings, wakeupEngine } : settings;

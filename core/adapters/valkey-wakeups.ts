@@ -10,7 +10,10 @@ import type { TelemetrySettings } from './runtime-config';
 // `inbox:{<inboxId>}` (the hash tag puts the channel in the inbox's slot). A writer SPUBLISHes the
 // sequence it stored; a process SSUBSCRIBEs to the inboxes its streams watch. Likewise one channel
 // per owner, `owner:{<ownerId>}`: provisioning publishes the numbers an owner gained, and a process
-// subscribes to the owners whose numbers its streams follow. Client: ioredis
+// subscribes to the owners whose numbers its streams follow. An inbox wake-up also records the
+// sequence as the inbox's head, `head:{<inboxId>}` (same slot; kept HEAD_TTL_SECONDS, never
+// lowered), in the same round trip (a script): subscribers read the heads of what they watch every
+// few seconds (`heads`), so a wake-up that reached the engine but not them still arrives. Client: ioredis
 // (docs/decisions.md): maintained by Redis, speaks sharded pub/sub, TLS and AUTH (ACL users).
 //
 // Two connections per process, each opened on first use: the publisher (every process that
@@ -63,6 +66,20 @@ const SUBSCRIBE_BATCH = 500;
 const CREDENTIALS_RETRY_MS = 2_000;
 
 export const inboxChannel = (inboxId: string) => `inbox:{${inboxId}}`;
+/** The key of an inbox's last published sequence (same hash tag, so the same slot, as its channel). */
+export const inboxHeadKey = (inboxId: string) => `head:{${inboxId}}`;
+/** How long the engine keeps an inbox's head after its last publish: what the hubs' engine checks look at. */
+export const HEAD_TTL_SECONDS = 3_600;
+/** Heads read per MGET. */
+const HEADS_BATCH = 500;
+/**
+ * One inbox wake-up: records the sequence as the inbox's head unless a higher one is there, then
+ * publishes it. KEYS[1] the head, ARGV: sequence, TTL seconds, channel, message.
+ */
+const WAKEUP_SCRIPT = `local seq = tonumber(ARGV[1])
+if seq > tonumber(redis.call('GET', KEYS[1]) or '0') then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) end
+return redis.call('SPUBLISH', ARGV[3], ARGV[4])`;
+type WakeupConnection = Redis & { svcnumWakeup(head: string, seq: number, ttlSeconds: number, channel: string, message: string): Promise<number> };
 const INBOX_CHANNEL = /^inbox:\{(.+)\}$/;
 export const ownerChannel = (ownerId: string) => `owner:{${ownerId}}`;
 const OWNER_CHANNEL = /^owner:\{(.+)\}$/;
@@ -172,6 +189,10 @@ function renewBeforeTheLimit(connection: Redis, tokens: IamTokens | undefined, r
 export interface EnginePublisher {
   /** SPUBLISH on the publisher connection (opened on first use); rejects when it fails. */
   spublish(channel: string, message: string): Promise<void>;
+  /** "inbox X has sequence N" (from `publisherId`): its head recorded and its wake-up published, one round trip; rejects when it fails. */
+  wakeup(inboxId: string, seq: number, publisherId: string): Promise<void>;
+  /** The recorded heads of these inboxes (those with none are left out); rejects when the engine cannot answer. */
+  heads(inboxIds: readonly string[]): Promise<Map<string, number>>;
   close(): void;
 }
 
@@ -180,7 +201,7 @@ export function createEnginePublisher(engine: WakeupEngine, options: { logger: L
   const tokens = iamTokens(engine, options.credentials);
   const publisher = enginePublisher(engine, options.logger, tokens, options.firstConnectMs);
   return {
-    spublish: publisher.spublish,
+    ...publisher,
     close() {
       publisher.close();
       tokens?.close();
@@ -191,14 +212,15 @@ export function createEnginePublisher(engine: WakeupEngine, options: { logger: L
 /** The publisher with the process's tokens (shared with its subscriber). */
 function enginePublisher(engine: WakeupEngine, logger: Logger, tokens: IamTokens | undefined, firstConnectMs: number | undefined): EnginePublisher {
   let closed = false;
-  let publisher: Redis | undefined;
+  let publisher: WakeupConnection | undefined;
   let publisherReady: Promise<void> | undefined;
-  function publisherConnection(): { connection: Redis; firstReady: Promise<void> } {
+  function publisherConnection(): { connection: WakeupConnection; firstReady: Promise<void> } {
     if (!publisher) {
       const { connection, open } = engineConnection(engine, 'publisher', tokens, () => closed, (error) => {
         logger.warn('inbox wake-ups: no AWS credentials to sign in to the engine', { engine: engine.address, error: error instanceof Error ? error.message : String(error) });
       });
-      publisher = connection;
+      connection.defineCommand('svcnumWakeup', { numberOfKeys: 1, lua: WAKEUP_SCRIPT });
+      publisher = connection as WakeupConnection;
       // Reported through the failed publishes; without a listener ioredis would print each attempt.
       connection.on('error', () => undefined);
       connection.on('ready', () => logger.info('inbox wake-ups: publishing', { engine: engine.address }));
@@ -212,14 +234,35 @@ function enginePublisher(engine: WakeupEngine, logger: Logger, tokens: IamTokens
       });
       open();
     }
-    return { connection: publisher, firstReady: publisherReady! };
+    return { connection: publisher!, firstReady: publisherReady! };
+  }
+  /** The publisher connection, after its first connect (or FIRST_CONNECT_MS) on first use. */
+  async function ready(): Promise<WakeupConnection> {
+    const { connection, firstReady } = publisherConnection();
+    if (connection.status !== 'ready') await firstReady;
+    return connection;
   }
   return {
     async spublish(channel, message) {
       if (closed) return;
-      const { connection, firstReady } = publisherConnection();
-      if (connection.status !== 'ready') await firstReady;
-      await connection.spublish(channel, message);
+      await (await ready()).spublish(channel, message);
+    },
+    async wakeup(inboxId, seq, publisherId) {
+      if (closed) return;
+      await (await ready()).svcnumWakeup(inboxHeadKey(inboxId), seq, HEAD_TTL_SECONDS, inboxChannel(inboxId), inboxWakeupMessage(seq, publisherId));
+    },
+    async heads(inboxIds) {
+      const heads = new Map<string, number>();
+      if (closed) return heads;
+      const connection = await ready();
+      for (let start = 0; start < inboxIds.length; start += HEADS_BATCH) {
+        const batch = inboxIds.slice(start, start + HEADS_BATCH);
+        const values = await connection.mget(...batch.map(inboxHeadKey));
+        values.forEach((value, index) => {
+          if (value !== null && /^\d{1,15}$/.test(value)) heads.set(batch[index]!, Number(value));
+        });
+      }
+      return heads;
     },
     close() {
       closed = true;
@@ -339,10 +382,11 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     return connection;
   }
 
-  async function spublish(channel: string, message: string) {
+  /** Never rejects: a failure is counted and reported. */
+  async function reported(publish: () => Promise<void>) {
     if (closed) return;
     try {
-      await publisher.spublish(channel, message);
+      await publish();
     } catch (error) {
       failures.failed(error);
     }
@@ -371,7 +415,7 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     }
   }
 
-  const publishLatest = latestWakeups((inboxId, seq) => spublish(inboxChannel(inboxId), inboxWakeupMessage(seq, self)));
+  const publishLatest = latestWakeups((inboxId, seq) => reported(() => publisher.wakeup(inboxId, seq, self)));
 
   return {
     reach: 'engine',
@@ -383,12 +427,13 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     unsubscribe: (inboxIds) => unwant(inboxIds.map(inboxChannel)),
     async publishNumbersChanged(ownerId, inboxIds) {
       listeners.numbersChanged(ownerId, inboxIds);
-      await spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`);
+      await reported(() => publisher.spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`));
     },
     subscribeOwners: (ownerIds) => want(ownerIds, ownerChannel, listeners.ownersSubscribed),
     unsubscribeOwners: (ownerIds) => unwant(ownerIds.map(ownerChannel)),
     listen: listeners.add,
     ready: () => ready,
+    heads: (inboxIds) => publisher.heads(inboxIds),
     async close() {
       closed = true;
       ready = false;

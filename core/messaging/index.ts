@@ -3,7 +3,7 @@ import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessagingPort } from './store';
 import { createMessaging, type DerivedFailureReport } from './send';
-import { createMessageHub, DEFAULT_HUB_POLLING, followInboxes, type Delivery } from './stream';
+import { createMessageHub, DEFAULT_HUB_POLLING, followInboxes, type Delivery, type HubPolling } from './stream';
 import { createInProcessWakeups, type InboxWakeups } from './wakeups';
 
 /** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
@@ -12,7 +12,8 @@ export function createMessagingModule(
     store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec;
     /** Wake-ups through a pub/sub engine (core/adapters/valkey-wakeups.ts); without, within this process only. */
     inboxWakeups?: InboxWakeups;
-    messagePollIntervalMs?: number; messageSafetyPollMs?: number; messageEngineLostPollMs?: number; messageRelistMs?: number;
+    /** The hub's intervals (MESSAGE_…_MS); each one not given is the default (DEFAULT_HUB_POLLING). */
+    messagePolling?: Partial<HubPolling>;
     reportDerivedFailure?: DerivedFailureReport;
   },
   needs: { accounts: Pick<ClientLookup, 'getClient'> & Pick<AccountStatus, 'accountActive'> },
@@ -20,12 +21,8 @@ export function createMessagingModule(
   const { store, clock, random, pageTokens } = ports;
   // Wakes streams at once when a message is stored: this process's, and through an engine every process's.
   const wakeups = ports.inboxWakeups ?? createInProcessWakeups();
-  const polling = {
-    pollIntervalMs: ports.messagePollIntervalMs ?? DEFAULT_HUB_POLLING.pollIntervalMs,
-    safetyPollMs: ports.messageSafetyPollMs ?? DEFAULT_HUB_POLLING.safetyPollMs,
-    engineLostPollMs: ports.messageEngineLostPollMs ?? DEFAULT_HUB_POLLING.engineLostPollMs,
-    relistMs: ports.messageRelistMs ?? DEFAULT_HUB_POLLING.relistMs,
-  };
+  const given = Object.entries(ports.messagePolling ?? {}).filter(([, value]) => value !== undefined);
+  const polling: HubPolling = { ...DEFAULT_HUB_POLLING, ...Object.fromEntries(given) };
   const numberStreams: NumberStreams = { numbersGained: (ownerId, svcnumIds) => wakeups.publishNumbersChanged(ownerId, svcnumIds) };
   /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, wakeups, pageTokens, polling);

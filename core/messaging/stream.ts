@@ -14,7 +14,14 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 // one strongly consistent BatchGetItem per 100 watched inboxes per poll, whatever the number of
 // streams or messages. A woken stream reads the inboxes that changed, from its cursor.
 //
-// How often the hub polls depends on how far wake-ups reach:
+// With an engine, the hub also asks the engine, every ENGINE_CHECK_INTERVAL_MS, for the last
+// sequence published per watched inbox (the writers' publish also records it: `head:{inboxId}`,
+// kept an hour). An inbox ahead of what the hub knows is woken: a wake-up that reached the engine
+// but not this process arrives within that interval, at no store read. A publish that never
+// reached the engine (the writer lost it; in AWS the relay Lambda publishes every message again
+// from the table's stream) waits for the store poll below.
+//
+// How often the hub polls the store depends on how far wake-ups reach:
 // - in-process wake-ups only (`npm start`, no engine): every POLL_INTERVAL_MS, as the only way to
 //   see messages accepted by another process (none, in one process; a second process in tests);
 // - a pub/sub engine, subscriber ready: every SAFETY_POLL_INTERVAL_MS, a safety net for a lost
@@ -41,8 +48,10 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 // to GAP_GRACE_MS: that write will not move the counter again, so no poll would announce it.
 
 export const POLL_INTERVAL_MS = 250;
-/** With a pub/sub engine whose subscriber is ready: the bound on a lost wake-up's delay. */
+/** With a pub/sub engine whose subscriber is ready: the bound on the delay of a wake-up that never reached the engine. */
 export const SAFETY_POLL_INTERVAL_MS = 90_000;
+/** With a pub/sub engine whose subscriber is ready: the bound on the delay of a wake-up that reached the engine but not this process. */
+export const ENGINE_CHECK_INTERVAL_MS = 3_000;
 /** With the engine ready, streams re-list at most once every this many safety-net polls (15 min by default). */
 export const RELIST_SAFETY_POLLS = 10;
 /** With the engine lost (its subscriber not ready): the bound on other processes' messages' delay. */
@@ -62,12 +71,15 @@ export interface HubPolling {
   safetyPollMs: number;
   /** Engine lost (MESSAGE_ENGINE_LOST_POLL_MS). */
   engineLostPollMs: number;
+  /** Engine ready: the check of the heads the engine recorded (MESSAGE_ENGINE_CHECK_MS). */
+  engineCheckMs: number;
   /** Streams re-list their owner's numbers (MESSAGE_RELIST_MS); with the engine ready, at most every RELIST_SAFETY_POLLS safety polls. */
   relistMs: number;
 }
 
 export const DEFAULT_HUB_POLLING: HubPolling = {
-  pollIntervalMs: POLL_INTERVAL_MS, safetyPollMs: SAFETY_POLL_INTERVAL_MS, engineLostPollMs: ENGINE_LOST_POLL_INTERVAL_MS, relistMs: INBOX_REFRESH_MS,
+  pollIntervalMs: POLL_INTERVAL_MS, safetyPollMs: SAFETY_POLL_INTERVAL_MS, engineLostPollMs: ENGINE_LOST_POLL_INTERVAL_MS,
+  engineCheckMs: ENGINE_CHECK_INTERVAL_MS, relistMs: INBOX_REFRESH_MS,
 };
 
 export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pageTokens: PageTokenCodec, polling: HubPolling = DEFAULT_HUB_POLLING) {
@@ -145,6 +157,34 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
     }
   }
 
+  let checkTimer: NodeJS.Timeout | undefined;
+  let checking = false;
+  /**
+   * Every engineCheckMs while an engine is ready and something is watched: the heads the engine
+   * recorded, taken as wake-ups. Inboxes the store poll has not read yet are left to it (their
+   * first read is a catch-up of its own).
+   */
+  function scheduleCheck() {
+    if (checkTimer || checking || !wakeups.heads || watchers.size === 0) return;
+    checkTimer = setTimeout(() => {
+      checkTimer = undefined;
+      const watched = [...watchers.keys()].filter((inboxId) => heads.has(inboxId));
+      if (!wakeups.ready() || watched.length === 0) return scheduleCheck();
+      checking = true;
+      wakeups.heads!(watched).then((recorded) => {
+        for (const [inboxId, seq] of recorded) if (seq > (heads.get(inboxId) ?? Infinity)) appended(inboxId, seq);
+      }, () => undefined).finally(() => {
+        checking = false;
+        scheduleCheck();
+      });
+    }, polling.engineCheckMs);
+    checkTimer.unref();
+  }
+  function stopChecks() {
+    clearTimeout(checkTimer);
+    checkTimer = undefined;
+  }
+
   /** (Re)arms the poll timer at the interval of the moment; none while nothing is watched. */
   function schedule() {
     if (timer) clearTimeout(timer);
@@ -192,6 +232,7 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       }
       if (added.length > 0) wakeups.subscribe(added);
       if (!timer && !pollInFlight) schedule();
+      scheduleCheck();
       return () => {
         const removed: string[] = [];
         for (const id of inboxIds) {
@@ -205,7 +246,10 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
           }
         }
         if (removed.length > 0) wakeups.unsubscribe(removed);
-        if (watchers.size === 0) schedule();
+        if (watchers.size === 0) {
+          schedule();
+          stopChecks();
+        }
       };
     },
     /**
@@ -244,6 +288,7 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       watchers.clear();
       ownerWatchers.clear();
       schedule();
+      stopChecks();
     },
   };
 }

@@ -54,6 +54,11 @@ export interface InboxWakeups {
   listen(listener: WakeupListener): () => void;
   /** Whether wake-ups of other processes arrive now (the engine's subscriber connection is ready). */
   ready(): boolean;
+  /**
+   * The engine's only: the last sequence published per inbox, as the engine recorded it (kept a
+   * while: an inbox without a recent publish is left out). Rejects when the engine cannot answer.
+   */
+  heads?(inboxIds: readonly string[]): Promise<Map<string, number>>;
   close(): Promise<void>;
 }
 

@@ -71,7 +71,9 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     ]));
     expect(users).toHaveLength(2);
     for (const user of users) expect(user.Passwords).toBeUndefined();
-    expect(WAKEUP_USER_ACCESS_STRING).not.toMatch(/[~%]|\+@all|allkeys|allcommands/);
+    // Keys: the inboxes' heads only; no other key pattern, no command category.
+    expect(WAKEUP_USER_ACCESS_STRING.match(/[~%]\S*/g)).toStrictEqual(['~head:*']);
+    expect(WAKEUP_USER_ACCESS_STRING).not.toMatch(/\+@|allkeys|allcommands/);
     const [, group] = only('AWS::ElastiCache::UserGroup');
     expect(group.Properties).toMatchObject({ Engine: 'redis', UserGroupId: `svcnum-${environment}-wakeups`, UserIds: [`svcnum-${environment}-wakeups-default`, userId] });
   });

@@ -40,9 +40,7 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
     random: systemRandom,
     config: serviceConfig(need('ISSUER')),
     ...(options.provisioning ? { provisioning: options.provisioning } : {}),
-    messageSafetyPollMs: settings.messageSafetyPollMs,
-    messageEngineLostPollMs: settings.messageEngineLostPollMs,
-    messageRelistMs: settings.messageRelistMs,
+    messagePolling: settings.messagePolling,
     ...(inboxWakeups ? { inboxWakeups } : {}),
   });
   return { core, modules: modulesOfCore(core), client, inboxWakeups };
