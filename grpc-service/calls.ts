@@ -74,22 +74,34 @@ const BEARER_REFUSALS: CallerRefusals = {
  * PERMISSION_DENIED): the Bearer token as every edge checks it, then a provisioning client of an
  * active account with the scope the RPC needs.
  */
-export async function authenticate({ oauth, accounts, tokenExchange }: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
+export async function authenticate(modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
   try {
-    const claims = await oauth.authenticateBearer(metadata.get('authorization'));
-    // A provisioning client's own token (client_credentials), not one it obtained for someone else.
-    if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
-    return await tokenExchange.provisioningCaller(await accounts.getClient(claims.client_id), claims.scope.split(' '), scope, BEARER_REFUSALS);
+    return await callerOf(modules, metadata, scope);
   } catch (error) {
     throw grpcError(error, method);
   }
+}
+
+/** `authenticate` before its refusal is a gRPC status (a DomainError). */
+async function callerOf({ oauth, accounts, tokenExchange }: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, metadata: Metadata, scope: CallScope): Promise<ScopedCaller> {
+  const claims = await oauth.authenticateBearer(metadata.get('authorization'));
+  // A provisioning client's own token (client_credentials), not one it obtained for someone else.
+  if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
+  return await tokenExchange.provisioningCaller(await accounts.getClient(claims.client_id), claims.scope.split(' '), scope, BEARER_REFUSALS);
+}
+
+/** A call's caller, and how to check again that it may still call (a long stream does, now and then). */
+interface CallerOfCall {
+  caller: ScopedCaller;
+  /** Authenticates the call's token again as at its start; rejects with the refusal (a DomainError). */
+  recheck: () => Promise<ScopedCaller>;
 }
 
 /**
  * Callers by the Metadata object of their call: the object grpc-js hands this interceptor is the
  * one the handler gets as `call.metadata`. Nothing a client sends can put an entry here.
  */
-const callers = new WeakMap<Metadata, ScopedCaller>();
+const callers = new WeakMap<Metadata, CallerOfCall>();
 
 /**
  * Authenticates every call of a method in `scopes` (by path) before its handler runs; other
@@ -112,7 +124,8 @@ export function authenticateCalls(modules: Pick<Modules, 'oauth' | 'accounts' | 
         onReceiveHalfClose: (pass) => {
           authenticate(modules, metadata, scope, methodName(method.path)).then(
             (caller) => {
-              callers.set(metadata, caller);
+              // The handler's failures become statuses where it runs (`serve`): a refusal on a recheck too.
+              callers.set(metadata, { caller, recheck: () => callerOf(modules, metadata, scope) });
               pass();
             },
             (refusal: ServiceError) => call.sendStatus(refusal),
@@ -149,12 +162,12 @@ export const logCalls: ServerInterceptor = (method, call) => {
 };
 
 /** Runs a handler's work with the call's caller; a failure comes back as the status the caller gets. */
-async function serve<T>(call: { metadata: Metadata; getPath(): string }, work: (caller: ScopedCaller) => Promise<T>): Promise<T> {
+async function serve<T>(call: { metadata: Metadata; getPath(): string }, work: (caller: ScopedCaller, recheck: () => Promise<ScopedCaller>) => Promise<T>): Promise<T> {
   try {
-    const caller = callers.get(call.metadata);
+    const entry = callers.get(call.metadata);
     // Fails closed: a method missing from the scope table has no caller, and is INTERNAL.
-    if (!caller) throw new Error(`${call.getPath()} ran without an authenticated caller`);
-    return await work(caller);
+    if (!entry) throw new Error(`${call.getPath()} ran without an authenticated caller`);
+    return await work(entry.caller, entry.recheck);
   } catch (error) {
     throw grpcError(error, methodName(call.getPath()));
   }
@@ -172,11 +185,13 @@ export function unary<Request, Response>(run: (caller: ScopedCaller, request: Re
 /**
  * A server-streaming RPC: `run` writes through `send` (which waits when the client reads slowly)
  * until it returns, the client cancels, or `closing` (server drain) aborts; then the call ends
- * normally. Failures become statuses as in `unary`.
+ * normally. Failures become statuses as in `unary`. `recheck` authenticates the call again as at
+ * its start (its token, client and account): a long stream calls it now and then, and its refusal
+ * ends the stream with that status.
  */
 export function serverStream<Request, Response>(
   closing: AbortSignal,
-  run: (caller: Caller, request: Request, send: (response: Response) => Promise<void>, signal: AbortSignal) => Promise<void>,
+  run: (caller: Caller, request: Request, send: (response: Response) => Promise<void>, signal: AbortSignal, recheck: () => Promise<unknown>) => Promise<void>,
 ) {
   return (call: ServerWritableStream<Request, Response>) => {
     const stop = new AbortController();
@@ -186,7 +201,7 @@ export function serverStream<Request, Response>(
     const send = async (response: Response) => {
       if (!call.write(response)) await once(call, 'drain', { signal: stop.signal }).catch(() => undefined);
     };
-    serve(call, (caller) => run(caller, call.request, send, stop.signal))
+    serve(call, (caller, recheck) => run(caller, call.request, send, stop.signal, recheck))
       .then(
         () => {
           if (!call.cancelled) call.end();

@@ -372,6 +372,18 @@ describe('send → stream', () => {
       .toEqual(['added: early', 'added: live', 'old: before', 'old: wake']);
     expect(received.at(-1)!.text).toBe('live');
   });
+
+  it('a stream checks its caller again at each re-list: once its account is disabled, it ends with PERMISSION_DENIED', async () => {
+    const { owner, opened } = await streamOfOneNumber();
+    await service.core.registration.disableUser(owner.app.owner.svcnumId);
+    // Account status is cached for up to 30 s per process; past that, the next re-list refuses.
+    service.clock.advance(RECORD_CACHE_TTL);
+    // "The owner's numbers may have changed" (what a reconnected engine says): the stream re-lists now.
+    await service.core.messaging.wakeups.publishNumbersChanged(owner.app.owner.svcnumId, []);
+    await vi.waitFor(() => expect(opened.error?.code).toBe(status.PERMISSION_DENIED), { timeout: 10_000, interval: 10 });
+    expect(opened.error!.details).toBe('the account of this provisioning client is not active');
+    expect(opened.messages.map((message) => message.text)).toEqual(['before']);
+  });
 });
 
 describe('gaps in an inbox\'s sequence', () => {

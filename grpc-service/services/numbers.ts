@@ -57,9 +57,18 @@ export function numberService({ provisioning, messaging }: Pick<Modules, 'provis
       const page = await numbers.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });
       return { numbers: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
-    streamAllMessages: serverStream(closing, async (caller, request, send, signal) => {
+    streamAllMessages: serverStream(closing, async (caller, request, send, signal, recheck) => {
+      let listed = false;
       const deliveries = messaging.stream({
-        ownerId: caller.ownerId, listInboxes: () => numbers.allIds(caller), holdsInbox: (inboxId) => numbers.holds(caller, inboxId),
+        ownerId: caller.ownerId,
+        // Each re-list first checks the caller again (an expired token, a disabled client or
+        // account ends the stream with its refusal), so a stream lasts no longer than its access.
+        listInboxes: async () => {
+          if (listed) await recheck();
+          listed = true;
+          return numbers.allIds(caller);
+        },
+        holdsInbox: (inboxId) => numbers.holds(caller, inboxId),
       }, request.resumeCursor, signal);
       for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));
     }),
