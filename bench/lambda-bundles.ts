@@ -15,7 +15,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import type { Metafile } from 'esbuild';
-import { routeManifest, type RouteGroup } from '../lambdas/manifest';
+import { routeManifest, wakeupRelayManifest, type RouteGroup } from '../lambdas/manifest';
 import { buildLambdaBundle } from '../lib/build-lambda';
 import { lambdaBundle } from '../lib/bundling';
 import { fmt, machine, numberFromEnv, table, writeJson } from './report';
@@ -28,9 +28,11 @@ const TARGET_LOAD_MS = 50;
 
 /** The peer row: bench/sdk-floor.ts, a bundle of the SDK clients alone. */
 const SDK_FLOOR = 'sdk floor';
+/** The wake-up relay (lambdas/wakeup-relay.ts): not a route group, bundled the same way. */
+const WAKEUP_RELAY = 'wakeup-relay';
 
 export interface BundleResult {
-  group: RouteGroup | typeof SDK_FLOOR;
+  group: RouteGroup | typeof WAKEUP_RELAY | typeof SDK_FLOOR;
   bytes: number;
   gzipBytes: number;
   /** Median and p90 of the import in a fresh process, milliseconds. */
@@ -78,10 +80,11 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
   const directory = await mkdtemp(join(tmpdir(), 'svcnum-bundles-'));
   const results: BundleResult[] = [];
   try {
-    // Every route group, and the floor (bench/sdk-floor.ts: the SDK clients alone), built with
-    // the options lib/http-api.ts gives NodejsFunction (lib/build-lambda.ts).
+    // Every route group, the wake-up relay, and the floor (bench/sdk-floor.ts: the SDK clients
+    // alone), built with the options the stack gives NodejsFunction (lib/build-lambda.ts).
     const entries: Array<{ group: BundleResult['group']; entry: string }> = [
       ...(Object.keys(routeManifest) as RouteGroup[]).map((group) => ({ group, entry: join(repoRoot, routeManifest[group].entry) })),
+      { group: WAKEUP_RELAY, entry: join(repoRoot, wakeupRelayManifest.entry) },
       { group: SDK_FLOOR, entry: join(repoRoot, 'bench/sdk-floor.ts') },
     ];
     const built = [];
@@ -112,7 +115,7 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
   process.stdout.write(`\nLambda bundles (esbuild ${lambdaBundle.format}, ${lambdaBundle.target}, minified; cold import in a fresh node ${process.version}, ${loads} runs)\n`);
   process.stdout.write(`targets (issue 10): at most ${fmt(TARGET_BYTES / 1000)} KB minified, cold module load p50 at most ${TARGET_LOAD_MS} ms\n`);
   process.stdout.write(`${table(
-    ['route group', 'KB', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'within targets', 'largest packages (KiB)'],
+    ['function', 'KB', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'within targets', 'largest packages (KiB)'],
     results.map((result) => [
       result.group, fmt(result.bytes / 1000, 1), kib(result.bytes), kib(result.gzipBytes), fmt(result.loadMsMedian, 1), fmt(result.loadMsP90, 1),
       result.group === SDK_FLOOR ? '(the peer)' : verdict(result.bytes <= TARGET_BYTES && result.loadMsMedian <= TARGET_LOAD_MS),
