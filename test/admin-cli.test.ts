@@ -64,7 +64,10 @@ describe('admin CLI against the running local service', () => {
     expect(created.json).toMatchObject({ kind: 'login', refresh_response: 'omit' });
     const clientId = String(created.json!.client_id);
     expect((await service.core.store.getClient(clientId))!.refreshResponse).toBe('omit');
-    expect((await admin(['client', 'show', clientId], env)).json).toEqual(created.json);
+    const shown = await admin(['client', 'show', clientId], env);
+    // Its exit and stderr first: a failure says why (it once failed on a loaded machine without a word).
+    expect({ code: shown.code, stderr: shown.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(shown.json).toEqual(created.json);
     // A record stored before the option existed shows the default; only login clients refresh.
     const { refreshResponse: _, ...older } = (await service.core.store.getClient(clientId))!;
     await service.core.store.createClient({ ...older, clientId: `legacy-${clientId}` });

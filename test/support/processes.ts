@@ -9,7 +9,9 @@ export interface Outcome { code: number; stdout: string; stderr: string }
 export function runScript(script: string, args: string[], env: Record<string, string | undefined>, input?: string): Promise<Outcome> {
   return new Promise((resolve) => {
     const child = execFile(process.execPath, ['--import', 'tsx', script, ...args], { env: { ...process.env, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      // A kill (the timeout, or a signal) says so in stderr: an exit code alone would not.
+      const killed = error?.killed || error?.signal ? `\n(killed${error.signal ? ` by ${error.signal}` : ''})` : '';
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr: stderr + killed });
     });
     if (input !== undefined) child.stdin!.end(input);
   });
