@@ -5,9 +5,11 @@
 //    the peer, node-oidc-provider with its memory adapter (bench/peer-server.ts), and against our
 //    local runner (bench/server.ts): each in its own process, both EdDSA RFC 9068 access tokens
 //    (checked once on each side before the runs: a verified JWT, typ at+jwt, alg EdDSA, or the bench
-//    fails), the same load generator and settings, taking turns in ~2 s slices in the same run
-//    (load.ts runLoadAlternating); grants/s, non-2xx and the ratio ours/peer.
-// 2. Our refresh, UserInfo and code exchange runs (signin.ts) on the same runner.
+//    fails), the same load generator (autocannon: every grant request is the same, and it leaves
+//    more of the two shared cores to the servers than a node:http client) and settings, taking turns
+//    in ~2 s slices in the same run (load.ts runLoadAlternating); grants/s, non-2xx and the ratio.
+// 2. Our refresh, UserInfo and code exchange runs (signin.ts) on the same runner (node:http or
+//    fetch client: each request carries a different code or token).
 // For every run the server process is asked for its stats at each phase edge (bench/child.ts,
 // bench/server-meter.ts): store calls per request (every store method call, bench/store-counters.ts),
 // main-thread µs per request (event-loop utilisation) and whole-process CPU µs per request, for the
@@ -23,12 +25,12 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { cleanupOnSignals, runCleanup } from './cleanup';
-import { createHttpClient, formBody, FORM_HEADERS, type HttpClient, type HttpClientKind } from './http-client';
-import { runLoadAlternating, type LoadResult } from './load';
+import { formBody, FORM_HEADERS, type HttpClientKind } from './http-client';
+import { FIXED_REQUEST_CLIENT, runLoadAlternating, type FixedRequest, type LoadResult } from './load';
 import { errorLines, fmt, machine, numberFromEnv, table, writeJson } from './report';
 import { serverMeter, type PhaseCost, type RunCost } from './server-meter';
 import { startBenchPeer, startBenchServer } from './server-process';
-import { checked, signInBenchmarks, type SignInResult } from './signin';
+import { signInBenchmarks, type SignInResult } from './signin';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/hot-paths.json', import.meta.url));
 /** The side-by-side run takes turns in slices of about this many seconds. */
@@ -43,15 +45,18 @@ export interface HotPathSettings {
 }
 
 /** A confidential client's client_credentials request, as a relying party sends it (RFC 6749 §2.3.1, §4.4.2). */
-interface ClientCredentials { tokenPath: string; headers: Record<string, string>; body: string }
+type ClientCredentials = FixedRequest & { method: 'POST'; body: string };
 
 function clientCredentials(tokenEndpoint: string, client: { clientId: string; clientSecret: string; scope: string }): ClientCredentials {
   // Basic: the form-urlencoded id and secret, joined by a colon, in base64.
   const basic = Buffer.from(`${encodeURIComponent(client.clientId)}:${encodeURIComponent(client.clientSecret)}`).toString('base64');
   return {
-    tokenPath: new URL(tokenEndpoint).pathname,
+    url: tokenEndpoint,
+    method: 'POST',
     headers: { ...FORM_HEADERS, Authorization: `Basic ${basic}` },
     body: formBody({ grant_type: 'client_credentials', scope: client.scope }),
+    // Each answer must carry an access token, as signin.ts checks its runs' answers.
+    verifyBody: { test: (body) => body.includes('"access_token"'), mismatch: 'Error: 200 without "access_token"' },
   };
 }
 
@@ -64,7 +69,7 @@ async function checkedTokenRequest(name: string, issuer: string, client: { clien
   const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as { token_endpoint?: string; jwks_uri?: string };
   if (!discovery.token_endpoint || !discovery.jwks_uri) throw new Error(`${name}: no token_endpoint or jwks_uri in its discovery document`);
   const request = clientCredentials(discovery.token_endpoint, client);
-  const response = await fetch(discovery.token_endpoint, { method: 'POST', headers: request.headers, body: request.body });
+  const response = await fetch(request.url, { method: 'POST', headers: request.headers, body: request.body });
   const text = await response.text();
   if (response.status !== 200) throw new Error(`${name}: client_credentials answered ${response.status}: ${text.slice(0, 300)}`);
   const token = (JSON.parse(text) as { access_token?: unknown }).access_token;
@@ -73,11 +78,6 @@ async function checkedTokenRequest(name: string, issuer: string, client: { clien
   if (header.alg !== 'EdDSA' || header.typ !== 'at+jwt') throw new Error(`${name}: the access token is not an EdDSA RFC 9068 JWT (header ${JSON.stringify(header)})`);
   await jwtVerify(token, createRemoteJWKSet(new URL(discovery.jwks_uri)), { issuer, algorithms: ['EdDSA'], typ: 'at+jwt' });
   return { ...request, header: header as Record<string, unknown> };
-}
-
-/** The client_credentials load: one grant per request, each answer checked to carry an access token. */
-function grantLoad(http: HttpClient, request: ClientCredentials) {
-  return async () => checked(await http.request('POST', request.tokenPath, request.headers, request.body), '"access_token"');
 }
 
 export interface MeasuredRun extends LoadResult {
@@ -119,29 +119,21 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
 
     // Both under the same load generator, taking turns in slices (load.ts runLoadAlternating).
     const rounds = Math.max(1, Math.round(seconds / SLICE_SECONDS));
-    const peerHttp = createHttpClient(settings.httpClient, peer.info.issuer, concurrency);
-    const ourHttp = createHttpClient(settings.httpClient, ours.info.issuer, concurrency);
     const peerMeter = serverMeter(() => peer.stats());
     const ourMeter = serverMeter(() => ours.stats());
-    let peerLoad: LoadResult;
-    let ourLoad: LoadResult;
-    try {
-      log(`client_credentials: ${warmupSeconds} s warm-up each, then ${seconds} s each in ${rounds} alternating slices (node-oidc-provider first)`);
-      const common = { concurrency, seconds, warmupSeconds };
-      [peerLoad, ourLoad] = await runLoadAlternating([
-        { ...common, serverPid: peer.info.pid, signal: peer.died, request: grantLoad(peerHttp, peerRequest), onPhase: peerMeter.onPhase },
-        { ...common, serverPid: ours.info.pid, signal: ours.died, request: grantLoad(ourHttp, ourRequest), onPhase: ourMeter.onPhase },
-      ], rounds) as [LoadResult, LoadResult];
-    } finally {
-      peerHttp.close();
-      ourHttp.close();
-    }
+    log(`client_credentials: ${warmupSeconds} s warm-up each, then ${seconds} s each in ${rounds} alternating slices (node-oidc-provider first)`);
+    const common = { concurrency, seconds, warmupSeconds };
+    const [peerLoad, ourLoad] = await runLoadAlternating([
+      { ...common, serverPid: peer.info.pid, signal: peer.died, request: peerRequest, onPhase: peerMeter.onPhase },
+      { ...common, serverPid: ours.info.pid, signal: ours.died, request: ourRequest, onPhase: ourMeter.onPhase },
+    ], rounds) as [LoadResult, LoadResult];
+    const path = (request: ClientCredentials) => new URL(request.url).pathname;
     const peerGrants: MeasuredRun = {
-      description: `POST ${peerRequest.tokenPath} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic; EdDSA JWT access token for resource ${peer.info.resource}`,
+      description: `POST ${path(peerRequest)} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic; EdDSA JWT access token for resource ${peer.info.resource}`,
       ...peerLoad, cost: peerMeter.cost(peerLoad),
     };
     const ourGrants: MeasuredRun = {
-      description: `POST ${ourRequest.tokenPath} grant_type=client_credentials scope=${ours.info.apiClient.scope}, client_secret_basic (External API client, no owner); EdDSA JWT access token`,
+      description: `POST ${path(ourRequest)} grant_type=client_credentials scope=${ours.info.apiClient.scope}, client_secret_basic (External API client, no owner); EdDSA JWT access token`,
       ...ourLoad, cost: ourMeter.cost(ourLoad),
     };
     await peer.stop();
@@ -178,7 +170,7 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
   const host = machine();
   await writeJson(RESULT_FILE, {
     benchmark: 'hot-paths', date, ...host,
-    settings: { ...settings, httpClient: signin.httpClient },
+    settings: { ...settings, httpClient: signin.httpClient, clientCredentialsClient: FIXED_REQUEST_CLIENT },
     loadAverage,
     notes: {
       storeCalls: 'every store method call in the server process (one DynamoDB round trip each; a BatchGetItem counts once), per request of the phase',
@@ -218,7 +210,7 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
     '',
     `Token endpoint side by side (issue 11), ${context.date}`,
     `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
-    `concurrency ${settings.concurrency}, ${settings.seconds} s per server after ${settings.warmupSeconds} s warm-up; client ${settings.httpClient}`,
+    `concurrency ${settings.concurrency}, ${settings.seconds} s per server after ${settings.warmupSeconds} s warm-up; client ${FIXED_REQUEST_CLIENT} (${settings.concurrency} keep-alive connections)`,
     `each server in its own process; one at a time under load, taking turns in ${result.rounds} slices (A B B A …) so that other work on the machine weighs on both alike`,
     `client_credentials, client_secret_basic, EdDSA RFC 9068 access tokens on both sides (checked: alg ${String(peer.accessTokenHeader.alg)}/${String(ours.accessTokenHeader.alg)}, typ ${String(peer.accessTokenHeader.typ)}/${String(ours.accessTokenHeader.typ)}, verified against each JWKS)`,
     table(['', `node-oidc-provider ${peer.version} (memory adapter)`, 'ours (local runner)', 'ours/peer'], [
@@ -233,7 +225,7 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
     `  ratio ours/peer, grants/s: ${fmt(result.clientCredentialsRatio, 2)}× (target ≥ 2×)`,
     `  the peer's warnings, held back: ${peer.warnings.length ? peer.warnings.map((warning) => warning.replace('oidc-provider WARNING: ', '')).join(' | ') : 'none'}`,
     '',
-    'Our hot paths, per request of the measured phase (steady state); store calls in the warm-up beside them',
+    `Our hot paths, per request of the measured phase (steady state); store calls in the warm-up beside them; client: client_credentials as above, the others ${settings.httpClient}`,
     table(['endpoint', 'req/s', 'non-2xx', 'store calls/req', 'warm-up store/req', 'main-thread µs/req', 'main-thread CPU µs/req', 'process CPU µs/req'], endpoints.map(([name, run]) => [
       name, fmt(run.rps, 1), fmt(run.errors), storeColumn(run.cost.measured), storeColumn(run.cost.warmup),
       fmt(run.cost.measured.mainThreadMicrosPerRequest), fmtOrDash(run.cost.measured.mainThreadCpuMicrosPerRequest), fmt(run.cost.measured.processCpuMicrosPerRequest),
