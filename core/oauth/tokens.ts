@@ -6,6 +6,7 @@ import { newUlid } from '../kernel/ids';
 import { DomainError } from '../kernel/errors';
 import { apiAudience, limits, type ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, Random } from '../kernel/ports';
+import { sha256 } from '../kernel/secrets';
 
 const encodeJson = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
@@ -78,6 +79,9 @@ const KEY_RELOAD_MIN_INTERVAL = 30 * 1000;
 /** Grant ids are random base64url (a usable store key whatever a token claims). */
 const GRANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** Access tokens whose verification a process keeps (oldest dropped first); see verifyAccessToken. */
+export const VERIFIED_TOKENS_MAX = 5_000;
+
 /** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned; a refusal is invalid_token. */
 export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
   let cache: { jwks: ReturnType<typeof createLocalJWKSet>; kids: Set<string>; loadedAt: number } | undefined;
@@ -93,9 +97,38 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
     return cache!.jwks;
   }
 
+  // A client sends the same access token on every call until it expires, so a token that verified
+  // is kept (as Envoy's jwt_authn cache does) and its signature is checked once per process. Each
+  // use still checks its expiry against the clock, and that its signing key is still in the key
+  // ring (a retired key's tokens are refused from the next key reload on, as on a full check). The
+  // key is the token's SHA-256, so a look-up's timing tells nothing about a token's bytes; only
+  // tokens that verified are kept, so bad tokens cannot fill it.
+  type Verified = { claims: AccessTokenClaims; kid: string; exp: number };
+  const verified = new Map<string, Verified>();
+
+  async function stillValid(entry: Verified): Promise<boolean> {
+    // jose's rule: expired once exp <= now, in whole seconds.
+    if (entry.exp <= Math.floor(clock.now() / 1000)) return false;
+    await keySet(entry.kid);
+    return cache!.kids.has(entry.kid);
+  }
+
+  function remember(cacheKey: string, claims: AccessTokenClaims, kid: unknown) {
+    if (typeof kid !== 'string' || typeof claims.exp !== 'number') return;
+    if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value!);
+    verified.set(cacheKey, { claims, kid, exp: claims.exp });
+  }
+
   return async function verifyAccessToken(token: string): Promise<AccessTokenClaims> {
+    const cacheKey = sha256(token);
+    const known = verified.get(cacheKey);
+    if (known) {
+      if (await stillValid(known)) return known.claims;
+      // Checked in full below, which refuses it with the right reason.
+      verified.delete(cacheKey);
+    }
     try {
-      const { payload } = await jwtVerify(token, (header, jws) => keySet(header.kid).then((jwks) => jwks(header, jws)), {
+      const { payload, protectedHeader } = await jwtVerify(token, (header, jws) => keySet(header.kid).then((jwks) => jwks(header, jws)), {
         algorithms: ['EdDSA'],
         issuer: config.issuer,
         audience: apiAudience(config),
@@ -107,7 +140,10 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
         || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)))) {
         throw invalidToken('the access token has malformed claims');
       }
-      return payload as AccessTokenClaims;
+      // Shared by every later use of the token: nobody may change it.
+      const claims = Object.freeze(payload) as AccessTokenClaims;
+      remember(cacheKey, claims, protectedHeader.kid);
+      return claims;
     } catch (error) {
       if (error instanceof DomainError) throw error;
       if (error instanceof joseErrors.JWTExpired) throw invalidToken('the access token expired');
