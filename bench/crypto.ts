@@ -8,12 +8,13 @@ import { systemClock, systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/kernel/config';
 import { newUlid } from '../core/kernel/ids';
 import { randomSecret } from '../core/kernel/secrets';
-import { createAccessTokenVerifier, createTokenIssuer } from '../core/oauth/tokens';
+import { createAccessTokenVerifier, createTokenIssuer, VERIFIED_TOKENS_MAX } from '../core/oauth/tokens';
 import { onCleanup } from './cleanup';
 
 // In-process signing and verifying, one operation at a time on this thread:
 //   the physical reference (node:crypto Ed25519 on a JWT-sized message) and what the service
-//   does per token (core/oauth/tokens.ts signing with the local key store, jose verification).
+//   does per token (core/oauth/tokens.ts signing with the local key store, jose verification, and
+//   the service's verifier on a token's first use and on its later uses, which it keeps).
 
 export interface OpsResult {
   ops: number;
@@ -30,7 +31,10 @@ export interface CryptoResult {
   ed25519Verify: OpsResult;
   jwtSign: OpsResult;
   joseJwtVerify: OpsResult;
-  accessTokenVerifier: OpsResult;
+  /** The service's verifier on tokens it has not seen: the full check, and the token kept. */
+  accessTokenFirstUse: OpsResult;
+  /** The same verifier on one token it verified before (expiry and key checked, no signature). */
+  accessTokenRepeatUse: OpsResult;
 }
 
 const summarise = (ops: number, started: number): OpsResult => {
@@ -100,11 +104,20 @@ export async function cryptoBenchmarks(seconds: number, log: (message: string) =
     await measureAsync(warm, () => jwtVerify(sample, jwks, verifyOptions));
     const joseJwtVerify = await measureAsync(seconds, () => jwtVerify(sample, jwks, verifyOptions));
 
-    const verifier = createAccessTokenVerifier(config, keys, systemClock);
-    await measureAsync(warm, () => verifier(sample));
-    const accessTokenVerifier = await measureAsync(seconds, () => verifier(sample));
+    // Distinct tokens taken in turn, more of them than the verifier keeps: with its oldest-first
+    // eviction, every use is a first use.
+    const distinct = await Promise.all(Array.from({ length: VERIFIED_TOKENS_MAX + 1_000 }, async () => (await issuer.accessToken(input)).token));
+    let next = 0;
+    const firstUse = createAccessTokenVerifier(config, keys, systemClock);
+    const nextDistinct = () => firstUse(distinct[next++ % distinct.length]!);
+    await measureAsync(warm, nextDistinct);
+    const accessTokenFirstUse = await measureAsync(seconds, nextDistinct);
 
-    return { messageBytes: message.length, ed25519Sign, ed25519Verify, jwtSign, joseJwtVerify, accessTokenVerifier };
+    const repeatUse = createAccessTokenVerifier(config, keys, systemClock);
+    await measureAsync(warm, () => repeatUse(sample));
+    const accessTokenRepeatUse = await measureAsync(seconds, () => repeatUse(sample));
+
+    return { messageBytes: message.length, ed25519Sign, ed25519Verify, jwtSign, joseJwtVerify, accessTokenFirstUse, accessTokenRepeatUse };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
