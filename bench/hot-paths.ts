@@ -9,7 +9,8 @@
 //    more of the two shared cores to the servers than a node:http client) and settings, taking turns
 //    in ~2 s slices in the same run (load.ts runLoadAlternating); grants/s, non-2xx and the ratio.
 // 2. Our refresh, UserInfo and code exchange runs (signin.ts) on the same runner (node:http or
-//    fetch client: each request carries a different code or token).
+//    fetch client: codes and refresh tokens differ per request; UserInfo, one token each time,
+//    stays on the same client so its figures compare with the earlier ones).
 // For every run the server process is asked for its stats at each phase edge (bench/child.ts,
 // bench/server-meter.ts): store calls per request (every store method call, bench/store-counters.ts),
 // main-thread µs per request (event-loop utilisation) and whole-process CPU µs per request, for the
@@ -210,7 +211,7 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
     '',
     `Token endpoint side by side (issue 11), ${context.date}`,
     `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
-    `concurrency ${settings.concurrency}, ${settings.seconds} s per server after ${settings.warmupSeconds} s warm-up; client ${FIXED_REQUEST_CLIENT} (${settings.concurrency} keep-alive connections)`,
+    `concurrency ${settings.concurrency}, ${settings.seconds} s per server (measured: ${fmt(peer.clientCredentials.seconds, 1)} / ${fmt(ours.clientCredentials.seconds, 1)} s) after ${settings.warmupSeconds} s warm-up; client ${FIXED_REQUEST_CLIENT} (${settings.concurrency} keep-alive connections)`,
     `each server in its own process; one at a time under load, taking turns in ${result.rounds} slices (A B B A …) so that other work on the machine weighs on both alike`,
     `client_credentials, client_secret_basic, EdDSA RFC 9068 access tokens on both sides (checked: alg ${String(peer.accessTokenHeader.alg)}/${String(ours.accessTokenHeader.alg)}, typ ${String(peer.accessTokenHeader.typ)}/${String(ours.accessTokenHeader.typ)}, verified against each JWKS)`,
     table(['', `node-oidc-provider ${peer.version} (memory adapter)`, 'ours (local runner)', 'ours/peer'], [

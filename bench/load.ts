@@ -54,7 +54,7 @@ export interface FixedRequest {
 }
 
 export interface LoadResult {
-  /** Completed requests in the measured run, errors included. */
+  /** Completed requests in the measured run, errors included (under autocannon, a connection error or timeout completes none: it is in `errors` only). */
   count: number;
   /** Requests that did not succeed (unexpected status or thrown). */
   errors: number;
@@ -171,27 +171,34 @@ async function functionPhase(options: LoadOptions, request: () => Promise<number
 }
 
 /**
- * autocannon for `seconds` (it stops on its one-second tick, so whole seconds are exact): each
- * response is recorded as it arrives; requests still in flight at the end are dropped by autocannon
- * (at most `concurrency`, neither counted nor timed).
+ * autocannon for `seconds`, rounded to whole seconds (it stops only on its one-second tick; the
+ * phase's measured length is what rates are taken over): each response is recorded as it arrives;
+ * requests still in flight at the end are dropped by autocannon (at most `concurrency`, neither
+ * counted nor timed).
  */
 async function autocannonPhase(options: LoadOptions, request: FixedRequest, seconds: number): Promise<Phase> {
+  options.signal?.throwIfAborted();
   const recorder = phaseRecorder(options);
   const cpu = startCpuMeter(options.serverPid);
   const started = performance.now();
   const verify = request.verifyBody;
   await new Promise<void>((resolve, reject) => {
+    const stop = () => instance.stop();
     const instance = autocannon({
       url: request.url, method: request.method, headers: request.headers, body: request.body,
-      connections: options.concurrency, duration: seconds,
+      connections: options.concurrency, duration: Math.max(1, Math.round(seconds)),
       ...(verify ? { verifyBody: (body: string) => verify.test(body) } : {}),
-    }, (error) => (error ? reject(error) : resolve()));
+    }, (error) => {
+      options.signal?.removeEventListener('abort', stop);
+      if (error) reject(error);
+      else resolve();
+    });
     instance.on('response', (_client, status, _bytes, milliseconds) => recorder.status(milliseconds, status));
     // Emitted right after the same response's 'response' event.
     instance.on('reqMismatch', () => recorder.refuseLast(verify!.mismatch));
     // Connection errors and timeouts complete no response.
     instance.on('reqError', (error) => recorder.failed(`${error.name}: ${error.message}`));
-    options.signal?.addEventListener('abort', () => instance.stop(), { once: true });
+    options.signal?.addEventListener('abort', stop, { once: true });
   });
   return recorder.phase((performance.now() - started) / 1000, false, cpu());
 }

@@ -7,6 +7,7 @@ import { DomainError } from '../kernel/errors';
 import { apiAudience, limits, type ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, Random } from '../kernel/ports';
 import { sha256 } from '../kernel/secrets';
+import { sharedReads } from '../kernel/cache';
 
 const encodeJson = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
@@ -81,6 +82,17 @@ const GRANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Access tokens whose verification a process keeps (oldest dropped first); see verifyAccessToken. */
 export const VERIFIED_TOKENS_MAX = 5_000;
+/**
+ * Longer tokens (delegation chains nested deep) are checked in full on every use, so what the
+ * kept tokens take stays bounded whatever a token holds.
+ */
+export const VERIFIED_TOKEN_MAX_LENGTH = 2_048;
+
+/** Freezes an object and every object in it (an `act` chain): kept claims are shared by every later use. */
+function deepFrozen<T extends object>(value: T): T {
+  for (const member of Object.values(value)) if (member !== null && typeof member === 'object') deepFrozen(member as object);
+  return Object.freeze(value);
+}
 
 /** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned; a refusal is invalid_token. */
 export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
@@ -103,30 +115,9 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
   // ring (a retired key's tokens are refused from the next key reload on, as on a full check). The
   // key is the token's SHA-256, so a look-up's timing tells nothing about a token's bytes; only
   // tokens that verified are kept, so bad tokens cannot fill it.
-  type Verified = { claims: AccessTokenClaims; kid: string; exp: number };
-  const verified = new Map<string, Verified>();
+  const verified = new Map<string, { claims: AccessTokenClaims; kid: string }>();
 
-  async function stillValid(entry: Verified): Promise<boolean> {
-    // jose's rule: expired once exp <= now, in whole seconds.
-    if (entry.exp <= Math.floor(clock.now() / 1000)) return false;
-    await keySet(entry.kid);
-    return cache!.kids.has(entry.kid);
-  }
-
-  function remember(cacheKey: string, claims: AccessTokenClaims, kid: unknown) {
-    if (typeof kid !== 'string' || typeof claims.exp !== 'number') return;
-    if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value!);
-    verified.set(cacheKey, { claims, kid, exp: claims.exp });
-  }
-
-  return async function verifyAccessToken(token: string): Promise<AccessTokenClaims> {
-    const cacheKey = sha256(token);
-    const known = verified.get(cacheKey);
-    if (known) {
-      if (await stillValid(known)) return known.claims;
-      // Checked in full below, which refuses it with the right reason.
-      verified.delete(cacheKey);
-    }
+  async function verifyInFull(token: string, cacheKey: string): Promise<AccessTokenClaims> {
     try {
       const { payload, protectedHeader } = await jwtVerify(token, (header, jws) => keySet(header.kid).then((jwks) => jwks(header, jws)), {
         algorithms: ['EdDSA'],
@@ -140,9 +131,11 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
         || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)))) {
         throw invalidToken('the access token has malformed claims');
       }
-      // Shared by every later use of the token: nobody may change it.
-      const claims = Object.freeze(payload) as AccessTokenClaims;
-      remember(cacheKey, claims, protectedHeader.kid);
+      const claims = deepFrozen(payload) as AccessTokenClaims;
+      if (typeof protectedHeader.kid === 'string' && token.length <= VERIFIED_TOKEN_MAX_LENGTH) {
+        if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value!);
+        verified.set(cacheKey, { claims, kid: protectedHeader.kid });
+      }
       return claims;
     } catch (error) {
       if (error instanceof DomainError) throw error;
@@ -150,6 +143,25 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
       if (error instanceof joseErrors.JOSEError || error instanceof TypeError) throw invalidToken('the access token is invalid');
       throw error;
     }
+  }
+  // The first uses of a token that arrive together (a client's parallel calls) share one check.
+  const firstUse = sharedReads(verifyInFull, (_token, cacheKey) => cacheKey);
+
+  return async function verifyAccessToken(token: string): Promise<AccessTokenClaims> {
+    const cacheKey = sha256(token);
+    const known = verified.get(cacheKey);
+    if (known) {
+      // jose's rule, as in the full check: expired once exp <= now, in whole seconds (exp is required there).
+      if (known.claims.exp! <= epochSeconds(clock.now())) {
+        verified.delete(cacheKey);
+        throw invalidToken('the access token expired');
+      }
+      await keySet(known.kid);
+      if (cache!.kids.has(known.kid)) return known.claims;
+      // Its key was retired: the full check refuses it, with the reason.
+      verified.delete(cacheKey);
+    }
+    return firstUse(token, cacheKey);
   };
 }
 
