@@ -1,7 +1,7 @@
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
 import { oauthModule, tokenEndpointGrantTypes, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
-import { publicJson } from './http';
+import { ANY_ORIGIN, publicJson } from './http';
 import { lambdaHandler } from './runtime';
 
 // OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
@@ -42,7 +42,7 @@ export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.
     '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await oauth.publicKeys() }, 300) },
-  });
+  }, { errorHeaders: ANY_ORIGIN });
 }
 
 export const handler = lambdaHandler(discoveryModules, createDiscoveryHandler, {});

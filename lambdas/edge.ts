@@ -53,11 +53,11 @@ export interface EdgeOptions {
   errorPage?: (error: DomainError, status: number) => HttpResult;
   /** The realm of this route group's challenges (`WWW-Authenticate: Bearer realm="…"`). */
   realm?: string;
-  /** Headers every refusal of this group carries besides (CORS on the public API). */
+  /** Headers every refusal and failure of this group carries besides (CORS on the public endpoints). */
   errorHeaders?: Record<string, string>;
 }
 
-const jsonServerError = () => json(500, { error: 'server_error', error_description: 'the service failed; try again' });
+const jsonServerError = (headers?: Record<string, string>) => json(500, { error: 'server_error', error_description: 'the service failed; try again' }, headers);
 
 export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
   // CloudWatch EMF metrics per route: requests and their outcome class (none without METRICS_NAMESPACE).
@@ -72,15 +72,15 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
     try {
       const methods = routes[resource];
       const route = methods?.[event.httpMethod as 'GET' | 'POST'];
-      if (!methods) result = json(404, { error: 'not_found', error_description: 'no such endpoint' });
-      else if (!route) result = methodNotAllowed(Object.keys(methods));
+      if (!methods) result = json(404, { error: 'not_found', error_description: 'no such endpoint' }, options.errorHeaders);
+      else if (!route) result = methodNotAllowed(Object.keys(methods), options.errorHeaders);
       else result = await route(event);
     } catch (error) {
       if (error instanceof DomainError) {
         result = options.errorPage ? options.errorPage(error, httpStatus(error)) : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders);
       } else {
         log.error('request failed', { resource, method: event.httpMethod, error: error as Error });
-        result = (options.serverError ?? jsonServerError)();
+        result = options.serverError ? options.serverError() : jsonServerError(options.errorHeaders);
       }
     }
     metrics.record(resource, result.statusCode);

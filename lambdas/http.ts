@@ -115,6 +115,9 @@ export function json(statusCode: number, body: unknown, headers: Record<string, 
   };
 }
 
+/** Answers of public data (no credential involved): readable from any origin, refusals and failures included. */
+export const ANY_ORIGIN = { 'Access-Control-Allow-Origin': '*' } as const;
+
 /** Public, cacheable JSON (discovery documents and keys): the one exception to no-store. */
 export function publicJson(body: unknown, maxAgeSeconds: number): HttpResult {
   return {
@@ -123,7 +126,7 @@ export function publicJson(body: unknown, maxAgeSeconds: number): HttpResult {
       ...BASE_HEADERS,
       'Cache-Control': `public, max-age=${maxAgeSeconds}`,
       'Content-Type': 'application/json',
-      'Access-Control-Allow-Origin': '*',
+      ...ANY_ORIGIN,
     },
     body: JSON.stringify(body),
   };
@@ -220,5 +223,5 @@ export function errorResult(error: DomainError, realm: string, headers: Record<s
   return json(httpStatus(error), { error: errorCode(error), error_description: error.message }, extra);
 }
 
-export const methodNotAllowed = (allowed: string[]): HttpResult =>
-  json(405, { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` }, { Allow: allowed.join(', ') });
+export const methodNotAllowed = (allowed: string[], headers: Record<string, string> = {}): HttpResult =>
+  json(405, { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` }, { ...headers, Allow: allowed.join(', ') });

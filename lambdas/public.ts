@@ -7,7 +7,7 @@ import { DomainError } from '../core/kernel/errors';
 import { optionalParam } from '../core/kernel/params';
 import { directoryModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
-import { json, queryParams, type HttpEvent, type HttpResult } from './http';
+import { ANY_ORIGIN, json, queryParams, type HttpEvent, type HttpResult } from './http';
 import { lambdaHandler } from './runtime';
 
 // The public, read-only endpoints (spec 4.4): no credential, limited per client IP.
@@ -24,10 +24,8 @@ export interface PublicOptions {
   limiter?: RateLimiter;
 }
 
-const CORS = { 'Access-Control-Allow-Origin': '*' };
-
 const cacheable = (body: unknown, maxAgeSeconds: number): HttpResult =>
-  json(200, body, { ...CORS, 'Cache-Control': maxAgeSeconds >= 1 ? `public, max-age=${maxAgeSeconds}` : 'no-store' });
+  json(200, body, { ...ANY_ORIGIN, 'Cache-Control': maxAgeSeconds >= 1 ? `public, max-age=${maxAgeSeconds}` : 'no-store' });
 
 /** One parameter, at most once (a repeated one is a 400 like everywhere else). */
 const param = (event: HttpEvent, name: string): string | undefined => optionalParam(queryParams(event), name);
@@ -62,7 +60,7 @@ export function createPublicHandler({ directory }: Pick<Modules, 'directory'>, o
         capability: param(event, 'capability'), pageToken: param(event, 'page_token'), pageSize: param(event, 'page_size'),
       }), directoryLimits.discoverMaxAge)),
     },
-  }, { errorHeaders: CORS });
+  }, { errorHeaders: ANY_ORIGIN });
 }
 
 // discover's page_token needs the page-token key: without it the function fails at once, not at the first paged request.
