@@ -17,9 +17,9 @@ export function freshIp(): string {
 }
 
 /** GET `path` (with query) from source address `ip` (a fresh one by default). */
-export function publicGet(service: TestService, path: string, options: { ip?: string; method?: string; headers?: Record<string, string> } = {}): Promise<PublicReply> {
+export function publicGet(service: TestService, path: string, options: { ip?: string; method?: string } = {}): Promise<PublicReply> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: service.port, path, method: options.method ?? 'GET', headers: options.headers, localAddress: options.ip ?? freshIp(), agent: false }, (response) => {
+    const req = request({ host: '127.0.0.1', port: service.port, path, method: options.method ?? 'GET', localAddress: options.ip ?? freshIp(), agent: false }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {
