@@ -1,14 +1,14 @@
-import { RemovalPolicy } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, type StreamViewType } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../core/tables';
+import { statefulRemovalPolicy } from './util';
 
 // Every DynamoDB table of core/tables.ts (the one definition the local bootstrap uses too):
 // on-demand, string keys, the GSIs and TTL attribute as defined, point-in-time recovery on.
 
 export interface DataProps {
   readonly tablePrefix: string;
-  /** Retain tables on stack deletion and turn deletion protection on (production). */
+  /** Retain tables on updates and deletes, not after a failed create (lib/util.ts statefulRemovalPolicy). */
   readonly retain: boolean;
   readonly deletionProtection: boolean;
   /** DynamoDB Streams of these tables (the messages table's feeds the wake-up relay, lib/wakeup-relay.ts). */
@@ -37,7 +37,7 @@ export class Data extends Construct {
         ...(props.streams?.[key] ? { stream: props.streams[key] } : {}),
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
         deletionProtection: props.deletionProtection,
-        removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+        removalPolicy: statefulRemovalPolicy(props.retain),
       });
       for (const index of definition.indexes ?? []) {
         table.addGlobalSecondaryIndex({

@@ -19,7 +19,7 @@ import { access, type ComputeUnit } from './access';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
 import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
-import { logRetention, nodejsFunctionProps } from './util';
+import { logRetention, nodejsFunctionProps, statefulRemovalPolicy } from './util';
 import { ApiFirewall } from './waf';
 
 // The HTTP face: an API Gateway REST API (WAF attaches to REST APIs, not HTTP APIs) with every
@@ -52,7 +52,7 @@ export class HttpApi extends Construct {
     const { config } = props;
     const stack = Stack.of(this);
     const prefix = `svcnum-${config.name}`;
-    const removalPolicy = config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+    const removalPolicy = statefulRemovalPolicy(config.retainData);
     const customDomain = config.http.customDomain;
 
     const accessLogs = new LogGroup(this, 'AccessLogs', {

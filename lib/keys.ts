@@ -1,8 +1,9 @@
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
 import { keyActions, type ComputeAccess, type KeyUse, type MacAction } from './access';
+import { statefulRemovalPolicy } from './util';
 
 // The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
 // leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
@@ -30,7 +31,7 @@ export class SigningKeys extends Construct {
         keyUsage: KeyUsage.SIGN_VERIFY,
         // Asymmetric keys cannot rotate automatically; rotation is by adding a version.
         enableKeyRotation: false,
-        removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+        removalPolicy: statefulRemovalPolicy(props.retain),
         pendingWindow: Duration.days(props.retain ? 30 : 7),
       });
       new Alias(this, `Alias-${version}`, { aliasName: `alias/svcnum-${props.environment}/signing-${version}`, targetKey: key });
@@ -94,7 +95,7 @@ export class HmacKey extends Construct {
       keyUsage: KeyUsage.GENERATE_VERIFY_MAC,
       // KMS cannot rotate HMAC keys automatically (cdk-nag's KMS5 applies to symmetric encryption keys only).
       enableKeyRotation: false,
-      removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+      removalPolicy: statefulRemovalPolicy(props.retain),
       pendingWindow: Duration.days(props.retain ? 30 : 7),
     });
     this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/${props.name}`, targetKey: this.key });

@@ -18,6 +18,7 @@ import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
 import type { RouteGroup } from '../lambdas/manifest';
 import type { EnvironmentConfig } from './config';
+import { statefulRemovalPolicy } from './util';
 import type { WakeupEngine } from './wakeup-engine';
 
 // Alarms (to one SNS topic, mailed to the configured addresses) and one dashboard per environment.
@@ -72,6 +73,7 @@ export class Monitoring extends Construct {
     const topicKey = new Key(this, 'TopicKey', {
       description: `${prefix}: encrypts the alarm topic`,
       enableKeyRotation: true,
+      removalPolicy: statefulRemovalPolicy(config.retainData),
     });
     topicKey.addToResourcePolicy(new PolicyStatement({
       principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],

@@ -1,4 +1,4 @@
-import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import {
   FlowLogDestination, FlowLogTrafficType, GatewayVpcEndpointAwsService, InterfaceVpcEndpointAwsService, IpAddresses, Peer, Port,
   SecurityGroup, SubnetType, Vpc,
@@ -22,7 +22,7 @@ import { access } from './access';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
 import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
-import { logRetention, repoRoot } from './util';
+import { logRetention, repoRoot, statefulRemovalPolicy } from './util';
 import type { WakeupEngine } from './wakeup-engine';
 
 // The provisioning face: the grpc-js server (grpc-service/) as a Fargate service behind an
@@ -68,7 +68,7 @@ export class Provisioning extends Construct {
     const p = config.provisioning;
     const stack = Stack.of(this);
     const prefix = `svcnum-${config.name}`;
-    const removalPolicy = config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+    const removalPolicy = statefulRemovalPolicy(config.retainData);
 
     const flowLogs = new LogGroup(this, 'FlowLogs', { retention: logRetention(config.logRetentionDays), removalPolicy });
     this.vpc = new Vpc(this, 'Vpc', {
@@ -202,8 +202,9 @@ export class Provisioning extends Construct {
       objectOwnership: ObjectOwnership.BUCKET_OWNER_ENFORCED,
       enforceSSL: true,
       lifecycleRules: [{ expiration: Duration.days(config.logRetentionDays) }],
-      // Kept when the stack goes: access logs are audit records (the lifecycle rule expires them).
-      removalPolicy: RemovalPolicy.RETAIN,
+      // Production keeps its access logs (audit records; the lifecycle rule expires them). The
+      // sandbox's go with the stack: empty the bucket first (docs/deploying.md, "Operate").
+      removalPolicy,
     });
 
     this.loadBalancer = new NetworkLoadBalancer(this, 'Nlb', {

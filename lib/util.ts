@@ -12,6 +12,14 @@ import type { EnvironmentConfig, LogRetentionDays } from './config';
 /** The repository root: Lambda entries, package-lock.json and the Docker build context. */
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
+/**
+ * What becomes of a stateful resource (table, KMS key, log group, bucket) when the stack or the
+ * resource goes. Retained ones survive updates and deletes but not a failed create
+ * (CloudFormation `RetainExceptOnCreate`): a first deploy that rolls back leaves nothing behind
+ * whose fixed name would make the retry fail with "already exists". The rest is deleted.
+ */
+export const statefulRemovalPolicy = (retain: boolean) => (retain ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE : RemovalPolicy.DESTROY);
+
 /** RetentionDays' values are the day counts themselves; config.ts only allows valid ones. */
 export const logRetention = (days: LogRetentionDays) => days as unknown as RetentionDays;
 
@@ -19,7 +27,7 @@ export const logRetention = (days: LogRetentionDays) => days as unknown as Reten
 export const functionLogGroup = (scope: Construct, id: string, name: string, config: Pick<EnvironmentConfig, 'logRetentionDays' | 'retainData'>) => new LogGroup(scope, id, {
   logGroupName: `/aws/lambda/${name}`,
   retention: logRetention(config.logRetentionDays),
-  removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+  removalPolicy: statefulRemovalPolicy(config.retainData),
 });
 
 /** What every Node.js function of ours shares: Node 22 on arm64, bundled as lib/bundling.ts says, with its own role and log group. */

@@ -1,10 +1,10 @@
-import { ArnFormat, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { ArnFormat, Stack } from 'aws-cdk-lib';
 import type { Stage } from 'aws-cdk-lib/aws-apigateway';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import type { EnvironmentConfig } from './config';
-import { logRetention } from './util';
+import { logRetention, statefulRemovalPolicy } from './util';
 
 // The regional WAF web ACL in front of the REST API stage: per-IP rate rules (public endpoints,
 // sign-in form posts, the sign-in page, any path) answering 429 with Retry-After, AWS's managed
@@ -162,7 +162,7 @@ export class ApiFirewall extends Construct {
     const wafLogs = new LogGroup(this, 'WafLogs', {
       logGroupName: `aws-waf-logs-${prefix}`,
       retention: logRetention(config.logRetentionDays),
-      removalPolicy: config.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+      removalPolicy: statefulRemovalPolicy(config.retainData),
     });
     const logging = new CfnLoggingConfiguration(this, 'WafLogging', {
       resourceArn: acl.attrArn,

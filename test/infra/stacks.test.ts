@@ -79,16 +79,22 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       }
     });
 
-    it(environment === 'production' ? 'retains and deletion-protects every table' : 'lets the sandbox tables go with the stack', () => {
-      for (const table of Object.values(resources(template(), 'AWS::DynamoDB::Table'))) {
-        if (environment === 'production') {
-          expect(table.DeletionPolicy).toBe('Retain');
-          expect(table.UpdateReplacePolicy).toBe('Retain');
-          expect(table.Properties!.DeletionProtectionEnabled).toBe(true);
-        } else {
-          expect(table.DeletionPolicy).toBe('Delete');
-          expect(table.Properties!.DeletionProtectionEnabled).toBe(false);
+    it(environment === 'production'
+      ? 'retains every table, log group, key and bucket except after a failed create (a first deploy can be retried); tables deletion-protected'
+      : 'lets every sandbox table, log group, key and bucket go with the stack', () => {
+      const stateful = ['AWS::DynamoDB::Table', 'AWS::Logs::LogGroup', 'AWS::KMS::Key', 'AWS::S3::Bucket'];
+      const expected = environment === 'production'
+        ? { DeletionPolicy: 'RetainExceptOnCreate', UpdateReplacePolicy: 'Retain' }
+        : { DeletionPolicy: 'Delete', UpdateReplacePolicy: 'Delete' };
+      for (const type of stateful) {
+        const found = Object.entries(resources(template(), type));
+        expect(found.length, type).toBeGreaterThan(0);
+        for (const [id, resource] of found) {
+          expect({ DeletionPolicy: resource.DeletionPolicy, UpdateReplacePolicy: resource.UpdateReplacePolicy }, `${type} ${id}`).toStrictEqual(expected);
         }
+      }
+      for (const table of Object.values(resources(template(), 'AWS::DynamoDB::Table'))) {
+        expect(table.Properties!.DeletionProtectionEnabled).toBe(environment === 'production');
       }
     });
   });
