@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { App, Validations, type AppProps } from 'aws-cdk-lib';
+import { BUNDLING_STACKS } from 'aws-cdk-lib/cx-api';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { environmentConfig, environmentNames, type EnvironmentConfig, type EnvironmentName } from './config';
+import { environmentNames, type EnvironmentConfig, type EnvironmentName } from './config';
 import { ServiceStack } from './service-stack';
+import { resolveConfigs, SETTINGS_CONTEXT_KEY } from './settings';
 import { repoRoot } from './util';
 
 /** The feature flags of cdk.json: the CLI and the tests synthesize with the same ones. */
@@ -13,21 +15,33 @@ export function cdkJsonContext(): Record<string, unknown> {
 }
 
 export interface ServiceAppOptions extends AppProps {
-  /** Configuration per environment (default: lib/config.ts for the process environment). */
+  /**
+   * Configuration per environment (tests). Without it, the settings file that the context key
+   * `settings` names (lib/settings.ts), read and validated before any construct exists.
+   */
   readonly configs?: Partial<Record<EnvironmentName, EnvironmentConfig>>;
   /** Run the cdk-nag AwsSolutions pack (default true). */
   readonly nag?: boolean;
-  /** Which stacks to build (default: both). */
+  /** Which stacks to build (default: those with a configuration). */
   readonly environments?: readonly EnvironmentName[];
 }
 
-/** The CDK app: one stack per environment, `svcnum-sandbox` and `svcnum-production`. */
+/** The CDK app: one stack per configured environment, `svcnum-sandbox` and `svcnum-production`. */
 export function createServiceApp(options: ServiceAppOptions = {}) {
-  const { configs = {}, nag = true, environments = environmentNames, ...appProps } = options;
+  const { configs: given, nag = true, environments, ...appProps } = options;
   const app = new App({ ...appProps, context: { ...cdkJsonContext(), ...appProps.context } });
+  let configs = given;
+  if (!configs) {
+    const selection = app.node.tryGetContext(BUNDLING_STACKS) as string[] | undefined;
+    const resolved = resolveConfigs(app.node.tryGetContext(SETTINGS_CONTEXT_KEY) as string | undefined, selection);
+    for (const line of resolved.skipped) process.stderr.write(`${line}\n`);
+    configs = resolved.configs;
+  }
   const stacks = {} as Record<EnvironmentName, ServiceStack>;
-  for (const name of environments) {
-    stacks[name] = new ServiceStack(app, { config: configs[name] ?? environmentConfig(name) });
+  for (const name of environments ?? environmentNames.filter((environment) => configs[environment])) {
+    const config = configs[name];
+    if (!config) throw new Error(`no configuration for ${name}`);
+    stacks[name] = new ServiceStack(app, { config });
   }
   // cdk-nag 3: a policy validation plugin; any unacknowledged finding fails the synth.
   if (nag) Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));

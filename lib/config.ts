@@ -1,10 +1,14 @@
 // The one typed configuration of each deployed environment. Plain data (no aws-cdk-lib import), so
 // the admin CLI and the benchmarks can read it without loading the CDK.
 //
-// Values marked PLACEHOLDER let `cdk synth` run offline; set real ones before `cdk deploy`
-// (docs/deploying.md). The stack warns at synth while a placeholder is left.
+// Two sources, no placeholders: what an operator must choose (account, region, domains and
+// certificates, alarm destinations, allowed CIDRs, the public function's reserved concurrency)
+// comes from the settings file the CDK context names (lib/settings.ts; docs/deploying.md,
+// "2. Configure"), with no defaults; everything else (sizes, limits, retention, protection) is
+// fixed per environment below.
 
 import type { RouteGroup } from '../lambdas/manifest';
+import type { EnvironmentSettings } from './settings';
 
 export const environmentNames = ['sandbox', 'production'] as const;
 export type EnvironmentName = (typeof environmentNames)[number];
@@ -57,6 +61,12 @@ export interface CustomDomain {
 export interface FunctionSettings {
   readonly memoryMiB: number;
   readonly timeoutSeconds: number;
+  /**
+   * Reserved concurrency: at most this many instances, and never fewer available (the account's
+   * unreserved pool must keep 100). Set on `public` (settings: publicReservedConcurrency), so that
+   * unauthenticated calls cannot take the concurrency of sign-in and tokens.
+   */
+  readonly reservedConcurrency?: number;
 }
 
 export interface EnvironmentConfig {
@@ -160,6 +170,8 @@ export interface EnvironmentConfig {
   readonly alarms: {
     /** Each address gets an SNS email subscription (confirm the mail once). */
     readonly emails: readonly string[];
+    /** Each URL (a paging service's webhook) gets an SNS HTTPS subscription (it confirms once). */
+    readonly httpsEndpoints: readonly string[];
     /** Existing SNS topics (chat, paging) that also receive every alarm. */
     readonly topicArns: readonly string[];
     /** API Gateway 5xx answers, percent of requests over 5 minutes. */
@@ -170,44 +182,35 @@ export interface EnvironmentConfig {
     readonly tokenP99Ms: number;
   };
 
-  /** Retain tables, keys and logs when the stack or a resource is deleted. */
+  /**
+   * Keep tables, keys, log groups and the log bucket on updates and deletes, but not after a failed
+   * create (lib/util.ts statefulRemovalPolicy).
+   */
   readonly retainData: boolean;
   /** DynamoDB and NLB deletion protection. */
   readonly deletionProtection: boolean;
 }
 
-const PLACEHOLDER_ACCOUNT = '123456789012';
-export const PLACEHOLDER_CERTIFICATE_ID = '00000000-0000-0000-0000-000000000000';
-
-const certificate = (account: string, region: string) =>
-  `arn:aws:acm:${region}:${account}:certificate/${PLACEHOLDER_CERTIFICATE_ID}`;
-
-/** Where each environment lives unless SVCNUM_<ENV>_REGION says otherwise. */
-const DEFAULT_REGION: Record<EnvironmentName, string> = { sandbox: 'eu-central-1', production: 'eu-central-1' };
-
 /**
- * The account comes from SVCNUM_<ENV>_ACCOUNT, else the CDK CLI's CDK_DEFAULT_ACCOUNT (the
- * credentials in use), else a placeholder so that synth works anywhere. The region is
- * SVCNUM_<ENV>_REGION or the default above, deliberately not CDK_DEFAULT_REGION: the CLI always
- * sets that one (us-east-1 without a profile), which would silently move an environment.
+ * An environment's configuration: the operator's settings (lib/settings.ts, validated) and the
+ * fixed values of that environment.
  */
-function target(environment: EnvironmentName, env: Record<string, string | undefined>) {
-  const upper = environment.toUpperCase();
-  const account = env[`SVCNUM_${upper}_ACCOUNT`] || env.CDK_DEFAULT_ACCOUNT || PLACEHOLDER_ACCOUNT;
-  const region = env[`SVCNUM_${upper}_REGION`] || DEFAULT_REGION[environment];
-  return { account, region };
-}
-
-export function environmentConfig(environment: EnvironmentName, env: Record<string, string | undefined> = process.env): EnvironmentConfig {
-  const { account, region } = target(environment, env);
-  const config: Record<EnvironmentName, EnvironmentConfig> = {
-    sandbox: {
+export function environmentConfig(environment: EnvironmentName, settings: EnvironmentSettings): EnvironmentConfig {
+  const { account, region, availabilityZones, api, grpc, alarms: destinations } = settings;
+  const provisioningEndpoint = {
+    domainName: grpc.domainName,
+    certificateArn: grpc.certificateArn,
+    ...(grpc.hostedZone ? { hostedZone: grpc.hostedZone } : {}),
+    allowedCidrs: grpc.allowedCidrs,
+  };
+  const alarmDestinations = { emails: destinations.emails ?? [], httpsEndpoints: destinations.httpsEndpoints ?? [], topicArns: destinations.topicArns ?? [] };
+  const target = { account, region, ...(availabilityZones ? { availabilityZones } : {}) };
+  const config: Record<EnvironmentName, () => EnvironmentConfig> = {
+    sandbox: () => ({
       name: 'sandbox',
-      account,
-      region,
+      ...target,
       http: {
-        // PLACEHOLDER domain and certificate.
-        customDomain: { domainName: 'id.sandbox.svcnum.example', certificateArn: certificate(account, region) },
+        ...(api ? { customDomain: api } : {}),
         stageName: 'v1',
         throttle: { rateLimit: 100, burstLimit: 200 },
         tracing: true,
@@ -218,17 +221,14 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           token: { memoryMiB: 512, timeoutSeconds: 6 },
           userinfo: { memoryMiB: 256, timeoutSeconds: 5 },
           discovery: { memoryMiB: 256, timeoutSeconds: 5 },
-          public: { memoryMiB: 256, timeoutSeconds: 5 },
+          public: { memoryMiB: 256, timeoutSeconds: 5, reservedConcurrency: settings.publicReservedConcurrency },
           messages: { memoryMiB: 512, timeoutSeconds: 6 },
         },
       },
       waf: { publicApiRateLimit: 1500, signInRateLimit: 100, signInPageRateLimit: 300, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
-        // PLACEHOLDER domain and certificate.
-        domainName: 'grpc.sandbox.svcnum.example',
-        certificateArn: certificate(account, region),
-        allowedCidrs: ['0.0.0.0/0'],
+        ...provisioningEndpoint,
         cpu: 256,
         memoryMiB: 512,
         minTasks: 1,
@@ -243,17 +243,16 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
       agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 14,
       logLevel: 'DEBUG',
-      alarms: { emails: ['svcnum-sandbox-alarms@example.com'], topicArns: [], api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
+      alarms: { ...alarmDestinations, api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
       retainData: false,
       deletionProtection: false,
-    },
-    production: {
+    }),
+    production: () => ({
       name: 'production',
-      account,
-      region,
+      ...target,
       http: {
-        // PLACEHOLDER domain and certificate.
-        customDomain: { domainName: 'id.svcnum.example', certificateArn: certificate(account, region) },
+        // Required in production's settings (people sign in here).
+        customDomain: api!,
         stageName: 'v1',
         throttle: { rateLimit: 1000, burstLimit: 2000 },
         tracing: true,
@@ -262,17 +261,14 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
           token: { memoryMiB: 1024, timeoutSeconds: 6 },
           userinfo: { memoryMiB: 512, timeoutSeconds: 5 },
           discovery: { memoryMiB: 256, timeoutSeconds: 5 },
-          public: { memoryMiB: 512, timeoutSeconds: 5 },
+          public: { memoryMiB: 512, timeoutSeconds: 5, reservedConcurrency: settings.publicReservedConcurrency },
           messages: { memoryMiB: 1024, timeoutSeconds: 6 },
         },
       },
       waf: { publicApiRateLimit: 1500, signInRateLimit: 100, signInPageRateLimit: 300, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
-        // PLACEHOLDER domain and certificate.
-        domainName: 'grpc.svcnum.example',
-        certificateArn: certificate(account, region),
-        allowedCidrs: ['0.0.0.0/0'],
+        ...provisioningEndpoint,
         cpu: 512,
         memoryMiB: 1024,
         minTasks: 2,
@@ -286,12 +282,12 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
       agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 365,
       logLevel: 'INFO',
-      alarms: { emails: ['svcnum-oncall@example.com'], topicArns: [], api5xxPercent: 1, lambdaErrors: 1, tokenP99Ms: 1000 },
+      alarms: { ...alarmDestinations, api5xxPercent: 1, lambdaErrors: 1, tokenP99Ms: 1000 },
       retainData: true,
       deletionProtection: true,
-    },
+    }),
   };
-  return validate(config[environment]);
+  return validate(config[environment]());
 }
 
 /** The configuration mistakes that would only show at deploy time (or in production). */
@@ -316,10 +312,14 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
     if (settings.timeoutSeconds > 29) problems.push(`${group}: API Gateway waits at most 29 s, so a longer timeout is pointless`);
   }
   if (!Number.isInteger(config.wakeups.replicas) || config.wakeups.replicas < 0 || config.wakeups.replicas > 5) problems.push('wakeups.replicas must be a whole number 0-5');
+  for (const [what, domain] of [['api', config.http.customDomain], ['grpc', config.provisioning]] as const) {
+    const zone = domain?.hostedZone?.name.replace(/\.$/, '');
+    if (zone && domain && domain.domainName !== zone && !domain.domainName.endsWith(`.${zone}`)) problems.push(`${what}.domainName ${domain.domainName} is not in its hosted zone ${zone}`);
+  }
+  if (config.name === 'production' && !config.http.customDomain) problems.push('production needs http.customDomain (people sign in there)');
+  const reserved = config.http.functions.public.reservedConcurrency;
+  if (reserved !== undefined && (!Number.isInteger(reserved) || reserved < 1)) problems.push('http.functions.public.reservedConcurrency must be a whole number of at least 1');
   if (!/^cache\.[a-z0-9]+\.[a-z0-9]+$/.test(config.wakeups.nodeType)) problems.push(`wakeups.nodeType must be an ElastiCache node type (cache.<family>.<size>), got '${config.wakeups.nodeType}'`);
   if (problems.length) throw new Error(`configuration of ${config.name} is invalid:\n  ${problems.join('\n  ')}`);
   return config;
 }
-
-/** Whether a certificate ARN is still the placeholder of this file. */
-export const isPlaceholderCertificate = (arn: string) => arn.endsWith(`/${PLACEHOLDER_CERTIFICATE_ID}`);

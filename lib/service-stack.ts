@@ -2,7 +2,7 @@ import { Annotations, CfnOutput, Fn, Stack, Tags, type StackProps } from 'aws-cd
 import { StreamViewType } from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
 import { routeGroupNames } from '../lambdas/manifest';
-import { type EnvironmentConfig, isPlaceholderCertificate, outputNames, stackName, tablePrefix } from './config';
+import { type EnvironmentConfig, outputNames, stackName, tablePrefix } from './config';
 import { Data } from './data';
 import { functionServiceName, HttpApi } from './http-api';
 import { HmacKey, SigningKeys, type MacKeys } from './keys';
@@ -10,6 +10,7 @@ import { Monitoring } from './monitoring';
 import { applyNagSuppressions } from './nag';
 import { Provisioning, TASK_SERVICE_NAME } from './provisioning';
 import { PublishedPublicKeys } from './public-keys';
+import { exampleValues } from './settings';
 import { WakeupEngine } from './wakeup-engine';
 import { RELAY_SERVICE_NAME, WakeupRelay } from './wakeup-relay';
 
@@ -129,13 +130,11 @@ export class ServiceStack extends Stack {
     output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
     output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
 
-    // Offline synth needs placeholders; deploying them would fail late, so say so early.
-    const placeholders = [
-      config.http.customDomain && isPlaceholderCertificate(config.http.customDomain.certificateArn) ? 'http.customDomain.certificateArn' : undefined,
-      isPlaceholderCertificate(config.provisioning.certificateArn) ? 'provisioning.certificateArn' : undefined,
-    ].filter(Boolean);
-    if (placeholders.length) {
-      Annotations.of(this).addWarningV2('svcnum:placeholder-config', `lib/config.ts (${config.name}): ${placeholders.join(', ')} still a placeholder; set real values before cdk deploy`);
+    // Example values would only fail at deploy time (or page nobody): say so at synth. Production's
+    // settings refuse them outright (lib/settings.ts) unless they come from the committed example.
+    const examples = exampleValues(config);
+    if (examples.length) {
+      Annotations.of(this).addWarningV2('svcnum:example-settings', `settings of ${config.name} that look like examples: ${examples.join(', ')}; put real values in your settings file before cdk deploy`);
     }
 
     applyNagSuppressions(this, config);

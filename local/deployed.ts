@@ -4,7 +4,8 @@ import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient } from '../core/adapters/dynamo-schema';
 import type { Store } from '../core/store';
 import { tableNames, type TableNames } from '../core/tables';
-import { environmentConfig, outputNames, stackName, type EnvironmentName } from '../lib/config';
+import { outputNames, stackName, type EnvironmentName } from '../lib/config';
+import { SETTINGS_VARIABLE, settingsRegion } from '../lib/settings';
 
 // The admin CLI against a deployed environment (`--env sandbox|production`): the table names
 // come from the stack's outputs (DescribeStacks on svcnum-<env>), never from a guess, and the
@@ -22,13 +23,18 @@ export interface DeployedEnvironment {
 export interface DeployedOptions {
   /** A CloudFormation client (tests); by default one for `region`. */
   cloudFormation?: CloudFormationClient;
-  /** Where the stack is: AWS_REGION, else AWS_DEFAULT_REGION, else lib/config.ts. */
+  /** Where the stack is: AWS_REGION, else AWS_DEFAULT_REGION, else the settings file's region. */
   region?: string;
 }
 
-/** The region to look for an environment's stack in. */
+/**
+ * The region to look for an environment's stack in: AWS_REGION, else AWS_DEFAULT_REGION, else the
+ * environment's region in the settings file that SVCNUM_SETTINGS or cdk.json's `settings` names.
+ */
 export function deployedRegion(environment: EnvironmentName, env: Record<string, string | undefined> = process.env): string {
-  return env.AWS_REGION || env.AWS_DEFAULT_REGION || environmentConfig(environment, env).region;
+  const region = env.AWS_REGION || env.AWS_DEFAULT_REGION || settingsRegion(environment, env);
+  if (!region) throw new Error(`--env ${environment}: which region? Set AWS_REGION, or name your settings file in ${SETTINGS_VARIABLE} (or "settings" in cdk.json)`);
+  return region;
 }
 
 const SETTLED = /_COMPLETE$/;

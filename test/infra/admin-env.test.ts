@@ -1,4 +1,7 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand, type Stack } from '@aws-sdk/client-cloudformation';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -90,10 +93,18 @@ describe('admin --env: the deployed environment from its stack outputs', () => {
     await expect(describeDeployedEnvironment('sandbox', { region: 'eu-west-1' })).rejects.toThrow('no usable TablePrefix output');
   });
 
-  it('looks for the stack in AWS_REGION, else AWS_DEFAULT_REGION, else the configured region', () => {
+  it('looks for the stack in AWS_REGION, else AWS_DEFAULT_REGION, else the region of the settings file SVCNUM_SETTINGS names', () => {
     expect(deployedRegion('sandbox', { AWS_REGION: 'us-east-2', AWS_DEFAULT_REGION: 'us-west-1' })).toBe('us-east-2');
     expect(deployedRegion('sandbox', { AWS_DEFAULT_REGION: 'us-west-1' })).toBe('us-west-1');
-    expect(deployedRegion('production', { SVCNUM_PRODUCTION_REGION: 'eu-north-1' })).toBe('eu-north-1');
+    const directory = mkdtempSync(join(tmpdir(), 'svcnum-admin-env-'));
+    try {
+      const settings = join(directory, 'settings.json');
+      writeFileSync(settings, JSON.stringify({ production: { region: 'eu-north-1' } }));
+      expect(deployedRegion('production', { SVCNUM_SETTINGS: settings })).toBe('eu-north-1');
+      expect(() => deployedRegion('sandbox', { SVCNUM_SETTINGS: settings })).toThrow('which region? Set AWS_REGION, or name your settings file in SVCNUM_SETTINGS');
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 });
 

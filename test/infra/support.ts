@@ -6,8 +6,10 @@ import { Template } from 'aws-cdk-lib/assertions';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import type { IConstruct } from 'constructs';
 import { createServiceApp } from '../../lib/app';
-import { environmentConfig, environmentNames, type EnvironmentConfig, type EnvironmentName } from '../../lib/config';
+import { environmentNames, type EnvironmentConfig, type EnvironmentName } from '../../lib/config';
+import { EXAMPLE_SETTINGS_FILE, resolveConfigs } from '../../lib/settings';
 import type { ServiceStack } from '../../lib/service-stack';
+import { repoRoot } from '../../lib/util';
 
 // One synthesis of both stacks per test file (bundling is the slow part), with the cdk-nag
 // AwsSolutions plugin on, exactly as `cdk synth` runs it.
@@ -21,11 +23,8 @@ export interface Synthesized {
   cleanup(): void;
 }
 
-/** The configuration as lib/config.ts gives it with no environment variables (placeholders). */
-export const testConfigs = (): Record<EnvironmentName, EnvironmentConfig> => ({
-  sandbox: environmentConfig('sandbox', {}),
-  production: environmentConfig('production', {}),
-});
+/** The configuration of both environments from the committed example settings (deploy/settings.example.json). */
+export const testConfigs = () => resolveConfigs(EXAMPLE_SETTINGS_FILE, ['**'], repoRoot).configs as Record<EnvironmentName, EnvironmentConfig>;
 
 export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> = testConfigs(), environments: readonly EnvironmentName[] = environmentNames): Synthesized {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-cdk-'));

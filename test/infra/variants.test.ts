@@ -19,7 +19,7 @@ beforeAll(() => {
     provisioning: {
       ...configs.sandbox.provisioning,
       allowedCidrs: ['203.0.113.0/24', '198.51.100.0/24'],
-      hostedZone: { id: 'Z0123456789ABCDEFGHIJ', name: 'svcnum.example' },
+      hostedZone: { id: 'Z0123456789ABCDEFGHIJ', name: 'example.com' },
     },
   });
   synth = synthesize({ ...configs, sandbox: config }, ['sandbox']);
@@ -64,7 +64,7 @@ describe('sandbox without a custom domain, during a key rotation', () => {
   it('opens the NLB to the configured CIDRs only and creates the DNS record', () => {
     const group = resources(template(), 'AWS::EC2::SecurityGroup')[logicalId(stack().node.findChild('Provisioning').node.findChild('NlbSecurityGroup'))]!;
     expect((group.Properties!.SecurityGroupIngress as Json[]).map((rule) => `${rule.CidrIp as string}:${rule.FromPort as number}`)).toStrictEqual(['203.0.113.0/24:443', '198.51.100.0/24:443']);
-    template().hasResourceProperties('AWS::Route53::RecordSet', { Name: 'grpc.sandbox.svcnum.example.', Type: 'A', HostedZoneId: 'Z0123456789ABCDEFGHIJ' });
+    template().hasResourceProperties('AWS::Route53::RecordSet', { Name: 'grpc.sandbox.example.com.', Type: 'A', HostedZoneId: 'Z0123456789ABCDEFGHIJ' });
   });
 
   it('has no X-Ray permission without tracing, and still passes cdk-nag without the tracing and EC23 acknowledgments', () => {
@@ -83,6 +83,7 @@ describe('configuration validation', () => {
     ['a retention CloudWatch does not offer', (c: EnvironmentConfig) => ({ ...c, logRetentionDays: 10 as never }), /logRetentionDays/],
     ['a timeout beyond API Gateway\'s 29 s', (c: EnvironmentConfig) => ({ ...c, http: { ...c.http, functions: { ...c.http.functions, token: { memoryMiB: 512, timeoutSeconds: 60 } } } }), /29 s/],
     ['a malformed account', (c: EnvironmentConfig) => ({ ...c, account: 'abc' }), /account/],
+    ['a domain outside its hosted zone', (c: EnvironmentConfig) => ({ ...c, provisioning: { ...c.provisioning, hostedZone: { id: 'Z0123456789ABCDEFGHIJ', name: 'svcnum.org' } } }), /not in its hosted zone/],
   ])('refuses %s', (_what, change, message) => {
     expect(() => validate(change(base()))).toThrow(message);
   });

@@ -10,8 +10,8 @@ import type { Metafile } from 'esbuild';
 import type { HttpEvent, HttpResult } from '../../lambdas/http';
 import { routeManifest, type RouteGroup } from '../../lambdas/manifest';
 import { createServiceApp } from '../../lib/app';
-import { environmentConfig } from '../../lib/config';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
+import { EXAMPLE_SETTINGS_FILE, resolveConfigs } from '../../lib/settings';
 import { repoRoot } from '../../lib/util';
 import { grpcImageEnvironment, grpcImageStages } from './grpc-image';
 
@@ -76,7 +76,7 @@ export function stackSettings(): StackSettings {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-artifacts-cdk-'));
   try {
     const { app, stacks } = createServiceApp({
-      outdir, nag: false, environments: ['sandbox'], configs: { sandbox: environmentConfig('sandbox', {}) },
+      outdir, nag: false, environments: ['sandbox'], configs: { sandbox: resolveConfigs(EXAMPLE_SETTINGS_FILE, ['svcnum-sandbox'], repoRoot).configs.sandbox! },
       context: { 'aws:cdk:bundling-stacks': [] },
     });
     const assembly = app.synth();
