@@ -1,27 +1,32 @@
-import { Duration } from 'aws-cdk-lib';
+import { AspectPriority, Aspects, Duration, Stack, type IAspect } from 'aws-cdk-lib';
 import type { RestApi } from 'aws-cdk-lib/aws-apigateway';
 import {
-  Alarm, AlarmStatusWidget, ComparisonOperator, Dashboard, GraphWidget, MathExpression, Metric, TextWidget, TreatMissingData,
+  Alarm, AlarmStatusWidget, ComparisonOperator, CompositeAlarm, Dashboard, GraphWidget, MathExpression, Metric, TextWidget, TreatMissingData,
   type IAlarmAction, type IMetric,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { Table } from 'aws-cdk-lib/aws-dynamodb';
 import type { FargateService } from 'aws-cdk-lib/aws-ecs';
 import type { NetworkLoadBalancer, NetworkTargetGroup } from 'aws-cdk-lib/aws-elasticloadbalancingv2';
+import { Rule } from 'aws-cdk-lib/aws-events';
+import { SnsTopic } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { FilterPattern, MetricFilter, type ILogGroup } from 'aws-cdk-lib/aws-logs';
-import { Topic } from 'aws-cdk-lib/aws-sns';
-import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
-import { Construct } from 'constructs';
+import { SubscriptionProtocol, Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import { Construct, type IConstruct } from 'constructs';
 import type { TableKey } from '../core/tables';
 import type { RouteGroup } from '../lambdas/manifest';
 import type { EnvironmentConfig } from './config';
 import { statefulRemovalPolicy } from './util';
 import type { WakeupEngine } from './wakeup-engine';
 
-// Alarms (to one SNS topic, mailed to the configured addresses) and one dashboard per environment.
+// Alarms and one dashboard per environment. Every alarm of the stack, wherever it is defined,
+// notifies one encrypted SNS topic (and the existing topics of the settings) on ALARM and on OK
+// (notifyOperators below); the topic mails the settings' addresses and calls their HTTPS endpoints.
+// ElastiCache's events reach the same topic through EventBridge.
 
 export interface MonitoringProps {
   readonly config: EnvironmentConfig;
@@ -56,11 +61,40 @@ export const DERIVED_MESSAGE_KINDS = ['auto_reply', 'forward'] as const;
 /** ElastiCache's connection limit per node (maxclients, not configurable): alarmed on at 80 %. */
 const ENGINE_MAX_CONNECTIONS = 65_000;
 
+/**
+ * What ElastiCache sends EventBridge directly (failovers and node replacements arrive as "Cache
+ * Updated"); not the snapshot events (the engine keeps none) nor CloudTrail's API calls.
+ */
+export const ENGINE_EVENT_TYPES = ['Cache Created', 'Cache Creation Failed', 'Cache Updated', 'Cache Update Failed', 'Cache Deleted', 'Cache Limit Approaching'] as const;
+
+/**
+ * Makes every CloudWatch alarm in `scope` notify `actions` on ALARM and on OK: the alarms of
+ * lib/monitoring.ts and any other construct's, defined before or after (an aspect, applied at
+ * synth). Monitoring applies it to the whole stack with the alarm topic: an alarm defined
+ * anywhere else needs nothing more, and must not add the topic itself (the action would repeat).
+ */
+export function notifyOperators(scope: IConstruct, actions: readonly IAlarmAction[]): void {
+  Aspects.of(scope).add(new NotifyOperators(actions), { priority: AspectPriority.MUTATING });
+}
+
+class NotifyOperators implements IAspect {
+  private readonly notified = new WeakSet<IConstruct>();
+  constructor(private readonly actions: readonly IAlarmAction[]) {}
+  visit(node: IConstruct): void {
+    if (!(node instanceof Alarm || node instanceof CompositeAlarm) || this.notified.has(node)) return;
+    this.notified.add(node);
+    node.addAlarmAction(...this.actions);
+    node.addOkAction(...this.actions);
+  }
+}
+
 const FIVE_MINUTES = Duration.minutes(5);
 const ONE_MINUTE = Duration.minutes(1);
 
 export class Monitoring extends Construct {
   readonly topic: Topic;
+  /** What every alarm of the stack notifies (notifyOperators): the topic, then the settings' existing topics. */
+  readonly actions: readonly IAlarmAction[];
   readonly alarms: Alarm[] = [];
   readonly dashboard: Dashboard;
 
@@ -80,12 +114,30 @@ export class Monitoring extends Construct {
       actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
       resources: ['*'],
     }));
+    // EventBridge delivers ElastiCache's events (below) to the encrypted topic with this key.
+    topicKey.addToResourcePolicy(new PolicyStatement({
+      principals: [new ServicePrincipal('events.amazonaws.com')],
+      actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+      resources: ['*'],
+      conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } },
+    }));
     this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
+    // SNS decrypts before it delivers: mail and HTTPS subscribers need no key access. Each
+    // subscription waits for its confirmation (docs/deploying.md, "Alarms reach people").
     for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
-    const actions: IAlarmAction[] = [
-      new SnsAction(this.topic),
-      ...config.alarms.topicArns.map((arn, index) => new SnsAction(Topic.fromTopicArn(this, `ExtraTopic${index}`, arn))),
-    ];
+    for (const url of config.alarms.httpsEndpoints) this.topic.addSubscription(new UrlSubscription(url, { protocol: SubscriptionProtocol.HTTPS }));
+    const existingTopics = config.alarms.topicArns.map((arn, index) => Topic.fromTopicArn(this, `ExtraTopic${index}`, arn));
+    this.actions = [this.topic, ...existingTopics].map((topic) => new SnsAction(topic));
+    notifyOperators(Stack.of(this), this.actions);
+
+    // ElastiCache cannot publish its notifications to an encrypted topic (its notification topic
+    // would show "inactive"); its events reach EventBridge, which can. Every target gets them.
+    new Rule(this, 'WakeupEngineEvents', {
+      ruleName: `${prefix}-wakeup-engine-events`,
+      description: `${prefix}: ElastiCache events (failover, node replacement, limits) to the alarm topic`,
+      eventPattern: { source: ['aws.elasticache'], detailType: [...ENGINE_EVENT_TYPES] },
+      targets: [this.topic, ...existingTopics].map((topic) => new SnsTopic(topic)),
+    });
 
     const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean } = {}) => {
       const created = new Alarm(this, id, {
@@ -98,10 +150,6 @@ export class Monitoring extends Construct {
         comparisonOperator: options.below ? ComparisonOperator.LESS_THAN_THRESHOLD : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
       });
-      for (const action of actions) {
-        created.addAlarmAction(action);
-        created.addOkAction(action);
-      }
       this.alarms.push(created);
       return created;
     };

@@ -1,7 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Match } from 'aws-cdk-lib/assertions';
+import { App, Stack, type CfnElement } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Alarm, Metric } from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import { Topic } from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
 import { build } from 'esbuild';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +18,7 @@ import { environmentNames, outputNames, stackName, tablePrefix, type Environment
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import type { HmacKey } from '../../lib/keys';
 import { acknowledgments } from '../../lib/nag';
+import { ENGINE_EVENT_TYPES, notifyOperators } from '../../lib/monitoring';
 import { GRPC_PORT } from '../../lib/provisioning';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
@@ -567,9 +573,32 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       for (const alarm of alarms) expect(alarm.AlarmActions, alarm.AlarmName as string).toContainEqual(topic);
     });
 
-    it('mails the configured addresses from an encrypted topic and has one dashboard', () => {
+    it('notifies people of every alarm of the stack, whoever defines it: the topic and the settings\' existing topics, on ALARM and OK', () => {
+      const alarms = { ...resources(template(), 'AWS::CloudWatch::Alarm'), ...resources(template(), 'AWS::CloudWatch::CompositeAlarm') };
+      expect(Object.keys(alarms).length).toBeGreaterThan(0);
+      const destinations = [{ Ref: logicalId(stack().monitoring.topic) }, ...config().alarms.topicArns];
+      for (const [id, alarm] of Object.entries(alarms)) {
+        expect({ alarm: alarm.Properties!.AlarmActions, ok: alarm.Properties!.OKActions }, id).toStrictEqual({ alarm: destinations, ok: destinations });
+      }
+    });
+
+    it('sends the wake-up engine\'s ElastiCache events to the same destinations (EventBridge: ElastiCache cannot publish to an encrypted topic)', () => {
+      const destinations = [{ Ref: logicalId(stack().monitoring.topic) }, ...config().alarms.topicArns];
+      const rules = Object.values(resources(template(), 'AWS::Events::Rule')).filter((rule) => JSON.stringify(rule.Properties!.EventPattern).includes('aws.elasticache'));
+      expect(rules).toHaveLength(1);
+      expect(rules[0]!.Properties!.EventPattern).toStrictEqual({ source: ['aws.elasticache'], 'detail-type': [...ENGINE_EVENT_TYPES] });
+      expect((rules[0]!.Properties!.Targets as Json[]).map((target) => target.Arn)).toStrictEqual(destinations);
+      // The topic's key lets EventBridge (of this account only) encrypt what it delivers.
+      const key = resources(template(), 'AWS::KMS::Key')[logicalId(stack().monitoring.topic.masterKey!)]!;
+      expect((key.Properties!.KeyPolicy as { Statement: Json[] }).Statement).toContainEqual(expect.objectContaining({
+        Principal: { Service: 'events.amazonaws.com' }, Action: ['kms:Decrypt', 'kms:GenerateDataKey*'], Condition: { StringEquals: { 'aws:SourceAccount': config().account } },
+      }));
+    });
+
+    it('mails the configured addresses and calls the HTTPS endpoints from an encrypted topic, and has one dashboard', () => {
       template().hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
-      for (const email of config().alarms.emails) template().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: email });
+      const subscriptions = Object.values(resources(template(), 'AWS::SNS::Subscription')).map((subscription) => `${subscription.Properties!.Protocol as string} ${subscription.Properties!.Endpoint as string}`);
+      expect(subscriptions.sort()).toStrictEqual([...config().alarms.emails.map((email) => `email ${email}`), ...config().alarms.httpsEndpoints.map((url) => `https ${url}`)].sort());
       template().resourceCountIs('AWS::CloudWatch::Dashboard', 1);
       template().hasResourceProperties('AWS::CloudWatch::Dashboard', { DashboardName: `svcnum-${environment}` });
     });
@@ -596,6 +625,18 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     for (const acknowledgment of acknowledgments(config())) {
       expect(acknowledgment.reason.length, `${acknowledgment.id} on ${acknowledgment.path}`).toBeGreaterThan(60);
     }
+  });
+});
+
+describe('alarm notifications', () => {
+  it('reach an alarm that another construct defines later, once (notifyOperators)', () => {
+    const app = new App();
+    const stack = new Stack(app, 'Alarms');
+    const topic = new Topic(stack, 'Topic');
+    notifyOperators(stack, [new SnsAction(topic)]);
+    const later = new Construct(stack, 'Elsewhere');
+    new Alarm(later, 'Alarm', { metric: new Metric({ namespace: 'svcnum', metricName: 'Anything' }), threshold: 1, evaluationPeriods: 1 });
+    Template.fromStack(stack).hasResourceProperties('AWS::CloudWatch::Alarm', { AlarmActions: [{ Ref: stack.getLogicalId(topic.node.defaultChild as CfnElement) }], OKActions: [{ Ref: Match.anyValue() }] });
   });
 });
 
