@@ -190,6 +190,8 @@ export class HttpApi extends Construct {
       functionName: name,
       description: `svcnum ${config.name}: ${Object.keys(routeManifest[group].routes).join(', ')}`,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
+      // `public` (unauthenticated) is capped, so it cannot take sign-in's and tokens' concurrency.
+      ...(settings.reservedConcurrency ? { reservedConcurrentExecutions: settings.reservedConcurrency } : {}),
       environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: functionServiceName(group) },
     });
   }

@@ -309,6 +309,13 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(config().http.functions.browser.memoryMiB).toBeGreaterThanOrEqual(512);
     });
 
+    it('reserves the settings\' concurrency for the public function only, so it cannot starve sign-in and tokens', () => {
+      const functions = resources(template(), 'AWS::Lambda::Function');
+      const reserved = Object.fromEntries(groups.map((group) => [group, functions[logicalId(stack().http.functions[group])]!.Properties!.ReservedConcurrentExecutions]));
+      expect(config().http.functions.public.reservedConcurrency).toBeGreaterThan(0);
+      expect(reserved).toStrictEqual(Object.fromEntries(groups.map((group) => [group, group === 'public' ? config().http.functions.public.reservedConcurrency : undefined])));
+    });
+
     it('keeps every log group for the configured retention', () => {
       const groupsWithRetention = Object.values(resources(template(), 'AWS::Logs::LogGroup'));
       expect(groupsWithRetention.length).toBeGreaterThanOrEqual(groups.length + 4);
