@@ -124,7 +124,7 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
       path: 'Provisioning/NlbSecurityGroup',
       id: 'AwsSolutions-EC23',
       reason: 'The provisioning API is a public, internet-facing gRPC endpoint for partners\' backends: port 443 only, TLS at the NLB, '
-        + 'every call authenticated with a client-credentials bearer token. Restrict provisioning.allowedCidrs in lib/config.ts where '
+        + 'every call authenticated with a client-credentials bearer token. Restrict grpc.allowedCidrs in the settings file where '
         + 'the callers\' addresses are known.',
     });
   }

@@ -5,11 +5,12 @@ import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { EXAMPLE_SETTINGS_FILE, SETTINGS_CONTEXT_KEY } from '../../lib/settings';
 import { repoRoot } from '../../lib/util';
 
 // `cdk synth` loads the CDK app and nothing of the service it deploys: lib/ reads the data-only
 // route manifest (lambdas/manifest.ts) and the table definitions, never a handler, the domain
-// core or a runtime dependency (middy, the AWS SDK, …). Checked in a fresh process
+// core or a runtime dependency (middy, the AWS SDK, …) but zod, which validates the settings file. Checked in a fresh process
 // that runs bin/app.ts as cdk.json does (`tsx bin/app.ts`, CDK_OUTDIR and CDK_CONTEXT_JSON set
 // the way the CLI sets them), with test/support/module-log.mjs recording every module it loads.
 // Lambda bundling is skipped (aws:cdk:bundling-stacks: []): it runs esbuild in a child process,
@@ -50,7 +51,7 @@ describe('cdk synth', () => {
     const outdir = join(scratch, 'cdk.out');
     const loaded = await modulesLoadedBy('bin/app.ts', 'synth', {
       CDK_OUTDIR: outdir,
-      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [] }),
+      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [], [SETTINGS_CONTEXT_KEY]: EXAMPLE_SETTINGS_FILE }),
     });
     // The app really was synthesized, through the modules that build it.
     expect(existsSync(join(outdir, 'svcnum-sandbox.template.json'))).toBe(true);
@@ -61,7 +62,8 @@ describe('cdk synth', () => {
     // Of lambdas/ the manifest only; of core/ the table definitions only (plain data); nothing
     // of the gRPC service or the local runner.
     expect(loaded.files.filter((file) => !/^(bin|lib)\//.test(file))).toStrictEqual(['core/tables.ts', 'lambdas/manifest.ts']);
-    expect(loaded.packages.filter((name) => runtimeDependencies.includes(name))).toStrictEqual([]);
+    // zod only: it validates the operator's settings file (lib/settings.ts), as it validates input at run time.
+    expect(loaded.packages.filter((name) => runtimeDependencies.includes(name))).toStrictEqual(['zod']);
   }, 120_000);
 
   it('is checked by a recorder that does see handler code where it is loaded', async () => {
