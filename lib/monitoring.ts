@@ -1,4 +1,4 @@
-import { Duration } from 'aws-cdk-lib';
+import { ArnFormat, Duration, Stack } from 'aws-cdk-lib';
 import type { RestApi } from 'aws-cdk-lib/aws-apigateway';
 import {
   Alarm, AlarmStatusWidget, ComparisonOperator, Dashboard, GraphWidget, MathExpression, Metric, TextWidget, TreatMissingData,
@@ -68,7 +68,13 @@ export class Monitoring extends Construct {
     const { config, api } = props;
     const prefix = `svcnum-${config.name}`;
 
-    // SNS encrypts with a key of ours: CloudWatch cannot use the AWS-managed SNS key.
+    // SNS encrypts with a key of ours: CloudWatch cannot use the AWS-managed SNS key. CloudWatch
+    // may use the key, and publish to the topic, for this account's alarms in this region only.
+    const stack = Stack.of(this);
+    const fromOurAlarms = {
+      StringEquals: { 'aws:SourceAccount': stack.account },
+      ArnLike: { 'aws:SourceArn': stack.formatArn({ service: 'cloudwatch', resource: 'alarm', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME }) },
+    };
     const topicKey = new Key(this, 'TopicKey', {
       description: `${prefix}: encrypts the alarm topic`,
       enableKeyRotation: true,
@@ -77,8 +83,17 @@ export class Monitoring extends Construct {
       principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
       actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
       resources: ['*'],
+      conditions: fromOurAlarms,
     }));
     this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
+    // The topic's policy replaces SNS's default one (which lets the account's principals publish):
+    // without this statement no alarm could publish.
+    this.topic.addToResourcePolicy(new PolicyStatement({
+      principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+      actions: ['sns:Publish'],
+      resources: [this.topic.topicArn],
+      conditions: fromOurAlarms,
+    }));
     for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
     const actions: IAlarmAction[] = [
       new SnsAction(this.topic),

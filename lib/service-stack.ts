@@ -60,7 +60,7 @@ export class ServiceStack extends Stack {
       retain: config.retainData,
     });
 
-    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys.all });
+    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys });
 
     const retain = config.retainData;
     this.signInMac = new HmacKey(this, 'SignInMac', { environment: config.name, retain, name: 'sign-in-mac', purpose: 'sign-in MAC key (sign-in CSRF token, device cookie)' });
