@@ -104,13 +104,13 @@ export class ServiceStack extends Stack {
       targetGroup: this.provisioning.targetGroup,
       metricsNamespace: shared.METRICS_NAMESPACE,
       kmsServices: [...routeGroupNames.map(functionServiceName), TASK_SERVICE_NAME],
+      taskLogs: this.provisioning.taskLogs,
       wakeups: {
         engine: this.wakeups,
         relay: this.wakeupRelay.function,
         publishers: [TASK_SERVICE_NAME, RELAY_SERVICE_NAME],
         // The messages Lambda (HTTP sends) and the task (gRPC sends) store auto-replies and forwards.
         derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
-        taskLogs: this.provisioning.taskLogs,
       },
     });
 
