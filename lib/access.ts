@@ -73,6 +73,9 @@
 //                 the page-token key (PAGE_TOKEN_KEY_ID): GenerateMac, once per task, derives the key of
 //                 the List* page tokens and StreamAllMessages' cursors (core/kernel/page-token.ts)
 //
+// KMS uses are granted twice from this one list (lib/keys.ts): in the unit's IAM policy and in the
+// key's policy, which names the unit's role; the account itself may only administer the keys.
+//
 // Nothing deployed scans a table, deletes a user or writes email/number claims: those are
 // operator actions of the admin CLI (`--env`), which runs with the operator's own credentials.
 // A new store call in a deployed code path needs its line here, or it fails with AccessDenied.

@@ -1,5 +1,5 @@
 import { Duration } from 'aws-cdk-lib';
-import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
+import { AccountRootPrincipal, PolicyDocument, PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
 import { keyActions, type ComputeAccess, type KeyUse, type MacAction } from './access';
@@ -9,6 +9,41 @@ import { statefulRemovalPolicy } from './util';
 // leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
 // in the JWKS (a key being introduced before it signs, or one being retired after it signed).
 // Rotation is a configuration change and a deploy per step (docs/deploying.md, "Rotate the signing key").
+//
+// Key policies: the account (IAM administrators, CloudFormation) administers these keys but cannot
+// use them; each key's policy names the roles lib/access.ts gives a use of it, and nobody else.
+// Without the account's `kms:*`, an IAM policy alone grants no use: whoever may sign, mint a
+// device cookie or derive the page-token key is named in the key policy, where a deploy shows it.
+
+/**
+ * What the account root may do with a key of ours: administer it (KMS's "key administrators"
+ * actions, spelled out: no wildcard), never use it. Left out: every cryptographic operation
+ * (Sign, Verify, GenerateMac, VerifyMac, GetPublicKey: the public keys are published at deploy time
+ * by a role named for it), and CreateGrant, with which an administrator could grant itself a use
+ * that no key policy shows. PutKeyPolicy stays: CloudFormation updates the policy with it and KMS
+ * refuses a policy that would lock the account out; a change to the policy is a CloudTrail event.
+ * RotateKeyOnDemand and the key-material actions do not apply to asymmetric and HMAC keys.
+ */
+export const KEY_ADMIN_ACTIONS = [
+  'kms:DescribeKey', 'kms:GetKeyPolicy', 'kms:GetKeyRotationStatus', 'kms:ListGrants', 'kms:ListKeyPolicies', 'kms:ListResourceTags',
+  'kms:PutKeyPolicy', 'kms:UpdateKeyDescription', 'kms:EnableKey', 'kms:DisableKey', 'kms:EnableKeyRotation', 'kms:DisableKeyRotation', 'kms:RevokeGrant',
+  'kms:CreateAlias', 'kms:UpdateAlias', 'kms:DeleteAlias', 'kms:TagResource', 'kms:UntagResource',
+  'kms:ScheduleKeyDeletion', 'kms:CancelKeyDeletion',
+] as const;
+
+/** A key policy that lets the account administer the key and nothing else; uses are added per grantee. */
+const adminOnlyKeyPolicy = () => new PolicyDocument({
+  statements: [new PolicyStatement({ principals: [new AccountRootPrincipal()], actions: [...KEY_ADMIN_ACTIONS], resources: ['*'] })],
+});
+
+/**
+ * Grants `actions` on `keys` in both places: the grantee's IAM policy (on the key ARNs) and each
+ * key's policy (naming the grantee's role; a key policy's resource `*` is the key itself).
+ */
+function grantKeyUse(grantee: IGrantable, keys: readonly Key[], actions: readonly string[]): void {
+  grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: keys.map((key) => key.keyArn) }));
+  for (const key of keys) key.addToResourcePolicy(new PolicyStatement({ principals: [grantee.grantPrincipal], actions: [...actions], resources: ['*'] }));
+}
 
 export interface SigningKeysProps {
   readonly environment: string;
@@ -31,6 +66,7 @@ export class SigningKeys extends Construct {
         keyUsage: KeyUsage.SIGN_VERIFY,
         // Asymmetric keys cannot rotate automatically; rotation is by adding a version.
         enableKeyRotation: false,
+        policy: adminOnlyKeyPolicy(),
         removalPolicy: statefulRemovalPolicy(props.retain),
         pendingWindow: Duration.days(props.retain ? 30 : 7),
       });
@@ -56,10 +92,7 @@ export class SigningKeys extends Construct {
    */
   grant(grantee: IGrantable, use: KeyUse): void {
     if (use === 'none') return;
-    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({
-      actions: [...keyActions[use]],
-      resources: this.all.map((key) => key.keyArn),
-    }));
+    grantKeyUse(grantee, this.all, keyActions[use]);
   }
 }
 
@@ -95,15 +128,16 @@ export class HmacKey extends Construct {
       keyUsage: KeyUsage.GENERATE_VERIFY_MAC,
       // KMS cannot rotate HMAC keys automatically (cdk-nag's KMS5 applies to symmetric encryption keys only).
       enableKeyRotation: false,
+      policy: adminOnlyKeyPolicy(),
       removalPolicy: statefulRemovalPolicy(props.retain),
       pendingWindow: Duration.days(props.retain ? 30 : 7),
     });
     this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/${props.name}`, targetKey: this.key });
   }
 
-  /** Exactly `actions` (lib/access.ts `mac` or `pageTokenMac`) on this key only. */
+  /** Exactly `actions` (lib/access.ts `mac` or `pageTokenMac`) on this key only, in the grantee's policy and the key's. */
   grant(grantee: IGrantable, actions: readonly MacAction[]): void {
-    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: [this.key.keyArn] }));
+    grantKeyUse(grantee, [this.key], actions);
   }
 }
 

@@ -1,4 +1,4 @@
-import { AspectPriority, Aspects, Duration, Stack, type IAspect } from 'aws-cdk-lib';
+import { ArnFormat, AspectPriority, Aspects, Duration, Stack, type IAspect } from 'aws-cdk-lib';
 import type { RestApi } from 'aws-cdk-lib/aws-apigateway';
 import {
   Alarm, AlarmStatusWidget, ComparisonOperator, CompositeAlarm, Dashboard, GraphWidget, MathExpression, Metric, TextWidget, TreatMissingData,
@@ -40,6 +40,11 @@ export interface MonitoringProps {
   readonly metricsNamespace: string;
   /** SERVICE_NAME of every process that calls KMS (each route group's function, the gRPC task). */
   readonly kmsServices: readonly string[];
+  /**
+   * The gRPC task's log group: the awslogs driver does not have CloudWatch extract EMF, so the
+   * task's EMF lines (TASK_EMF_METRICS) become metrics through metric filters on it.
+   */
+  readonly taskLogs: ILogGroup;
   readonly wakeups: {
     readonly engine: WakeupEngine;
     /** The wake-up relay function. */
@@ -48,16 +53,24 @@ export interface MonitoringProps {
     readonly publishers: readonly string[];
     /** SERVICE_NAME of every process that sends derived messages (DerivedMessageFailures, core/adapters/derived-failures.ts). */
     readonly derivedMessageSenders: readonly string[];
-    /**
-     * The gRPC task's log group: the awslogs driver does not have CloudWatch extract EMF, so its
-     * WakeupPublishFailures and DerivedMessageFailures lines become metrics through metric filters.
-     */
-    readonly taskLogs: ILogGroup;
   };
 }
 
 /** The `kind` dimension of DerivedMessageFailures (core/messaging/send.ts DerivedMessageFailure['kind']). */
 export const DERIVED_MESSAGE_KINDS = ['auto_reply', 'forward'] as const;
+/**
+ * The EMF metrics the gRPC task writes (core/adapters/metrics.ts: KmsThrottles from its KMS client,
+ * WakeupPublishFailures from its wake-ups, DerivedMessageFailures from its sends), each with the
+ * dimensions its lines carry besides `service`. A Lambda's EMF lines become metrics on their own;
+ * the task's only through a metric filter per metric (test/infra/metric-producers.test.ts matches
+ * every alarm's metric to its producer). A new metric the task writes and an alarm watches goes here.
+ */
+export const TASK_EMF_METRICS: Readonly<Record<string, readonly string[]>> = {
+  KmsThrottles: [],
+  WakeupPublishFailures: [],
+  DerivedMessageFailures: ['kind'],
+};
+
 /** ElastiCache's connection limit per node (maxclients, not configurable): alarmed on at 80 %. */
 const ENGINE_MAX_CONNECTIONS = 65_000;
 
@@ -103,7 +116,13 @@ export class Monitoring extends Construct {
     const { config, api } = props;
     const prefix = `svcnum-${config.name}`;
 
-    // SNS encrypts with a key of ours: CloudWatch cannot use the AWS-managed SNS key.
+    // SNS encrypts with a key of ours: CloudWatch cannot use the AWS-managed SNS key. CloudWatch
+    // may use the key, and publish to the topic, for this account's alarms in this region only.
+    const stack = Stack.of(this);
+    const fromOurAlarms = {
+      StringEquals: { 'aws:SourceAccount': stack.account },
+      ArnLike: { 'aws:SourceArn': stack.formatArn({ service: 'cloudwatch', resource: 'alarm', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME }) },
+    };
     const topicKey = new Key(this, 'TopicKey', {
       description: `${prefix}: encrypts the alarm topic`,
       enableKeyRotation: true,
@@ -113,6 +132,7 @@ export class Monitoring extends Construct {
       principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
       actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
       resources: ['*'],
+      conditions: fromOurAlarms,
     }));
     // EventBridge delivers ElastiCache's events (below) to the encrypted topic with this key.
     topicKey.addToResourcePolicy(new PolicyStatement({
@@ -122,6 +142,14 @@ export class Monitoring extends Construct {
       conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } },
     }));
     this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
+    // The topic's policy replaces SNS's default one (which lets the account's principals publish):
+    // without this statement no alarm could publish.
+    this.topic.addToResourcePolicy(new PolicyStatement({
+      principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+      actions: ['sns:Publish'],
+      resources: [this.topic.topicArn],
+      conditions: fromOurAlarms,
+    }));
     // SNS decrypts before it delivers: mail and HTTPS subscribers need no key access. Each
     // subscription waits for its confirmation (docs/deploying.md, "Alarms reach people").
     for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
@@ -244,22 +272,16 @@ export class Monitoring extends Construct {
       period: FIVE_MINUTES,
     });
     // The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's.
-    new MetricFilter(this, 'TaskWakeupPublishFailures', {
-      logGroup: props.wakeups.taskLogs,
-      filterPattern: FilterPattern.numberValue('$.WakeupPublishFailures', '>', 0),
-      metricNamespace: props.metricsNamespace,
-      metricName: 'WakeupPublishFailures',
-      metricValue: '$.WakeupPublishFailures',
-      dimensions: { service: '$.service' },
-    });
-    new MetricFilter(this, 'TaskDerivedMessageFailures', {
-      logGroup: props.wakeups.taskLogs,
-      filterPattern: FilterPattern.numberValue('$.DerivedMessageFailures', '>', 0),
-      metricNamespace: props.metricsNamespace,
-      metricName: 'DerivedMessageFailures',
-      metricValue: '$.DerivedMessageFailures',
-      dimensions: { service: '$.service', kind: '$.kind' },
-    });
+    for (const [metricName, dimensions] of Object.entries(TASK_EMF_METRICS)) {
+      new MetricFilter(this, `Task${metricName}`, {
+        logGroup: props.taskLogs,
+        filterPattern: FilterPattern.numberValue(`$.${metricName}`, '>', 0),
+        metricNamespace: props.metricsNamespace,
+        metricName,
+        metricValue: `$.${metricName}`,
+        dimensions: Object.fromEntries(['service', ...dimensions].map((dimension) => [dimension, `$.${dimension}`])),
+      });
+    }
     const publishFailures = emfSum('published', 'WakeupPublishFailures', 'wake-ups not published', props.wakeups.publishers.map((service) => ({ service })));
     alarm('WakeupPublishFailures', 'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll', publishFailures, 1, { periods: 3, datapoints: 2 });
     const derivedFailures = emfSum('derived', 'DerivedMessageFailures', 'derived messages failed', props.wakeups.derivedMessageSenders.flatMap((service) => DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind }))));

@@ -90,15 +90,11 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
     },
     {
       path: 'WakeupRelay/Role',
-      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
-      reason: 'A function in a VPC needs to create, describe and delete its network interfaces; AWS documents this managed policy for it '
-        + '(EC2 network-interface actions only, most of which have no resource-level permissions).',
-    },
-    {
-      path: 'WakeupRelay/Role',
       id: 'AwsSolutions-IAM5[Resource::*]',
       reason: 'dynamodb:ListStreams, which the Lambda event source mapping needs, is granted on "*" by CDK\'s stream grant: it lists stream ARNs '
-        + 'and reads nothing; reading the stream (DescribeStream, GetRecords, GetShardIterator) is limited to the messages table\'s stream.',
+        + 'and reads nothing; reading the stream (DescribeStream, GetRecords, GetShardIterator) is limited to the messages table\'s stream. '
+        + 'The EC2 network-interface actions Lambda needs for a function in a VPC are on "*": the Describe actions have no resource type and '
+        + 'the interfaces are Lambda\'s, unknown to the template (the EC2 part of AWSLambdaVPCAccessExecutionRole, without its logs actions on every log group).',
     },
   );
   if (config.wakeups.replicas === 0) {

@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CustomResource, Duration } from 'aws-cdk-lib';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { Architecture, Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
 import type { EnvironmentConfig } from './config';
+import type { SigningKeys } from './keys';
 import { functionLogGroup, repoRoot } from './util';
 
 // The signing keys' public keys, published at deploy time (KMS_PUBLIC_KEYS), so that no Lambda
@@ -17,8 +17,8 @@ import { functionLogGroup, repoRoot } from './util';
 
 export interface PublishedPublicKeysProps {
   readonly config: EnvironmentConfig;
-  /** Every key verifiers accept (lib/keys.ts SigningKeys.all), active first. */
-  readonly keys: readonly IKey[];
+  /** The signing keys: every key verifiers accept (SigningKeys.all), active first. */
+  readonly keys: SigningKeys;
 }
 
 export const PUBLIC_KEYS_RESOURCE_TYPE = 'Custom::SigningPublicKeys';
@@ -33,13 +33,14 @@ export class PublishedPublicKeys extends Construct {
     const { config } = props;
     const name = `svcnum-${config.name}-signing-public-keys`;
     const logGroup = functionLogGroup(this, 'Logs', name, config);
-    // Its own role: logs to its own group, and GetPublicKey on the signing keys, nothing else.
+    // Its own role: logs to its own group, and GetPublicKey on the signing keys (in its policy and
+    // the keys'), nothing else.
     const role = new Role(this, 'Role', {
       assumedBy: new ServicePrincipal('lambda.amazonaws.com'),
       description: `svcnum ${config.name}: publishes the signing keys' public keys at deploy time`,
     });
     role.addToPolicy(new PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }));
-    role.addToPolicy(new PolicyStatement({ actions: ['kms:GetPublicKey'], resources: props.keys.map((key) => key.keyArn) }));
+    props.keys.grant(role, 'verify');
     this.function = new LambdaFunction(this, 'Function', {
       functionName: name,
       description: `svcnum ${config.name}: KMS GetPublicKey of the signing keys, once per deploy (KMS_PUBLIC_KEYS)`,
@@ -57,7 +58,7 @@ export class PublishedPublicKeys extends Construct {
       serviceToken: this.function.functionArn,
       resourceType: PUBLIC_KEYS_RESOURCE_TYPE,
       // A new key set (rotation) is an update: GetPublicKey again, and every process gets the new value.
-      properties: { KeyIds: props.keys.map((key) => key.keyArn) },
+      properties: { KeyIds: props.keys.all.map((key) => key.keyArn) },
     });
     this.value = resource.getAttString('PublicKeys');
   }

@@ -61,7 +61,7 @@ export class ServiceStack extends Stack {
       retain: config.retainData,
     });
 
-    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys.all });
+    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys });
 
     const retain = config.retainData;
     this.signInMac = new HmacKey(this, 'SignInMac', { environment: config.name, retain, name: 'sign-in-mac', purpose: 'sign-in MAC key (sign-in CSRF token, device cookie)' });
@@ -105,13 +105,13 @@ export class ServiceStack extends Stack {
       targetGroup: this.provisioning.targetGroup,
       metricsNamespace: shared.METRICS_NAMESPACE,
       kmsServices: [...routeGroupNames.map(functionServiceName), TASK_SERVICE_NAME],
+      taskLogs: this.provisioning.taskLogs,
       wakeups: {
         engine: this.wakeups,
         relay: this.wakeupRelay.function,
         publishers: [TASK_SERVICE_NAME, RELAY_SERVICE_NAME],
         // The messages Lambda (HTTP sends) and the task (gRPC sends) store auto-replies and forwards.
         derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
-        taskLogs: this.provisioning.taskLogs,
       },
     });
 

@@ -1,7 +1,7 @@
 import { Duration } from 'aws-cdk-lib';
 import type { Table } from 'aws-cdk-lib/aws-dynamodb';
 import { SecurityGroup, SubnetType, type IVpc } from 'aws-cdk-lib/aws-ec2';
-import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { FilterCriteria, FilterRule, StartingPosition, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -27,6 +27,12 @@ import type { WakeupEngine } from './wakeup-engine';
 /** SERVICE_NAME of the relay (lambdas/wakeup-relay.ts RELAY_SERVICE_NAME, not imported: synth loads no handler code). */
 export const RELAY_SERVICE_NAME = 'svcnum-wakeup-relay';
 
+/** The EC2 actions Lambda needs of a function's role to manage the function's network interfaces in a VPC. */
+const VPC_FUNCTION_ENI_ACTIONS = [
+  'ec2:CreateNetworkInterface', 'ec2:DescribeNetworkInterfaces', 'ec2:DescribeSubnets', 'ec2:DeleteNetworkInterface',
+  'ec2:AssignPrivateIpAddresses', 'ec2:UnassignPrivateIpAddresses',
+] as const;
+
 export interface WakeupRelayProps {
   readonly config: EnvironmentConfig;
   readonly vpc: IVpc;
@@ -46,14 +52,17 @@ export class WakeupRelay extends Construct {
     const settings = config.wakeups.relay;
     const logGroup = functionLogGroup(this, 'Logs', name, config);
     // Its own role: logs to its group, the stream (granted by the event source), the engine (IAM
-    // auth), and the network interfaces of a function in a VPC (AWS's managed policy for that; the
-    // function adds it only to a role it makes itself).
+    // auth), and the network interfaces of a function in a VPC. Not AWSLambdaVPCAccessExecutionRole:
+    // that managed policy adds logs:CreateLogGroup/CreateLogStream/PutLogEvents on every log group.
     const role = new Role(this, 'Role', {
       assumedBy: new ServicePrincipal('lambda.amazonaws.com'),
       description: `svcnum ${config.name}: the wake-up relay function`,
-      managedPolicies: [ManagedPolicy.fromAwsManagedPolicyName('service-role/AWSLambdaVPCAccessExecutionRole')],
     });
     role.addToPolicy(new PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }));
+    // What Lambda does with the function's role to attach it to the VPC (the EC2 actions of
+    // AWSLambdaVPCAccessExecutionRole): the Describe actions have no resource type, and the ENIs'
+    // ids are Lambda's, unknown to the template.
+    role.addToPolicy(new PolicyStatement({ actions: [...VPC_FUNCTION_ENI_ACTIONS], resources: ['*'] }));
     engine.grantConnect(role);
 
     this.securityGroup = new SecurityGroup(this, 'SecurityGroup', {
