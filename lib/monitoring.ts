@@ -61,6 +61,8 @@ const ONE_MINUTE = Duration.minutes(1);
 export class Monitoring extends Construct {
   readonly topic: Topic;
   readonly alarms: Alarm[] = [];
+  /** What every alarm notifies, on alarm and on recovery (lib/releases.ts's alarms too). */
+  readonly alarmActions: IAlarmAction[];
   readonly dashboard: Dashboard;
 
   constructor(scope: Construct, id: string, props: MonitoringProps) {
@@ -80,7 +82,7 @@ export class Monitoring extends Construct {
     }));
     this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
     for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
-    const actions: IAlarmAction[] = [
+    const actions: IAlarmAction[] = this.alarmActions = [
       new SnsAction(this.topic),
       ...config.alarms.topicArns.map((arn, index) => new SnsAction(Topic.fromTopicArn(this, `ExtraTopic${index}`, arn))),
     ];

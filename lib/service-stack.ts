@@ -10,6 +10,7 @@ import { Monitoring } from './monitoring';
 import { applyNagSuppressions } from './nag';
 import { Provisioning, TASK_SERVICE_NAME } from './provisioning';
 import { PublishedPublicKeys } from './public-keys';
+import { LambdaReleases } from './releases';
 import { WakeupEngine } from './wakeup-engine';
 import { RELAY_SERVICE_NAME, WakeupRelay } from './wakeup-relay';
 
@@ -31,6 +32,7 @@ export class ServiceStack extends Stack {
   readonly wakeups: WakeupEngine;
   readonly wakeupRelay: WakeupRelay;
   readonly monitoring: Monitoring;
+  readonly releases: LambdaReleases;
   private readonly zones: string[];
 
   constructor(scope: Construct, props: ServiceStackProps) {
@@ -113,6 +115,8 @@ export class ServiceStack extends Stack {
         taskLogs: this.provisioning.taskLogs,
       },
     });
+
+    this.releases = new LambdaReleases(this, 'Releases', { config, aliases: this.http.aliases, alarmActions: this.monitoring.alarmActions });
 
     const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });
     output(outputNames.tablePrefix, prefix, 'Physical table name prefix (core/tables.ts tableNames)');
