@@ -14,7 +14,7 @@ import { environmentNames, outputNames, stackName, tablePrefix, type Environment
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import type { HmacKey } from '../../lib/keys';
 import { acknowledgments } from '../../lib/nag';
-import { GRPC_PORT } from '../../lib/provisioning';
+import { containerHealthCommand, GRPC_PORT, HEALTH_PORT, TARGET_HEALTH_CHECK } from '../../lib/provisioning';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
 import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
@@ -519,15 +519,33 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       });
     });
 
-    it('forwards TCP to the tasks on 50051 with TCP health checks and a deregistration delay of DRAIN_SECONDS', () => {
+    it('forwards TCP to the tasks on 50051, checks their health over HTTP on HEALTH_PORT (out within 30 s), deregistration delay DRAIN_SECONDS', () => {
       template().hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
         Port: GRPC_PORT,
         Protocol: 'TCP',
         TargetType: 'ip',
-        HealthCheckProtocol: 'TCP',
-        HealthCheckPort: 'traffic-port',
+        HealthCheckProtocol: 'HTTP',
+        HealthCheckPort: String(HEALTH_PORT),
+        HealthCheckPath: TARGET_HEALTH_CHECK.path,
+        Matcher: { HttpCode: '200' },
+        HealthCheckIntervalSeconds: TARGET_HEALTH_CHECK.intervalSeconds,
+        HealthCheckTimeoutSeconds: TARGET_HEALTH_CHECK.timeoutSeconds,
+        UnhealthyThresholdCount: TARGET_HEALTH_CHECK.unhealthyThreshold,
         TargetGroupAttributes: Match.arrayWith([{ Key: 'deregistration_delay.timeout_seconds', Value: String(config().provisioning.drainSeconds) }]),
       });
+      // A task that stops answering is out after the threshold's checks, the last one timing out: at most 30 s.
+      const { intervalSeconds, timeoutSeconds, unhealthyThreshold } = TARGET_HEALTH_CHECK;
+      expect(intervalSeconds * unhealthyThreshold + timeoutSeconds).toBeLessThanOrEqual(30);
+      expect(timeoutSeconds).toBeLessThan(intervalSeconds);
+      // The NLB may reach the health port (ingress on the tasks' group, egress on its own).
+      for (const port of [GRPC_PORT, HEALTH_PORT]) {
+        template().hasResourceProperties('AWS::EC2::SecurityGroupIngress', {
+          FromPort: port, ToPort: port, SourceSecurityGroupId: { 'Fn::GetAtt': [logicalId(stack().provisioning.node.findChild('NlbSecurityGroup')), 'GroupId'] },
+        });
+        template().hasResourceProperties('AWS::EC2::SecurityGroupEgress', {
+          FromPort: port, ToPort: port, DestinationSecurityGroupId: { 'Fn::GetAtt': [logicalId(stack().provisioning.taskSecurityGroup), 'GroupId'] },
+        });
+      }
     });
 
     it('runs the gRPC image (grpc-service/Dockerfile, ARM64) on Fargate with stopTimeout 30 s and the task environment', () => {
@@ -537,7 +555,12 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       const [container] = task.ContainerDefinitions as Json[];
       expect(container!.StopTimeout).toBe(30);
       expect(container!.ReadonlyRootFilesystem).toBe(true);
-      expect(container!.PortMappings).toStrictEqual([{ ContainerPort: GRPC_PORT, Name: 'grpc', Protocol: 'tcp' }]);
+      expect(container!.PortMappings).toStrictEqual([{ ContainerPort: GRPC_PORT, Name: 'grpc', Protocol: 'tcp' }, { ContainerPort: HEALTH_PORT, Name: 'health', Protocol: 'tcp' }]);
+      // The container checks itself too, with the image's node (test/grpc-health.test.ts runs this command).
+      expect(container!.HealthCheck).toStrictEqual({
+        Command: containerHealthCommand(), Interval: TARGET_HEALTH_CHECK.intervalSeconds, Timeout: TARGET_HEALTH_CHECK.timeoutSeconds,
+        Retries: TARGET_HEALTH_CHECK.unhealthyThreshold, StartPeriod: 15,
+      });
       const environmentVariables = Object.fromEntries((container!.Environment as Array<{ Name: string; Value: unknown }>).map((variable) => [variable.Name, variable.Value]));
       expect(environmentVariables).toMatchObject({
         ISSUER: `https://${config().http.customDomain!.domainName}`,
@@ -545,6 +568,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
         KMS_PUBLIC_KEYS: publicKeysValue(),
         GRPC_PORT: String(GRPC_PORT),
+        HEALTH_PORT: String(HEALTH_PORT),
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
         AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
