@@ -138,7 +138,10 @@ export class HttpApi extends Construct {
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
       grantMacKeys(fn, access[group], props.macKeys);
-      // API Gateway invokes the alias, never $LATEST: its permissions are the alias's too.
+      // API Gateway invokes the alias, never $LATEST: its permissions are the alias's too. A version
+      // is a snapshot of code and configuration; currentVersion publishes a new one whenever either
+      // changes in the template (a key change shows there as a new key ARN, never only as a new
+      // KMS_PUBLIC_KEYS value: lib/public-keys.ts re-reads keys exactly when the key set changes).
       const alias = new Alias(this, `${pascal(group)}Live`, { aliasName: LIVE_ALIAS, version: fn.currentVersion });
       const integration = new LambdaIntegration(alias, { allowTestInvoke: false });
       for (const [path, methods] of Object.entries(routeManifest[group].routes)) {
