@@ -1,7 +1,9 @@
 // The Fargate task's entry point: the gRPC server on GRPC_PORT (default 50051), its modules built
 // from the task's environment (core/adapters/runtime-config.ts, aws-environment.ts). TLS ends at the NLB.
-// On SIGTERM (ECS stopping the task) health turns NOT_SERVING, calls in flight get up to
-// DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout) to finish, then the process exits.
+// Its health also answers over HTTP on HEALTH_PORT (default 8081) for the NLB and the container
+// health check (health-endpoint.ts). On SIGTERM (ECS stopping the task) health turns NOT_SERVING
+// (503 there), calls in flight get up to DRAIN_SECONDS (default 25, below ECS's 30 s stop timeout)
+// to finish, then the process exits.
 
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { modulesFromEnvironment } from '../core/adapters/aws-environment';
@@ -9,6 +11,7 @@ import { wholeDynamoStore } from '../core/adapters/dynamo-store';
 import { readRuntimeConfig } from '../core/adapters/runtime-config';
 import { engineWakeups } from '../core/adapters/valkey-wakeups';
 import { logger } from './calls';
+import { startHealthEndpoint } from './health-endpoint';
 import { grpcModules, startGrpcServer } from './server';
 
 // Read and validated once; a problem stops the task at start with every problem named.
@@ -20,7 +23,8 @@ const { drainSeconds } = config;
 const iam = config.service.wakeupEngine?.iam !== undefined;
 const inboxWakeups = engineWakeups(config.service, iam ? { credentials: new DynamoDBClient({}).config.credentials } : {});
 const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort });
-logger.info('listening', { port: running.port });
+const health = await startHealthEndpoint(running.healthStatus, { port: config.healthPort });
+logger.info('listening', { port: running.port, healthPort: health.port });
 
 process.once('SIGTERM', () => {
   logger.info('SIGTERM: draining', { drainSeconds });

@@ -1,7 +1,7 @@
 import { createFileRegistry, fromBinary } from '@bufbuild/protobuf';
 import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { ServerCredentials, type ChannelOptions, type Server } from '@grpc/grpc-js';
-import { HealthImplementation, service as healthService } from 'grpc-health-check';
+import { HealthImplementation, service as healthService, type ServingStatus } from 'grpc-health-check';
 import { setMaxListeners } from 'node:events';
 import {
   accountsModule, directoryModule, messagingModule, oauthModule, provisioningModule, tokenExchangeModule, type ModulesOf,
@@ -48,6 +48,8 @@ const bindTarget = (host: string, port: number) => (host.includes(':') ? `[${hos
 export interface RunningGrpcServer {
   port: number;
   server: Server;
+  /** The overall grpc.health.v1 status (service ''): what the HTTP health endpoint answers (health-endpoint.ts). */
+  healthStatus(): ServingStatus;
   /** Graceful drain: NOT_SERVING at once, then let calls finish for up to `graceMs`, then stop. */
   drain(graceMs?: number): Promise<void>;
 }
@@ -77,6 +79,7 @@ export async function startGrpcServer(modules: ModulesOf<typeof grpcModules>, op
   for (const [definition, implementation] of ours) server.addService(definition, implementation);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
   health.addToServer(server);
+  let overall: ServingStatus = 'SERVING';
   addReflection(server, descriptorSet, [...ours.map(([definition]) => definition), healthService], { closing: closing.signal });
 
   const port = await new Promise<number>((resolve, reject) => {
@@ -85,8 +88,10 @@ export async function startGrpcServer(modules: ModulesOf<typeof grpcModules>, op
   return {
     port,
     server,
+    healthStatus: () => overall,
     drain(graceMs = 25_000) {
-      for (const name of ['', ...SERVICE_NAMES]) health.setStatus(name, 'NOT_SERVING');
+      overall = 'NOT_SERVING';
+      for (const name of ['', ...SERVICE_NAMES]) health.setStatus(name, overall);
       // Open message streams end now (clients resume with their cursor on another task).
       closing.abort();
       return new Promise<void>((resolve) => {

@@ -183,6 +183,21 @@ export interface EnvironmentConfig {
   };
 
   /**
+   * How a new version of a route group function takes traffic (lib/releases.ts): `canary` through
+   * CodeDeploy (10 % for 5 minutes, then all), rolled back when the function's alias errors or its
+   * p99 duration passes these figures; `all-at-once` moves the alias at once.
+   */
+  readonly lambdaReleases:
+    | { readonly traffic: 'all-at-once' }
+    | {
+      readonly traffic: 'canary';
+      /** Errors of the alias in one minute that roll a release back. */
+      readonly rollbackErrors: number;
+      /** p99 duration (ms) of each function's alias, in 2 of 3 minutes, that rolls a release back. */
+      readonly rollbackP99Ms: Record<RouteGroup, number>;
+    };
+
+  /**
    * Keep tables, keys, log groups and the log bucket on updates and deletes, but not after a failed
    * create (lib/util.ts statefulRemovalPolicy).
    */
@@ -244,6 +259,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
       logRetentionDays: 14,
       logLevel: 'DEBUG',
       alarms: { ...alarmDestinations, api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
+      lambdaReleases: { traffic: 'all-at-once' },
       retainData: false,
       deletionProtection: false,
     }),
@@ -283,6 +299,12 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
       logRetentionDays: 365,
       logLevel: 'INFO',
       alarms: { ...alarmDestinations, api5xxPercent: 1, lambdaErrors: 1, tokenP99Ms: 1000 },
+      lambdaReleases: {
+        traffic: 'canary',
+        rollbackErrors: 1,
+        // Each well above what the function takes today (sign-in's scrypt about 0.5 s), well below its timeout.
+        rollbackP99Ms: { browser: 3000, token: 1500, userinfo: 1000, discovery: 1000, public: 1000, messages: 1500 },
+      },
       retainData: true,
       deletionProtection: true,
     }),
@@ -310,6 +332,11 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
   if (config.http.functions.browser.memoryMiB < 512) problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');
   for (const [group, settings] of Object.entries(config.http.functions)) {
     if (settings.timeoutSeconds > 29) problems.push(`${group}: API Gateway waits at most 29 s, so a longer timeout is pointless`);
+  }
+  if (config.lambdaReleases.traffic === 'canary') {
+    for (const [group, p99Ms] of Object.entries(config.lambdaReleases.rollbackP99Ms)) {
+      if (p99Ms >= config.http.functions[group as RouteGroup].timeoutSeconds * 1000) problems.push(`lambdaReleases.rollbackP99Ms.${group} must be below the function's timeout`);
+    }
   }
   if (!Number.isInteger(config.wakeups.replicas) || config.wakeups.replicas < 0 || config.wakeups.replicas > 5) problems.push('wakeups.replicas must be a whole number 0-5');
   for (const [what, domain] of [['api', config.http.customDomain], ['grpc', config.provisioning]] as const) {

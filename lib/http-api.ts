@@ -6,7 +6,7 @@ import {
 } from 'aws-cdk-lib/aws-apigateway';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { Tracing } from 'aws-cdk-lib/aws-lambda';
+import { Alias, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
@@ -43,6 +43,11 @@ export const PUBLIC_API_PATHS = Object.keys(routeManifest.public.routes);
 export class HttpApi extends Construct {
   readonly api: RestApi;
   readonly functions: Record<RouteGroup, NodejsFunction>;
+  /**
+   * Each function's `live` alias: what API Gateway invokes. It points at the function's current
+   * version, published anew whenever its code or configuration changes; lib/releases.ts moves it.
+   */
+  readonly aliases: Record<RouteGroup, Alias>;
   readonly webAcl: CfnWebACL;
   readonly issuer: string;
   readonly domain?: DomainName;
@@ -127,19 +132,27 @@ export class HttpApi extends Construct {
 
     const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
     const functions = {} as Record<RouteGroup, NodejsFunction>;
+    const aliases = {} as Record<RouteGroup, Alias>;
     for (const group of routeGroupNames) {
       const fn = this.routeGroupFunction(group, config, { ...environment, ...macKeyEnvironment(access[group], props.macKeys) }, removalPolicy);
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
       grantMacKeys(fn, access[group], props.macKeys);
-      const integration = new LambdaIntegration(fn, { allowTestInvoke: false });
+      // API Gateway invokes the alias, never $LATEST: its permissions are the alias's too. A version
+      // is a snapshot of code and configuration; currentVersion publishes a new one whenever either
+      // changes in the template (a key change shows there as a new key ARN, never only as a new
+      // KMS_PUBLIC_KEYS value: lib/public-keys.ts re-reads keys exactly when the key set changes).
+      const alias = new Alias(this, `${pascal(group)}Live`, { aliasName: LIVE_ALIAS, version: fn.currentVersion });
+      const integration = new LambdaIntegration(alias, { allowTestInvoke: false });
       for (const [path, methods] of Object.entries(routeManifest[group].routes)) {
         const resource = this.api.root.resourceForPath(path);
         for (const method of methods as readonly string[]) resource.addMethod(method, integration);
       }
       functions[group] = fn;
+      aliases[group] = alias;
     }
     this.functions = functions;
+    this.aliases = aliases;
 
     if (customDomain) {
       this.domain = new DomainName(this, 'Domain', {
@@ -196,6 +209,9 @@ export class HttpApi extends Construct {
     });
   }
 }
+
+/** The alias of every route group function that API Gateway invokes. */
+export const LIVE_ALIAS = 'live';
 
 /** SERVICE_NAME of a route group's function: the `service` of its log lines and the dimension of its metrics. */
 export const functionServiceName = (group: RouteGroup) => `svcnum-${group}`;

@@ -105,6 +105,14 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
         + 'replaced, wake-ups fall back to the streams\' safety-net poll (delivery slower, nothing lost). Production runs a replica in a second AZ.',
     });
   }
+  if (config.lambdaReleases.traffic === 'canary') {
+    list.push({
+      path: 'Releases/DeployRole',
+      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited]',
+      reason: 'The role CodeDeploy assumes to shift the live aliases (lib/releases.ts). AWS documents this managed policy for Lambda deployments: '
+        + 'read and update aliases, read alarms, invoke hook functions named CodeDeployHook_*; it grants no data or key access.',
+    });
+  }
   if (config.http.tracing) {
     for (const name of groups) {
       list.push({

@@ -37,6 +37,24 @@ import type { WakeupEngine } from './wakeup-engine';
 // to anywhere else: a compromised task cannot reach the internet.
 
 export const GRPC_PORT = 50051;
+/** The task's HTTP health endpoint (HEALTH_PORT, grpc-service/health-endpoint.ts): 200 only while grpc.health.v1 says SERVING. */
+export const HEALTH_PORT = 8081;
+/**
+ * How the NLB checks each task: GET /health on HEALTH_PORT, 200 only. A task that answers 503
+ * (NOT_SERVING, draining) or nothing (a wedged event loop) fails; two failed checks 10 s apart, each
+ * given 5 s, take it out of service within 30 s. A bare TCP connect would still succeed: the kernel
+ * accepts connections for a process that no longer runs its loop.
+ */
+export const TARGET_HEALTH_CHECK = { path: '/health', port: HEALTH_PORT, intervalSeconds: 10, timeoutSeconds: 5, unhealthyThreshold: 2, healthyThreshold: 2 } as const;
+/**
+ * The container's own health check (ECS replaces a task whose essential container turns
+ * UNHEALTHY): the same endpoint, asked by the image's node (it has no curl), 2 failures 10 s apart.
+ */
+export const containerHealthCommand = () => [
+  'CMD', 'node', '-e',
+  `require('http').get({host:'127.0.0.1',port:process.env.HEALTH_PORT,path:'${TARGET_HEALTH_CHECK.path}',timeout:${(TARGET_HEALTH_CHECK.timeoutSeconds - 1) * 1000}},`
+    + '(r)=>process.exit(r.statusCode===200?0:1)).on(\'timeout\',()=>process.exit(1)).on(\'error\',()=>process.exit(1))',
+];
 /** SERVICE_NAME of the task: the `service` of its log lines and the dimension of its metrics. */
 export const TASK_SERVICE_NAME = 'svcnum-provisioning';
 
@@ -97,7 +115,8 @@ export class Provisioning extends Construct {
       // The isolated subnets route nowhere but to the VPC endpoints.
       allowAllOutbound: true,
     });
-    taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(GRPC_PORT), 'gRPC (plaintext h2) and TCP health checks from the NLB');
+    taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(GRPC_PORT), 'gRPC (plaintext h2) from the NLB');
+    taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(HEALTH_PORT), 'HTTP health checks from the NLB');
 
     // Interface endpoints, reachable from the tasks only (not from the whole VPC).
     const endpointSecurityGroup = new SecurityGroup(this, 'EndpointSecurityGroup', {
@@ -162,10 +181,22 @@ export class Provisioning extends Construct {
         ...props.environment,
         ...macKeyEnvironment(access.provisioning, props.macKeys),
         GRPC_PORT: String(GRPC_PORT),
+        HEALTH_PORT: String(HEALTH_PORT),
         DRAIN_SECONDS: String(p.drainSeconds),
         SERVICE_NAME: TASK_SERVICE_NAME,
       },
-      portMappings: [{ containerPort: GRPC_PORT, protocol: EcsProtocol.TCP, name: 'grpc' }],
+      portMappings: [
+        { containerPort: GRPC_PORT, protocol: EcsProtocol.TCP, name: 'grpc' },
+        { containerPort: HEALTH_PORT, protocol: EcsProtocol.TCP, name: 'health' },
+      ],
+      healthCheck: {
+        command: containerHealthCommand(),
+        interval: Duration.seconds(TARGET_HEALTH_CHECK.intervalSeconds),
+        timeout: Duration.seconds(TARGET_HEALTH_CHECK.timeoutSeconds),
+        retries: TARGET_HEALTH_CHECK.unhealthyThreshold,
+        // Start-up (configuration, KMS public keys) before failures count.
+        startPeriod: Duration.seconds(15),
+      },
       // SIGTERM, then DRAIN_SECONDS for calls in flight, then SIGKILL at stopTimeout.
       stopTimeout: Duration.seconds(p.stopTimeoutSeconds),
       readonlyRootFilesystem: true,
@@ -229,14 +260,18 @@ export class Provisioning extends Construct {
       // answers GOAWAY and drains for DRAIN_SECONDS. The same figure keeps the two phases aligned.
       deregistrationDelay: Duration.seconds(p.drainSeconds),
       connectionTermination: false,
-      // NLB health checks speak TCP or HTTP, not gRPC: a TCP connect on the traffic port.
-      // Clients can ask grpc.health.v1.Health/Check through the listener.
+      // NLB health checks speak TCP or HTTP, not gRPC: HTTP to the task's health endpoint, which
+      // answers from grpc.health.v1 (TARGET_HEALTH_CHECK). Clients ask grpc.health.v1.Health/Check
+      // through the listener.
       healthCheck: {
-        protocol: Protocol.TCP,
-        port: 'traffic-port',
-        interval: Duration.seconds(10),
-        healthyThresholdCount: 2,
-        unhealthyThresholdCount: 2,
+        protocol: Protocol.HTTP,
+        port: String(TARGET_HEALTH_CHECK.port),
+        path: TARGET_HEALTH_CHECK.path,
+        healthyHttpCodes: '200',
+        interval: Duration.seconds(TARGET_HEALTH_CHECK.intervalSeconds),
+        timeout: Duration.seconds(TARGET_HEALTH_CHECK.timeoutSeconds),
+        healthyThresholdCount: TARGET_HEALTH_CHECK.healthyThreshold,
+        unhealthyThresholdCount: TARGET_HEALTH_CHECK.unhealthyThreshold,
       },
     });
     this.targetGroup.addTarget(this.service.loadBalancerTarget({ containerName: 'grpc', containerPort: GRPC_PORT }));

@@ -11,6 +11,7 @@ import { applyNagSuppressions } from './nag';
 import { Provisioning, TASK_SERVICE_NAME } from './provisioning';
 import { PublishedPublicKeys } from './public-keys';
 import { exampleValues } from './settings';
+import { LambdaReleases } from './releases';
 import { WakeupEngine } from './wakeup-engine';
 import { RELAY_SERVICE_NAME, WakeupRelay } from './wakeup-relay';
 
@@ -32,6 +33,7 @@ export class ServiceStack extends Stack {
   readonly wakeups: WakeupEngine;
   readonly wakeupRelay: WakeupRelay;
   readonly monitoring: Monitoring;
+  readonly releases: LambdaReleases;
   private readonly zones: string[];
 
   constructor(scope: Construct, props: ServiceStackProps) {
@@ -114,6 +116,8 @@ export class ServiceStack extends Stack {
         derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
       },
     });
+
+    this.releases = new LambdaReleases(this, 'Releases', { config, aliases: this.http.aliases });
 
     const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });
     output(outputNames.tablePrefix, prefix, 'Physical table name prefix (core/tables.ts tableNames)');

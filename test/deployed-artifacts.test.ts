@@ -94,8 +94,8 @@ beforeAll(async () => {
   }));
 
   grpcBundle = await buildingGrpc;
-  // A free port instead of the container's fixed 50051: other tests run beside this one.
-  grpcTask = await startGrpcTask(grpcBundle, { ...withPublicKeys(settings.task, settings, kms.publicKeyDer), GRPC_PORT: '0', ...runtime });
+  // Free ports instead of the container's fixed 50051 and 8081: other tests run beside this one.
+  grpcTask = await startGrpcTask(grpcBundle, { ...withPublicKeys(settings.task, settings, kms.publicKeyDer), GRPC_PORT: '0', HEALTH_PORT: '0', ...runtime });
 }, 180_000);
 
 afterAll(async () => {

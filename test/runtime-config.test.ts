@@ -117,6 +117,7 @@ const variables: Variable[] = [
   port('PORT', 'port', 3000, ['local']),
   port('DYNAMODB_PORT', 'dynamoPort', 8000, ['local']),
   port('GRPC_PORT', 'grpcPort', 50051, ['local', 'task']),
+  port('HEALTH_PORT', 'healthPort', 8081, ['task']),
   {
     name: 'DRAIN_SECONDS', kinds: ['task'], value: field('drainSeconds'), fallback: 25,
     valid: [['0', 0], ['120', 120]], invalid: ['121', '2.5', 'forever'], allowed: 'a whole number 0-120',

@@ -30,7 +30,7 @@ type ServiceVariable =
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
 type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
-export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'KMS_PUBLIC_KEYS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'KMS_PUBLIC_KEYS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'HEALTH_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
 type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable | TelemetryVariable;
 type Variable = AwsVariable | LocalVariable;
 
@@ -90,6 +90,8 @@ export interface TaskRuntimeConfig extends AwsRuntimeConfig {
   pageTokenKeyId: string;
   /** GRPC_PORT */
   grpcPort: number;
+  /** HEALTH_PORT: the HTTP health endpoint the NLB and the container health check ask (grpc-service/health-endpoint.ts). */
+  healthPort: number;
   /** DRAIN_SECONDS: how long calls in flight may finish after SIGTERM. */
   drainSeconds: number;
 }
@@ -125,6 +127,7 @@ export interface RuntimeConfig {
 export type ProcessKind = keyof RuntimeConfig;
 
 const DEFAULT_GRPC_PORT = 50051;
+const DEFAULT_HEALTH_PORT = 8081;
 /** Below ECS's 30 s stop timeout; the Fargate maximum of that timeout bounds it. */
 const DEFAULT_DRAIN_SECONDS = 25;
 const MAX_DRAIN_SECONDS = 120;
@@ -334,6 +337,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
     ...awsConfig(read),
     pageTokenKeyId: read.required('PAGE_TOKEN_KEY_ID', macKeyPurpose.PAGE_TOKEN_KEY_ID),
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
+    healthPort: read.port('HEALTH_PORT', DEFAULT_HEALTH_PORT),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),
   relay: (read) => ({ wakeupEngine: read.requiredWakeupEngine() }),

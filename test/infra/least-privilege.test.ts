@@ -50,6 +50,7 @@ const allowlist: readonly Allowed[] = [
   // AWS managed policies (their statements are AWS's, on "*").
   { policy: 'CustomVpcRestrictDefaultSGCustomResourceProviderRole', actions: ['service-role/AWSLambdaBasicExecutionRole'], resource: '*', reason: 'CDK\'s provider that empties the VPC\'s default security group (restrictDefaultSecurityGroup): logs on "*", its own role, runs at deploy.' },
   { policy: 'HttpApiCloudWatchRole', actions: ['service-role/AmazonAPIGatewayPushToCloudWatchLogs'], resource: '*', reason: 'API Gateway\'s account-level logging role (execution logs at ERROR): the policy AWS documents for it, logs only.' },
+  { policy: 'ReleasesDeployRole', actions: ['service-role/AWSCodeDeployRoleForLambdaLimited'], resource: '*', reason: 'CodeDeploy shifting the live aliases of canary releases (production): the policy AWS documents for Lambda deployments, acknowledged in lib/nag.ts.' },
   // Key policies of the signing keys and the HMAC keys: the account administers, the roles of lib/access.ts use.
   ...(['signing-key', 'sign-in-mac-key', 'page-token-key'] as const).map((key) => ({
     policy: key, principal: 'account', actions: [ADMIN], resource: '*', reason: `${KEY_RESOURCE} The account administers the key (lib/keys.ts KEY_ADMIN_ACTIONS), never uses it.`,

@@ -19,7 +19,7 @@ import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import type { HmacKey } from '../../lib/keys';
 import { acknowledgments } from '../../lib/nag';
 import { ENGINE_EVENT_TYPES, notifyOperators } from '../../lib/monitoring';
-import { GRPC_PORT } from '../../lib/provisioning';
+import { containerHealthCommand, GRPC_PORT, HEALTH_PORT, TARGET_HEALTH_CHECK } from '../../lib/provisioning';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
 import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
@@ -203,7 +203,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       }
     });
 
-    it('attaches no AWS managed policy but the two documented ones (CDK\'s provider, API Gateway\'s account role)', () => {
+    it('attaches no AWS managed policy but the documented ones', () => {
       const managed = Object.entries(resources(template(), 'AWS::IAM::Role')).flatMap(([id, role]) =>
         list(role.Properties!.ManagedPolicyArns as unknown[] | undefined).map((arn) => `${id.replace(/[0-9A-F]{8}$/, '')} ${JSON.stringify(arn).replace(/.*:policy\//, '').replace(/"\]*\}*$/, '')}`));
       expect(managed.sort()).toStrictEqual([
@@ -211,7 +211,9 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         'CustomVpcRestrictDefaultSGCustomResourceProviderRole service-role/AWSLambdaBasicExecutionRole',
         // API Gateway's account-level logging role (acknowledged in lib/nag.ts).
         'HttpApiCloudWatchRole service-role/AmazonAPIGatewayPushToCloudWatchLogs',
-      ]);
+        // CodeDeploy shifting the live aliases of canary releases (acknowledged in lib/nag.ts).
+        ...(config().lambdaReleases.traffic === 'canary' ? ['ReleasesDeployRole service-role/AWSCodeDeployRoleForLambdaLimited'] : []),
+      ].sort());
     });
 
     const grantsOf = (roleLogicalId: string) => {
@@ -314,7 +316,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       for (const logGroup of groupsWithRetention) expect(logGroup.Properties!.RetentionInDays).toBe(config().logRetentionDays);
     });
 
-    it('maps every route of lambdas/manifest.ts to its group\'s function (proxy integration) and nothing else', () => {
+    it('maps every route of lambdas/manifest.ts to its group\'s live alias (proxy integration) and nothing else', () => {
       const api = template();
       const methods = Object.values(resources(api, 'AWS::ApiGateway::Method'));
       const routes = groups.flatMap((group) => Object.entries(routeManifest[group].routes).flatMap(([path, verbs]) => (verbs as readonly string[]).map((verb) => ({ group, path, verb }))));
@@ -333,12 +335,12 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       const actual = methods.map((method) => {
         const properties = method.Properties!;
         const integration = properties.Integration as { Type: string; IntegrationHttpMethod: string; Uri: unknown };
-        const fnId = /"([A-Za-z0-9]+Function[0-9A-F]{8})"/.exec(JSON.stringify(integration.Uri))![1]!;
+        const fnId = /"([A-Za-z0-9]+Live[0-9A-F]{8})"/.exec(JSON.stringify(integration.Uri))![1]!;
         expect(integration.Type).toBe('AWS_PROXY');
         expect(integration.IntegrationHttpMethod).toBe('POST');
         return { path: pathOf((properties.ResourceId as { Ref: string }).Ref), verb: properties.HttpMethod as string, fn: fnId };
       });
-      const fnIds = Object.fromEntries(groups.map((group) => [group, logicalId(stack().http.functions[group])]));
+      const fnIds = Object.fromEntries(groups.map((group) => [group, logicalId(stack().http.aliases[group])]));
       expect(actual.map((route) => `${route.verb} ${route.path} → ${route.fn}`).sort())
         .toStrictEqual(routes.map((route) => `${route.verb} ${route.path} → ${fnIds[route.group]}`).sort());
     });
@@ -432,6 +434,81 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     });
   });
 
+  describe('Lambda releases', () => {
+    const canary = () => config().lambdaReleases.traffic === 'canary';
+
+    it('publishes each function\'s current version behind its live alias, which API Gateway invokes and may invoke (never $LATEST)', () => {
+      const aliases = resources(template(), 'AWS::Lambda::Alias');
+      const versions = resources(template(), 'AWS::Lambda::Version');
+      for (const group of groups) {
+        const fn = { Ref: logicalId(stack().http.functions[group]) };
+        // currentVersion: its logical id ends in a hash of the function's code and configuration, so a change publishes a new version.
+        const version = stack().resolve((stack().http.functions[group].currentVersion.node.defaultChild as CfnElement).logicalId) as string;
+        expect(version, group).toMatch(/CurrentVersion[0-9A-F]{8}[0-9a-f]{32}$/);
+        expect(versions[version]?.Properties, group).toStrictEqual({ FunctionName: fn });
+        expect(aliases[logicalId(stack().http.aliases[group])]?.Properties, group).toStrictEqual({
+          FunctionName: fn, FunctionVersion: { 'Fn::GetAtt': [version, 'Version'] }, Name: 'live',
+        });
+      }
+      // The aliases of the route groups (and CDK's custom-resource functions have none).
+      expect(Object.keys(aliases)).toHaveLength(groups.length);
+      // Every permission API Gateway has is on an alias: one per method, as the integrations.
+      const aliasIds = new Set(groups.map((group) => logicalId(stack().http.aliases[group])));
+      const gatewayPermissions = Object.values(resources(template(), 'AWS::Lambda::Permission')).map((permission) => permission.Properties!)
+        .filter((permission) => permission.Principal === 'apigateway.amazonaws.com');
+      expect(gatewayPermissions).toHaveLength(Object.keys(resources(template(), 'AWS::ApiGateway::Method')).length);
+      for (const permission of gatewayPermissions) expect(aliasIds.has((permission.FunctionName as { Ref: string }).Ref), JSON.stringify(permission)).toBe(true);
+    });
+
+    it(environment === 'production'
+      ? 'shifts production traffic by CodeDeploy (10 % for 5 minutes), rolling back on each alias\'s error and p99 alarms'
+      : 'moves the sandbox aliases at once: no CodeDeploy', () => {
+      const groupsDeployed = Object.values(resources(template(), 'AWS::CodeDeploy::DeploymentGroup')).map((group) => group.Properties!);
+      const aliases = Object.entries(template().findResources('AWS::Lambda::Alias') as Record<string, { UpdatePolicy?: Json }>);
+      expect(canary()).toBe(environment === 'production');
+      if (!canary()) {
+        expect(groupsDeployed).toStrictEqual([]);
+        template().resourceCountIs('AWS::CodeDeploy::Application', 0);
+        for (const [id, alias] of aliases) expect(alias.UpdatePolicy, id).toBeUndefined();
+        return;
+      }
+      const release = config().lambdaReleases as Extract<ReturnType<typeof config>['lambdaReleases'], { traffic: 'canary' }>;
+      template().hasResourceProperties('AWS::CodeDeploy::Application', { ComputePlatform: 'Lambda', ApplicationName: `svcnum-${environment}-http` });
+      expect(groupsDeployed).toHaveLength(groups.length);
+      const alarms = resources(template(), 'AWS::CloudWatch::Alarm');
+      const topic = { Ref: logicalId(stack().monitoring.topic) };
+      for (const group of groups) {
+        const deployment = stack().releases.deploymentGroups[group]!;
+        const properties = groupsDeployed.find((candidate) => candidate.DeploymentGroupName === `svcnum-${environment}-${group}`)!;
+        expect(properties, group).toMatchObject({
+          DeploymentConfigName: 'CodeDeployDefault.LambdaCanary10Percent5Minutes',
+          DeploymentStyle: { DeploymentType: 'BLUE_GREEN', DeploymentOption: 'WITH_TRAFFIC_CONTROL' },
+          AutoRollbackConfiguration: { Enabled: true, Events: expect.arrayContaining(['DEPLOYMENT_FAILURE', 'DEPLOYMENT_STOP_ON_ALARM', 'DEPLOYMENT_STOP_ON_REQUEST']) as unknown },
+        });
+        // The alias's update is the deployment: CloudFormation hands it to CodeDeploy.
+        const alias = aliases.find(([id]) => id === logicalId(stack().http.aliases[group]))![1];
+        expect(alias.UpdatePolicy, group).toStrictEqual({ CodeDeployLambdaAliasUpdate: {
+          ApplicationName: { Ref: logicalId(stack().releases.node.findChild('Application')) }, DeploymentGroupName: { Ref: logicalId(deployment) },
+        } });
+        // Rollback alarms: the alias's errors per minute and its p99 duration, each notifying the topic.
+        const watched = (properties.AlarmConfiguration as { Enabled: boolean; Alarms: Array<{ Name: { Ref: string } }> });
+        expect(watched.Enabled, group).toBe(true);
+        const rollback = watched.Alarms.map((alarm) => alarms[alarm.Name.Ref]!.Properties!);
+        const fn = { Ref: logicalId(stack().http.functions[group]) };
+        const aliasDimensions = [{ Name: 'FunctionName', Value: fn }, { Name: 'Resource', Value: { 'Fn::Join': ['', [fn, ':live']] } }];
+        expect(rollback.map((alarm) => [alarm.MetricName, alarm.Statistic ?? alarm.ExtendedStatistic, alarm.Period, alarm.Threshold]), group)
+          .toStrictEqual([['Errors', 'Sum', 60, release.rollbackErrors], ['Duration', 'p99', 60, release.rollbackP99Ms[group]]]);
+        for (const alarm of rollback) {
+          expect(alarm.Dimensions, group).toStrictEqual(aliasDimensions);
+          expect(alarm.AlarmActions, group).toContainEqual(topic);
+          expect(alarm.TreatMissingData, group).toBe('notBreaching');
+        }
+        // p99 below the function's timeout: a hung version rolls back before it times out at p99.
+        expect(release.rollbackP99Ms[group]).toBeLessThan(config().http.functions[group].timeoutSeconds * 1000);
+      }
+    });
+  });
+
   describe('provisioning', () => {
     it('terminates TLS on 443 at an internet-facing NLB with ALPN HTTP/2 and the configured certificate', () => {
       template().hasResourceProperties('AWS::ElasticLoadBalancingV2::LoadBalancer', {
@@ -452,15 +529,33 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       });
     });
 
-    it('forwards TCP to the tasks on 50051 with TCP health checks and a deregistration delay of DRAIN_SECONDS', () => {
+    it('forwards TCP to the tasks on 50051, checks their health over HTTP on HEALTH_PORT (out within 30 s), deregistration delay DRAIN_SECONDS', () => {
       template().hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
         Port: GRPC_PORT,
         Protocol: 'TCP',
         TargetType: 'ip',
-        HealthCheckProtocol: 'TCP',
-        HealthCheckPort: 'traffic-port',
+        HealthCheckProtocol: 'HTTP',
+        HealthCheckPort: String(HEALTH_PORT),
+        HealthCheckPath: TARGET_HEALTH_CHECK.path,
+        Matcher: { HttpCode: '200' },
+        HealthCheckIntervalSeconds: TARGET_HEALTH_CHECK.intervalSeconds,
+        HealthCheckTimeoutSeconds: TARGET_HEALTH_CHECK.timeoutSeconds,
+        UnhealthyThresholdCount: TARGET_HEALTH_CHECK.unhealthyThreshold,
         TargetGroupAttributes: Match.arrayWith([{ Key: 'deregistration_delay.timeout_seconds', Value: String(config().provisioning.drainSeconds) }]),
       });
+      // A task that stops answering is out after the threshold's checks, the last one timing out: at most 30 s.
+      const { intervalSeconds, timeoutSeconds, unhealthyThreshold } = TARGET_HEALTH_CHECK;
+      expect(intervalSeconds * unhealthyThreshold + timeoutSeconds).toBeLessThanOrEqual(30);
+      expect(timeoutSeconds).toBeLessThan(intervalSeconds);
+      // The NLB may reach the health port (ingress on the tasks' group, egress on its own).
+      for (const port of [GRPC_PORT, HEALTH_PORT]) {
+        template().hasResourceProperties('AWS::EC2::SecurityGroupIngress', {
+          FromPort: port, ToPort: port, SourceSecurityGroupId: { 'Fn::GetAtt': [logicalId(stack().provisioning.node.findChild('NlbSecurityGroup')), 'GroupId'] },
+        });
+        template().hasResourceProperties('AWS::EC2::SecurityGroupEgress', {
+          FromPort: port, ToPort: port, DestinationSecurityGroupId: { 'Fn::GetAtt': [logicalId(stack().provisioning.taskSecurityGroup), 'GroupId'] },
+        });
+      }
     });
 
     it('runs the gRPC image (grpc-service/Dockerfile, ARM64) on Fargate with stopTimeout 30 s and the task environment', () => {
@@ -470,7 +565,12 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       const [container] = task.ContainerDefinitions as Json[];
       expect(container!.StopTimeout).toBe(30);
       expect(container!.ReadonlyRootFilesystem).toBe(true);
-      expect(container!.PortMappings).toStrictEqual([{ ContainerPort: GRPC_PORT, Name: 'grpc', Protocol: 'tcp' }]);
+      expect(container!.PortMappings).toStrictEqual([{ ContainerPort: GRPC_PORT, Name: 'grpc', Protocol: 'tcp' }, { ContainerPort: HEALTH_PORT, Name: 'health', Protocol: 'tcp' }]);
+      // The container checks itself too, with the image's node (test/grpc-health.test.ts runs this command).
+      expect(container!.HealthCheck).toStrictEqual({
+        Command: containerHealthCommand(), Interval: TARGET_HEALTH_CHECK.intervalSeconds, Timeout: TARGET_HEALTH_CHECK.timeoutSeconds,
+        Retries: TARGET_HEALTH_CHECK.unhealthyThreshold, StartPeriod: 15,
+      });
       const environmentVariables = Object.fromEntries((container!.Environment as Array<{ Name: string; Value: unknown }>).map((variable) => [variable.Name, variable.Value]));
       expect(environmentVariables).toMatchObject({
         ISSUER: `https://${config().http.customDomain!.domainName}`,
@@ -478,6 +578,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack().keys.active), 'Arn'] },
         KMS_PUBLIC_KEYS: publicKeysValue(),
         GRPC_PORT: String(GRPC_PORT),
+        HEALTH_PORT: String(HEALTH_PORT),
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
         AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
@@ -537,7 +638,9 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     it('alarms on API 5xx, token p99, Lambda errors and throttles per function, DynamoDB throttles per table, NLB targets', () => {
       const alarms = Object.values(resources(template(), 'AWS::CloudWatch::Alarm')).map((alarm) => alarm.Properties!);
       // … and the wake-up engine's and relay's seven (test/infra/wakeups.test.ts).
-      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1 + 7);
+      // … and, for canary releases, two rollback alarms per function (lib/releases.ts).
+      const rollbackAlarms = config().lambdaReleases.traffic === 'canary' ? 2 * groups.length : 0;
+      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1 + 7 + rollbackAlarms);
       const named = (suffix: string) => alarms.find((alarm) => alarm.AlarmName === `svcnum-${environment}-${suffix}`);
       expect(named('Api5xxRate')).toBeDefined();
       expect(JSON.stringify(named('Api5xxRate')!.Metrics)).toContain('5XXError');

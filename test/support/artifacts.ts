@@ -13,7 +13,7 @@ import { createServiceApp } from '../../lib/app';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { EXAMPLE_SETTINGS_FILE, resolveConfigs } from '../../lib/settings';
 import { repoRoot } from '../../lib/util';
-import { grpcImageEnvironment, grpcImageStages } from './grpc-image';
+import { grpcImageEnvironment, grpcImageStage } from './grpc-image';
 
 // The deployed artifacts as AWS runs them: what the stack gives each process (read from the
 // synthesized template), the gRPC image's bundle built as its Dockerfile builds it, and child
@@ -42,8 +42,15 @@ export interface StackSettings {
   lambdas: Record<RouteGroup, FunctionSettings>;
   /** The gRPC container's environment. */
   task: Record<string, string>;
+  /** How the task's health is checked: the NLB target group's HTTP check and the container's command. */
+  taskHealth: TaskHealthChecks;
   /** ARNs the template's environment values resolve to, by key kind. */
   keys: { signing: string[]; mac: string[] };
+}
+
+export interface TaskHealthChecks {
+  targetGroup: { protocol: string; port: number; path: string; httpCode: string; intervalSeconds: number; timeoutSeconds: number; unhealthyThreshold: number };
+  container: { command: string[]; intervalSeconds: number; timeoutSeconds: number; retries: number };
 }
 
 /**
@@ -108,6 +115,8 @@ export function stackSettings(): StackSettings {
 
     const lambdas = {} as Record<RouteGroup, FunctionSettings>;
     let task: Record<string, string> | undefined;
+    let containerHealth: TaskHealthChecks['container'] | undefined;
+    let targetHealth: TaskHealthChecks['targetGroup'] | undefined;
     for (const resource of Object.values(template.Resources)) {
       const properties = resource.Properties;
       if (resource.Type === 'AWS::Lambda::Function') {
@@ -117,13 +126,28 @@ export function stackSettings(): StackSettings {
         lambdas[group] = { functionName: properties.FunctionName as string, handler: properties.Handler as string, environment: resolveAll(Object.entries(variables)) };
       }
       if (resource.Type === 'AWS::ECS::TaskDefinition') {
-        const [container] = properties.ContainerDefinitions as Array<{ Environment?: Array<{ Name: string; Value: unknown }> }>;
+        const [container] = properties.ContainerDefinitions as Array<{ Environment?: Array<{ Name: string; Value: unknown }>; HealthCheck: { Command: string[]; Interval: number; Timeout: number; Retries: number } }>;
         task = resolveAll((container!.Environment ?? []).map(({ Name, Value }) => [Name, Value]));
+        const check = container!.HealthCheck;
+        containerHealth = { command: check.Command, intervalSeconds: check.Interval, timeoutSeconds: check.Timeout, retries: check.Retries };
+      }
+      if (resource.Type === 'AWS::ElasticLoadBalancingV2::TargetGroup') {
+        targetHealth = {
+          protocol: properties.HealthCheckProtocol as string,
+          port: Number(properties.HealthCheckPort),
+          path: properties.HealthCheckPath as string,
+          httpCode: (properties.Matcher as { HttpCode: string }).HttpCode,
+          intervalSeconds: properties.HealthCheckIntervalSeconds as number,
+          timeoutSeconds: properties.HealthCheckTimeoutSeconds as number,
+          unhealthyThreshold: properties.UnhealthyThresholdCount as number,
+        };
       }
     }
     const missing = Object.keys(routeManifest).filter((group) => !lambdas[group as RouteGroup]);
-    if (missing.length || !task) throw new Error(`the template lacks ${[...missing, ...(task ? [] : ['the task definition'])].join(', ')}`);
-    return { region, account, lambdas, task, keys };
+    if (missing.length || !task || !containerHealth || !targetHealth) {
+      throw new Error(`the template lacks ${[...missing, ...(task ? [] : ['the task definition']), ...(targetHealth ? [] : ['the target group'])].join(', ')}`);
+    }
+    return { region, account, lambdas, task, taskHealth: { targetGroup: targetHealth, container: containerHealth }, keys };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
   }
@@ -255,14 +279,20 @@ export async function buildGrpcBundle(directory: string): Promise<GrpcBundle> {
   rmSync(metafilePath, { force: true });
   await copyFile(join(repoRoot, 'package.json'), join(directory, 'package.json'));
   await symlink(join(repoRoot, 'node_modules'), join(directory, 'node_modules'), 'dir');
-  const dockerBuildContext = [...(grpcImageStages()[0] ?? '').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
+  const dockerBuildContext = [...grpcImageStage('build').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
   const imageEnvironment = grpcImageEnvironment();
   return { directory, metafile, dockerBuildContext, imageEnvironment };
 }
 
 export interface GrpcTask {
   port: number;
+  /** HEALTH_PORT as bound: the HTTP health endpoint. */
+  healthPort: number;
   output: ChildOutput;
+  /** Sends a signal (SIGSTOP, SIGCONT, SIGTERM) and returns at once. */
+  signal(signal: NodeJS.Signals): void;
+  /** Resolves with the exit code (null when a signal ended it). */
+  exited: Promise<number | null>;
   /** SIGTERM, as ECS stops a task; resolves with the exit code. */
   stop(): Promise<number | null>;
   kill(): Promise<void>;
@@ -273,15 +303,16 @@ export async function startGrpcTask(bundle: GrpcBundle, environment: Record<stri
   const env = { ...bundle.imageEnvironment, ...environment };
   const child = spawn(process.execPath, [...guard, 'main.mjs'], { cwd: bundle.directory, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const output = collect(child);
-  const port = await new Promise<number>((resolve, reject) => {
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const { port, healthPort } = await new Promise<{ port: number; healthPort: number }>((resolve, reject) => {
     const timer = setInterval(() => {
-      // The first structured log line: {"message":"listening","port":N,…}
+      // The first structured log line: {"message":"listening","port":N,"healthPort":M,…}
       for (const line of output.stdout.split('\n')) {
         if (!line.includes('"listening"')) continue;
-        const parsed = JSON.parse(line) as { message?: string; port?: number };
-        if (parsed.message === 'listening' && parsed.port) {
+        const parsed = JSON.parse(line) as { message?: string; port?: number; healthPort?: number };
+        if (parsed.message === 'listening' && parsed.port && parsed.healthPort) {
           clearInterval(timer);
-          resolve(parsed.port);
+          resolve({ port: parsed.port, healthPort: parsed.healthPort });
         }
       }
     }, 50);
@@ -292,7 +323,10 @@ export async function startGrpcTask(bundle: GrpcBundle, environment: Record<stri
   });
   return {
     port,
+    healthPort,
     output,
+    signal: (signal) => { child.kill(signal); },
+    exited,
     stop: () => stop(child, 'SIGTERM'),
     kill: async () => { await stop(child); },
   };
