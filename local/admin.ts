@@ -53,8 +53,8 @@ function usage(group?: string): string {
 }
 
 /** The commands of a group, as its usage lines name them (`client` → create, list, show, …). */
-const commandsOf = (group: string) => (COMMANDS[group] ?? [])
-  .flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|')));
+const commandsOf = (group: string) => [...new Set((COMMANDS[group] ?? [])
+  .flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|'))))];
 
 /** Help that was asked for: printed on stdout, exit 0. */
 export class HelpRequested {

@@ -222,6 +222,7 @@ describe('admin CLI against the running local service', () => {
       [['client', 'list', '--env', 'staging'], 2, /sandbox or production/],
       [['user', 'disable', 'nobody@example.com'], 1, /no user nobody@example.com/],
       [['user', 'grants'], 2, /needs a SVCNUM_ID, email or number/],
+      [['grant'], 2, /^grant needs one of: revoke \(/],
       [['grant', 'revoke'], 2, /needs a GRANT_ID or --user/],
       [['grant', 'revoke', '--all'], 2, /need --user/],
       [['grant', 'revoke', '--user', 'shopper@example.com'], 2, /--all or --client/],
@@ -235,7 +236,7 @@ describe('admin CLI against the running local service', () => {
       expect(result.stderr.trim().split('\n')).toHaveLength(1);
       expect(result.stderr).toMatch(message);
     }
-    // Twenty CLI processes one after another: slow when other test files share the cores.
+    // Twenty-one CLI processes one after another: slow when other test files share the cores.
   }, 120_000);
 });
 
