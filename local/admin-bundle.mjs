@@ -4,7 +4,8 @@
 //
 // A bundle lives in <cache>/<key>/, where <key> is a hash of all it was built from: the contents
 // of every source file it bundles (esbuild's metafile lists them), the installed packages
-// (node_modules/.package-lock.json, which npm rewrites on every install) and this file. Each run
+// (package-lock.json and node_modules/.package-lock.json, which npm rewrites on every install)
+// and this file. Each run
 // recomputes the key from those files, so an edited source builds a new bundle before the command
 // runs: it never runs stale code. Plain JavaScript: nothing to compile before it runs.
 
@@ -17,10 +18,20 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 /** Older bundles are removed this long after their last build, once nothing can still be loading their chunks. */
 const KEEP_OLD_MS = 10 * 60_000;
 
-/** The key of a bundle of `inputs` (paths relative to `root`; packages are covered by the lock file). */
+/** What the installed packages are: the lock files npm writes (the one in node_modules on every install). */
+const LOCK_FILES = ['node_modules/.package-lock.json', 'package-lock.json'];
+
+/** The key of a bundle of `inputs` (paths relative to `root`; packages are covered by the lock files). */
 function keyOf(root, inputs) {
   const hash = createHash('sha256').update(readFileSync(fileURLToPath(import.meta.url)));
-  for (const file of ['node_modules/.package-lock.json', ...inputs]) hash.update(`\0${file}\0`).update(readFileSync(join(root, file)));
+  for (const file of LOCK_FILES) {
+    try {
+      hash.update(`\0${file}\0`).update(readFileSync(join(root, file)));
+    } catch {
+      hash.update('\0(none)\0'); // installed by another tool: the sources still decide
+    }
+  }
+  for (const file of inputs) hash.update(`\0${file}\0`).update(readFileSync(join(root, file)));
   return hash.digest('hex').slice(0, 20);
 }
 
