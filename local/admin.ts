@@ -119,14 +119,19 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
 }
 
+const localStoreModules = () => Promise.all([
+  import('./embedded-dynamo'), import('./running'), import('../core/adapters/dynamo-schema'), import('../core/adapters/dynamo-store'), import('../core/tables'),
+]);
+
+/** Runs `work` with a store on the tables a command acts on. */
+type WithStore = <T>(work: (store: Store) => Promise<T>) => Promise<T>;
+
 /**
  * The local tables: DATA_DIR opened for this one command, or, while `npm start` holds it, through
  * the running service's embedded DynamoDB (its runner.json note says where; local/running.ts).
  */
-async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>): Promise<T> {
-  const [{ DataInUseError, localDynamoClient, startEmbeddedDynamo }, { LOCAL_TABLE_PREFIX, runnerFile, runnerNote }, schema, { createDynamoStore }, { tableNames }] = await Promise.all([
-    import('./embedded-dynamo'), import('./running'), import('../core/adapters/dynamo-schema'), import('../core/adapters/dynamo-store'), import('../core/tables'),
-  ]);
+async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>, modules = localStoreModules()): Promise<T> {
+  const [{ DataInUseError, localDynamoClient, startEmbeddedDynamo }, { LOCAL_TABLE_PREFIX, runnerFile, runnerNote }, schema, { createDynamoStore }, { tableNames }] = await modules;
   let embedded: Awaited<ReturnType<typeof startEmbeddedDynamo>> | undefined;
   let endpoint: string;
   try {
@@ -235,9 +240,11 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
     }
   }
 
-  const withStore = async <T>(work: (store: Store) => Promise<T>) =>
-    (deployed ? (await import('./deployed')).withDeployedStore(deployed, work, options.deployed) : withLocalStore(await dataDir(), work));
-  const [{ createAccountsModule, createRegistration }, { systemClock, systemRandom }] = await Promise.all([core(), import('../core/adapters/system')]);
+  // The store's modules load alongside the core's, not after them.
+  const opening: Promise<WithStore> = deployed
+    ? import('./deployed').then(({ withDeployedStore }) => (work) => withDeployedStore(deployed, work, options.deployed))
+    : Promise.all([dataDir(), localStoreModules()]).then(([folder, modules]) => (work) => withLocalStore(folder, work, Promise.resolve(modules)));
+  const [{ createAccountsModule, createRegistration }, { systemClock, systemRandom }, withStore] = await Promise.all([core(), import('../core/adapters/system'), opening]);
   return withStore(async (store) => {
     const registration = createRegistration(store, systemClock, systemRandom);
     const accounts = createAccountsModule({ store, clock: systemClock });
