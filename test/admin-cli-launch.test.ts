@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-// @ts-expect-error: plain JavaScript (it runs before anything could compile TypeScript), no types
 import { adminBundle } from '../local/admin-bundle.mjs';
 import { runAdmin, runScript } from './support/processes';
 
@@ -29,7 +28,7 @@ describe('the admin CLI bundle', () => {
     const say = async (folder: string) => (await import(pathToFileURL(join(folder, 'admin.mjs')).href) as { main: () => string }).main();
 
     await setWord('one');
-    const first: string = await adminBundle({ root, cache });
+    const first = await adminBundle({ root, cache });
     expect(await say(first)).toBe('one');
     const built = (await stat(join(first, 'admin.mjs'))).mtimeMs;
     expect(JSON.parse(await readFile(join(cache, 'inputs.json'), 'utf8'))).toEqual(['local/admin.ts', 'local/word.ts']);
@@ -39,7 +38,7 @@ describe('the admin CLI bundle', () => {
 
     // An imported file, not only the entry, decides.
     await setWord('two');
-    const second: string = await adminBundle({ root, cache });
+    const second = await adminBundle({ root, cache });
     expect(second).not.toBe(first);
     expect(await say(second)).toBe('two');
     // So does the installed packages' lock file.
