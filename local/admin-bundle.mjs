@@ -11,8 +11,9 @@
 
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 /** Older bundles are removed this long after their last build, once nothing can still be loading their chunks. */
@@ -34,6 +35,21 @@ function keyOf(root, inputs) {
   for (const file of inputs) hash.update(`\0${file}\0`).update(readFileSync(join(root, file)));
   return hash.digest('hex').slice(0, 20);
 }
+
+/**
+ * Our sources keep their own location in `import.meta.url`, as under tsx, rather than the bundle's
+ * in the cache: what they find next to them (lib/util.ts's repoRoot, dynalite's path) stays right.
+ */
+const sourceLocations = {
+  name: 'source-locations',
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/ }, async ({ path }) => {
+      if (path.includes('/node_modules/')) return undefined;
+      const source = await readFile(path, 'utf8');
+      return { contents: source.replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href)), loader: 'ts' };
+    });
+  },
+};
 
 /**
  * The folder of the current bundle of `entry` (its `admin.mjs` exports what the entry does),
@@ -68,6 +84,7 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
     external: ['classic-level', 'dynalite'],
     // Bundled CommonJS packages require Node's built-ins.
     banner: { js: "import { createRequire as __adminRequire } from 'node:module'; const require = __adminRequire(import.meta.url);" },
+    plugins: [sourceLocations],
     metafile: true,
     logLevel: 'error',
   });

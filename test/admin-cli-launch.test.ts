@@ -23,13 +23,14 @@ describe('the admin CLI bundle', () => {
     await mkdir(join(root, 'local'), { recursive: true });
     await mkdir(join(root, 'node_modules'), { recursive: true });
     await writeFile(join(root, 'node_modules', '.package-lock.json'), '{"lockfileVersion":3}\n');
-    await writeFile(join(root, 'local', 'admin.ts'), "import { word } from './word';\nexport const main = (): string => word;\n");
+    // It sees its own location, not the bundle's.
+    await writeFile(join(root, 'local', 'admin.ts'), "import { word } from './word';\nexport const main = (): string => `${word} ${import.meta.url}`;\n");
     const setWord = (word: string) => writeFile(join(root, 'local', 'word.ts'), `export const word: string = '${word}';\n`);
     const say = async (folder: string) => (await import(pathToFileURL(join(folder, 'admin.mjs')).href) as { main: () => string }).main();
 
     await setWord('one');
     const first = await adminBundle({ root, cache });
-    expect(await say(first)).toBe('one');
+    expect(await say(first)).toBe(`one ${pathToFileURL(join(root, 'local', 'admin.ts')).href}`);
     const built = (await stat(join(first, 'admin.mjs'))).mtimeMs;
     expect(JSON.parse(await readFile(join(cache, 'inputs.json'), 'utf8'))).toEqual(['local/admin.ts', 'local/word.ts']);
 
@@ -40,7 +41,7 @@ describe('the admin CLI bundle', () => {
     await setWord('two');
     const second = await adminBundle({ root, cache });
     expect(second).not.toBe(first);
-    expect(await say(second)).toBe('two');
+    expect(await say(second)).toMatch(/^two file:/);
     // So does the installed packages' lock file.
     await writeFile(join(root, 'node_modules', '.package-lock.json'), '{"lockfileVersion":3,"packages":{}}\n');
     expect(await adminBundle({ root, cache })).not.toBe(second);
