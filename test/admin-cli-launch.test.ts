@@ -48,6 +48,16 @@ describe('the admin CLI bundle', () => {
   });
 });
 
+describe('--env from the bundle', () => {
+  it('loads the CloudFormation client from its chunk and reaches the endpoint it is given (a closed loopback port here, never AWS)', async () => {
+    const outcome = await runAdmin(['user', 'grants', 'ops@example.com', '--env', 'sandbox'], {
+      AWS_ENDPOINT_URL: 'http://127.0.0.1:9', AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test',
+      AWS_MAX_ATTEMPTS: '1', AWS_EC2_METADATA_DISABLED: 'true',
+    });
+    expect({ code: outcome.code, stdout: outcome.stdout, stderr: outcome.stderr }).toEqual({ code: 1, stdout: '', stderr: 'connect ECONNREFUSED 127.0.0.1:9\n' });
+  }, 60_000);
+});
+
 describe('what a command loads', () => {
   /** Every module URL or path a run of the CLI loaded (test/support/module-log.mjs). */
   async function modulesLoaded(name: string, run: (env: Record<string, string>) => Promise<{ code: number; stderr: string }>) {
