@@ -1,26 +1,15 @@
 // Lambda runs Node 22; the SDK's notice about Node 20 is noise on a laptop and in CI.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
+import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createAccountsModule, createRegistration, publicClient, publicUser } from '../core/accounts';
-import { buildModules, directoryModule, modulePorts, provisioningModule } from '../core/registry';
-import { serviceConfig } from '../core/kernel/config';
-import { OPERATOR, type AliasView } from '../core/directory/aliases';
+import type { AliasView } from '../core/directory/aliases';
 import { DomainError } from '../core/kernel/errors';
-import { identifierKey } from '../core/oauth/sign-in-guard';
-import { createDynamoStore } from '../core/adapters/dynamo-store';
-import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
-import { openLocalKeyStore } from '../core/adapters/local-keys';
-import { systemClock, systemRandom } from '../core/adapters/system';
-import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type User } from '../core/kernel/model';
+import type { AccountType, Client, Grant, User } from '../core/kernel/model';
 import type { Store } from '../core/store';
-import { tableNames } from '../core/tables';
-import { DataInUseError, localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
-import { localEnvironment } from './environment';
-import { LOCAL_TABLE_PREFIX } from './runner';
-import { withDeployedStore } from './deployed';
-import { runnerFile, runnerNote } from './running';
+import type { DeployedOptions } from './deployed';
 import { LocalStartError } from './start-errors';
 import type { EnvironmentName } from '../lib/config';
 
@@ -37,8 +26,14 @@ const COMMANDS: Record<string, string[]> = {
   'prov-client': ['prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"'],
   user: [
     'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]',
-    'user list | user show SVCNUM_ID|EMAIL|NUMBER | user disable SVCNUM_ID',
+    'user list | user show SVCNUM_ID|EMAIL|NUMBER',
+    'user disable|enable SVCNUM_ID|EMAIL|NUMBER      disable: no sign-in, every grant revoked; enable: may sign in again',
+    'user grants SVCNUM_ID|EMAIL|NUMBER      the account\'s grants in force (one per consent chain: a refresh token)',
     'user unthrottle SVCNUM_ID|EMAIL|NUMBER      forget failed sign-ins on the account\'s email, number and svcnum_id',
+  ],
+  grant: [
+    'grant revoke GRANT_ID      its refresh token stops working at once (as RFC 7009 revocation)',
+    'grant revoke --user SVCNUM_ID|EMAIL|NUMBER (--all | --client CLIENT_ID)      as the account page\'s "Revoke access": consent forgotten, grants revoked',
   ],
   number: [
     'number seed --from NUMBER --count N      add consecutive numbers to the pool',
@@ -58,33 +53,49 @@ function usage(group?: string): string {
 }
 
 /** The commands of a group, as its usage lines name them (`client` → create, list, show, …). */
-const commandsOf = (group: string) => (COMMANDS[group] ?? [])
-  .flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|')));
+const commandsOf = (group: string) => [...new Set((COMMANDS[group] ?? [])
+  .flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|'))))];
 
 /** Help that was asked for: printed on stdout, exit 0. */
-class HelpRequested {
+export class HelpRequested {
   constructor(readonly text: string) {}
 }
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
-const clientJson = (client: Client) => {
-  const shown = publicClient(client);
+// What a command needs is imported when it runs (each await below): `help` and a usage error load
+// no SDK, a local command never loads CloudFormation's, and nothing here loads KMS's.
+const core = () => import('../core/accounts');
+
+async function clientJson(client: Client) {
+  const shown = (await core()).publicClient(client);
   return {
     client_id: shown.clientId, kind: shown.kind, name: shown.name,
     // Records from before the option have none: they answer `null`, the spec's default.
     ...(client.kind === 'login' ? { redirect_uris: shown.redirectUris, refresh_response: client.refreshResponse ?? 'null' } : {}),
     scope: shown.scopes.join(' '), ...(client.ownerId ? { owner: client.ownerId } : {}), disabled: shown.disabled, created_at: shown.createdAt,
   };
-};
+}
 
-const userJson = (user: User) => {
-  const shown = publicUser(user);
+async function userJson(user: User) {
+  const shown = (await core()).publicUser(user);
   return {
     svcnum_id: shown.svcnumId, svcnum: shown.svcnum, ...(shown.email ? { email: shown.email } : {}),
     status: shown.status, account_type: shown.accountType, created_at: shown.createdAt,
   };
-};
+}
+
+const iso = (time: number) => new Date(time).toISOString();
+
+/** A grant as `user grants` and `grant revoke` print it: never its secret's hash. */
+const grantJson = (grant: Grant, clients?: Map<string, Client | undefined>) => ({
+  grant_id: grant.grantId, client_id: grant.clientId,
+  ...(clients ? { client_name: clients.get(grant.clientId)?.name ?? null } : {}),
+  svcnum_id: grant.svcnumId, scope: grant.scopes.join(' '), created_at: iso(grant.createdAt),
+  // The sliding window is moved at most about once a day: a later time is a use on that day.
+  ...(grant.lastUsedAt > grant.createdAt ? { last_used_at: iso(grant.lastUsedAt) } : {}),
+  ...(grant.revokedAt !== undefined ? { revoked_at: iso(grant.revokedAt) } : {}),
+});
 
 /** The identifiers a person may sign in with, each with its own sign-in throttle count. */
 const signInIdentifiers = (user: User) => Object.entries({ email: user.email, number: user.svcnum, svcnum_id: user.svcnumId })
@@ -92,11 +103,12 @@ const signInIdentifiers = (user: User) => Object.entries({ email: user.email, nu
 
 /** Live throttle counts of an account's identifiers: `[{identifier, failures, blocked_until?}]`. */
 async function signInThrottle(store: Store, user: User) {
+  const { identifierKey } = await import('../core/oauth/sign-in-guard');
   const now = Date.now();
   const live = [];
   for (const [identifier, value] of signInIdentifiers(user)) {
     const state = await store.getSignInThrottle(identifierKey(value), now);
-    if (state) live.push({ identifier, failures: state.failures, ...(state.blockedUntil > now ? { blocked_until: new Date(state.blockedUntil).toISOString() } : {}) });
+    if (state) live.push({ identifier, failures: state.failures, ...(state.blockedUntil > now ? { blocked_until: iso(state.blockedUntil) } : {}) });
   }
   return live;
 }
@@ -107,12 +119,20 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
 }
 
+const localStoreModules = () => Promise.all([
+  import('./embedded-dynamo'), import('./running'), import('../core/adapters/dynamo-schema'), import('../core/adapters/dynamo-store'), import('../core/tables'),
+]);
+
+/** Runs `work` with a store on the tables a command acts on. */
+type WithStore = <T>(work: (store: Store) => Promise<T>) => Promise<T>;
+
 /**
  * The local tables: DATA_DIR opened for this one command, or, while `npm start` holds it, through
  * the running service's embedded DynamoDB (its runner.json note says where; local/running.ts).
  */
-async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>): Promise<T> {
-  let embedded: EmbeddedDynamo | undefined;
+async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>, modules = localStoreModules()): Promise<T> {
+  const [{ DataInUseError, localDynamoClient, startEmbeddedDynamo }, { LOCAL_TABLE_PREFIX, runnerFile, runnerNote }, schema, { createDynamoStore }, { tableNames }] = await modules;
+  let embedded: Awaited<ReturnType<typeof startEmbeddedDynamo>> | undefined;
   let endpoint: string;
   try {
     embedded = await startEmbeddedDynamo(dataDir, 0);
@@ -126,12 +146,12 @@ async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promis
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     try {
-      await ensureTables(client, tables);
+      await schema.ensureMissingTables(client, tables);
     } catch (error) {
       if (embedded || (error as { code?: string }).code !== 'ECONNREFUSED') throw error;
       throw new LocalStartError(`${dataDir} is in use, but nothing answers at ${endpoint}, where ${runnerFile(dataDir)} says its service is; is \`npm start\` still starting?`);
     }
-    return await work(createDynamoStore(documentClient(client), tables));
+    return await work(createDynamoStore(schema.documentClient(client), tables));
   } finally {
     client.destroy();
     await embedded?.close();
@@ -140,7 +160,13 @@ async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promis
 
 const ACCOUNT_TYPES: readonly AccountType[] = ['person', 'business', 'ai_agent'];
 
-async function run(argv: string[]): Promise<unknown> {
+/** How a command reaches a deployed environment (tests give mocked AWS clients' settings). */
+export interface AdminOptions {
+  deployed?: DeployedOptions;
+}
+
+/** Runs one command: its JSON answer, or HelpRequested; throws UsageError, DomainError or Error. */
+export async function runAdminCommand(argv: string[], options: AdminOptions = {}): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -163,6 +189,9 @@ async function run(argv: string[]): Promise<unknown> {
       dependent: { type: 'string' },
       'svcnum-id': { type: 'string' },
       alias: { type: 'string' },
+      user: { type: 'string' },
+      client: { type: 'string' },
+      all: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -174,22 +203,34 @@ async function run(argv: string[]): Promise<unknown> {
   if (!Object.hasOwn(COMMANDS, noun)) throw new UsageError(`unknown command: ${positionals.join(' ')}`);
   if (verb === undefined) throw new UsageError(`${noun} needs one of: ${commandsOf(noun).join(', ')}`);
   if (!commandsOf(noun).includes(verb)) throw new UsageError(`unknown command: ${noun} ${verb}`);
-  if (values['refresh-response'] !== undefined && `${noun} ${verb}` !== 'client create') throw new UsageError('--refresh-response belongs to client create');
+  const command = `${noun} ${verb}`;
+  if (values['refresh-response'] !== undefined && command !== 'client create') throw new UsageError('--refresh-response belongs to client create');
+  for (const option of ['user', 'client', 'all'] as const) {
+    if (values[option] !== undefined && command !== 'grant revoke') throw new UsageError(`--${option} belongs to grant revoke`);
+  }
+  if (command === 'grant revoke') {
+    // Exactly one target: a grant, every grant of the account, or those of one application.
+    if (values.user === undefined && (values.all || values.client !== undefined)) throw new UsageError('--all and --client need --user');
+    if (values.user !== undefined && argument !== undefined) throw new UsageError('grant revoke takes a GRANT_ID or --user, not both');
+    if (values.user !== undefined && (values.all ?? false) === (values.client !== undefined)) throw new UsageError('grant revoke --user needs --all or --client CLIENT_ID');
+  }
   if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
   if (values.env !== undefined) {
     if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');
   }
   // --env: the environment's real tables, named by its stack outputs (local/deployed.ts).
   const deployed = values.env as EnvironmentName | undefined;
-  const env = localEnvironment();
   const need = (value: string | undefined, what: string) => {
     if (value === undefined || value === '') throw new UsageError(`${noun} ${verb} needs ${what}`);
     return value;
   };
+  // DATA_DIR is the local data's; a deployed environment does not read it.
+  const dataDir = () => import('./environment').then(({ localEnvironment }) => localEnvironment().dataDir);
 
   if (noun === 'key') {
     if (deployed) throw new UsageError('key commands manage the local keys; a deployed environment signs with KMS keys (docs/deploying.md: "Rotate the signing key")');
-    const keys = await openLocalKeyStore(join(env.dataDir, 'keys'));
+    const { openLocalKeyStore } = await import('../core/adapters/local-keys');
+    const keys = await openLocalKeyStore(join(await dataDir(), 'keys'));
     switch (verb) {
       case 'list': return { keys: await keys.list() };
       case 'add': return { kid: await keys.add(), active: false, keys: await keys.list() };
@@ -199,33 +240,47 @@ async function run(argv: string[]): Promise<unknown> {
     }
   }
 
-  const withStore = <T>(work: (store: Store) => Promise<T>) =>
-    (deployed ? withDeployedStore(deployed, work) : withLocalStore(env.dataDir, work));
+  // The store's modules load alongside the core's, not after them.
+  const opening: Promise<WithStore> = deployed
+    ? import('./deployed').then(({ withDeployedStore }) => (work) => withDeployedStore(deployed, work, options.deployed))
+    : Promise.all([dataDir(), localStoreModules()]).then(([folder, modules]) => (work) => withLocalStore(folder, work, Promise.resolve(modules)));
+  const [{ createAccountsModule, createRegistration }, { systemClock, systemRandom }, withStore] = await Promise.all([core(), import('../core/adapters/system'), opening]);
   return withStore(async (store) => {
     const registration = createRegistration(store, systemClock, systemRandom);
     const accounts = createAccountsModule({ store, clock: systemClock });
+    const userGrants = async () => (await import('../core/oauth/user-grants')).createUserGrants({ store, clock: systemClock });
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
-    const noMac = { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) };
-    const offlineCore = () => buildModules(modulePorts({
-      store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
-      keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
-      macKey: noMac,
-      pageTokenKey: noMac,
-    }), [provisioningModule, directoryModule]);
-    const lifecycle = () => offlineCore().provisioning.lifecycle;
-    const aliases = () => offlineCore().directory.aliases;
-    const aliasJson = (alias: AliasView) => ({ alias: alias.alias, svcnum_id: alias.svcnumId, created_at: new Date(alias.createTime).toISOString() });
+    const offlineCore = async () => {
+      const [{ buildModules, directoryModule, modulePorts, provisioningModule }, { serviceConfig }] = await Promise.all([import('../core/registry'), import('../core/kernel/config')]);
+      const noMac = { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) };
+      return buildModules(modulePorts({
+        store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
+        keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
+        macKey: noMac,
+        pageTokenKey: noMac,
+      }), [provisioningModule, directoryModule]);
+    };
+    const lifecycle = async () => (await offlineCore()).provisioning.lifecycle;
+    const aliases = async () => (await offlineCore()).directory.aliases;
+    const aliasJson = (alias: AliasView) => ({ alias: alias.alias, svcnum_id: alias.svcnumId, created_at: iso(alias.createTime) });
     const integer = (value: string | undefined, what: string) => {
       if (value === undefined) return undefined;
       if (!/^\d{1,6}$/.test(value)) throw new UsageError(`${what} must be a whole number`);
       return Number(value);
     };
-    const found = <T>(value: T | undefined, what: string): T => {
-      if (value === undefined) throw new Error(`no ${what} ${argument ?? values.owner ?? ''}`.trim());
+    const found = <T>(value: T | undefined, what: string, identifier = argument ?? values.owner ?? ''): T => {
+      if (value === undefined) throw new Error(`no ${what} ${identifier}`.trim());
       return value;
     };
-    switch (`${noun} ${verb ?? ''}`.trim()) {
+    /** The account a `user` command (or `grant revoke --user`) names: by svcnum_id, email or number, as sign-in finds it. */
+    const account = async (identifier: string | undefined) =>
+      found(await accounts.findUser(need(identifier, 'a SVCNUM_ID, email or number')), 'user', identifier);
+    /** The grants' applications, each read once, for their names. */
+    const clientsOf = async (grants: Grant[]) =>
+      new Map(await Promise.all([...new Set(grants.map((grant) => grant.clientId))].map(async (clientId) => [clientId, await store.getClient(clientId)] as const)));
+    switch (command) {
       case 'client create': {
+        const { isRefreshResponse, REFRESH_RESPONSES } = await import('../core/kernel/model');
         const refreshResponse = values['refresh-response'];
         if (refreshResponse !== undefined && !isRefreshResponse(refreshResponse)) {
           throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
@@ -240,19 +295,19 @@ async function run(argv: string[]): Promise<unknown> {
         const { client, clientSecret } = await registration.createApiClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ...(values.owner ? { ownerId: values.owner } : {}),
         });
-        return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+        return { ...await clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
       }
       case 'prov-client create': {
         const { client, clientSecret } = await registration.createProvisioningClient({
           name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ownerId: need(values.owner, '--owner'),
         });
-        return { ...clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+        return { ...await clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
       }
-      case 'number seed': return lifecycle().seed(need(values.from, '--from'), integer(need(values.count, '--count'), '--count')!);
-      case 'number show': return lifecycle().show(need(argument, 'a NUMBER'));
-      case 'number suspend': return lifecycle().suspend(need(argument, 'a NUMBER'));
-      case 'number reactivate': return lifecycle().reactivate(need(argument, 'a NUMBER'));
-      case 'number deactivate': return lifecycle().deactivate(need(argument, 'a NUMBER'));
+      case 'number seed': return (await lifecycle()).seed(need(values.from, '--from'), integer(need(values.count, '--count'), '--count')!);
+      case 'number show': return (await lifecycle()).show(need(argument, 'a NUMBER'));
+      case 'number suspend': return (await lifecycle()).suspend(need(argument, 'a NUMBER'));
+      case 'number reactivate': return (await lifecycle()).reactivate(need(argument, 'a NUMBER'));
+      case 'number deactivate': return (await lifecycle()).deactivate(need(argument, 'a NUMBER'));
       case 'quota set': {
         const independent = integer(values.independent, '--independent');
         const dependent = integer(values.dependent, '--dependent');
@@ -264,13 +319,20 @@ async function run(argv: string[]): Promise<unknown> {
         return { svcnum_id: owner.svcnumId, independent_agent_quota: owner.independentAgentQuota ?? null, dependent_agent_quota: owner.dependentAgentQuota ?? null };
       }
       // Operators may alias any entity (people included) and use reserved names.
-      case 'alias add': return aliasJson(await aliases().create(OPERATOR, { svcnumId: need(values['svcnum-id'], '--svcnum-id'), alias: need(values.alias, '--alias') }));
-      case 'alias remove': return { ...aliasJson(await aliases().remove(OPERATOR, need(argument, 'an ALIAS'))), removed: true };
-      case 'alias list': {
-        const svcnumId = need(values['svcnum-id'], '--svcnum-id');
-        return { svcnum_id: svcnumId, aliases: (await aliases().list(OPERATOR, svcnumId)).map(aliasJson) };
+      case 'alias add': {
+        const { OPERATOR } = await import('../core/directory/aliases');
+        return aliasJson(await (await aliases()).create(OPERATOR, { svcnumId: need(values['svcnum-id'], '--svcnum-id'), alias: need(values.alias, '--alias') }));
       }
-      case 'client list': return { clients: (await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson) };
+      case 'alias remove': {
+        const { OPERATOR } = await import('../core/directory/aliases');
+        return { ...aliasJson(await (await aliases()).remove(OPERATOR, need(argument, 'an ALIAS'))), removed: true };
+      }
+      case 'alias list': {
+        const { OPERATOR } = await import('../core/directory/aliases');
+        const svcnumId = need(values['svcnum-id'], '--svcnum-id');
+        return { svcnum_id: svcnumId, aliases: (await (await aliases()).list(OPERATOR, svcnumId)).map(aliasJson) };
+      }
+      case 'client list': return { clients: await Promise.all((await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson)) };
       case 'client show': return clientJson(found(await store.getClient(need(argument, 'a CLIENT_ID')), 'client'));
       case 'client disable':
       case 'client enable':
@@ -286,32 +348,58 @@ async function run(argv: string[]): Promise<unknown> {
         });
         return userJson(user);
       }
-      case 'user list': return { users: (await store.listUsers()).sort((a, b) => a.createdAt - b.createdAt).map(userJson) };
+      case 'user list': return { users: await Promise.all((await store.listUsers()).sort((a, b) => a.createdAt - b.createdAt).map(userJson)) };
       case 'user show': {
-        const user = found(await accounts.findUser(need(argument, 'a SVCNUM_ID, email or number')), 'user');
+        const user = await account(argument);
         const throttle = await signInThrottle(store, user);
-        return { ...userJson(user), ...(throttle.length > 0 ? { sign_in_throttle: throttle } : {}) };
+        return { ...await userJson(user), ...(throttle.length > 0 ? { sign_in_throttle: throttle } : {}) };
       }
       case 'user unthrottle': {
-        const user = found(await accounts.findUser(need(argument, 'a SVCNUM_ID, email or number')), 'user');
+        const user = await account(argument);
+        const { identifierKey } = await import('../core/oauth/sign-in-guard');
         for (const [, value] of signInIdentifiers(user)) await store.deleteSignInThrottle(identifierKey(value));
         return userJson(user);
       }
-      case 'user disable': return userJson(found(await registration.disableUser(need(argument, 'a SVCNUM_ID')), 'user'));
+      case 'user disable': return userJson(found(await registration.disableUser((await account(argument)).svcnumId), 'user'));
+      case 'user enable': return userJson(found(await registration.enableUser((await account(argument)).svcnumId), 'user'));
+      case 'user grants': {
+        const user = await account(argument);
+        const grants = await (await userGrants()).inForce(user.svcnumId);
+        const clients = await clientsOf(grants);
+        return { svcnum_id: user.svcnumId, grants: grants.map((grant) => grantJson(grant, clients)) };
+      }
+      case 'grant revoke': {
+        const grants = await userGrants();
+        if (values.user === undefined) {
+          const grantId = need(argument, 'a GRANT_ID or --user');
+          return { ...grantJson(found(await grants.revoke(grantId), 'grant', grantId)), revoked: true };
+        }
+        const user = await account(values.user);
+        const revoked = values.all ? await grants.revokeAll(user.svcnumId) : await grants.revokeClient(user.svcnumId, values.client!);
+        const clients = await clientsOf(revoked);
+        return { svcnum_id: user.svcnumId, revoked: revoked.map((grant) => grantJson(grant, clients)) };
+      }
       default: throw new UsageError(`unknown command: ${positionals.join(' ')}`);
     }
   });
 }
 
-try {
-  const result = await run(process.argv.slice(2));
-  process.stdout.write(result instanceof HelpRequested ? `${result.text}\n` : `${JSON.stringify(result, null, 2)}\n`);
-} catch (error) {
-  const usageError = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-  // One line, always: node's parseArgs messages can run over several.
-  const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.replace(/\. To specify a positional argument.*$/, '');
-  process.stderr.write(`${usageError ? `${message} (see: admin help)` : message}\n`);
-  const expected = usageError || error instanceof DomainError || error instanceof LocalStartError;
-  if (!expected && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
-  process.exitCode = usageError ? 2 : 1;
+/** The CLI's contract: one JSON object on stdout (exit 0), or one line on stderr (exit 1, or 2 for usage). */
+export async function main(argv: string[] = process.argv.slice(2), options: AdminOptions = {}): Promise<void> {
+  try {
+    const result = await runAdminCommand(argv, options);
+    process.stdout.write(result instanceof HelpRequested ? `${result.text}\n` : `${JSON.stringify(result, null, 2)}\n`);
+  } catch (error) {
+    const usageError = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+    // One line, always: node's parseArgs messages can run over several.
+    const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.replace(/\. To specify a positional argument.*$/, '');
+    process.stderr.write(`${usageError ? `${message} (see: admin help)` : message}\n`);
+    const expected = usageError || error instanceof DomainError || error instanceof LocalStartError;
+    if (!expected && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
+    process.exitCode = usageError ? 2 : 1;
+  }
 }
+
+// Run as a script (`tsx local/admin.ts …`); `npm run admin` goes through local/admin-cli.mjs,
+// which runs a bundle of this file and calls main().
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) await main();

@@ -18,14 +18,14 @@ import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server'
 import { tableNames } from '../core/tables';
 import { modulesOf, routeGroups } from '../lambdas/routes';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from './embedded-dynamo';
-import { announceRunning, withdrawRunning } from './running';
+import { announceRunning, LOCAL_TABLE_PREFIX, withdrawRunning } from './running';
 import { ensurePortsFree } from './start-errors';
 import { startHttpServer, type LambdaHandler, type LocalExtra, type LocalRoute } from './http-server';
 
 // The whole service on one machine: embedded DynamoDB, a local signing key, and every Lambda
 // handler served over HTTP. Used by `npm start`, the tests and the benchmarks.
 
-export const LOCAL_TABLE_PREFIX = 'local-';
+export { LOCAL_TABLE_PREFIX } from './running';
 
 export interface LocalOptions {
   dataDir: string;

@@ -7,6 +7,9 @@ import { join } from 'node:path';
 // ports it was given. The note is only believed while the files are locked (a note in a folder
 // nobody holds, stale or planted, is ignored), and only for an endpoint on this machine.
 
+/** Prefix of the local tables' names (the runner's and the admin CLI's; a deployed stack has its own). */
+export const LOCAL_TABLE_PREFIX = 'local-';
+
 export interface RunningService {
   pid: number;
   /** Always http://127.0.0.1:<port>: the embedded DynamoDB listens on loopback only. */

@@ -3,12 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from './support/browser';
-import { authorizeInBrowser, authorizePath, createLoginClient, exchange, obtainCode, postForm } from './support/flow';
+import type { Client } from '../core/kernel/model';
+import { authorizeInBrowser, authorizePath, createLoginClient, createUser, exchange, obtainCode, postForm } from './support/flow';
 import { pkcePair } from './support/browser';
 import { runAdmin } from './support/processes';
 import { startTestService, type TestService } from './support/service';
 
 const admin = runAdmin;
+const refreshWith = (client: Client, refreshToken: string) =>
+  postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId });
 
 let service: TestService;
 let env: Record<string, string>;
@@ -92,7 +95,7 @@ describe('admin CLI against the running local service', () => {
     expect(page.location).toBeUndefined();
   });
 
-  it('disables a user: sign-in refused and refresh tokens revoked', async () => {
+  it('disables a user named by email: sign-in refused and refresh tokens revoked; enable lets the account sign in and refresh again', async () => {
     const user = await admin(['user', 'create', '--email', 'leaver@example.com', '--password', 'a long enough password'], env);
     const client = await createLoginClient(service);
     const login = { email: 'leaver@example.com', password: 'a long enough password' };
@@ -100,16 +103,92 @@ describe('admin CLI against the running local service', () => {
     const tokens = await exchange(service, client, code, verifier);
     expect(tokens.status).toBe(200);
 
-    const disabled = await admin(['user', 'disable', String(user.json!.svcnum_id)], env);
-    expect(disabled.json).toMatchObject({ status: 'disabled' });
+    const disabled = await admin(['user', 'disable', 'Leaver@Example.com'], env);
+    expect(disabled.code, disabled.stderr).toBe(0);
+    expect(disabled.json).toEqual({ ...user.json, status: 'disabled' });
 
-    const refresh = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId });
+    const refresh = await refreshWith(client, String(tokens.json.refresh_token));
     expect(refresh.json.error).toBe('invalid_grant');
     const again = await authorizeInBrowser(new Browser(service.issuer), client, login, { code_challenge: pkcePair().challenge });
     expect(again.status).toBe(400);
     expect(again.body).toContain('not right');
     const listed = await admin(['user', 'list'], env);
     expect((listed.json!.users as Array<{ email?: string; status: string }>).find((u) => u.email === 'leaver@example.com')?.status).toBe('disabled');
+
+    // Named by number this time; the revoked refresh token stays revoked, a new sign-in works at once.
+    const enabled = await admin(['user', 'enable', String(user.json!.svcnum)], env);
+    expect(enabled.code, enabled.stderr).toBe(0);
+    expect(enabled.json).toEqual(user.json);
+    expect((await refreshWith(client, String(tokens.json.refresh_token))).json.error).toBe('invalid_grant');
+    const signedIn = await obtainCode(service, client, login);
+    const fresh = await exchange(service, client, signedIn.code, signedIn.verifier);
+    expect(fresh.status).toBe(200);
+    const refreshed = await refreshWith(client, String(fresh.json.refresh_token));
+    expect(refreshed.status, refreshed.text).toBe(200);
+    // Enabling an active account changes nothing.
+    expect((await admin(['user', 'enable', String(user.json!.svcnum_id)], env)).json).toEqual(user.json);
+  });
+
+  it('lists an account\'s grants made through the code flow and revokes one: its refresh token fails with invalid_grant at once', async () => {
+    const { user, email, password } = await createUser(service);
+    const client = await createLoginClient(service);
+    const { code, verifier } = await obtainCode(service, client, { email, password });
+    const tokens = await exchange(service, client, code, verifier);
+    expect(tokens.status).toBe(200);
+
+    const listed = await admin(['user', 'grants', email], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    const [grant] = (await service.core.store.listGrants(user.svcnumId));
+    expect(listed.json).toEqual({
+      svcnum_id: user.svcnumId,
+      grants: [{
+        grant_id: grant!.grantId, client_id: client.clientId, client_name: client.name, svcnum_id: user.svcnumId,
+        scope: 'openid profile email', created_at: new Date(grant!.createdAt).toISOString(),
+      }],
+    });
+    expect(String(tokens.json.refresh_token).startsWith(`${grant!.grantId}.`)).toBe(true);
+    expect(listed.stdout).not.toContain(grant!.secretHash);
+
+    const revoked = await admin(['grant', 'revoke', grant!.grantId], env);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.json).toMatchObject({ grant_id: grant!.grantId, client_id: client.clientId, svcnum_id: user.svcnumId, revoked: true, revoked_at: expect.stringMatching(/^\d{4}-/) });
+    const refresh = await refreshWith(client, String(tokens.json.refresh_token));
+    expect(refresh.status).toBe(400);
+    expect(refresh.json.error).toBe('invalid_grant');
+    expect((await admin(['user', 'grants', user.svcnum], env)).json).toEqual({ svcnum_id: user.svcnumId, grants: [] });
+    // Again: the same answer, the first revocation time kept.
+    expect((await admin(['grant', 'revoke', grant!.grantId], env)).json).toEqual(revoked.json);
+    // A mistyped id is refused and leaves nothing behind.
+    const unknown = await admin(['grant', 'revoke', 'AAAAAAAAAAAAAAAAAAAAAA'], env);
+    expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 1, stderr: 'no grant AAAAAAAAAAAAAAAAAAAAAA\n' });
+  });
+
+  it('revokes every grant of an account (--all), or those of one application (--client), as the account page\'s Revoke access does', async () => {
+    const { user, email, password } = await createUser(service);
+    const [first, second] = [await createLoginClient(service), await createLoginClient(service)];
+    const flow = async (client: typeof first) => {
+      const { code, verifier } = await obtainCode(service, client, { email, password });
+      return String((await exchange(service, client, code, verifier)).json.refresh_token);
+    };
+    const [a1, a2, b] = [await flow(first), await flow(first), await flow(second)];
+    const grantIds = (await admin(['user', 'grants', user.svcnumId], env)).json!.grants as Array<{ grant_id: string; client_id: string }>;
+    expect(grantIds.map((grant) => grant.client_id)).toEqual([first.clientId, first.clientId, second.clientId]);
+
+    const one = await admin(['grant', 'revoke', '--user', email, '--client', first.clientId], env);
+    expect(one.code, one.stderr).toBe(0);
+    expect((one.json!.revoked as Array<{ grant_id: string }>).map((grant) => grant.grant_id).sort()).toEqual(grantIds.slice(0, 2).map((grant) => grant.grant_id).sort());
+    for (const token of [a1, a2]) expect((await refreshWith(first, token)).json.error).toBe('invalid_grant');
+    expect((await refreshWith(second, b)).status).toBe(200);
+    // The consent is forgotten too: the application must ask again.
+    expect(await service.core.store.getConsent(user.svcnumId, first.clientId)).toBeUndefined();
+    expect(await service.core.store.getConsent(user.svcnumId, second.clientId)).toBeDefined();
+
+    const all = await admin(['grant', 'revoke', '--user', user.svcnum, '--all'], env);
+    expect(all.code, all.stderr).toBe(0);
+    expect(all.json).toMatchObject({ svcnum_id: user.svcnumId, revoked: [{ grant_id: grantIds[2]!.grant_id, client_id: second.clientId, client_name: second.name }] });
+    expect((await refreshWith(second, b)).json.error).toBe('invalid_grant');
+    expect(await service.core.store.listConsents(user.svcnumId)).toEqual([]);
+    expect((await admin(['user', 'grants', email], env)).json!.grants).toEqual([]);
   });
 
   it('shows an account\'s live sign-in throttle and forgets it with user unthrottle (no lockout to lift)', async () => {
@@ -141,6 +220,14 @@ describe('admin CLI against the running local service', () => {
       [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid', '--refresh-response', 'absent'], 2, /--refresh-response must be null or omit/],
       [['frobnicate'], 2, /unknown command/],
       [['client', 'list', '--env', 'staging'], 2, /sandbox or production/],
+      [['user', 'disable', 'nobody@example.com'], 1, /no user nobody@example.com/],
+      [['user', 'grants'], 2, /needs a SVCNUM_ID, email or number/],
+      [['grant'], 2, /^grant needs one of: revoke \(/],
+      [['grant', 'revoke'], 2, /needs a GRANT_ID or --user/],
+      [['grant', 'revoke', '--all'], 2, /need --user/],
+      [['grant', 'revoke', '--user', 'shopper@example.com'], 2, /--all or --client/],
+      [['grant', 'revoke', '--user', 'shopper@example.com', '--all', '--client', 'x'], 2, /--all or --client/],
+      [['user', 'show', 'shopper@example.com', '--all'], 2, /--all belongs to grant revoke/],
     ];
     for (const [args, code, message] of cases) {
       const result = await admin(args, env);
@@ -149,7 +236,7 @@ describe('admin CLI against the running local service', () => {
       expect(result.stderr.trim().split('\n')).toHaveLength(1);
       expect(result.stderr).toMatch(message);
     }
-    // Thirteen CLI processes one after another: slow when other test files share the cores.
+    // Twenty-one CLI processes one after another: slow when other test files share the cores.
   }, 120_000);
 });
 

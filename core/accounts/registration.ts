@@ -193,6 +193,16 @@ export function createRegistration(store: RegistrationPort, clock: Clock, random
       for (const grant of await store.listGrants(svcnumId)) await store.revokeGrant(grant.grantId, clock.now());
       return user;
     },
+
+    /**
+     * A disabled account active again: it may sign in at once. Its revoked grants stay revoked (the
+     * person signs in anew). Any other status is left as it is (enabling finishes no setup).
+     */
+    async enableUser(svcnumId: string): Promise<User | undefined> {
+      const user = await store.getUser(svcnumId);
+      if (user?.status !== 'disabled') return user;
+      return store.setUserStatus(svcnumId, 'active');
+    },
   };
 }
 

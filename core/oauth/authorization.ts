@@ -7,6 +7,7 @@ import { isSubset, parseScope } from '../kernel/scopes';
 import { decoyPasswordHash, openToken, randomSecret, safeEqual, sealToken, sha256, verifyPassword } from '../kernel/secrets';
 import { deviceKey, identifierKey, type SignInGuard } from './sign-in-guard';
 import type { OAuthPort } from './store';
+import { createUserGrants } from './user-grants';
 import type { AccountFinder } from '../kernel/capabilities';
 
 // The browser side of the authorization code flow: /oauth/authorize, sign-in, consent and the
@@ -69,6 +70,7 @@ export function createAuthorization(deps: {
   getClient: (clientId: string) => Promise<Client | undefined>;
 }) {
   const { store, config, clock, random, accounts, macKey, guard, getClient } = deps;
+  const userGrants = createUserGrants({ store, clock });
 
   function redirectTo(redirectUri: string, params: Record<string, string | undefined>): AuthorizeOutcome {
     const url = new URL(redirectUri);
@@ -340,8 +342,7 @@ export function createAuthorization(deps: {
 
     /** Revoke an application from /account: forget the consent and kill every refresh token. */
     async revokeApp(svcnumId: string, clientId: string) {
-      await store.deleteConsent(svcnumId, clientId);
-      for (const grant of await store.listGrants(svcnumId, clientId)) await store.revokeGrant(grant.grantId, clock.now());
+      await userGrants.revokeClient(svcnumId, clientId);
     },
 
     async signOut(sessionToken: string | undefined) {

@@ -4,11 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand, type Stack } from '@aws-sdk/client-cloudformation';
-import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { tableDefinitions, tableNames } from '../../core/tables';
 import { outputNames, stackName } from '../../lib/config';
+import type { Grant, User } from '../../core/kernel/model';
+import { runAdminCommand } from '../../local/admin';
 import { deployedRegion, describeDeployedEnvironment, withDeployedStore } from '../../local/deployed';
 
 // The admin CLI's `--env`: table names come from the stack outputs (DescribeStacks), nothing
@@ -105,6 +109,69 @@ describe('admin --env: the deployed environment from its stack outputs', () => {
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
+  });
+});
+
+describe('admin commands with --env: the same core use cases on the environment\'s tables', () => {
+  const cloudFormation = mockClient(CloudFormationClient);
+  const dynamo = mockClient(DynamoDBDocumentClient);
+  // Single-item reads go through a plain client (core/adapters/dynamo-schema.ts `reads`).
+  const reads = mockClient(DynamoDBClient);
+  const deployed = { region: 'eu-west-1' };
+  const grant: Grant = {
+    grantId: 'GgGgGgGgGgGgGgGgGgGgGg', secretHash: 'h'.repeat(43), clientId: 'shop', svcnumId: '01J00000000000000000000000',
+    scopes: ['openid', 'email'], authTime: 1_790_000_000_000, createdAt: 1_790_000_000_000, lastUsedAt: 1_790_000_000_000,
+  };
+  const user: User = {
+    svcnumId: '01J00000000000000000000000', svcnum: '76000000001', email: 'ops@example.com', status: 'disabled', accountType: 'person', createdAt: 1_790_000_000_000,
+  };
+  beforeEach(() => {
+    for (const mock of [cloudFormation, dynamo, reads]) mock.reset();
+    cloudFormation.on(DescribeStacksCommand).resolves({ Stacks: [stack()] });
+  });
+  afterEach(() => {
+    for (const mock of [cloudFormation, dynamo, reads]) mock.reset();
+  });
+
+  it('grant revoke GRANT_ID --env sandbox reads the grant strongly consistent and marks it revoked in svcnum-sandbox-grants', async () => {
+    reads.on(GetItemCommand).resolves({ Item: marshall(grant) });
+    dynamo.on(UpdateCommand).resolves({});
+
+    const answer = await runAdminCommand(['grant', 'revoke', grant.grantId, '--env', 'sandbox'], { deployed });
+
+    expect(reads.commandCalls(GetItemCommand).map((call) => call.args[0].input)).toStrictEqual([
+      { TableName: 'svcnum-sandbox-grants', Key: marshall({ grantId: grant.grantId }), ConsistentRead: true },
+    ]);
+    const [update] = dynamo.commandCalls(UpdateCommand).map((call) => call.args[0].input);
+    expect(update).toStrictEqual({
+      TableName: 'svcnum-sandbox-grants',
+      Key: { grantId: grant.grantId },
+      UpdateExpression: 'SET revokedAt = if_not_exists(revokedAt, :now), #ttl = if_not_exists(#ttl, :ttl)',
+      ExpressionAttributeNames: { '#ttl': 'ttl' },
+      ExpressionAttributeValues: { ':now': expect.any(Number), ':ttl': expect.any(Number) },
+    });
+    expect(answer).toStrictEqual({
+      grant_id: grant.grantId, client_id: 'shop', svcnum_id: user.svcnumId, scope: 'openid email',
+      created_at: new Date(grant.createdAt).toISOString(), revoked_at: new Date(update!.ExpressionAttributeValues![':now'] as number).toISOString(), revoked: true,
+    });
+  });
+
+  it('user enable EMAIL --env sandbox finds the account by its email and sets it active in svcnum-sandbox-users', async () => {
+    reads.on(GetItemCommand, { TableName: 'svcnum-sandbox-emails' }).resolves({ Item: marshall({ email: user.email, svcnumId: user.svcnumId }) });
+    reads.on(GetItemCommand, { TableName: 'svcnum-sandbox-users' }).resolves({ Item: marshall(user) });
+    dynamo.on(UpdateCommand).resolves({ Attributes: { ...user, status: 'active' } });
+
+    const answer = await runAdminCommand(['user', 'enable', 'Ops@Example.com', '--env', 'sandbox'], { deployed });
+
+    expect(reads.commandCalls(GetItemCommand)[0]!.args[0].input).toStrictEqual({ TableName: 'svcnum-sandbox-emails', Key: marshall({ email: 'ops@example.com' }), ConsistentRead: false });
+    expect(dynamo.commandCalls(UpdateCommand).map((call) => call.args[0].input)).toStrictEqual([{
+      TableName: 'svcnum-sandbox-users', Key: { svcnumId: user.svcnumId },
+      UpdateExpression: 'SET #status = :status', ConditionExpression: 'attribute_exists(svcnumId)',
+      ExpressionAttributeNames: { '#status': 'status' }, ExpressionAttributeValues: { ':status': 'active' }, ReturnValues: 'ALL_NEW',
+    }]);
+    expect(answer).toStrictEqual({
+      svcnum_id: user.svcnumId, svcnum: user.svcnum, email: user.email, status: 'active', account_type: 'person', created_at: new Date(user.createdAt).toISOString(),
+    });
   });
 });
 
