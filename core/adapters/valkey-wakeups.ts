@@ -69,6 +69,8 @@ export const REPORT_EVERY_MS = 10_000;
 const PING_EVERY_MS = 10_000;
 /** An engine that has not answered a command within this is hung: its connection is dropped. */
 const COMMAND_TIMEOUT_MS = 1_000;
+/** How long a dropped connection may take to close (a hung engine never answers the close). */
+const DISCONNECT_MS = 500;
 /** ioredis's rejection of a command that timed out. */
 const TIMED_OUT = 'Command timed out';
 const FIRST_CONNECT_MS = 1_000;
@@ -117,7 +119,7 @@ function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber
     commandTimeout: commandTimeoutMs,
     // A hung engine never completes a close: the socket is destroyed after this (ioredis: 2 s),
     // and only then is the connection lost (what streams wait for to poll fast).
-    disconnectTimeout: 500,
+    disconnectTimeout: DISCONNECT_MS,
     keepAlive: 10_000,
     // Reconnects forever: at once, then at most every 2 s.
     retryStrategy: (times) => Math.min(times * 100, 2_000),
@@ -231,6 +233,8 @@ function enginePublisher(
 ): EnginePublisher {
   const { firstConnectMs, hung } = options;
   let closed = false;
+  /** The connection was dropped as hung and is not ready again yet (its close may take DISCONNECT_MS). */
+  let dropped = false;
   let publisher: WakeupConnection | undefined;
   let publisherReady: Promise<void> | undefined;
   function publisherConnection(): { connection: WakeupConnection; firstReady: Promise<void> } {
@@ -242,7 +246,10 @@ function enginePublisher(
       publisher = connection as WakeupConnection;
       // Reported through the failed publishes; without a listener ioredis would print each attempt.
       connection.on('error', () => undefined);
-      connection.on('ready', () => logger.info('inbox wake-ups: publishing', { engine: engine.address }));
+      connection.on('ready', () => {
+        dropped = false;
+        logger.info('inbox wake-ups: publishing', { engine: engine.address });
+      });
       // Signed in again with a fresh token (extends the 12 hours); a refusal opens a new connection.
       const renewed = renewBeforeTheLimit(connection, tokens, () => {
         connection.auth(engine.username ?? 'default', tokens!.token()).then(() => renewed?.(), () => !closed && connection.disconnect(true));
@@ -264,11 +271,13 @@ function enginePublisher(
   async function send<T>(command: (connection: WakeupConnection) => Promise<T>): Promise<T> {
     const { connection, firstReady } = publisherConnection();
     if (connection.status !== 'ready') await firstReady;
-    if (connection.status !== 'ready') throw new Error(`the engine is not ready (${connection.status})`);
+    if (connection.status !== 'ready' || dropped) throw new Error(`the engine is not ready (${dropped ? 'hung' : connection.status})`);
     try {
       return await command(connection);
     } catch (error) {
-      if (error instanceof Error && error.message === TIMED_OUT && connection.status === 'ready' && !closed) {
+      // Commands in flight together time out together: the first drops the connection.
+      if (error instanceof Error && error.message === TIMED_OUT && !dropped && !closed) {
+        dropped = true;
         logger.warn('inbox wake-ups: the engine does not answer, publishing stops until a new connection is ready', { engine: engine.address });
         connection.disconnect(true);
         hung?.();
