@@ -36,9 +36,11 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 // whenever the owner's subscription takes effect (what was published before was not received).
 // The periodic re-list is the safety net: every `relistMs` (MESSAGE_RELIST_MS), and with the
 // engine ready, where owner wake-ups reach every process, at most every RELIST_SAFETY_POLLS
-// safety-net polls. A stream's wait is re-judged whenever the engine is lost or back (`onEngineChange`):
-// a stream that began to sleep while the engine was ready re-lists at `relistMs` once it is lost. With the defaults an idle watched inbox then costs 60/90 + 60/900 ≈ 0.73 item
-// reads a minute (its counter, and its share of the listing).
+// safety-net polls. A stream's wait is judged again whenever the engine is lost or back
+// (`onEngineChange`): one that began to sleep while the engine was ready re-lists at `relistMs`
+// once it is lost (at once, if its last listing is older than that). With the defaults an idle
+// watched inbox then costs 60/90 + 60/900 ≈ 0.73 item reads a minute (its counter, and its share
+// of the listing).
 //
 // Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
