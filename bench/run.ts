@@ -23,7 +23,9 @@
 //   BENCH_IDLE_SECONDS    its idle window (default: one scaled re-list period, 900 s / BENCH_IDLE_SCALE)
 //   BENCH_IDLE_MESSAGES   messages delivered after it (default 50)
 //   BENCH_ONLY            messages: only the message flow (its tables and messages.json);
-//                         provisioning: only the gRPC provisioning API (its table and provisioning.json)
+//                         provisioning: only the gRPC provisioning API (its table and provisioning.json);
+//                         hung-engine: only sends and ProvisionNumber with the engine healthy, then
+//                         SIGSTOPped (hung-engine.ts; hung-engine.json)
 //   REDIS_SERVER          the pub/sub engine's binary (default redis-server: the Debian package)
 //
 // Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
@@ -49,12 +51,14 @@ import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResu
 import { errorLines, fmt, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
 import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
+import { hungEngineBenchmarks, hungEngineLines, hungEnginePoolNumbers } from './hung-engine';
 import { startRedis } from '../test/support/redis';
 import { grpcImageNodeOptions } from '../test/support/grpc-image';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.url));
 const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
 const MESSAGES_RESULT_FILE = fileURLToPath(new URL('./results/messages.json', import.meta.url));
+const HUNG_ENGINE_RESULT_FILE = fileURLToPath(new URL('./results/hung-engine.json', import.meta.url));
 /** Pool numbers for the messages runner: ProvisionNumber (1) and CreateAgent (number + fallback), with room to spare. */
 const MESSAGES_POOL_NUMBERS = 10;
 const mb = (bytes: number) => fmt(bytes / 1048576, 1);
@@ -83,8 +87,8 @@ function readSettings() {
     idleScale,
     only: process.env.BENCH_ONLY?.trim() || undefined,
   };
-  if (settings.only !== undefined && settings.only !== 'messages' && settings.only !== 'provisioning') {
-    throw new Error(`BENCH_ONLY must be messages or provisioning (or unset), got '${settings.only}'`);
+  if (settings.only !== undefined && !['messages', 'provisioning', 'hung-engine'].includes(settings.only)) {
+    throw new Error(`BENCH_ONLY must be messages, provisioning or hung-engine (or unset), got '${settings.only}'`);
   }
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
   return settings;
@@ -113,6 +117,13 @@ async function main() {
     process.stdout.write(['', `Message flow benchmark (BENCH_ONLY=messages), ${date}`,
       `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
       '', ...lines, '', `Written to ${MESSAGES_RESULT_FILE}`, ''].join('\n'));
+    return;
+  }
+  if (settings.only === 'hung-engine') {
+    const lines = await hungEngineFlow(settings, { date, host, loadAverageAtStart });
+    process.stdout.write(['', `A hung engine (BENCH_ONLY=hung-engine), ${date}`,
+      `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
+      '', ...lines, '', `Written to ${HUNG_ENGINE_RESULT_FILE}`, ''].join('\n'));
     return;
   }
   if (settings.only === 'provisioning') {
@@ -254,6 +265,25 @@ async function provisioningFlow(settings: Settings, poolNumbers: number, context
     ] : []),
   ];
   return { lines, failedCalls };
+}
+
+/** Sends and ProvisionNumber with the engine healthy, then SIGSTOPped (hung-engine.ts), on a fresh runner and redis-server: writes hung-engine.json. */
+async function hungEngineFlow(settings: Settings, context: { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number }): Promise<string[]> {
+  const redis = await startRedis();
+  onCleanup(() => redis.stop());
+  log(`starting a fresh local runner publishing wake-ups to ${redis.url}`);
+  const server = await startBenchServer({ poolNumbers: hungEnginePoolNumbers(settings.seconds, settings.warmupSeconds), engineUrl: redis.url });
+  const result = await hungEngineBenchmarks(server.info, redis, { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency, log, signal: server.died });
+  await server.stop();
+  await redis.stop();
+  await writeJson(HUNG_ENGINE_RESULT_FILE, {
+    benchmark: 'hung-engine', date: context.date, ...context.host,
+    settings: { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency },
+    loadAverage: { start: round2(context.loadAverageAtStart), end: round2(loadavg()[0]!) },
+    server: 'local runner (local/runner.ts) in a child process, publishing wake-ups to a redis-server that is stopped with SIGSTOP for the second half',
+    ...result,
+  });
+  return hungEngineLines(result);
 }
 
 /** The message flow (messages.ts) on a fresh runner and redis-server: writes messages.json, returns its lines of the printed report. */

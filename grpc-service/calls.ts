@@ -184,10 +184,11 @@ export function unary<Request, Response>(run: (caller: ScopedCaller, request: Re
 
 /**
  * A server-streaming RPC: `run` writes through `send` (which waits when the client reads slowly)
- * until it returns, the client cancels, or `closing` (server drain) aborts; then the call ends
- * normally. Failures become statuses as in `unary`. `recheck` authenticates the call again as at
- * its start (its token, client and account): a long stream calls it now and then, and its refusal
- * ends the stream with that status.
+ * until it returns, the client cancels, or `closing` (server drain) aborts. It ends with OK when
+ * `run` returns, and with UNAVAILABLE on a drain, as gRPC servers end calls on shutdown: clients
+ * and standard retry policies then call again (OK would read as "done"). Failures become statuses
+ * as in `unary`. `recheck` authenticates the call again as at its start (its token, client and
+ * account): a long stream calls it now and then, and its refusal ends the stream with that status.
  */
 export function serverStream<Request, Response>(
   closing: AbortSignal,
@@ -204,7 +205,9 @@ export function serverStream<Request, Response>(
     serve(call, (caller, recheck) => run(caller, call.request, send, stop.signal, recheck))
       .then(
         () => {
-          if (!call.cancelled) call.end();
+          if (call.cancelled) return;
+          if (closing.aborted) call.emit('error', serviceError(status.UNAVAILABLE, 'the server is shutting down: call again with your resume cursor'));
+          else call.end();
         },
         (failure: ServiceError) => {
           if (!call.cancelled) call.emit('error', failure);

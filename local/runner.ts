@@ -5,7 +5,7 @@ import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
-import { engineWakeups, type WakeupEngine } from '../core/adapters/valkey-wakeups';
+import { engineWakeups, type ValkeyWakeupsOptions, type WakeupEngine } from '../core/adapters/valkey-wakeups';
 import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
@@ -48,6 +48,8 @@ export interface LocalOptions {
    * other's streams (tests, benches). Without, wake-ups stay in this process and streams poll.
    */
   wakeupEngine?: WakeupEngine;
+  /** The engine adapter's options (tests: its command timeout). */
+  wakeupOptions?: Pick<ValkeyWakeupsOptions, 'commandTimeoutMs'>;
   /** How open message streams poll, each interval not given at its default (core/messaging/stream.ts HubPolling). */
   messagePolling?: Partial<HubPolling>;
   /** Wraps the store (tests inject failures between the steps of an operation). */
@@ -97,7 +99,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
   const client = localDynamoClient(dynamo.endpoint);
   let server: Server | undefined;
   let grpc: RunningGrpcServer | undefined;
-  const inboxWakeups = engineWakeups(options);
+  const inboxWakeups = engineWakeups(options, options.wakeupOptions);
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     await ensureTables(client, tables);

@@ -241,7 +241,7 @@ async function linesOf(run: () => Promise<unknown>): Promise<Array<Record<string
 describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
   const telemetry = { logLevel: 'INFO' as const, metricsNamespace: 'svcnum', serviceName: 'svcnum-task' };
 
-  it('a publish that fails (inbox or owner) resolves all the same, wakes this process, and is logged and counted without password, inbox or owner', async () => {
+  it('a publish that fails (inbox or owner) wakes this process all the same, and is logged and counted without password, inbox or owner', async () => {
     const gone = await startRedis();
     await gone.stop();
     const engine = { ...gone.engine, username: 'svcnum', password: 'never-logged-pw' };
@@ -251,9 +251,10 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
     const lines = await linesOf(async () => {
       adapter = createValkeyWakeups(engine, { telemetry, firstConnectMs: 200 });
       adapter.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]), numbersChanged: (ownerId, inboxIds) => gained.push([ownerId, inboxIds]) });
-      await adapter.publish('inbox-secret-id', 7);
-      await adapter.publish('inbox-secret-id', 8);
-      await adapter.publishNumbersChanged('owner-secret-id', ['inbox-secret-id']);
+      // Returned at once; close waits for them to end (here: fail).
+      adapter.publish('inbox-secret-id', 7);
+      adapter.publish('inbox-secret-id', 8);
+      adapter.publishNumbersChanged('owner-secret-id', ['inbox-secret-id']);
       await adapter.close();
     });
     expect(woken).toEqual([['inbox-secret-id', 7], ['inbox-secret-id', 8]]);
@@ -268,26 +269,33 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
     for (const line of lines) expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id|owner-secret-id/);
   });
 
-  it('wake-ups of one inbox stored while one is being published are folded into one, of the highest sequence; each caller ends once its sequence is covered', async () => {
+  it('wake-ups of one inbox stored while one is being published are folded into one, of the highest sequence, behind the caller; past the bound of inboxes one is refused', async () => {
     const published: Array<[string, number]> = [];
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const publish = latestWakeups(async (inboxId, seq) => {
+    const queue = latestWakeups(async (inboxId, seq) => {
       published.push([inboxId, seq]);
       if (published.length === 1) await held;
-    });
-    const ended: number[] = [];
-    const calls = [1, 3, 2, 5, 4].map((seq) => publish('a', seq).then(() => ended.push(seq)));
-    const other = publish('b', 7);
-    await other;
-    expect(ended).toEqual([]);
+    }, 2);
+    // Every push returns at once, the first publish still held.
+    expect([1, 3, 2, 5, 4].map((seq) => queue.push('a', seq))).toEqual([true, true, true, true, true]);
+    expect(queue.push('b', 7)).toBe(true);
+    // Two inboxes wait: a third is refused (its caller counts it), a waiting one still folds.
+    expect(queue.push('c', 1)).toBe(false);
+    expect(queue.push('a', 6)).toBe(true);
+    expect(queue.pending()).toBe(2);
+    let settled = false;
+    const settling = queue.settled().then(() => (settled = true));
+    await Promise.resolve();
+    expect(settled).toBe(false);
     release();
-    await Promise.all(calls);
-    expect(ended).toEqual([1, 3, 2, 5, 4]);
-    expect(published).toEqual([['a', 1], ['b', 7], ['a', 5]]);
-    // Nothing in flight: the next one goes at once, alone.
-    await publish('a', 6);
-    expect(published.at(-1)).toEqual(['a', 6]);
+    await settling;
+    expect(published).toEqual([['a', 1], ['b', 7], ['a', 6]]);
+    expect(queue.pending()).toBe(0);
+    // Nothing waits: the next one goes at once, alone.
+    queue.push('a', 8);
+    await queue.settled();
+    expect(published.at(-1)).toEqual(['a', 8]);
   });
 
   it('signs in with the user and password of VALKEY_URL (an ACL user); a wrong password never becomes ready', async () => {

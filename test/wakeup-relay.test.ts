@@ -244,10 +244,14 @@ describe('IAM connections renew themselves before ElastiCache\'s 12-hour limit (
       .map((line) => [/name=(\S*)/.exec(line)![1]!, { id: /(?:^| )id=(\d+)/.exec(line)![1]!, cmd: /cmd=(\S*)/.exec(line)![1]! }]));
     try {
       wakeups.subscribe(['inbox-renewed']);
-      await wakeups.publish('inbox-other', 1);
+      wakeups.publish('inbox-other', 1);
       await vi.waitFor(() => expect(wakeups.ready()).toBe(true), { timeout: 5_000, interval: 10 });
-      const before = await clients();
-      expect(Object.keys(before).sort()).toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
+      // The publish goes out behind the call: its connection is open once it is listed.
+      const before = await vi.waitFor(async () => {
+        const listed = await clients();
+        expect(Object.keys(listed).sort()).toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
+        return listed;
+      }, { timeout: 5_000, interval: 10 });
       // The publisher's own connection authenticates again (AUTH is its last command); the subscriber's is a new one.
       await vi.waitFor(async () => {
         const now = await clients();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
-import { latestWakeups, wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
+import { latestWakeups, PENDING_INBOXES_MAX, wakeupListeners, type InboxWakeups } from '../messaging/wakeups';
 import { createIamTokens, type CredentialsSupplier, type IamAuth, type IamTokens } from './elasticache-iam';
 import { createLogger, type Logger } from './log';
 import { createEventCounter, WAKEUP_PUBLISH_FAILURES_METRIC } from './metrics';
@@ -20,9 +20,15 @@ import type { TelemetrySettings } from './runtime-config';
 // accepts messages, a Lambda too) and the subscriber (only processes holding streams). The
 // subscriber is `ready` once every subscription is in force on its current connection; when it is
 // lost, listeners hear `lost` (the hub polls fast), and on reconnection everything is subscribed
-// again before `ready` (the hub catches up). A publish never fails a send: DynamoDB has the
-// message; the failure is logged and counted (WakeupPublishFailures), at most one line per
-// REPORT_EVERY_MS with the failures since the last. No line carries a message, a password or an inbox id.
+// again before `ready` (the hub catches up). A publish never fails or delays a send: it runs in
+// the background (`latestWakeups`: bounded, folded per inbox), DynamoDB has the message, and a
+// failure is logged and counted (WakeupPublishFailures), at most one line per REPORT_EVERY_MS with
+// the failures since the last. No line carries a message, a password or an inbox id.
+//
+// A hung engine (stopped, its connections open) answers nothing: a command that times out
+// (COMMAND_TIMEOUT_MS) drops the publisher's connection and opens it again; until that one is
+// ready, publishes fail at once (counted) instead of waiting behind the hung one, and the
+// subscriber is checked at once (a ping), so that streams poll fast while the engine is lost.
 //
 // With IAM authentication (ElastiCache, `engine.iam`) the password is an IAM auth token: signed
 // afresh at every (re)connect from the process's credentials (a getter on the options, which ioredis
@@ -53,13 +59,20 @@ export interface ValkeyWakeupsOptions {
   credentials?: CredentialsSupplier;
   /** With IAM: how long a connection serves before it renews (IAM_RENEW_MS; tests shorten it). */
   iamRenewMs?: number;
+  /** How long a command waits for the engine's answer before the engine counts as hung (COMMAND_TIMEOUT_MS; tests change it). */
+  commandTimeoutMs?: number;
 }
 
 /** Publish failures are summed and reported at most this often (an engine outage means every send fails). */
 export const REPORT_EVERY_MS = 10_000;
 /** The subscriber's liveness check: a connection that stops answering is dropped and opened again. */
 const PING_EVERY_MS = 10_000;
+/** An engine that has not answered a command within this is hung: its connection is dropped. */
 const COMMAND_TIMEOUT_MS = 1_000;
+/** How long a dropped connection may take to close (a hung engine never answers the close). */
+const DISCONNECT_MS = 500;
+/** ioredis's rejection of a command that timed out. */
+const TIMED_OUT = 'Command timed out';
 const FIRST_CONNECT_MS = 1_000;
 const SUBSCRIBE_BATCH = 500;
 /** While no credentials can be had, another try this often. */
@@ -86,7 +99,7 @@ const OWNER_CHANNEL = /^owner:\{(.+)\}$/;
 /** Ids in an owner wake-up: what an id may look like (the streams check that the owner holds them). */
 const ANNOUNCED_ID = /^[0-9A-Za-z_-]{1,64}$/;
 
-function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber'): RedisOptions {
+function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber', commandTimeoutMs: number): RedisOptions {
   return {
     host: engine.host,
     port: engine.port,
@@ -102,7 +115,11 @@ function connectionOptions(engine: WakeupEngine, role: 'publisher' | 'subscriber
     // … and subscriptions are made again by us, so that `ready` means they are in force.
     autoResubscribe: false,
     connectTimeout: 2_000,
-    commandTimeout: COMMAND_TIMEOUT_MS,
+    // Also bounds the ready check of a (re)connection to a hung engine (it reconnects after).
+    commandTimeout: commandTimeoutMs,
+    // A hung engine never completes a close: the socket is destroyed after this (ioredis: 2 s),
+    // and only then is the connection lost (what streams wait for to poll fast).
+    disconnectTimeout: DISCONNECT_MS,
     keepAlive: 10_000,
     // Reconnects forever: at once, then at most every 2 s.
     retryStrategy: (times) => Math.min(times * 100, 2_000),
@@ -151,8 +168,8 @@ function iamTokens(engine: WakeupEngine, credentials: CredentialsSupplier | unde
  * A connection of `role`, not open yet: `open()` connects once credentials are at hand (IAM), and
  * tries again while they cannot be had; ioredis reconnects on its own after that.
  */
-function engineConnection(engine: WakeupEngine, role: 'publisher' | 'subscriber', tokens: IamTokens | undefined, isClosed: () => boolean, noCredentials: (error: unknown) => void) {
-  const connection = new Redis(connectionOptions(engine, role));
+function engineConnection(engine: WakeupEngine, role: 'publisher' | 'subscriber', commandTimeoutMs: number, tokens: IamTokens | undefined, isClosed: () => boolean, noCredentials: (error: unknown) => void) {
+  const connection = new Redis(connectionOptions(engine, role, commandTimeoutMs));
   // ioredis reads the password at every connect: a token signed then (good for 15 minutes at AUTH),
   // not enumerable, so that nothing that walks the options (a log, an inspection) shows one.
   if (tokens) Object.defineProperty(connection.options, 'password', { get: () => tokens.token(), enumerable: false, configurable: true });
@@ -199,7 +216,7 @@ export interface EnginePublisher {
 /** The publishing connection of a process: every writer's (the relay Lambda's alone). */
 export function createEnginePublisher(engine: WakeupEngine, options: { logger: Logger; credentials?: CredentialsSupplier; firstConnectMs?: number }): EnginePublisher {
   const tokens = iamTokens(engine, options.credentials);
-  const publisher = enginePublisher(engine, options.logger, tokens, options.firstConnectMs);
+  const publisher = enginePublisher(engine, options.logger, tokens, { firstConnectMs: options.firstConnectMs });
   return {
     ...publisher,
     close() {
@@ -209,21 +226,30 @@ export function createEnginePublisher(engine: WakeupEngine, options: { logger: L
   };
 }
 
-/** The publisher with the process's tokens (shared with its subscriber). */
-function enginePublisher(engine: WakeupEngine, logger: Logger, tokens: IamTokens | undefined, firstConnectMs: number | undefined): EnginePublisher {
+/** The publisher with the process's tokens (shared with its subscriber); `hung` is told when the engine stops answering. */
+function enginePublisher(
+  engine: WakeupEngine, logger: Logger, tokens: IamTokens | undefined,
+  options: { firstConnectMs?: number | undefined; commandTimeoutMs?: number | undefined; hung?: () => void },
+): EnginePublisher {
+  const { firstConnectMs, hung } = options;
   let closed = false;
+  /** The connection was dropped as hung and is not ready again yet (its close may take DISCONNECT_MS). */
+  let dropped = false;
   let publisher: WakeupConnection | undefined;
   let publisherReady: Promise<void> | undefined;
   function publisherConnection(): { connection: WakeupConnection; firstReady: Promise<void> } {
     if (!publisher) {
-      const { connection, open } = engineConnection(engine, 'publisher', tokens, () => closed, (error) => {
+      const { connection, open } = engineConnection(engine, 'publisher', options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS, tokens, () => closed, (error) => {
         logger.warn('inbox wake-ups: no AWS credentials to sign in to the engine', { engine: engine.address, error: error instanceof Error ? error.message : String(error) });
       });
       connection.defineCommand('svcnumWakeup', { numberOfKeys: 1, lua: WAKEUP_SCRIPT });
       publisher = connection as WakeupConnection;
       // Reported through the failed publishes; without a listener ioredis would print each attempt.
       connection.on('error', () => undefined);
-      connection.on('ready', () => logger.info('inbox wake-ups: publishing', { engine: engine.address }));
+      connection.on('ready', () => {
+        dropped = false;
+        logger.info('inbox wake-ups: publishing', { engine: engine.address });
+      });
       // Signed in again with a fresh token (extends the 12 hours); a refusal opens a new connection.
       const renewed = renewBeforeTheLimit(connection, tokens, () => {
         connection.auth(engine.username ?? 'default', tokens!.token()).then(() => renewed?.(), () => !closed && connection.disconnect(true));
@@ -236,28 +262,44 @@ function enginePublisher(engine: WakeupEngine, logger: Logger, tokens: IamTokens
     }
     return { connection: publisher!, firstReady: publisherReady! };
   }
-  /** The publisher connection, after its first connect (or FIRST_CONNECT_MS) on first use. */
-  async function ready(): Promise<WakeupConnection> {
+  /**
+   * Runs `command` on the publisher connection (after its first connect, or FIRST_CONNECT_MS, on
+   * first use), only while it is ready: nothing waits behind a connection being (re)opened. A
+   * command that times out drops the connection (the engine is hung): those in flight fail with
+   * it, and the next wait for a new one to be ready.
+   */
+  async function send<T>(command: (connection: WakeupConnection) => Promise<T>): Promise<T> {
     const { connection, firstReady } = publisherConnection();
     if (connection.status !== 'ready') await firstReady;
-    return connection;
+    if (connection.status !== 'ready' || dropped) throw new Error(`the engine is not ready (${dropped ? 'hung' : connection.status})`);
+    try {
+      return await command(connection);
+    } catch (error) {
+      // Commands in flight together time out together: the first drops the connection.
+      if (error instanceof Error && error.message === TIMED_OUT && !dropped && !closed) {
+        dropped = true;
+        logger.warn('inbox wake-ups: the engine does not answer, publishing stops until a new connection is ready', { engine: engine.address });
+        connection.disconnect(true);
+        hung?.();
+      }
+      throw error;
+    }
   }
   return {
     async spublish(channel, message) {
       if (closed) return;
-      await (await ready()).spublish(channel, message);
+      await send((connection) => connection.spublish(channel, message));
     },
     async wakeup(inboxId, seq, publisherId) {
       if (closed) return;
-      await (await ready()).svcnumWakeup(inboxHeadKey(inboxId), seq, HEAD_TTL_SECONDS, inboxChannel(inboxId), inboxWakeupMessage(seq, publisherId));
+      await send((connection) => connection.svcnumWakeup(inboxHeadKey(inboxId), seq, HEAD_TTL_SECONDS, inboxChannel(inboxId), inboxWakeupMessage(seq, publisherId)));
     },
     async heads(inboxIds) {
       const heads = new Map<string, number>();
       if (closed) return heads;
-      const connection = await ready();
       for (let start = 0; start < inboxIds.length; start += HEADS_BATCH) {
         const batch = inboxIds.slice(start, start + HEADS_BATCH);
-        const values = await connection.mget(...batch.map(inboxHeadKey));
+        const values = await send((connection) => connection.mget(...batch.map(inboxHeadKey)));
         values.forEach((value, index) => {
           if (value !== null && /^\d{1,15}$/.test(value)) heads.set(batch[index]!, Number(value));
         });
@@ -284,7 +326,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   const self = randomUUID();
   let closed = false;
   const tokens = iamTokens(engine, options.credentials, options.iamRenewMs);
-  const publisher = enginePublisher(engine, logger, tokens, options.firstConnectMs);
+  const commandTimeoutMs = options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
+  // A hung engine found by a publish: the subscriber is checked at once, not at its next ping.
+  const publisher = enginePublisher(engine, logger, tokens, { firstConnectMs: options.firstConnectMs, commandTimeoutMs, hung: () => checkSubscriber() });
 
   /** Channels of the inboxes and owners the hub watches: subscribed on every (re)connection. */
   const wanted = new Set<string>();
@@ -295,6 +339,8 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   let generation = 0;
   let unreachableSaid = false;
   let pinger: NodeJS.Timeout | undefined;
+  /** The subscriber's liveness check: a ping unanswered (COMMAND_TIMEOUT_MS) drops the connection (lost). */
+  let checkSubscriber = () => undefined as void;
 
   async function ssubscribe(connection: Redis, channels: readonly string[]) {
     for (let start = 0; start < channels.length; start += SUBSCRIBE_BATCH) {
@@ -324,7 +370,7 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
 
   function subscriberConnection(): Redis {
     if (subscriber) return subscriber;
-    const { connection, open } = engineConnection(engine, 'subscriber', tokens, () => closed, (error) => {
+    const { connection, open } = engineConnection(engine, 'subscriber', commandTimeoutMs, tokens, () => closed, (error) => {
       if (unreachableSaid) return;
       unreachableSaid = true;
       logger.warn('inbox wake-ups: no AWS credentials to sign in to the engine, streams poll until it is back', { engine: engine.address, error: error instanceof Error ? error.message : String(error) });
@@ -370,13 +416,16 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
       unreachableSaid = true;
       logger.warn('inbox wake-ups: engine unreachable, streams poll until it is back', { engine: engine.address, error: error.message });
     });
-    pinger = setInterval(() => {
-      if (!ready) return;
+    let pinging = false;
+    checkSubscriber = () => {
+      if (!ready || pinging) return;
+      pinging = true;
       const current = generation;
-      connection.ping().catch(() => {
+      connection.ping().then(() => undefined, () => {
         if (current === generation && !closed) connection.disconnect(true);
-      });
-    }, PING_EVERY_MS);
+      }).finally(() => (pinging = false));
+    };
+    pinger = setInterval(checkSubscriber, PING_EVERY_MS);
     pinger.unref();
     open();
     return connection;
@@ -391,6 +440,11 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
       failures.failed(error);
     }
   }
+
+  /** Inbox wake-ups waiting for the engine, and owner wake-ups in flight: nobody waits for them but `close`. */
+  const inboxPublishes = latestWakeups((inboxId, seq) => reported(() => publisher.wakeup(inboxId, seq, self)));
+  const ownerPublishes = new Set<Promise<void>>();
+  const tooMany = () => failures.failed(new Error(`more than ${PENDING_INBOXES_MAX} wake-ups wait for the engine`));
 
   /** Subscribes the ids' channels not wanted yet; `inForce` is told the ids whose subscription took effect on a ready connection. */
   function want(ids: readonly string[], channelOf: (id: string) => string, inForce: (ids: readonly string[]) => void) {
@@ -415,19 +469,21 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     }
   }
 
-  const publishLatest = latestWakeups((inboxId, seq) => reported(() => publisher.wakeup(inboxId, seq, self)));
-
   return {
     reach: 'engine',
-    async publish(inboxId, seq) {
+    publish(inboxId, seq) {
       listeners.wakeup(inboxId, seq);
-      await publishLatest(inboxId, seq);
+      if (!closed && !inboxPublishes.push(inboxId, seq)) tooMany();
     },
     subscribe: (inboxIds) => want(inboxIds, inboxChannel, listeners.subscribed),
     unsubscribe: (inboxIds) => unwant(inboxIds.map(inboxChannel)),
-    async publishNumbersChanged(ownerId, inboxIds) {
+    publishNumbersChanged(ownerId, inboxIds) {
       listeners.numbersChanged(ownerId, inboxIds);
-      await reported(() => publisher.spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`));
+      if (closed) return;
+      if (ownerPublishes.size >= PENDING_INBOXES_MAX) return tooMany();
+      const publishing = reported(() => publisher.spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`))
+        .finally(() => ownerPublishes.delete(publishing));
+      ownerPublishes.add(publishing);
     },
     subscribeOwners: (ownerIds) => want(ownerIds, ownerChannel, listeners.ownersSubscribed),
     unsubscribeOwners: (ownerIds) => unwant(ownerIds.map(ownerChannel)),
@@ -435,6 +491,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     ready: () => ready,
     heads: (inboxIds) => publisher.heads(inboxIds),
     async close() {
+      // What waits is published (or fails, counted) first: each publish ends within a command
+      // timeout, and a hung engine fails the rest at once.
+      await Promise.all([inboxPublishes.settled(), ...ownerPublishes]);
       closed = true;
       ready = false;
       if (pinger) clearInterval(pinger);

@@ -44,7 +44,7 @@ export interface AgentClients {
 
 /** Open message streams (messaging): told when an owner gains numbers, so that they follow them at once. */
 export interface NumberStreams {
-  /** After the store write. Never rejects: a lost notice leaves the number to the streams' periodic re-list. */
+  /** After the store write. Never rejects, and never waits for the engine (the notice goes out behind); a lost notice leaves the number to the streams' periodic re-list. */
   numbersGained(ownerId: string, svcnumIds: readonly string[]): Promise<void>;
 }
 

@@ -23,7 +23,8 @@ export function createMessagingModule(
   const wakeups = ports.inboxWakeups ?? createInProcessWakeups();
   const given = Object.entries(ports.messagePolling ?? {}).filter(([, value]) => value !== undefined);
   const polling: HubPolling = { ...DEFAULT_HUB_POLLING, ...Object.fromEntries(given) };
-  const numberStreams: NumberStreams = { numbersGained: (ownerId, svcnumIds) => wakeups.publishNumbersChanged(ownerId, svcnumIds) };
+  // The notice goes out behind the answer (ProvisionNumber never waits for the engine).
+  const numberStreams: NumberStreams = { numbersGained: async (ownerId, svcnumIds) => wakeups.publishNumbersChanged(ownerId, svcnumIds) };
   /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, wakeups, pageTokens, polling);
   return {

@@ -90,8 +90,9 @@ export function createMessaging(deps: {
       const acceptedAt = clock.now();
       const message: StoredMessage = { inboxId, seq, messageId, acceptedAt, ...fields };
       if (await store.appendMessage(message, acceptedAt + MESSAGE_RETENTION_MS)) {
-        // Never rejects: a lost wake-up only delays the message to the streams' safety-net poll.
-        await wakeups.publish(inboxId, seq);
+        // Not waited for (the engine's publish runs behind the answer, whatever the engine's
+        // state); a lost wake-up only delays the message to the streams' next poll.
+        wakeups.publish(inboxId, seq);
         return message;
       }
     }

@@ -36,8 +36,11 @@ import type { InboxWakeups, WakeupListener } from './wakeups';
 // whenever the owner's subscription takes effect (what was published before was not received).
 // The periodic re-list is the safety net: every `relistMs` (MESSAGE_RELIST_MS), and with the
 // engine ready, where owner wake-ups reach every process, at most every RELIST_SAFETY_POLLS
-// safety-net polls. With the defaults an idle watched inbox then costs 60/90 + 60/900 ≈ 0.73 item
-// reads a minute (its counter, and its share of the listing).
+// safety-net polls. A stream's wait is judged again whenever the engine is lost or back
+// (`onEngineChange`): one that began to sleep while the engine was ready re-lists at `relistMs`
+// once it is lost (at once, if its last listing is older than that). With the defaults an idle
+// watched inbox then costs 60/90 + 60/900 ≈ 0.73 item reads a minute (its counter, and its share
+// of the listing).
 //
 // Ordering and gaps: sequences are handed out by an atomic counter and written right after, so
 // a reader can see sequence n+1 before n is written. It then waits; if n is still missing after
@@ -102,6 +105,9 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
   const wake = (inboxId: string) => watchers.get(inboxId)?.forEach((callback) => callback(inboxId));
   /** Per owner: its streams, told of the numbers it gained (none named: re-list). */
   const ownerWatchers = new Map<string, Set<(inboxIds: readonly string[]) => void>>();
+  /** Told when the engine is lost or back: the re-list interval changed. */
+  const engineWatchers = new Set<() => void>();
+  const engineChanged = () => engineWatchers.forEach((callback) => callback());
   const relist = (ownerIds: Iterable<string>, inboxIds: readonly string[] = []) => {
     for (const ownerId of ownerIds) ownerWatchers.get(ownerId)?.forEach((callback) => callback(inboxIds));
   };
@@ -206,8 +212,12 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       void poll();
       relist(ownerWatchers.keys());
       schedule();
+      engineChanged();
     },
-    lost: schedule,
+    lost: () => {
+      schedule();
+      engineChanged();
+    },
     subscribed: (inboxIds) => void poll(inboxIds),
     numbersChanged: (ownerId, inboxIds) => relist([ownerId], inboxIds),
     ownersSubscribed: (ownerIds) => relist(ownerIds),
@@ -271,6 +281,11 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
         }
       };
     },
+    /** Calls `onChange` whenever the engine is lost or back (`relistIntervalMs` changed); returns the unsubscribe. */
+    onEngineChange(onChange: () => void): () => void {
+      engineWatchers.add(onChange);
+      return () => engineWatchers.delete(onChange);
+    },
     /** How often streams re-list their owner's numbers now (slower with the engine ready: owner wake-ups reach every process). */
     relistIntervalMs: () => (wakeups.ready() ? Math.max(polling.relistMs, RELIST_SAFETY_POLLS * polling.safetyPollMs) : polling.relistMs),
     /** The last counter value the poll saw for an inbox (undefined before its first poll). */
@@ -287,6 +302,7 @@ export function createMessageHub(store: MessagingPort, wakeups: InboxWakeups, pa
       if (ownerWatchers.size > 0) wakeups.unsubscribeOwners([...ownerWatchers.keys()]);
       watchers.clear();
       ownerWatchers.clear();
+      engineWatchers.clear();
       schedule();
       stopChecks();
     },
@@ -456,6 +472,8 @@ export async function* followInboxes(deps: {
   signal.addEventListener('abort', onAbort);
   // Before the first listing: a number provisioned meanwhile is announced, not missed.
   const unwatchOwner = hub.watchOwner(ownerId, onNumbersChanged);
+  // The engine lost (or back): the next re-list is judged again, at the interval of the moment.
+  const unwatchEngine = hub.onEngineChange(() => wakeUp?.());
 
   /** Follows `listed` and every number joined by an announcement; inboxes new to the stream start as the cursor says. */
   async function follow(listed: readonly string[]) {
@@ -581,12 +599,12 @@ export async function* followInboxes(deps: {
         }
       }
       if (signal.aborted) break;
-      // Sleep until a change, a pending gap's grace, or the next list refresh.
+      // Sleep until a change, a pending gap's grace, the next list refresh, or the engine's change.
       await new Promise<void>((resolve) => {
         const timeout = setTimeout(() => {
           if (waitingOnGap) pending = true;
           resolve();
-        }, waitingOnGap ? 500 : hub.relistIntervalMs());
+        }, waitingOnGap ? 500 : Math.max(0, listedAt + hub.relistIntervalMs() - Date.now()));
         timeout.unref();
         // Woken early, the timer goes too: left to run (up to the re-list interval, 15 min with
         // the engine), it would keep an ended stream's state and its call in memory until then.
@@ -600,6 +618,7 @@ export async function* followInboxes(deps: {
     }
   } finally {
     signal.removeEventListener('abort', onAbort);
+    unwatchEngine();
     unwatchOwner();
     unwatch?.();
   }

@@ -34,19 +34,20 @@ export interface InboxWakeups {
    */
   readonly reach: 'process' | 'engine';
   /**
-   * After a message is stored at `seq`: wakes this process's listeners at once, and through the
-   * engine the other processes'. Never rejects: a failure is logged and counted by the adapter.
+   * After a message is stored at `seq`: wakes this process's listeners at once, and hands the
+   * engine's publish (the other processes') to the background: the caller never waits for the
+   * engine, however slow or hung. A failure is logged and counted by the adapter.
    */
-  publish(inboxId: string, seq: number): Promise<void>;
+  publish(inboxId: string, seq: number): void;
   /** Wake-ups of these inboxes from other processes are wanted from now on (the hub watches them). */
   subscribe(inboxIds: readonly string[]): void;
   /** …no longer wanted. */
   unsubscribe(inboxIds: readonly string[]): void;
   /**
    * After an owner gained numbers (their store write done): wakes this process's listeners at
-   * once, and through the engine the other processes'. Never rejects, like `publish`.
+   * once, and through the engine the other processes', in the background like `publish`.
    */
-  publishNumbersChanged(ownerId: string, inboxIds: readonly string[]): Promise<void>;
+  publishNumbersChanged(ownerId: string, inboxIds: readonly string[]): void;
   /** Owner wake-ups of these owners from other processes are wanted from now on (the hub streams their numbers). */
   subscribeOwners(ownerIds: readonly string[]): void;
   /** …no longer wanted. */
@@ -84,16 +85,10 @@ export function createInProcessWakeups(): InboxWakeups {
   const listeners = wakeupListeners();
   return {
     reach: 'process',
-    publish(inboxId, seq) {
-      listeners.wakeup(inboxId, seq);
-      return Promise.resolve();
-    },
+    publish: listeners.wakeup,
     subscribe: () => undefined,
     unsubscribe: () => undefined,
-    publishNumbersChanged(ownerId, inboxIds) {
-      listeners.numbersChanged(ownerId, inboxIds);
-      return Promise.resolve();
-    },
+    publishNumbersChanged: listeners.numbersChanged,
     subscribeOwners: () => undefined,
     unsubscribeOwners: () => undefined,
     listen: listeners.add,
@@ -102,38 +97,66 @@ export function createInProcessWakeups(): InboxWakeups {
   };
 }
 
-/**
- * Publishes through `publishOne`, one wake-up per inbox at a time: those stored while one is being
- * published are folded into one, of the highest sequence, published next ("inbox X has sequence
- * N" says all that any lower N says: a stream reads from its cursor). Under load into one inbox
- * that is one engine round trip per round trip, not one per message. Each caller's promise ends
- * when a wake-up covering its sequence has been published (`publishOne` never rejects).
- */
-export function latestWakeups(publishOne: (inboxId: string, seq: number) => Promise<void>): (inboxId: string, seq: number) => Promise<void> {
-  interface Turn { seq: number; published: Array<() => void> }
-  /** Per inbox with a publish in flight: the next one, if any wake-up came since. */
-  const next = new Map<string, Turn | undefined>();
+/** Inboxes whose engine publishes may wait at once (in flight or folded); past it a wake-up is dropped, and counted. */
+export const PENDING_INBOXES_MAX = 10_000;
 
-  async function publishInTurn(inboxId: string, first: Turn) {
-    for (let turn: Turn | undefined = first; turn; turn = next.get(inboxId)) {
+/** Wake-ups waiting for the engine, published in the background (`latestWakeups`). */
+export interface WakeupQueue {
+  /**
+   * Queues "inbox X has sequence N" and returns at once. False when `maxInboxes` other inboxes
+   * wait already: the wake-up is not queued (the caller counts it; the streams' polls find the message).
+   */
+  push(inboxId: string, seq: number): boolean;
+  /** Inboxes waiting now. */
+  pending(): number;
+  /** Resolves once nothing waits (every publish ended, published or failed). */
+  settled(): Promise<void>;
+}
+
+/**
+ * Publishes through `publishOne` in the background, one wake-up per inbox at a time: those stored
+ * while one is being published are folded into one, of the highest sequence, published next
+ * ("inbox X has sequence N" says all that any lower N says: a stream reads from its cursor). Under
+ * load into one inbox that is one engine round trip per round trip, not one per message; while
+ * the engine is slow or hung an inbox holds at most one publish in flight and one folded, and at
+ * most `maxInboxes` inboxes wait. `publishOne` reports its own failures.
+ */
+export function latestWakeups(publishOne: (inboxId: string, seq: number) => Promise<void>, maxInboxes = PENDING_INBOXES_MAX): WakeupQueue {
+  /** Per inbox with a publish in flight: the highest sequence stored since, if any. */
+  const next = new Map<string, number | undefined>();
+  let idle: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  async function publishInTurn(inboxId: string, first: number) {
+    for (let seq: number | undefined = first; seq !== undefined; seq = next.get(inboxId)) {
       next.set(inboxId, undefined);
-      await publishOne(inboxId, turn.seq).catch(() => undefined);
-      for (const done of turn.published) done();
+      await publishOne(inboxId, seq).catch(() => undefined);
     }
     next.delete(inboxId);
+    if (next.size === 0) {
+      idle?.resolve();
+      idle = undefined;
+    }
   }
 
-  return (inboxId, seq) => new Promise<void>((resolve) => {
-    if (!next.has(inboxId)) {
-      void publishInTurn(inboxId, { seq, published: [resolve] });
-      return;
-    }
-    const turn = next.get(inboxId);
-    if (turn) {
-      turn.seq = Math.max(turn.seq, seq);
-      turn.published.push(resolve);
-    } else {
-      next.set(inboxId, { seq, published: [resolve] });
-    }
-  });
+  return {
+    push(inboxId, seq) {
+      if (next.has(inboxId)) {
+        next.set(inboxId, Math.max(next.get(inboxId) ?? 0, seq));
+        return true;
+      }
+      if (next.size >= maxInboxes) return false;
+      void publishInTurn(inboxId, seq);
+      return true;
+    },
+    pending: () => next.size,
+    settled() {
+      if (next.size === 0) return Promise.resolve();
+      if (!idle) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((done) => (resolve = done));
+        idle = { promise, resolve };
+      }
+      return idle.promise;
+    },
+  };
 }

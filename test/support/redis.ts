@@ -22,6 +22,10 @@ export interface TestRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port (after `kill`). */
   restart(): Promise<void>;
+  /** SIGSTOP: a hung engine. Connections stay open (the kernel even accepts new ones); nothing is answered until `resume`. */
+  pause(): void;
+  /** SIGCONT: it answers again, commands written meanwhile included. */
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -83,6 +87,8 @@ export async function startRedis(options: { extra?: string[] } = {}): Promise<Te
       if (child) return;
       child = await launch(port, extra);
     },
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
     stop: killed,
   };
 }
