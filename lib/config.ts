@@ -236,7 +236,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
           token: { memoryMiB: 512, timeoutSeconds: 6 },
           userinfo: { memoryMiB: 256, timeoutSeconds: 5 },
           discovery: { memoryMiB: 256, timeoutSeconds: 5 },
-          public: { memoryMiB: 256, timeoutSeconds: 5, reservedConcurrency: settings.publicReservedConcurrency },
+          public: { memoryMiB: 256, timeoutSeconds: 5, reservedConcurrency: settings.publicReservedConcurrency || undefined },
           messages: { memoryMiB: 512, timeoutSeconds: 6 },
         },
       },

@@ -52,9 +52,16 @@ const environmentSettings = z.strictObject({
   publicReservedConcurrency: z.int('a whole number').min(1, 'at least 1 (and leave the account 100 unreserved)').max(10_000, 'at most 10000'),
 });
 
-/** The sandbox may go without a custom domain (the issuer is then the execute-api URL; see lib/config.ts). */
+/**
+ * The sandbox may go without a custom domain (the issuer is then the execute-api URL; see
+ * lib/config.ts), and without a reservation (`publicReservedConcurrency: 0`), for a new account
+ * whose concurrency quota is still below 100.
+ */
 const schemas = {
-  sandbox: environmentSettings.extend({ api: customDomain.optional() }),
+  sandbox: environmentSettings.extend({
+    api: customDomain.optional(),
+    publicReservedConcurrency: z.int('a whole number').min(0, 'at least 0 (0: no reservation)').max(10_000, 'at most 10000'),
+  }),
   production: environmentSettings,
 } as const;
 

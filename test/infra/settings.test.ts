@@ -71,6 +71,12 @@ describe('settings file', () => {
     ]);
   });
 
+  it('lets the sandbox go without a reservation (0, for a new account\'s low quota), never production', () => {
+    const sandbox = resolveConfigs(settingsFile({ sandbox: { ...real, publicReservedConcurrency: 0 } })).configs.sandbox!;
+    expect(sandbox.http.functions.public.reservedConcurrency).toBeUndefined();
+    expect(resolveConfigs(settingsFile({ sandbox: real })).configs.sandbox!.http.functions.public.reservedConcurrency).toBe(50);
+  });
+
   it('refuses example values in production from an operator\'s own file, and names each', () => {
     expect(problemsOf(() => resolveConfigs(settingsFile(example)))).toStrictEqual([
       'production.account (222222222222): an example value; production takes real ones only',
