@@ -19,8 +19,8 @@ const { drainSeconds } = config;
 // resolves and refreshes them (container credentials).
 const iam = config.service.wakeupEngine?.iam !== undefined;
 const inboxWakeups = engineWakeups(config.service, iam ? { credentials: new DynamoDBClient({}).config.credentials } : {});
-const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort });
-logger.info('listening', { port: running.port });
+const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort, reflection: config.grpcReflection });
+logger.info('listening', { port: running.port, reflection: config.grpcReflection });
 
 process.once('SIGTERM', () => {
   logger.info('SIGTERM: draining', { drainSeconds });
