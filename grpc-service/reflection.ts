@@ -196,8 +196,8 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
         }
         // An upper bound of the encoded answer: its files, and at most a request's size besides.
         const size = (reply.fileDescriptorResponse?.fileDescriptorProto ?? []).reduce((sum, file) => sum + file.length, MAX_REFLECTION_REQUEST_BYTES);
+        // Refused streams are logged as every call is (logCalls), with their status.
         if (unread + size > MAX_UNREAD_REFLECTION_BYTES) {
-          logger.warn('reflection answers unread at the limit', { unreadBytes: unread });
           return refuse({ code: status.RESOURCE_EXHAUSTED, details: 'the server holds too many unread reflection answers; retry later' });
         }
         unread += size;
