@@ -1,6 +1,7 @@
 import { credentials, Metadata, status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
 import { AgentServiceClient, CreateAgentRequest, IssueAgentTokenRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
+import { MAX_STREAMS_PER_CONNECTION } from '../grpc-service/server';
 import {
   NumberServiceClient, ProvisionNumberRequest, StreamAllMessagesRequest, type IncomingMessage, type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
@@ -592,7 +593,7 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     return {
       setup: {
         numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: cross.pid, p2bPid: polled.pid, p3Pids,
-        channel: `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ${options.streams.join(' and ')} streams over ${options.streamChannels} channels (own subchannel pools: one HTTP/2 connection each)`,
+        channel: `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ${options.streams.join(' and ')} streams over ${options.streamChannels} channels or more, at most ${MAX_STREAMS_PER_CONNECTION} streams each (own subchannel pools: one HTTP/2 connection each)`,
       },
       latency: { sameProcess: same.latency, crossProcess: cross.latency, crossProcessPolling: polled.latency },
       throughput: { sameProcess: same.throughput, crossProcess: cross.throughput, crossProcessPolling: polled.throughput },
@@ -616,7 +617,9 @@ async function manyStreams(
   const { log, signal } = options;
   const insecure = credentials.createInsecure();
   const address = `127.0.0.1:${p3.info.grpcPort}`;
-  const clients = Array.from({ length: options.streamChannels }, () => new NumberServiceClient(address, insecure, CHANNEL_OPTIONS));
+  // The server takes at most MAX_STREAMS_PER_CONNECTION streams per connection: more channels when needed.
+  const channels = Math.max(options.streamChannels, Math.ceil(count / MAX_STREAMS_PER_CONNECTION));
+  const clients = Array.from({ length: channels }, () => new NumberServiceClient(address, insecure, CHANNEL_OPTIONS));
   // Per stream: when it got each probe (by probe run tag).
   const got = new Map<string, Float64Array>();
   const followers: Follower[] = [];

@@ -15,7 +15,8 @@
 //   BENCH_MESSAGE_INTERVAL_MS  one latency message every this many ms (default 20)
 //   BENCH_STREAMS         streams held open on one gRPC server process, comma-separated counts, each on a
 //                         fresh process (default 1000,10000)
-//   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4)
+//   BENCH_STREAM_CHANNELS gRPC channels those streams are spread over (default 4; more where a channel
+//                         would hold over 100, the server's limit per connection)
 //   BENCH_IDLE_INBOXES    numbers watched in the idle-reads phase (default 200)
 //   BENCH_IDLE_SCALE      the engine's process in that phase runs with every interval divided by this
 //                         (default 10: a 9 s safety-net poll, a 90 s re-list); its reads per minute are

@@ -22,9 +22,9 @@ const { drainSeconds } = config;
 // resolves and refreshes them (container credentials).
 const iam = config.service.wakeupEngine?.iam !== undefined;
 const inboxWakeups = engineWakeups(config.service, iam ? { credentials: new DynamoDBClient({}).config.credentials } : {});
-const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort });
+const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort, reflection: config.grpcReflection });
 const health = await startHealthEndpoint(running.healthStatus, { port: config.healthPort });
-logger.info('listening', { port: running.port, healthPort: health.port });
+logger.info('listening', { port: running.port, healthPort: health.port, reflection: config.grpcReflection });
 
 process.once('SIGTERM', () => {
   logger.info('SIGTERM: draining', { drainSeconds });

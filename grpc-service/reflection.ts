@@ -1,7 +1,7 @@
 import { createFileRegistry, fromBinary, toBinary, type DescFile } from '@bufbuild/protobuf';
 import { nestedTypes } from '@bufbuild/protobuf/reflect';
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
-import { status, type Server, type ServerDuplexStream } from '@grpc/grpc-js';
+import { status, type Metadata, type Server, type ServerDuplexStream, type ServiceDefinition as GrpcServiceDefinition } from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ServerReflectionService as ReflectionV1, type ServerReflectionRequest, type ServerReflectionResponse } from './gen/grpc/reflection/v1/reflection';
@@ -24,6 +24,34 @@ const descriptorSetFile = fileURLToPath(new URL('./gen/descriptors.binpb', impor
 /** Far more than buf curl or grpcurl ask to resolve every type of our schema on one stream. */
 const MAX_REQUESTS_PER_STREAM = 1000;
 
+/**
+ * The largest reflection request, in bytes. A request names one file, symbol or type (our longest
+ * names are under 100 characters), so a larger one is refused: the stream ends with
+ * RESOURCE_EXHAUSTED and nothing of it is kept or echoed.
+ */
+export const MAX_REFLECTION_REQUEST_BYTES = 1024;
+
+/**
+ * Reflection answers the server holds that their clients have not taken yet (HTTP/2 flow control),
+ * in bytes, across all streams of a server (a process runs one). Each stream holds at most one
+ * answer (the largest, a file with its imports, is about 30 KB); beyond this, further requests end
+ * their stream with RESOURCE_EXHAUSTED until clients read or go.
+ */
+export const MAX_UNREAD_REFLECTION_BYTES = 16 * 1024 * 1024;
+
+/** What the deserializer hands on instead of a request over MAX_REFLECTION_REQUEST_BYTES. */
+class OversizedRequest {
+  constructor(readonly bytes: number) {}
+}
+
+/** A reflection service whose requests over MAX_REFLECTION_REQUEST_BYTES are not decoded. */
+function sizeLimited(definition: GrpcServiceDefinition): GrpcServiceDefinition {
+  return Object.fromEntries(Object.entries(definition).map(([name, method]) => [name, {
+    ...method,
+    requestDeserialize: (bytes: Buffer) => (bytes.length > MAX_REFLECTION_REQUEST_BYTES ? new OversizedRequest(bytes.length) : method.requestDeserialize(bytes)),
+  }]));
+}
+
 /** A grpc-js or proto-loader service definition: its methods' paths are `/package.Service/Method`. */
 type ServiceDefinition = Record<string, { path: string }>;
 
@@ -37,12 +65,21 @@ export function readDescriptorSet(): Uint8Array {
   }
 }
 
+export interface ReflectionOptions {
+  /** Ends open reflection streams when the server drains. */
+  closing?: AbortSignal;
+  /**
+   * Admits a stream by its metadata before any request is read; its rejection (a gRPC status
+   * error, UNAUTHENTICATED or PERMISSION_DENIED) ends the stream. Without: reflection is open.
+   */
+  admit?: (metadata: Metadata) => Promise<unknown>;
+}
+
 /**
  * Adds both reflection services to `server`. `served` are the other services the server offers:
  * list_services names them and the reflection services, and each must be in the descriptor set.
- * `closing` ends open reflection streams when the server drains.
  */
-export function addReflection(server: Server, descriptorSet: Uint8Array, served: ServiceDefinition[], options: { closing?: AbortSignal } = {}): void {
+export function addReflection(server: Server, descriptorSet: Uint8Array, served: ServiceDefinition[], options: ReflectionOptions = {}): void {
   const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet));
   const services = [...served, ReflectionV1, ReflectionV1Alpha].map(serviceNameOf);
   for (const name of services) {
@@ -79,8 +116,11 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
     return files.map((each) => encoded.get(each.proto.name)!);
   }
 
+  /** The request an answer echoes in original_request: its message_request alone (valid_host echoes the host). */
+  const echoOf = (request: ServerReflectionRequest): ServerReflectionRequest => ({ ...request, host: '' });
+
   function answer(request: ServerReflectionRequest, sent: Set<string>): ServerReflectionResponse {
-    const reply = (fields: Partial<ServerReflectionResponse>): ServerReflectionResponse => ({ validHost: request.host, originalRequest: request, ...fields });
+    const reply = (fields: Partial<ServerReflectionResponse>): ServerReflectionResponse => ({ validHost: request.host, originalRequest: echoOf(request), ...fields });
     const error = (code: status, message: string) => reply({ errorResponse: { errorCode: code, errorMessage: message } });
     const files = (file: DescFile | undefined, missing: string) =>
       (file ? reply({ fileDescriptorResponse: { fileDescriptorProto: withDependencies(file, sent) } }) : error(status.NOT_FOUND, missing));
@@ -102,41 +142,81 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
     return error(status.INVALID_ARGUMENT, 'the request names no message_request');
   }
 
-  // v1 and v1alpha differ only in their package name: the messages are identical. Reflection
-  // needs no token, so a stream is held to what a client reads: while an answer waits in the
-  // transport (`write` returned false), no further request is read, and a stream asks at most
-  // MAX_REQUESTS_PER_STREAM questions (a tool needs a few dozen for our whole schema).
+  /** Bytes of answers written and not yet taken by their clients, on every stream (MAX_UNREAD_REFLECTION_BYTES). */
+  let unread = 0;
+
+  // v1 and v1alpha differ only in their package name: the messages are identical. A stream is
+  // held to what its client reads: one answer at a time, the next request read only once the
+  // answer has gone out (grpc-js calls a write's callback when HTTP/2 flow control let it go; the
+  // stream's own buffer would take 16 answers before `write` said to wait). A stream asks at most
+  // MAX_REQUESTS_PER_STREAM questions (a tool needs a few dozen for our whole schema), each at
+  // most MAX_REFLECTION_REQUEST_BYTES. With `admit`, nothing is read before the caller is admitted.
   const implementation = {
-    serverReflectionInfo(call: ServerDuplexStream<ServerReflectionRequest, ServerReflectionResponse>) {
+    serverReflectionInfo(call: ServerDuplexStream<ServerReflectionRequest | OversizedRequest, ServerReflectionResponse>) {
       const sent = new Set<string>();
       let asked = 0;
-      const stop = () => call.end();
+      let ended = false;
+      /** The size of the answer this stream has out, counted in `unread` until it goes out or the stream closes. */
+      let holding = 0;
+      const release = () => {
+        unread -= holding;
+        holding = 0;
+      };
+      /** Ends the stream with a status; what the client still sends is not read. */
+      const refuse = (error: { code: status; details: string }) => {
+        if (ended) return;
+        ended = true;
+        call.pause();
+        call.emit('error', error);
+      };
+      const stop = () => {
+        ended = true;
+        call.end();
+      };
       options.closing?.addEventListener('abort', stop, { once: true });
-      call.on('data', (request: ServerReflectionRequest) => {
+      call.on('close', () => {
+        release();
+        options.closing?.removeEventListener('abort', stop);
+      });
+
+      const onRequest = (request: ServerReflectionRequest | OversizedRequest) => {
+        if (ended) return;
+        if (request instanceof OversizedRequest) {
+          return refuse({ code: status.RESOURCE_EXHAUSTED, details: `a reflection request is at most ${MAX_REFLECTION_REQUEST_BYTES} bytes, not ${request.bytes}` });
+        }
         if (++asked > MAX_REQUESTS_PER_STREAM) {
-          // Once: the status ends the stream, and what the client still sends is not read.
-          if (asked === MAX_REQUESTS_PER_STREAM + 1) {
-            call.pause();
-            call.emit('error', { code: status.RESOURCE_EXHAUSTED, details: `at most ${MAX_REQUESTS_PER_STREAM} requests per reflection stream; open a new one` });
-          }
-          return;
+          return refuse({ code: status.RESOURCE_EXHAUSTED, details: `at most ${MAX_REQUESTS_PER_STREAM} requests per reflection stream; open a new one` });
         }
         let reply: ServerReflectionResponse;
         try {
           reply = answer(request, sent);
         } catch (error) {
           logger.error('reflection request failed', { error: error as Error });
-          reply = { validHost: request.host, originalRequest: request, errorResponse: { errorCode: status.INTERNAL, errorMessage: 'the request could not be answered' } };
+          reply = { validHost: request.host, originalRequest: echoOf(request), errorResponse: { errorCode: status.INTERNAL, errorMessage: 'the request could not be answered' } };
         }
-        if (!call.write(reply)) {
-          call.pause();
-          call.once('drain', () => call.resume());
+        // An upper bound of the encoded answer: its files, and at most a request's size besides.
+        const size = (reply.fileDescriptorResponse?.fileDescriptorProto ?? []).reduce((sum, file) => sum + file.length, MAX_REFLECTION_REQUEST_BYTES);
+        // Refused streams are logged as every call is (logCalls), with their status.
+        if (unread + size > MAX_UNREAD_REFLECTION_BYTES) {
+          return refuse({ code: status.RESOURCE_EXHAUSTED, details: 'the server holds too many unread reflection answers; retry later' });
         }
-      });
-      call.on('end', stop);
-      call.on('close', () => options.closing?.removeEventListener('abort', stop));
+        unread += size;
+        holding = size;
+        call.pause();
+        call.write(reply, () => {
+          release();
+          if (!ended) call.resume();
+        });
+      };
+      const start = () => {
+        if (ended) return;
+        call.on('data', onRequest);
+        call.on('end', stop);
+      };
+      if (!options.admit) return start();
+      options.admit(call.metadata).then(start, refuse);
     },
   };
-  server.addService(ReflectionV1, implementation);
-  server.addService(ReflectionV1Alpha, implementation);
+  server.addService(sizeLimited(ReflectionV1), implementation);
+  server.addService(sizeLimited(ReflectionV1Alpha), implementation);
 }

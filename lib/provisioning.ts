@@ -182,6 +182,8 @@ export class Provisioning extends Construct {
         ...macKeyEnvironment(access.provisioning, props.macKeys),
         GRPC_PORT: String(GRPC_PORT),
         HEALTH_PORT: String(HEALTH_PORT),
+        // Reflection only for provisioning clients' tokens: the NLB is reachable from allowedCidrs (docs/grpc-api.md#limits).
+        GRPC_REFLECTION: 'token',
         DRAIN_SECONDS: String(p.drainSeconds),
         SERVICE_NAME: TASK_SERVICE_NAME,
       },

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { createDerivedFailureReport } from '../core/adapters/derived-failures';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
+import type { ReflectionAccess } from '../core/adapters/runtime-config';
 import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
 import { engineWakeups, type ValkeyWakeupsOptions, type WakeupEngine } from '../core/adapters/valkey-wakeups';
@@ -37,6 +38,8 @@ export interface LocalOptions {
   dynamoPort: number;
   /** gRPC port of the provisioning API; 0 picks a free one. */
   grpcPort: number;
+  /** Who may use gRPC server reflection (GRPC_REFLECTION; default open). */
+  grpcReflection?: ReflectionAccess;
   /** Cool-off, leases and quotas of the provisioning API. */
   provisioning?: ProvisioningConfig;
   /** Sign-in limits (default: core/oauth/sign-in-guard.ts; `npm start` passes its configuration's). */
@@ -134,7 +137,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);
-    grpc = await startGrpcServer(modulesOfCore(core), { port: options.grpcPort, host });
+    grpc = await startGrpcServer(modulesOfCore(core), { port: options.grpcPort, host, ...(options.grpcReflection ? { reflection: options.grpcReflection } : {}) });
     const httpServer = started;
     const grpcServer = grpc;
     await announceRunning(options.dataDir, { pid: process.pid, dynamoEndpoint: dynamo.endpoint });

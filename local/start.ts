@@ -19,6 +19,7 @@ async function start(): Promise<LocalService> {
     port: env.port,
     dynamoPort: env.dynamoPort,
     grpcPort: env.grpcPort,
+    grpcReflection: env.grpcReflection,
     ...env.service,
     ...(env.issuer ? { issuer: env.issuer } : {}),
     extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
@@ -42,7 +43,7 @@ async function start(): Promise<LocalService> {
     `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
     `  issuer            ${service.issuer}   (HTTP listens on ${hostPort(service.host, service.port)})`,
     `  discovery         ${service.issuer}/.well-known/openid-configuration`,
-    `  gRPC provisioning ${hostPort(service.host, service.grpcPort)} (plaintext; health, reflection)`,
+    `  gRPC provisioning ${hostPort(service.host, service.grpcPort)} (plaintext; health, reflection${env.grpcReflection === 'token' ? ' with a provisioning token' : ''})`,
     `  embedded DynamoDB ${service.dynamoEndpoint}`,
     '',
     ...(demo ? [

@@ -4,7 +4,7 @@ import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readDescriptorSet } from '../grpc-service/reflection';
-import { SERVICE_NAMES } from '../grpc-service/server';
+import { MAX_REQUEST_BYTES, SERVICE_NAMES } from '../grpc-service/server';
 import { AgentKind, CreateAgentRequest, ListAgentsRequest, RotateAgentSvcnumRequest, type Agent, type CreateAgentResponse, type ListAgentsResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, failure, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
@@ -245,7 +245,7 @@ async function healthy(): Promise<Outcome> {
 }
 
 describe('gRPC fuzz', () => {
-  it(`${CALLS} generated calls over every RPC: no INTERNAL or UNKNOWN but for non-protobuf bytes; misfits are INVALID_ARGUMENT`, async () => {
+  it(`${CALLS} generated calls over every RPC: no INTERNAL or UNKNOWN but for non-protobuf bytes; misfits are INVALID_ARGUMENT, requests over 64 KB RESOURCE_EXHAUSTED`, async () => {
     const seed = fuzzSeed(20_240_509);
     const random = new Prng(seed);
     const builder = new RequestBuilder(random, knownIds);
@@ -261,8 +261,10 @@ describe('gRPC fuzz', () => {
       const outcome = await invoke(client, method, built.bytes, metadata, callRandom);
       codes.set(status[outcome.code], (codes.get(status[outcome.code]) ?? 0) + 1);
       const protobuf = isProtobuf(built.bytes);
+      // A request over the server's limit is refused before it is read, whatever it holds.
+      const oversized = built.bytes.length > MAX_REQUEST_BYTES;
       const wrong = outcome.code === status.UNKNOWN || (outcome.code === status.INTERNAL && protobuf)
-        || (protobuf && built.misfit !== undefined && outcome.code !== status.INVALID_ARGUMENT);
+        || (oversized ? outcome.code !== status.RESOURCE_EXHAUSTED : protobuf && built.misfit !== undefined && outcome.code !== status.INVALID_ARGUMENT);
       if (wrong) {
         failures.push(`seed ${seed} call ${index} ${method.parent.name}.${method.name} (${built.kind}${built.misfit ? `, ${built.misfit}` : ''}) `
           + `bytes ${Buffer.from(built.bytes).toString('hex').slice(0, 400)} -> ${status[outcome.code]}: ${outcome.details}`);

@@ -2,7 +2,6 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { credentials, status } from '@grpc/grpc-js';
 import { protoPath as healthProtoPath } from 'grpc-health-check';
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,26 +12,15 @@ import { AgentServiceService } from '../grpc-service/gen/svcnum/provisioning/v1a
 import { AliasServiceService } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
 import { MaskServiceService } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceService } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { MAX_REFLECTION_REQUEST_BYTES } from '../grpc-service/reflection';
 import { SERVICE_NAMES, startGrpcServer } from '../grpc-service/server';
+import { bufCurl, type BufResult } from './support/buf';
 import { provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // Server reflection as generic tools use it: the real `buf curl` (devDependency @bufbuild/buf)
 // lists and calls every RPC with no schema but what the server reflects, over both reflection
 // protocols; and the protocol itself: real file names, imports, comments, NOT_FOUND answers.
-
-const buf = fileURLToPath(new URL('../node_modules/.bin/buf', import.meta.url));
-
-interface BufResult { code: number; stdout: string; stderr: string }
-
-/** `buf curl` over plaintext HTTP/2 against the service's gRPC port (asynchronous: the service runs in this process). */
-function bufCurl(args: string[]): Promise<BufResult> {
-  return new Promise((resolve) => {
-    execFile(buf, ['curl', '--protocol', 'grpc', '--http2-prior-knowledge', ...args], { encoding: 'utf8', timeout: 20_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? -1) : 0, stdout, stderr });
-    });
-  });
-}
 
 let service: TestService;
 let app: ProvisioningApp;
@@ -243,6 +231,30 @@ describe('the reflection protocol', () => {
     expect(error.code).toBe(status.RESOURCE_EXHAUSTED);
     expect(error.details).toMatch(/at most 1000 requests per reflection stream/);
     expect(answered).toBe(1_000);
+  });
+
+  it('echoes only the message_request in original_request (the host is in valid_host)', async () => {
+    const stream = v1.serverReflectionInfo();
+    const answer = new Promise<ServerReflectionResponse>((resolve) => stream.once('data', resolve));
+    stream.write({ host: 'grpc.example.com', fileContainingSymbol: 'svcnum.provisioning.v1alpha1.Nope' });
+    const { validHost, originalRequest } = await answer;
+    stream.end();
+    expect({ validHost, originalRequest }).toEqual({ validHost: 'grpc.example.com', originalRequest: { host: '', fileContainingSymbol: 'svcnum.provisioning.v1alpha1.Nope' } });
+  });
+
+  it(`refuses a request over ${MAX_REFLECTION_REQUEST_BYTES} bytes: RESOURCE_EXHAUSTED ends the stream, nothing is echoed`, async () => {
+    const stream = v1.serverReflectionInfo();
+    const answers: ServerReflectionResponse[] = [];
+    stream.on('data', (answer: ServerReflectionResponse) => answers.push(answer));
+    const failed = new Promise<{ code: number; details: string }>((resolve) => stream.on('error', resolve));
+    stream.write({ host: '', listServices: '*' });
+    stream.write({ host: '', fileContainingSymbol: 'x'.repeat(MAX_REFLECTION_REQUEST_BYTES) });
+    const error = await failed;
+    expect({ code: status[error.code], details: error.details }).toEqual({
+      // The name, its field's tag and its two-byte length.
+      code: 'RESOURCE_EXHAUSTED', details: `a reflection request is at most ${MAX_REFLECTION_REQUEST_BYTES} bytes, not ${MAX_REFLECTION_REQUEST_BYTES + 3}`,
+    });
+    expect(answers.map((answer) => Object.keys(answer.listServicesResponse ?? {}))).toEqual([['service']]);
   });
 
   it('ends open reflection streams when the server drains', async () => {

@@ -119,6 +119,10 @@ const variables: Variable[] = [
   port('GRPC_PORT', 'grpcPort', 50051, ['local', 'task']),
   port('HEALTH_PORT', 'healthPort', 8081, ['task']),
   {
+    name: 'GRPC_REFLECTION', kinds: ['local', 'task'], value: field('grpcReflection'), fallback: 'open',
+    valid: [['open', 'open'], ['token', 'token'], [' token ', 'token']], invalid: ['TOKEN', 'closed', 'true'], allowed: 'open or token',
+  },
+  {
     name: 'DRAIN_SECONDS', kinds: ['task'], value: field('drainSeconds'), fallback: 25,
     valid: [['0', 0], ['120', 120]], invalid: ['121', '2.5', 'forever'], allowed: 'a whole number 0-120',
   },
@@ -146,7 +150,7 @@ describe('readRuntimeConfig', () => {
 
   it('local: the whole configuration with nothing set (the design brief §5 defaults)', () => {
     expect(readRuntimeConfig('local', {})).toStrictEqual({
-      host: '127.0.0.1', port: 3000, grpcPort: 50051, dynamoPort: 8000, dataDir: '.data',
+      host: '127.0.0.1', port: 3000, grpcPort: 50051, dynamoPort: 8000, grpcReflection: 'open', dataDir: '.data',
       service: {
         provisioning: { coolOff: 90 * DAY, lease: 60_000, independentAgentQuota: 10, dependentAgentQuota: 10 },
         signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },

@@ -30,8 +30,8 @@ type ServiceVariable =
 /** Logging and metrics (core/adapters/log.ts): every kind of process reads them. */
 type TelemetryVariable = 'LOG_LEVEL' | 'SERVICE_NAME' | 'METRICS_NAMESPACE';
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
-export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'KMS_PUBLIC_KEYS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'HEALTH_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
-type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable | TelemetryVariable;
+export type AwsVariable = 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'KMS_PUBLIC_KEYS' | 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'GRPC_REFLECTION' | 'HEALTH_PORT' | 'DRAIN_SECONDS' | ServiceVariable | TelemetryVariable;
+type LocalVariable = 'HOST' | 'PORT' | 'GRPC_PORT' | 'GRPC_REFLECTION' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER' | ServiceVariable | TelemetryVariable;
 type Variable = AwsVariable | LocalVariable;
 
 /** The MAC keys' variables: set only for the units that use the key (lib/access.ts `mac`, `pageTokenMac`). */
@@ -92,6 +92,8 @@ export interface TaskRuntimeConfig extends AwsRuntimeConfig {
   grpcPort: number;
   /** HEALTH_PORT: the HTTP health endpoint the NLB and the container health check ask (grpc-service/health-endpoint.ts). */
   healthPort: number;
+  /** GRPC_REFLECTION (default open; the stacks set token). */
+  grpcReflection: ReflectionAccess;
   /** DRAIN_SECONDS: how long calls in flight may finish after SIGTERM. */
   drainSeconds: number;
 }
@@ -104,6 +106,8 @@ export interface LocalRuntimeConfig {
   port: number;
   grpcPort: number;
   dynamoPort: number;
+  /** GRPC_REFLECTION (default open). */
+  grpcReflection: ReflectionAccess;
   /** DATA_DIR */
   dataDir: string;
   /** ISSUER; unset: http://localhost:$PORT, once the port is known. */
@@ -128,6 +132,10 @@ export type ProcessKind = keyof RuntimeConfig;
 
 const DEFAULT_GRPC_PORT = 50051;
 const DEFAULT_HEALTH_PORT = 8081;
+
+/** Who may use gRPC server reflection: anyone (`open`), or callers with a provisioning client's token of any prov:* scope (`token`). */
+export type ReflectionAccess = 'open' | 'token';
+const REFLECTION_ACCESS: readonly ReflectionAccess[] = ['open', 'token'];
 /** Below ECS's 30 s stop timeout; the Fargate maximum of that timeout bounds it. */
 const DEFAULT_DRAIN_SECONDS = 25;
 const MAX_DRAIN_SECONDS = 120;
@@ -189,6 +197,12 @@ function variableReader(env: Environment) {
       return /^\d{1,6}(\.\d{1,9})?$/.test(value) ? Number(value) * DAY : refuse(name, value, 'a non-negative number', fallback);
     },
     port: (name: Variable, fallback: number) => wholeNumber(name, fallback, 0, 65535, 'a port number (0-65535)'),
+    /** GRPC_REFLECTION, `open` unless given. */
+    reflection(): ReflectionAccess {
+      const value = given('GRPC_REFLECTION');
+      if (value === undefined) return 'open';
+      return (REFLECTION_ACCESS as readonly string[]).includes(value) ? (value as ReflectionAccess) : refuse('GRPC_REFLECTION', value, REFLECTION_ACCESS.join(' or '), 'open');
+    },
     /** Locally http or https; in AWS https only, and no userinfo (a deployed issuer is a public https origin). */
     issuer(name: Variable, deployed = false): string | undefined {
       const value = given(name);
@@ -338,6 +352,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
     pageTokenKeyId: read.required('PAGE_TOKEN_KEY_ID', macKeyPurpose.PAGE_TOKEN_KEY_ID),
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
     healthPort: read.port('HEALTH_PORT', DEFAULT_HEALTH_PORT),
+    grpcReflection: read.reflection(),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),
   relay: (read) => ({ wakeupEngine: read.requiredWakeupEngine() }),
@@ -348,6 +363,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
       port: read.port('PORT', 3000),
       grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
       dynamoPort: read.port('DYNAMODB_PORT', 8000),
+      grpcReflection: read.reflection(),
       dataDir: read.text('DATA_DIR', '.data'),
       ...(issuer ? { issuer } : {}),
       service: serviceSettings(read, false),

@@ -579,6 +579,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         KMS_PUBLIC_KEYS: publicKeysValue(),
         GRPC_PORT: String(GRPC_PORT),
         HEALTH_PORT: String(HEALTH_PORT),
+        GRPC_REFLECTION: 'token',
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
         AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),

@@ -4,15 +4,18 @@
 // against the same embedded DynamoDB and the same key folder (so tokens verify here too) and
 // serves the gRPC API plus the message ingress (what another Fargate task and a Lambda would be).
 // Prints one JSON line {"grpcPort", "httpPort"} once listening; SIGTERM drains and exits. With
-// VALKEY_URL it wakes and is woken through that engine (test/support/process-core.ts).
+// VALKEY_URL it wakes and is woken through that engine (test/support/process-core.ts); GRPC_REFLECTION
+// applies as in the task.
 
+import { readRuntimeConfig } from '../../core/adapters/runtime-config';
 import { startGrpcServer } from '../../grpc-service/server';
 import { modulesOf, routeGroups } from '../../lambdas/routes';
 import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
 import { processCore } from './process-core';
 
 const { modules, client, inboxWakeups } = await processCore();
-const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
+const { grpcReflection } = readRuntimeConfig('local', { GRPC_REFLECTION: process.env.GRPC_REFLECTION });
+const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1', reflection: grpcReflection });
 const messages = routeGroups.messages;
 const handler = messages.create(modulesOf('messages', modules)) as LambdaHandler;
 const routes = new Map<string, LocalRoute>(Object.keys(messages.routes).map((path) => [path, { handler, functionName: 'second-messages' }]));
