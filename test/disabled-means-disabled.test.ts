@@ -9,6 +9,7 @@ import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alph
 import { ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import type { Client } from '../core/kernel/model';
 import * as exchangeTokenTypes from '../core/provisioning/exchange';
+import { TOKEN_EXCHANGE } from '../core/provisioning/token-exchange-grant';
 import { createLoginClient, createUser, exchange as redeemCode, obtainCode, postForm, send } from './support/flow';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { sendMessage } from './support/messages';
@@ -144,6 +145,14 @@ const CASES: Case[] = [
   {
     path: 'ExchangeToken (lend a number)', token: 'agent as actor', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number],
     attempt: () => grpcOutcome(() => lend(tokens.agent!)), refused: 'FAILED_PRECONDITION invalid_request',
+  },
+  {
+    path: 'token exchange at /oauth/token (lend a number)', token: 'agent as actor', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number],
+    attempt: () => tokenEndpoint({
+      grant_type: TOKEN_EXCHANGE, client_id: app.clientId, client_secret: app.clientSecret,
+      subject_token: numberN.svcnumId, subject_token_type: SVCNUM_ID, actor_token: tokens.agent!, actor_token_type: ACCESS_TOKEN,
+    }),
+    refused: '400 invalid_request',
   },
   {
     path: 'ExchangeToken (a dependent\'s token)', token: 'no actor token', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent],
