@@ -49,8 +49,11 @@ export function createAuthorizationModule(
   needs: { accounts: AccountFinder & ClientLookup },
 ) {
   const { store, clock } = ports;
+  // A client enabled again is served at once: a cached disabled record is read again first (an
+  // unknown id is not, so that anonymous requests cannot force a read each).
+  const getClient = (clientId: string) => needs.accounts.getClientRechecked(clientId, (client) => !client?.disabled);
   return createAuthorization({
-    ...ports, accounts: needs.accounts, getClient: needs.accounts.getClient,
+    ...ports, accounts: needs.accounts, getClient,
     guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
   });
 }
