@@ -103,7 +103,7 @@ export const accountsModule = /* @__PURE__ */ defineModule({ name: 'accounts', n
 /** Creating and changing accounts and clients (the admin CLI, agents' clients). */
 export const registrationModule = /* @__PURE__ */ defineModule({ name: 'registration', needs: {}, create: createRegistrationModule });
 export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: {}, create: createOAuthModule });
-export const userInfoModule = /* @__PURE__ */ defineModule({ name: 'userInfo', needs: {}, create: createUserInfoModule });
+export const userInfoModule = /* @__PURE__ */ defineModule({ name: 'userInfo', needs: { accounts: accountsModule }, create: createUserInfoModule });
 /** The browser side of the code flow: authorize, sign-in, consent, the account page. */
 export const authorizationModule = /* @__PURE__ */ defineModule({ name: 'authorization', needs: { accounts: accountsModule }, create: createAuthorizationModule });
 export const directoryModule = /* @__PURE__ */ defineModule({ name: 'directory', needs: { accounts: accountsModule }, create: createDirectoryModule });

@@ -66,7 +66,8 @@ export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
 const BEARER_REFUSALS: CallerRefusals = {
   client: () => invalidToken('the token does not belong to an enabled provisioning client'),
   scope: insufficientScope,
-  owner: () => new DomainError('forbidden', 'the account of this provisioning client is not active'),
+  // Reached only if the owner was disabled between tokenInForce and this check: the same refusal.
+  owner: () => invalidToken('this token can no longer be used: its owner account is not active'),
 };
 
 /**
@@ -87,7 +88,9 @@ async function callerOf({ oauth, accounts, tokenExchange }: Pick<Modules, 'oauth
   const claims = await oauth.authenticateBearer(metadata.get('authorization'));
   // A provisioning client's own token (client_credentials), not one it obtained for someone else.
   if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
-  return await tokenExchange.provisioningCaller(await accounts.getClient(claims.client_id), claims.scope.split(' '), scope, BEARER_REFUSALS);
+  // Disabled means disabled: the client and its owner enabled (UNAUTHENTICATED otherwise), a refusing record read again first.
+  const client = await accounts.tokenInForce(claims);
+  return await tokenExchange.provisioningCaller(client, claims.scope.split(' '), scope, BEARER_REFUSALS);
 }
 
 /** A call's caller, and how to check again that it may still call (a long stream does, now and then). */

@@ -82,11 +82,14 @@ describe('GET /oauth/authorize: untrusted client or redirect URI → error page,
     await expectErrorPage(valid({ client_id: api.clientId }), /not registered/);
   });
 
-  it('refuses a disabled client', async () => {
+  it('refuses a disabled client; enabled again, serves it at once', async () => {
     // Never fetched before, so the in-process client cache cannot hide the change.
     const fresh = await createLoginClient(service);
     await service.core.store.setClientDisabled(fresh.clientId, true);
     await expectErrorPage(authorizePath(fresh, { code_challenge: challenge }), /not registered/);
+    // The cached disabled record is read again before refusing (disabled means disabled, enabled means enabled).
+    await service.core.store.setClientDisabled(fresh.clientId, false);
+    expect((await get(authorizePath(fresh, { code_challenge: challenge }))).status).not.toBe(400);
   });
 
   it('refuses a missing redirect_uri', async () => {

@@ -294,7 +294,7 @@ describe('the call interceptors', () => {
 });
 
 describe('the owner account behind a provisioning client', () => {
-  it('stops the client when the owner account is disabled (PERMISSION_DENIED), within the 30 s the status is cached', async () => {
+  it('stops the client when the owner account is disabled (UNAUTHENTICATED: its token is no longer in force), within the 30 s the status is cached', async () => {
     const other = await provisioningApp(service);
     try {
       await service.core.registration.disableUser(other.owner.svcnumId);
@@ -306,8 +306,8 @@ describe('the owner account behind a provisioning client', () => {
         [other.agents, 'listAgents', ListAgentsRequest.fromPartial({})],
       ] as const) {
         const denied = await failure(call(client, method, request, other.token));
-        expect(denied.code, method).toBe(status.PERMISSION_DENIED);
-        expect(denied.details).toBe('the account of this provisioning client is not active');
+        expect(denied.code, method).toBe(status.UNAUTHENTICATED);
+        expect(denied.details).toBe('this token can no longer be used: its owner account is not active');
       }
       expect((await service.core.store.listOwned(other.owner.svcnumId, 'programmable', 10)).items).toEqual([]);
     } finally {

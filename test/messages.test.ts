@@ -374,15 +374,15 @@ describe('send → stream', () => {
     expect(received.at(-1)!.text).toBe('live');
   });
 
-  it('a stream checks its caller again at each re-list: once its account is disabled, it ends with PERMISSION_DENIED', async () => {
+  it('a stream checks its caller again at each re-list: once its account is disabled, it ends with UNAUTHENTICATED', async () => {
     const { owner, opened } = await streamOfOneNumber();
     await service.core.registration.disableUser(owner.app.owner.svcnumId);
     // Account status is cached for up to 30 s per process; past that, the next re-list refuses.
     service.clock.advance(RECORD_CACHE_TTL);
     // "The owner's numbers may have changed" (what a reconnected engine says): the stream re-lists now.
     service.core.messaging.wakeups.publishNumbersChanged(owner.app.owner.svcnumId, []);
-    await vi.waitFor(() => expect(opened.error?.code).toBe(status.PERMISSION_DENIED), { timeout: 10_000, interval: 10 });
-    expect(opened.error!.details).toBe('the account of this provisioning client is not active');
+    await vi.waitFor(() => expect(opened.error?.code).toBe(status.UNAUTHENTICATED), { timeout: 10_000, interval: 10 });
+    expect(opened.error!.details).toBe('this token can no longer be used: its owner account is not active');
     expect(opened.messages.map((message) => message.text)).toEqual(['before']);
   });
 });
@@ -900,7 +900,7 @@ describe('POST /api/messages refusals', () => {
     }
 
     // A disabled account: its API client, its agents and its own number stop sending, although
-    // their tokens are still within their lifetime.
+    // their tokens are still within their lifetime: 401 invalid_token, as for a disabled client.
     const third = await account();
     const theirLine = await provision(third, 'Disabled account line');
     const theirAgent = await createAgent(third, 'Agent of a disabled account');
@@ -909,9 +909,9 @@ describe('POST /api/messages refusals', () => {
     // Account status is cached for up to 30 s too (getting the app's token read it).
     service.clock.advance(RECORD_CACHE_TTL);
     for (const from of [theirLine.svcnum, theirAgent.agent!.svcnum, third.app.owner.svcnum]) {
-      await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
+      await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x' }) }), 401, 'invalid_token');
     }
-    await refused(await post({ token: theirAgentToken, contentType: 'application/json', body: JSON.stringify({ to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
+    await refused(await post({ token: theirAgentToken, contentType: 'application/json', body: JSON.stringify({ to: number.svcnum, text: 'x' }) }), 401, 'invalid_token');
   });
 
   it('404 for a number not in service, 409 for a suspended one', async () => {

@@ -408,7 +408,7 @@ describe('authentication and scopes of MaskService', () => {
     const { client } = await service.core.registration.createProvisioningClient({ name: 'Disabled', scope: 'prov:masks', ownerId: app.owner.svcnumId });
     const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:masks'] });
     await service.core.store.setClientDisabled(client.clientId, true); // before any use: clients are cached for 30 s
-    for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /enabled provisioning client/);
+    for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /its client is disabled/);
   });
 
   it('refuses an expired token with UNAUTHENTICATED', async () => {

@@ -442,7 +442,7 @@ describe('authentication and scopes of NumberService', () => {
     // any use of it: client records are cached in-process for 30 s).
     const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:numbers'] });
     await service.core.store.setClientDisabled(client.clientId, true);
-    for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /does not belong to an enabled provisioning client/);
+    for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /this token can no longer be used: its client is disabled/);
   });
 
   it('refuses an expired token with UNAUTHENTICATED, and a fresh one works', async () => {

@@ -246,13 +246,14 @@ describe('ExchangeToken (b): a dependent agent\'s token', () => {
     await refused(exchange({ subjectToken: dependentD.svcnumId, subjectTokenType: SVCNUM_ID, actorToken: own, actorTokenType: ACCESS_TOKEN }), status.INVALID_ARGUMENT, 'invalid_request');
   });
 
-  it('nests act when the actor token itself carries act (a number lent to a dependent)', async () => {
+  it('refuses an exchanged token as the actor (invalid_request): delegation does not chain, act never nests', async () => {
     const dependentToken = (await exchange({ subjectToken: dependentD.svcnumId, subjectTokenType: SVCNUM_ID, scope: 'messaging' })).accessToken;
-    const issued = await lend(number.svcnumId, dependentToken);
-    expect(issued.scope).toBe('messaging');
-    const claims = await claimsOf(issued.accessToken);
-    expect(claims.sub).toBe(number.svcnumId);
-    expect(claims.act).toEqual({ sub: dependentD.svcnumId, act: { sub: agentA.agent!.svcnumId } });
+    const error = await refused(lend(number.svcnumId, dependentToken), status.INVALID_ARGUMENT, 'invalid_request');
+    expect(error.details).toContain('own access token');
+    // A lent number's token cannot act either.
+    const lent = (await lend(number.svcnumId, await agentToken(app, agentA.agent!.svcnumId))).accessToken;
+    await refused(lend(number.svcnumId, lent), status.INVALID_ARGUMENT, 'invalid_request');
+    await refused(exchange({ subjectToken: dependentD.svcnumId, subjectTokenType: SVCNUM_ID, actorToken: lent, actorTokenType: ACCESS_TOKEN }), status.INVALID_ARGUMENT, 'invalid_request');
   });
 
   it('refuses when the dependent or its owner agent is not active (FAILED_PRECONDITION)', async () => {

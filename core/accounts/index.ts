@@ -3,6 +3,7 @@ import { inService, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
 import { findUser } from './lookups';
 import { createRegistration } from './registration';
+import { createTokenStanding } from './token-standing';
 import type { AccountLookupsPort, RegistrationPort } from './store';
 
 export { normaliseEmail } from './lookups';
@@ -30,6 +31,7 @@ export function createAccountsModule(ports: { store: AccountLookupsPort; clock: 
   const accounts = ttlCache((svcnumId) => store.getUser(svcnumId), { clock, ttlMs: RECORD_CACHE_TTL });
   const isActive = (user: User | undefined) => user?.status === 'active';
   return {
+    ...createTokenStanding({ client: clients.recheck, account: accounts.recheck }),
     getClient: clients.get,
     getClientRechecked: clients.recheck,
     accountActive: async (svcnumId: string) => isActive(await accounts.recheck(svcnumId, isActive)),

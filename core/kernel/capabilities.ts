@@ -29,6 +29,24 @@ export interface AccountStatus {
   accountActiveCached(svcnumId: string): Promise<boolean>;
 }
 
+/** What a token names, as its claims do: its client, the account it acts for, its actors (RFC 8693 `act`). */
+export interface TokenParties { client_id: string; sub: string; act?: unknown }
+
+/**
+ * Disabled means disabled (accounts, core/accounts/token-standing.ts): whether every party a token
+ * names is enabled (its client, account, actors, their owners, an acting agent's client), judged
+ * from the 30 s caches, a refusing record read again first.
+ */
+export interface TokenStanding {
+  /**
+   * Why a token naming these parties may not be used now, or undefined. `current`: the account
+   * `sub` names as the caller read it just now (used instead of the cached record).
+   */
+  tokenRefusal(parties: TokenParties, current?: User): Promise<string | undefined>;
+  /** The token's client if the token is in force; else invalid_token. */
+  tokenInForce(claims: TokenParties, current?: User): Promise<Client>;
+}
+
 /** The account a person signs in with, by number or email (accounts). */
 export interface AccountFinder {
   findUser(identifier: string): Promise<User | undefined>;

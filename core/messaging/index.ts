@@ -1,4 +1,4 @@
-import type { AccountStatus, ClientLookup, NumberStreams } from '../kernel/capabilities';
+import type { NumberStreams, TokenStanding } from '../kernel/capabilities';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessagingPort } from './store';
@@ -16,7 +16,7 @@ export function createMessagingModule(
     messagePolling?: Partial<HubPolling>;
     reportDerivedFailure?: DerivedFailureReport;
   },
-  needs: { accounts: Pick<ClientLookup, 'getClient'> & Pick<AccountStatus, 'accountActive'> },
+  needs: { accounts: Pick<TokenStanding, 'tokenInForce'> },
 ) {
   const { store, clock, random, pageTokens } = ports;
   // Wakes streams at once when a message is stored: this process's, and through an engine every process's.
@@ -29,7 +29,7 @@ export function createMessagingModule(
   const hub = createMessageHub(store, wakeups, pageTokens, polling);
   return {
     ...createMessaging({
-      store, clock, random, wakeups, getClient: needs.accounts.getClient, accountActive: needs.accounts.accountActive,
+      store, clock, random, wakeups, tokenInForce: needs.accounts.tokenInForce,
       // Every process that serves messages gives one (core/adapters/derived-failures.ts); a module built by hand without one reports nowhere.
       reportDerivedFailure: ports.reportDerivedFailure ?? (() => undefined),
     }),

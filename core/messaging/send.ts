@@ -56,12 +56,11 @@ export function createMessaging(deps: {
   store: MessagingPort; clock: Clock; random: Random;
   /** Told of every stored message, so that open streams (of this process, or any through the engine) look at once. */
   wakeups: InboxWakeups;
-  getClient: (clientId: string) => Promise<Client | undefined>;
-  /** Whether an account is active (briefly cached: read on every send of its API clients). */
-  accountActive: (svcnumId: string) => Promise<boolean>;
+  /** Disabled means disabled: the token's client if every party it names is enabled, else invalid_token (core/accounts/token-standing.ts). */
+  tokenInForce: (claims: AccessTokenClaims) => Promise<Client>;
   reportDerivedFailure: DerivedFailureReport;
 }) {
-  const { clock, random, wakeups, getClient, accountActive } = deps;
+  const { clock, random, wakeups, tokenInForce } = deps;
   const claimSeq = createSequenceClaims(deps.store);
   // Sends into a busy inbox read the same records at once (the sender, the number, its holder):
   // concurrent identical reads share one round trip, and none is kept once it ends, so every
@@ -166,29 +165,27 @@ export function createMessaging(deps: {
      * `from`, which must be a number its owner account controls.
      */
     async sender(claims: AccessTokenClaims, from: string | undefined): Promise<Sender> {
+      // Whatever its scope, a token whose client, account, actor or owner is disabled is refused (401).
+      const client = await tokenInForce(claims);
       requireScope(claims, 'messaging');
       const fromNumber = from === undefined ? undefined : normaliseNumber(from);
       if (from !== undefined && !fromNumber) throw invalidArgument('from must be a number of 11 to 15 digits');
       let entity: User | undefined;
-      const client = await getClient(claims.client_id);
-      if (client && claims.sub === client.clientId) {
-        // A disabled client stops sending within the client cache's lifetime, whatever its tokens' lifetime.
-        if (client.disabled) throw invalidToken('this client is disabled');
+      if (claims.sub === client.clientId) {
         if (client.kind !== 'api' || !client.ownerId) throw new DomainError('forbidden', 'this client has no owner account, so it has no number to send from');
         if (!fromNumber) throw invalidArgument('from is required: a number of the account this client belongs to');
         const holder = (await store.getNumber(fromNumber))?.svcnumId;
         entity = holder ? await store.getUser(holder) : undefined;
         const controlled = entity && entity.svcnum === fromNumber && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
         if (!controlled) throw new DomainError('forbidden', `number ${fromNumber} is not a number of this client's account`);
-        // A disabled account's clients stop sending (as its provisioning clients stop calling).
-        const ownerActive = entity!.svcnumId === client.ownerId ? entity!.status === 'active' : await accountActive(client.ownerId);
-        if (!ownerActive) throw new DomainError('forbidden', 'the account of this client is not active');
+        // Read just now: the owner disabled less than the cache's lifetime ago is refused alike.
+        if (entity!.svcnumId === client.ownerId && entity!.status !== 'active') throw invalidToken('this token can no longer be used: its owner account is not active');
       } else {
         entity = await store.getUser(claims.sub);
         if (!entity) throw new DomainError('forbidden', 'the token does not name an account that can send');
         if (fromNumber && fromNumber !== entity.svcnum) throw new DomainError('forbidden', `this token sends as ${entity.svcnum} only`);
-        // An agent or lent number of a disabled account stops with it (its tokens may still be valid).
-        if (entity.ownerId && !(await accountActive(entity.ownerId))) throw new DomainError('forbidden', 'the account this number belongs to is not active');
+        // Read just now: the account disabled less than the cache's lifetime ago is refused alike.
+        if (entity.status !== 'active') throw invalidToken('this token can no longer be used: its account is not active');
       }
       if (!SENDER_TYPES.has(entity!.accountType)) throw new DomainError('forbidden', 'this account cannot send messages');
       if (!inService(entity)) throw notInService(`number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);

@@ -1,4 +1,4 @@
-import type { AccountFinder, ClientLookup } from '../kernel/capabilities';
+import type { AccountFinder, ClientLookup, TokenStanding } from '../kernel/capabilities';
 import { createAuthorization } from './authorization';
 import { createBearerAuthentication } from './bearer';
 import type { ServiceConfig } from '../kernel/config';
@@ -29,10 +29,15 @@ export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: 
   };
 }
 
-/** The UserInfo module: OIDC UserInfo for verified claims (the account, and the grant the token was issued under). */
-export function createUserInfoModule(ports: { store: UserInfoPort; clock: Clock }) {
+/**
+ * The UserInfo module: OIDC UserInfo for verified claims of a token in force (every party it names
+ * enabled), of the account and the grant the token was issued under.
+ */
+export function createUserInfoModule(ports: { store: UserInfoPort; clock: Clock }, needs: { accounts: Pick<TokenStanding, 'tokenInForce'> }) {
   const { store, clock } = ports;
-  return { forClaims: (claims: AccessTokenClaims) => userInfo(store, claims, clock.now()) };
+  return {
+    forClaims: (claims: AccessTokenClaims) => userInfo(store, needs.accounts, claims, clock.now()),
+  };
 }
 
 /**
@@ -44,8 +49,11 @@ export function createAuthorizationModule(
   needs: { accounts: AccountFinder & ClientLookup },
 ) {
   const { store, clock } = ports;
+  // A client enabled again is served at once: a cached disabled record is read again first (an
+  // unknown id is not, so that anonymous requests cannot force a read each).
+  const getClient = (clientId: string) => needs.accounts.getClientRechecked(clientId, (client) => !client?.disabled);
   return createAuthorization({
-    ...ports, accounts: needs.accounts, getClient: needs.accounts.getClient,
+    ...ports, accounts: needs.accounts, getClient,
     guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
   });
 }

@@ -1,4 +1,4 @@
-import type { AccountStatus, ClientLookup } from '../kernel/capabilities';
+import type { AccountStatus, ClientLookup, TokenStanding } from '../kernel/capabilities';
 import type { GrantType } from '../kernel/grant-type';
 import type { Clock, Random } from '../kernel/ports';
 import { authorizationCodeGrant } from './grants/authorization-code';
@@ -16,7 +16,7 @@ import type { TokenIssuer } from './tokens';
  */
 export function createTokenEndpointModule(
   ports: { store: OAuthPort; clock: Clock; random: Random },
-  needs: { oauth: { issuer: TokenIssuer }; accounts: ClientLookup & AccountStatus; grants: { grant: GrantType } },
+  needs: { oauth: { issuer: TokenIssuer }; accounts: ClientLookup & AccountStatus & TokenStanding; grants: { grant: GrantType } },
 ) {
   const { store, clock, random } = ports;
   const { issuer } = needs.oauth;

@@ -1,5 +1,6 @@
 import { invalidToken, requireScope } from './bearer';
 import type { User } from '../kernel/model';
+import type { TokenStanding } from '../kernel/capabilities';
 import type { OAuthPort } from './store';
 import { grantInForce } from './user-grants';
 import type { AccessTokenClaims } from './tokens';
@@ -34,9 +35,10 @@ export type UserInfoPort = Pick<OAuthPort, 'getUser' | 'getUserAndGrant'>;
  * One store round trip: the account, and for a token issued under a grant (`grant_id`) the grant
  * too, so that tokens of a revoked grant (code replay, /oauth/revoke, "Revoke access") stop here
  * at once rather than when they expire (RFC 6749 §4.1.2). Tokens of no grant (client_credentials,
- * agents, token exchange) are judged by the account alone.
+ * agents, token exchange) are judged by the account alone. The token's other parties (its client,
+ * actors, owner) come from the accounts caches: no round trip in steady state.
  */
-export async function userInfo(store: UserInfoPort, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
+export async function userInfo(store: UserInfoPort, standing: Pick<TokenStanding, 'tokenInForce'>, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
   const scopes = requireScope(claims, 'openid');
   const { user, grant } = claims.grant_id === undefined
     ? { user: await store.getUser(claims.sub), grant: undefined }
@@ -45,7 +47,9 @@ export async function userInfo(store: UserInfoPort, claims: AccessTokenClaims, n
     && !(grant && grantInForce(grant, now) && grant.svcnumId === claims.sub && grant.clientId === claims.client_id)) {
     throw invalidToken('the access was revoked or has expired');
   }
-  if (!user || user.status === 'disabled') throw invalidToken('the account behind this token no longer exists');
+  if (!user) throw invalidToken('the account behind this token no longer exists');
+  // Disabled means disabled: the account (as read just now), its client, its actors and owner.
+  await standing.tokenInForce(claims, user);
   if ((user.numberState ?? 'active') !== 'active') throw invalidToken(`the account behind this token is ${user.numberState}`);
   return userInfoClaims(user, scopes);
 }

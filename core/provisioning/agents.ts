@@ -1,5 +1,5 @@
 import type { AccessTokenIssuer } from '../kernel/access';
-import type { AgentClients, DiscoverIndex } from '../kernel/capabilities';
+import type { AgentClients, DiscoverIndex, TokenStanding } from '../kernel/capabilities';
 import { inService, type AgentKind, type NumberState, type User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
@@ -75,8 +75,9 @@ export interface AgentInput {
 export function createAgents(deps: {
   store: ProvisioningPort; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog;
   accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex; config: ProvisioningConfig; pageTokens: PageTokenCodec;
+  standing: Pick<TokenStanding, 'tokenRefusal'>;
 }) {
-  const { store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex } = deps;
+  const { store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex, standing } = deps;
 
   /** One of the caller's agents (independent or dependent), or NOT_FOUND. */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -248,6 +249,9 @@ export function createAgents(deps: {
         if (!isSubset(requested, allowed)) throw invalidArgument(`scope may only narrow the agent's scopes: ${formatScope(allowed)}`);
         scopes = requested;
       }
+      // Disabled means disabled: no token its first use would refuse (the agent's client disabled, or its owner).
+      const refused = await standing.tokenRefusal({ client_id: agent.clientId, sub: agent.svcnumId });
+      if (refused) throw failedPrecondition(`agent ${agent.svcnumId} cannot get a token: ${refused}`);
       const { token, expiresIn } = await issuer.accessToken({ subject: agent.svcnumId, clientId: agent.clientId, scopes });
       return { accessToken: token, tokenType: 'Bearer' as const, expiresIn, scope: formatScope(scopes) };
     },

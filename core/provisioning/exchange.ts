@@ -6,14 +6,18 @@ import { apiAudience, type ServiceConfig } from '../kernel/config';
 import type { AccessTokenClaims, AccessTokenVerifier, AccessTokenIssuer as TokenIssuer } from '../kernel/access';
 import { DomainError, oauthError } from '../kernel/errors';
 import type { Caller } from './programmable';
+import type { TokenStanding } from '../kernel/capabilities';
 
 // RFC 8693 token exchange (the ExchangeToken RPC and grant_type token-exchange at the token
 // endpoint run this one function), for two delegations:
 //  - lend a number: subject = one of the caller's programmable numbers (by svcnum_id), actor =
-//    an agent of the caller (its access token); the token's sub is the number, act.sub the agent;
+//    an independent agent of the caller (its own access token); the token's sub is the number, act.sub the agent;
 //  - a dependent agent's token: subject = the dependent (by svcnum_id); its owner acts (an actor
-//    token, if sent, must be the owner agent's); the token's sub is the dependent, act.sub its owner.
-// Scopes only narrow; the token never outlives its actor token.
+//    token, if sent, must be the owner agent's own); the token's sub is the dependent, act.sub its owner.
+// Delegation does not chain: an actor token is an agent's own token (client_credentials or
+// IssueAgentToken), never an exchanged one, so `act` never nests. Scopes only narrow; the token
+// never outlives its actor token; and it is issued only if it would be in force (every party it
+// names enabled: core/accounts/token-standing.ts), as every path that accepts it then checks.
 
 export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 export const TOKEN_TYPE_SVCNUM_ID = 'urn:svcnum:params:oauth:token-type:svcnum-id';
@@ -47,8 +51,10 @@ const invalidRequest = (message: string) => oauthError('invalid_request', messag
 /** The store methods token exchange calls: it reads accounts only. */
 export type TokenExchangePort = Pick<ProvisioningPort, 'getUser'>;
 
-export function createTokenExchange(deps: { store: TokenExchangePort; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig }) {
-  const { store, clock, issuer, verify, config } = deps;
+export function createTokenExchange(deps: {
+  store: TokenExchangePort; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig; standing: Pick<TokenStanding, 'tokenRefusal'>;
+}) {
+  const { store, clock, issuer, verify, config, standing } = deps;
 
   async function actorClaims(input: ExchangeInput): Promise<AccessTokenClaims | undefined> {
     if (!input.actorToken) {
@@ -56,20 +62,27 @@ export function createTokenExchange(deps: { store: TokenExchangePort; clock: Clo
       return undefined;
     }
     if (input.actorTokenType !== TOKEN_TYPE_ACCESS_TOKEN) throw invalidRequest(`actor_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+    let claims: AccessTokenClaims;
     try {
-      return await verify(input.actorToken);
+      claims = await verify(input.actorToken);
     } catch (error) {
       // RFC 8693 §2.2.2: a token sent as a parameter is the request's fault, not the caller's credential.
       if (error instanceof DomainError && error.oauth === 'invalid_token') throw invalidRequest('actor_token is invalid or expired');
       throw error;
     }
+    // RFC 8693 §2.2.2: unacceptable by policy is invalid_request. Delegation does not chain.
+    if (claims.act !== undefined) throw invalidRequest('actor_token must be an agent\'s own access token, not one obtained by token exchange');
+    return claims;
   }
 
-  /** The actor must be an active agent of the caller's account. */
+  /** The actor must be an active independent agent of the caller's account, presenting its own token. */
   async function actorAgent(caller: Caller, claims: AccessTokenClaims): Promise<User> {
     const agent = await store.getUser(claims.sub);
     if (!agent || agent.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) {
       throw invalidRequest('actor_token does not belong to an agent of your account');
+    }
+    if (agent.agentKind === 'dependent' || !agent.clientId || claims.client_id !== agent.clientId) {
+      throw invalidRequest('actor_token must be an agent\'s own access token (client_credentials or IssueAgentToken)');
     }
     if (!inService(agent)) {
       throw new DomainError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, { oauth: 'invalid_request' });
@@ -119,7 +132,7 @@ export function createTokenExchange(deps: { store: TokenExchangePort; clock: Clo
       if (!actor) throw invalidRequest('lending a number needs the agent\'s access token as actor_token');
       await actorAgent(caller, actor);
       scopes = narrowed(input.scope, LENDABLE_SCOPES.filter((scope) => actor.scope.split(' ').includes(scope)));
-      act = { sub: actor.sub, ...(actor.act ? { act: actor.act } : {}) };
+      act = { sub: actor.sub };
       clientId = actor.client_id;
     } else if (subject.agentKind === 'dependent') {
       if (actor) {
@@ -134,13 +147,17 @@ export function createTokenExchange(deps: { store: TokenExchangePort; clock: Clo
       }
       const allowed = (subject.scopes ?? []).filter((scope) => !actor || actor.scope.split(' ').includes(scope));
       scopes = narrowed(input.scope, allowed);
-      act = { sub: subject.parentId ?? caller.ownerId, ...(actor?.act ? { act: actor.act } : {}) };
+      act = { sub: subject.parentId ?? caller.ownerId };
       clientId = actor?.client_id ?? caller.clientId;
     } else {
       throw invalidRequest('an independent agent gets its token from IssueAgentToken, not by exchange');
     }
     const remaining = actor?.exp ? actor.exp - Math.floor(clock.now() / 1000) : Infinity;
     if (remaining <= 0) throw invalidRequest('actor_token is expired');
+    // Disabled means disabled: no token is issued that its first use would refuse (the actor's
+    // client, the acting agent, the subject and their owner enabled; at most 30 s late, as there).
+    const refused = await standing.tokenRefusal({ client_id: clientId, sub: subject.svcnumId, act });
+    if (refused) throw new DomainError('failed_precondition', `the token asked for could not be used: ${refused}`, { oauth: 'invalid_request' });
     const { token, expiresIn } = await issuer.accessToken({ subject: subject.svcnumId, clientId, scopes, act, maxLifetime: remaining });
     return { accessToken: token, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN, tokenType: 'Bearer', expiresIn, scope: formatScope(scopes) };
   };

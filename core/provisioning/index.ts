@@ -1,5 +1,5 @@
 import type { AccessTokenIssuer, AccessTokenVerifier } from '../kernel/access';
-import type { AccountStatus, AgentClients, DiscoverIndex, NumberStreams } from '../kernel/capabilities';
+import type { AccountStatus, AgentClients, DiscoverIndex, NumberStreams, TokenStanding } from '../kernel/capabilities';
 import type { ServiceConfig } from '../kernel/config';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
@@ -20,7 +20,7 @@ import { tokenExchangeGrant } from './token-exchange-grant';
 export function createProvisioning(deps: {
   store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex;
   exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec; numberStreams: NumberStreams;
-  status: Pick<AccountStatus, 'entityInService'>;
+  status: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>;
 }) {
   const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex, numberStreams, status } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
@@ -34,7 +34,7 @@ export function createProvisioning(deps: {
   return {
     numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens, streams: numberStreams }),
     masks: createMasks({ store, clock, pool, once, config, pageTokens, status }),
-    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex }),
+    agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex, standing: status }),
     /** The ExchangeToken RPC: the tokenExchange module's function, the one the token endpoint's grant uses too. */
     exchange: deps.exchange,
     lifecycle: createNumberLifecycle({ store, clock, config, pool }),
@@ -47,7 +47,7 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 export function createProvisioningModule(
   ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
   needs: {
-    registration: AgentClients; accounts: Pick<AccountStatus, 'entityInService'>; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex;
+    registration: AgentClients; accounts: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex;
     tokenExchange: { exchange: TokenExchange }; messaging: { numberStreams: NumberStreams };
   },
 ) {
@@ -65,9 +65,11 @@ export function createProvisioningModule(
  */
 export function createTokenExchangeModule(
   ports: { store: TokenExchangePort; clock: Clock; config: ServiceConfig },
-  needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: Pick<AccountStatus, 'accountActive'> },
+  needs: { oauth: { issuer: AccessTokenIssuer; verifyAccessToken: AccessTokenVerifier }; accounts: Pick<AccountStatus, 'accountActive'> & Pick<TokenStanding, 'tokenRefusal'> },
 ) {
-  const exchange = createTokenExchange({ store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken, config: ports.config });
+  const exchange = createTokenExchange({
+    store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken, config: ports.config, standing: needs.accounts,
+  });
   // Who may call the provisioning API: over gRPC (a Bearer token) and at the token endpoint (a
   // client secret) alike, the owner's status from the accounts cache (at most 30 s old), as
   // client_credentials reads it.
