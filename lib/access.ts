@@ -29,6 +29,8 @@
 // userinfo (/oauth/userinfo)
 //   users         GetItem, BatchGetItem         the claims (with the grant in one batch for a token of a grant)
 //   grants        BatchGetItem                  getUserAndGrant: a revoked grant's tokens are refused
+//   clients       GetItem                       the token's client still enabled (cached 30 s; docs/security.md,
+//                                               "Disabled means disabled")
 //   KMS           GetPublicKey                  verifies the access token locally from public keys (KMS_PUBLIC_KEYS;
 //                                               GetPublicKey only for a key missing there)
 //
@@ -144,7 +146,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
     keys: 'sign',
   },
   userinfo: {
-    tables: { users: { actions: ['GetItem', 'BatchGetItem'] }, grants: { actions: ['BatchGetItem'] } },
+    tables: { users: { actions: ['GetItem', 'BatchGetItem'] }, grants: { actions: ['BatchGetItem'] }, clients: { actions: ['GetItem'] } },
     keys: 'verify',
   },
   discovery: {

@@ -264,8 +264,9 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(holders((unit) => access[unit].mac)).toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'] });
       expect(holders((unit) => access[unit].pageTokenMac)).toStrictEqual({ public: ['kms:GenerateMac'], provisioning: ['kms:GenerateMac'] });
       expect(access.discovery.tables).toStrictEqual({});
-      // UserInfo reads the account and the token's grant (a revoked grant's tokens are refused).
-      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants']);
+      // UserInfo reads the account, the token's grant (a revoked grant's tokens are refused) and
+      // the token's client (a disabled client's tokens are refused).
+      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants', 'clients']);
     });
   });
 
