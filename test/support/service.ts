@@ -11,7 +11,7 @@ export interface TestService extends LocalService {
 
 /** The local runner on free ports with a fresh data folder and a hand-moved clock. */
 export async function startTestService(
-  options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit' | 'wakeupEngine' | 'messagePolling'> = {},
+  options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit' | 'wakeupEngine' | 'messagePolling' | 'issuer'> = {},
 ): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));
   const clock = new TestClock();
