@@ -170,6 +170,13 @@ export interface EnvironmentConfig {
     readonly tokenP99Ms: number;
   };
 
+  /**
+   * Fair shares of the number pool: default limits per owner (MASK_QUOTA: live masks,
+   * NUMBER_QUOTA: programmable numbers; `admin quota set` overrides per owner), and the alarm
+   * FreeNumbers when a pool query sees fewer free numbers than `lowAlarm` (1-100: a query counts up to 100).
+   */
+  readonly numberPool: { readonly maskQuota: number; readonly numberQuota: number; readonly lowAlarm: number };
+
   /** Retain tables, keys and logs when the stack or a resource is deleted. */
   readonly retainData: boolean;
   /** DynamoDB and NLB deletion protection. */
@@ -244,6 +251,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
       logRetentionDays: 14,
       logLevel: 'DEBUG',
       alarms: { emails: ['svcnum-sandbox-alarms@example.com'], topicArns: [], api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
+      numberPool: { maskQuota: 10, numberQuota: 10, lowAlarm: 20 },
       retainData: false,
       deletionProtection: false,
     },
@@ -287,6 +295,7 @@ export function environmentConfig(environment: EnvironmentName, env: Record<stri
       logRetentionDays: 365,
       logLevel: 'INFO',
       alarms: { emails: ['svcnum-oncall@example.com'], topicArns: [], api5xxPercent: 1, lambdaErrors: 1, tokenP99Ms: 1000 },
+      numberPool: { maskQuota: 10, numberQuota: 10, lowAlarm: 100 },
       retainData: true,
       deletionProtection: true,
     },
@@ -309,6 +318,11 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
   for (const [kind, quota] of Object.entries(config.agentQuotas)) {
     if (!Number.isInteger(quota) || quota < 0) problems.push(`agentQuotas.${kind} must be a whole number`);
   }
+  const pool = config.numberPool;
+  for (const [name, quota] of Object.entries({ maskQuota: pool.maskQuota, numberQuota: pool.numberQuota })) {
+    if (!Number.isInteger(quota) || quota < 0 || quota > 100_000) problems.push(`numberPool.${name} must be a whole number 0-100000`);
+  }
+  if (!Number.isInteger(pool.lowAlarm) || pool.lowAlarm < 1 || pool.lowAlarm > 100) problems.push('numberPool.lowAlarm must be a whole number 1-100 (a pool query counts up to 100 free numbers)');
   if (!(logRetentionDayValues as readonly number[]).includes(config.logRetentionDays)) problems.push(`logRetentionDays ${config.logRetentionDays} is not a CloudWatch retention period`);
   if (config.waf.publicApiRateLimit < 10 || config.waf.perIpRateLimit < 10) problems.push('WAF rate limits must be at least 10');
   if (config.http.functions.browser.memoryMiB < 512) problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');

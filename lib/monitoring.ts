@@ -48,6 +48,8 @@ export interface MonitoringProps {
      */
     readonly taskLogs: ILogGroup;
   };
+  /** SERVICE_NAME of the process that allocates numbers and reports the free pool (FreeNumbers, core/adapters/metrics.ts): the gRPC task. */
+  readonly poolAllocator: string;
 }
 
 /** The `kind` dimension of DerivedMessageFailures (core/messaging/send.ts DerivedMessageFailure['kind']). */
@@ -85,7 +87,7 @@ export class Monitoring extends Construct {
       ...config.alarms.topicArns.map((arn, index) => new SnsAction(Topic.fromTopicArn(this, `ExtraTopic${index}`, arn))),
     ];
 
-    const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean } = {}) => {
+    const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean; missing?: TreatMissingData } = {}) => {
       const created = new Alarm(this, id, {
         alarmName: `${prefix}-${id}`,
         alarmDescription: description,
@@ -94,7 +96,7 @@ export class Monitoring extends Construct {
         evaluationPeriods: options.periods ?? 1,
         datapointsToAlarm: options.datapoints ?? options.periods ?? 1,
         comparisonOperator: options.below ? ComparisonOperator.LESS_THAN_THRESHOLD : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
+        treatMissingData: options.missing ?? (options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING),
       });
       for (const action of actions) {
         created.addAlarmAction(action);
@@ -214,6 +216,23 @@ export class Monitoring extends Construct {
     alarm('WakeupPublishFailures', 'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll', publishFailures, 1, { periods: 3, datapoints: 2 });
     const derivedFailures = emfSum('derived', 'DerivedMessageFailures', 'derived messages failed', props.wakeups.derivedMessageSenders.flatMap((service) => DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind }))));
     alarm('DerivedMessageFailures', 'An auto-reply or forward could not be stored (the original message was; see the log line "derived message failed")', derivedFailures, 1);
+
+    // The free pool, as the task's pool queries see it (each allocation that needs a query reports
+    // it): below the setting, every owner may soon be refused numbers. No reading means no
+    // allocation, so the pool did not shrink: the alarm keeps its state.
+    new MetricFilter(this, 'TaskFreeNumbers', {
+      logGroup: props.wakeups.taskLogs,
+      filterPattern: FilterPattern.numberValue('$.FreeNumbers', '>=', 0),
+      metricNamespace: props.metricsNamespace,
+      metricName: 'FreeNumbers',
+      metricValue: '$.FreeNumbers',
+      dimensions: { service: '$.service' },
+    });
+    const freeNumbers = new Metric({
+      namespace: props.metricsNamespace, metricName: 'FreeNumbers', dimensionsMap: { service: props.poolAllocator }, statistic: 'Minimum', period: FIVE_MINUTES, label: 'free numbers (up to 100)',
+    });
+    alarm('FreeNumbersLow', `Fewer than ${config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) before creates fail with "no number is free"`,
+      freeNumbers, config.numberPool.lowAlarm, { below: true, missing: TreatMissingData.IGNORE });
 
     // gRPC: unhealthy targets, and no healthy target at all.
     const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });

@@ -77,6 +77,8 @@ export class ServiceStack extends Stack {
       NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
       AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
       AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
+      MASK_QUOTA: String(config.numberPool.maskQuota),
+      NUMBER_QUOTA: String(config.numberPool.numberQuota),
       LOG_LEVEL: config.logLevel,
       METRICS_NAMESPACE: 'svcnum',
     };
@@ -112,6 +114,7 @@ export class ServiceStack extends Stack {
         derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
         taskLogs: this.provisioning.taskLogs,
       },
+      poolAllocator: TASK_SERVICE_NAME,
     });
 
     const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });
