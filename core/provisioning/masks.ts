@@ -110,10 +110,13 @@ export function createMasks(deps: {
             (key) => quota.release(key, maskId),
           );
           const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
+          // Created when its id was chosen (ListMasks, by id, is oldest first by create_time too), and
+          // expires ttl_seconds after that; one finished by a retry after its first attempt's lease
+          // lived its whole TTL from the commit instead.
           const now = clock.now();
-          // Created when its id was chosen (ListMasks, by id, is oldest first by create_time too);
-          // it lives its whole TTL from the commit, however late a retry commits it.
-          const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt: idTime(maskId), expiresAt: now + ttl * 1000, quotaSlot: slot };
+          const createdAt = idTime(maskId);
+          const lifeFrom = now - createdAt < config.lease ? createdAt : now;
+          const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt, expiresAt: lifeFrom + ttl * 1000, quotaSlot: slot };
           await steps.commit(() => store.createMask(mask), async () => (await store.getMask(maskId))?.svcnum === svcnum);
           await confirm(mask);
           return maskView(mask, now);

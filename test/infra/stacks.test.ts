@@ -526,7 +526,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     it('alarms on API 5xx, token p99, Lambda errors and throttles per function, DynamoDB throttles per table, NLB targets', () => {
       const alarms = Object.values(resources(template(), 'AWS::CloudWatch::Alarm')).map((alarm) => alarm.Properties!);
       // … and the wake-up engine's and relay's seven (test/infra/wakeups.test.ts).
-      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1 + 7);
+      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1 + 1 + 7);
       const named = (suffix: string) => alarms.find((alarm) => alarm.AlarmName === `svcnum-${environment}-${suffix}`);
       expect(named('Api5xxRate')).toBeDefined();
       expect(JSON.stringify(named('Api5xxRate')!.Metrics)).toContain('5XXError');
@@ -554,6 +554,15 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         Metric: { Namespace: 'svcnum', MetricName: 'KmsThrottles', Dimensions: [{ Name: 'service', Value: service }] }, Period: 300, Stat: 'Sum',
       })));
       expect(queries.find((query) => query.Expression)!.Expression).toBe(services.map((_, index) => `FILL(kms${index}, 0)`).join(' + '));
+      // The free pool: the task's FreeNumbers gauge (EMF, through a metric filter on its log group), lowest reading of 5 minutes.
+      expect(named('FreeNumbersLow')).toMatchObject({
+        Namespace: 'svcnum', MetricName: 'FreeNumbers', Dimensions: [{ Name: 'service', Value: 'svcnum-provisioning' }], Statistic: 'Minimum', Period: 300,
+        Threshold: config().numberPool.lowAlarm, ComparisonOperator: 'LessThanThreshold', TreatMissingData: 'ignore',
+      });
+      template().hasResourceProperties('AWS::Logs::MetricFilter', {
+        LogGroupName: { Ref: logicalId(stack().provisioning.taskLogs) }, FilterPattern: '{ $.FreeNumbers >= 0 }',
+        MetricTransformations: [{ MetricNamespace: 'svcnum', MetricName: 'FreeNumbers', MetricValue: '$.FreeNumbers', Dimensions: [{ Key: 'service', Value: '$.service' }] }],
+      });
       expect(named('GrpcUnhealthyTargets')!.MetricName).toBe('UnHealthyHostCount');
       expect(named('GrpcNoHealthyTargets')!.MetricName).toBe('HealthyHostCount');
       // Every alarm notifies the environment's topic.
