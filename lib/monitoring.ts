@@ -229,7 +229,7 @@ export class Monitoring extends Construct {
       dimensions: { service: '$.service' },
     });
     const freeNumbers = new Metric({
-      namespace: props.metricsNamespace, metricName: 'FreeNumbers', dimensionsMap: { service: props.poolAllocator }, statistic: 'Minimum', period: FIVE_MINUTES, label: 'free numbers (up to 100)',
+      namespace: props.metricsNamespace, metricName: 'FreeNumbers', dimensionsMap: { service: props.poolAllocator }, statistic: 'Minimum', period: FIVE_MINUTES,
     });
     alarm('FreeNumbersLow', `Fewer than ${config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) before creates fail with "no number is free"`,
       freeNumbers, config.numberPool.lowAlarm, { below: true, missing: TreatMissingData.IGNORE });
