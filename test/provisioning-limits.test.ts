@@ -20,7 +20,7 @@ let participants: [User, User];
 const apps: ProvisioningApp[] = [];
 
 beforeAll(async () => {
-  service = await startTestService();
+  service = await startTestService({ provisioning: defaultProvisioningConfig });
   const person = () => service.core.registration.createUser({ accountType: 'person' });
   participants = [await person(), await person()];
 });

@@ -9,7 +9,7 @@ import { CANDIDATES_PER_QUERY } from '../core/provisioning/pool';
 import { CreateMaskRequest, MaskServiceClient, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { call, currentToken, failure, provisioningApp, rejects, type ProvisioningApp } from './support/grpc';
 import { startSecondProcess } from './support/second-service';
-import { startTestService, type TestService } from './support/service';
+import { ROOMY_POOL_LIMITS, startTestService, type TestService } from './support/service';
 
 // The number pool under concurrency, through MaskService.CreateMask over gRPC on loopback: each
 // process keeps one query's allocatable numbers as its supply and hands each to one allocation;
@@ -27,7 +27,7 @@ let bob: string;
 
 beforeAll(async () => {
   service = await startTestService({
-    provisioning: { ...defaultProvisioningConfig, coolOff: COOL_OFF },
+    provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS, coolOff: COOL_OFF },
     wrapStore: (store) => {
       const counted = countingStore(store);
       counters = counted.counters;
