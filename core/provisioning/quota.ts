@@ -38,13 +38,17 @@ const slotIndex = (key: string) => Number(key.slice(key.lastIndexOf('#') + 1));
 const HINTS_KEPT = 10_000;
 
 export function createQuota(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, holderOf: SlotHolder) {
-  // Where this process's next claim of an owner's kind starts probing: after the slot it claimed
-  // last, or at the lowest one it freed since. A creation then costs one conditional put however
-  // high the quota, and an owner using few slots gets the lowest ones.
+  // Where this process's next claim of an owner's kind starts probing: after where the last one
+  // started, or at the lowest slot it freed since. Concurrent claims of a process start at
+  // different slots, so a creation costs one conditional put however high the quota, and an owner
+  // using few slots gets the lowest ones.
   const hints = new Map<string, number>();
-  const hint = (ownerKind: string, index: number) => {
+  /** The slot to start at, and the next claim's start after it. */
+  const nextStart = (ownerKind: string, limit: number) => {
     if (hints.size >= HINTS_KEPT && !hints.has(ownerKind)) hints.clear();
-    hints.set(ownerKind, index);
+    const start = (hints.get(ownerKind) ?? 0) % limit;
+    hints.set(ownerKind, start + 1);
+    return start;
   };
   const freed = (key: string) => {
     const ownerKind = key.slice(0, key.lastIndexOf('#'));
@@ -59,18 +63,14 @@ export function createQuota(store: ProvisioningPort, clock: Clock, config: Provi
       // to `holder` (an interrupted attempt of the same request) counts as free for it; lapsed
       // slots of others are taken over only when no such slot comes up, so a retry does not take
       // a second slot while its first one is still leased.
-      const ownerKind = `${ownerId}#${kind}`;
-      const start = Math.min(hints.get(ownerKind) ?? 0, limit);
+      const start = limit > 0 ? nextStart(`${ownerId}#${kind}`, limit) : 0;
       const lapsed: QuotaSlot[] = [];
       for (let probe = 0; probe < limit; probe++) {
         const index = (start + probe) % limit;
         const key = slotKey(ownerId, kind, index);
         const now = clock.now();
         const claim = await store.claimSlot(key, holder, now + config.lease, now);
-        if (claim.outcome === 'claimed') {
-          hint(ownerKind, index + 1);
-          return key;
-        }
+        if (claim.outcome === 'claimed') return key;
         if (claim.outcome === 'lapsed') {
           const held = await holderOf(claim.slot);
           if (held && (held.heldUntil === undefined || held.heldUntil > clock.now())) await store.confirmSlot(key, claim.slot.holder, held.heldUntil);
