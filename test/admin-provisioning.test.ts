@@ -236,7 +236,7 @@ describe('quota set', () => {
     }
   });
 
-  // Slots are claimed lowest index first (core/provisioning/quota.ts), so lowering a quota below
+  // An owner's slots are the lowest ones (core/provisioning/quota.ts), so lowering a quota below
   // the slots agents already hold cannot let the owner create more than the new quota.
   it('a lowered quota holds even for agents created while it was higher', async () => {
     const owner = await provisioningApp(service);

@@ -40,8 +40,8 @@ const HINTS_KEPT = 10_000;
 export function createQuota(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, holderOf: SlotHolder) {
   // Where this process's next claim of an owner's kind starts probing: after where the last one
   // started, or at the lowest slot it freed since. Concurrent claims of a process start at
-  // different slots, so a creation costs one conditional put however high the quota, and an owner
-  // using few slots gets the lowest ones.
+  // different slots, so a creation usually costs one conditional put however high the quota, and
+  // an owner's slots are the lowest ones.
   const hints = new Map<string, number>();
   /** The slot to start at, and the next claim's start after it. */
   const nextStart = (ownerKind: string, limit: number) => {
