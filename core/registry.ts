@@ -11,6 +11,7 @@ import { oauthGrantTypes } from './oauth/grants/types';
 import { createTokenEndpointModule } from './oauth/token-endpoint';
 import type { Clock, KeyRing, MacKey, Random } from './kernel/ports';
 import { defaultProvisioningConfig, type ProvisioningConfig } from './provisioning/config';
+import type { FreeNumbersReport } from './provisioning/pool';
 import { createProvisioningModule, createTokenExchangeModule } from './provisioning';
 import { TOKEN_EXCHANGE } from './provisioning/token-exchange-grant';
 import type { SignInLimits } from './oauth/sign-in-guard';
@@ -41,6 +42,8 @@ export interface Infrastructure {
   signIn?: SignInLimits;
   /** Logs and counts a failed derived message (auto-reply, forward): core/adapters/derived-failures.ts. */
   reportDerivedFailure?: DerivedFailureReport;
+  /** Reports the free pool's size as each pool query sees it (the FreeNumbers gauge, core/adapters/metrics.ts). */
+  reportFreeNumbers?: FreeNumbersReport;
   /** Wake-ups of open streams through a pub/sub engine; without, within this process only (core/messaging/wakeups.ts). */
   inboxWakeups?: InboxWakeups;
   /**

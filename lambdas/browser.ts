@@ -48,7 +48,7 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
   const issuerOrigin = new URL(config.issuer).origin;
 
   const page = (status: number, body: string, extra: { cookies?: string[]; formTargets?: string[] } = {}) =>
-    html(status, body, { secure, ...extra });
+    html(status, body, extra);
   const sessionCookie = (token: string) => setCookie(SESSION, token, { secure, maxAgeSeconds: limits.sessionTtl / 1000 });
   const clearedSession = setCookie(SESSION, '', { secure, maxAgeSeconds: 0 });
 
@@ -198,6 +198,7 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
     '/assets/style.css': { GET: async () => asset('text/css; charset=utf-8', stylesheet) },
     '/assets/favicon.svg': { GET: async () => asset('image/svg+xml', favicon) },
   }, {
+    secure,
     serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')),
     // People see these routes: a malformed form or query gets a page, not JSON.
     errorPage: (error, status) => page(status, messagePage('This request is not valid', error.message)),

@@ -1,3 +1,4 @@
+import { httpsIssuer } from '../core/kernel/config';
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
 import { oauthModule, tokenEndpointGrantTypes, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
@@ -42,7 +43,7 @@ export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.
     '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await oauth.publicKeys() }, 300) },
-  }, { errorHeaders: ANY_ORIGIN });
+  }, { errorHeaders: ANY_ORIGIN, secure: httpsIssuer(oauth.config) });
 }
 
 export const handler = lambdaHandler(discoveryModules, createDiscoveryHandler, {});

@@ -3,13 +3,14 @@ import type { Context } from 'aws-lambda';
 import { createLogger, type LogFields } from '../core/adapters/log';
 import { createRequestMetrics } from '../core/adapters/metrics';
 import { DomainError } from '../core/kernel/errors';
-import { errorResult, httpStatus, json, methodNotAllowed, type HttpEvent, type HttpResult } from './http';
+import { errorResult, httpStatus, json, methodNotAllowed, withTransportSecurity, type HttpEvent, type HttpResult } from './http';
 
 // The one wrapper every Lambda handler goes through: routing by resource and method, one
 // structured log line per request (never a query string, body, cookie or token), and errors
 // turned into safe answers: routes throw, and here a DomainError becomes its HTTP answer (the
 // one mapping, lambdas/http.ts); anything else becomes a plain server_error with the details
-// kept in the log. In Lambda, one CloudWatch EMF metrics line per request besides.
+// kept in the log. Every answer gets the security headers of lambdas/http.ts (HSTS when the
+// issuer is https). In Lambda, one CloudWatch EMF metrics line per request besides.
 
 /**
  * In AWS the stack names each function's service (SERVICE_NAME, `svcnum-<group>`), which wins
@@ -47,6 +48,8 @@ export type Route = (event: HttpEvent) => Promise<HttpResult>;
 export type RouteTable = Record<string, Partial<Record<'GET' | 'POST', Route>>>;
 
 export interface EdgeOptions {
+  /** The issuer is https: every answer of the group carries HSTS, refusals, 404s and failures included. */
+  secure: boolean;
   /** How an unexpected failure is shown (HTML pages answer with a page, APIs with JSON). */
   serverError?: () => HttpResult;
   /** How a refusal is shown with the status the mapping gives it; JSON (`errorResult`) by default. */
@@ -59,7 +62,7 @@ export interface EdgeOptions {
 
 const jsonServerError = (headers?: Record<string, string>) => json(500, { error: 'server_error', error_description: 'the service failed; try again' }, headers);
 
-export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
+export function edgeHandler(routes: RouteTable, options: EdgeOptions) {
   // CloudWatch EMF metrics per route: requests and their outcome class (none without METRICS_NAMESPACE).
   const metrics = createRequestMetrics(DEFAULT_SERVICE);
   const base = async (event: HttpEvent, context: Context): Promise<HttpResult> => {
@@ -83,6 +86,7 @@ export function edgeHandler(routes: RouteTable, options: EdgeOptions = {}) {
         result = options.serverError ? options.serverError() : jsonServerError(options.errorHeaders);
       }
     }
+    result = withTransportSecurity(result, options.secure);
     metrics.record(resource, result.statusCode);
     if (log.enabled('INFO')) log.info('request', {
       method: event.httpMethod,

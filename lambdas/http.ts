@@ -21,6 +21,17 @@ const BASE_HEADERS = {
   'Referrer-Policy': 'no-referrer',
 };
 
+/**
+ * HSTS (RFC 6797) on every answer when the issuer is https: API answers too, not only pages, so a
+ * client that first calls the token endpoint or the keys is pinned to https as well.
+ */
+const STRICT_TRANSPORT_SECURITY = 'max-age=63072000; includeSubDomains';
+
+/** `result` with HSTS when the service is served over https (`secure`); the edge applies it to every answer. */
+export function withTransportSecurity(result: HttpResult, secure: boolean): HttpResult {
+  return secure ? { ...result, headers: { ...result.headers, 'Strict-Transport-Security': STRICT_TRANSPORT_SECURITY } } : result;
+}
+
 /** Each event's headers by lower-case name, built once (several look-ups per request). */
 const lowerCased = new WeakMap<object, Map<string, string>>();
 
@@ -143,10 +154,9 @@ export interface PageOptions {
   cookies?: string[];
   /** Origins a form on this page may end up at (after the service redirects to the client). */
   formTargets?: string[];
-  secure: boolean;
 }
 
-export function html(statusCode: number, body: string, options: PageOptions): HttpResult {
+export function html(statusCode: number, body: string, options: PageOptions = {}): HttpResult {
   const formAction = ["'self'", ...(options.formTargets ?? [])].join(' ');
   return {
     statusCode,
@@ -157,7 +167,6 @@ export function html(statusCode: number, body: string, options: PageOptions): Ht
       // No inline script anywhere; styles only from our own stylesheet.
       'Content-Security-Policy': `default-src 'none'; style-src 'self'; img-src 'self'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
       'X-Frame-Options': 'DENY',
-      ...(options.secure ? { 'Strict-Transport-Security': 'max-age=63072000; includeSubDomains' } : {}),
     },
     ...(options.cookies?.length ? { multiValueHeaders: { 'Set-Cookie': options.cookies } } : {}),
     body,

@@ -2,6 +2,7 @@ import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-stor
 import { createDynamoMessagingStore } from '../core/adapters/dynamo-messaging-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import { invalidArgument } from '../core/kernel/errors';
+import { httpsIssuer } from '../core/kernel/config';
 import { messagingModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { header, headerValues, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
@@ -36,7 +37,7 @@ export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth
     const accepted = await messaging.send(sender, { to, text });
     return json(202, { message_id: accepted.messageId, from: accepted.from, to: accepted.to, accepted_at: new Date(accepted.acceptedAt).toISOString() });
   }
-  return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging' });
+  return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging', secure: httpsIssuer(oauth.config) });
 }
 
 export const handler = lambdaHandler(messagesModules, createMessagesHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore) });

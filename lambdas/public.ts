@@ -3,6 +3,7 @@ import { createDynamoDirectoryStore } from '../core/adapters/dynamo-directory-st
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import { directoryLimits } from '../core/directory/config';
 import { clientKey, defaultRateLimit, type RateLimitConfig, type RateLimiter } from '../core/kernel/rate-limit';
+import { httpsIssuer } from '../core/kernel/config';
 import { DomainError } from '../core/kernel/errors';
 import { optionalParam } from '../core/kernel/params';
 import { directoryModule, type Modules } from '../core/registry';
@@ -60,7 +61,7 @@ export function createPublicHandler({ directory }: Pick<Modules, 'directory'>, o
         capability: param(event, 'capability'), pageToken: param(event, 'page_token'), pageSize: param(event, 'page_size'),
       }), directoryLimits.discoverMaxAge)),
     },
-  }, { errorHeaders: ANY_ORIGIN });
+  }, { errorHeaders: ANY_ORIGIN, secure: httpsIssuer(directory.config) });
 }
 
 // discover's page_token needs the page-token key: without it the function fails at once, not at the first paged request.

@@ -1,7 +1,8 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
-import { tokenEndpointModule, type Modules } from '../core/registry';
+import { httpsIssuer } from '../core/kernel/config';
+import { oauthModule, tokenEndpointModule, type Modules } from '../core/registry';
 import type { PresentedCredentials } from '../core/oauth/token-service';
 import { edgeHandler } from './edge';
 import { formParams, header, json, type HttpEvent } from './http';
@@ -28,9 +29,9 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
 }
 
 /** The modules this group's routes use. */
-export const tokenModules = [tokenEndpointModule] as const;
+export const tokenModules = [tokenEndpointModule, oauthModule] as const;
 
-export function createTokenHandler({ tokenEndpoint }: Pick<Modules, 'tokenEndpoint'>) {
+export function createTokenHandler({ tokenEndpoint, oauth }: Pick<Modules, 'tokenEndpoint' | 'oauth'>) {
   return edgeHandler({
     '/oauth/token': {
       POST: async (event) => json(200, await tokenEndpoint.token(formParams(event), presentedCredentials(event))),
@@ -41,7 +42,7 @@ export function createTokenHandler({ tokenEndpoint }: Pick<Modules, 'tokenEndpoi
         return json(200, {});
       },
     },
-  }, { realm: 'oauth' });
+  }, { realm: 'oauth', secure: httpsIssuer(oauth.config) });
 }
 
 export const handler = lambdaHandler(tokenModules, createTokenHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });

@@ -1,6 +1,7 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
+import { httpsIssuer } from '../core/kernel/config';
 import { oauthModule, userInfoModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { headerValues, json, type HttpEvent, type HttpResult } from './http';
@@ -17,7 +18,7 @@ export function createUserInfoHandler({ oauth, userInfo }: Pick<Modules, 'oauth'
     const claims = await oauth.authenticateBearer(headerValues(event, 'authorization'));
     return json(200, await userInfo.forClaims(claims));
   }
-  return edgeHandler({ '/oauth/userinfo': { GET: handle, POST: handle } }, { realm: 'userinfo' });
+  return edgeHandler({ '/oauth/userinfo': { GET: handle, POST: handle } }, { realm: 'userinfo', secure: httpsIssuer(oauth.config) });
 }
 
 export const handler = lambdaHandler(userInfoModules, createUserInfoHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });

@@ -198,6 +198,13 @@ export interface EnvironmentConfig {
     };
 
   /**
+   * Fair shares of the number pool: default limits per owner (MASK_QUOTA: live masks,
+   * NUMBER_QUOTA: programmable numbers; `admin quota set` overrides per owner), and the alarm
+   * FreeNumbersLow when a pool query sees fewer free numbers than `lowAlarm` (1-100: a query counts up to 100).
+   */
+  readonly numberPool: { readonly maskQuota: number; readonly numberQuota: number; readonly lowAlarm: number };
+
+  /**
    * Keep tables, keys, log groups and the log bucket on updates and deletes, but not after a failed
    * create (lib/util.ts statefulRemovalPolicy).
    */
@@ -260,6 +267,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
       logLevel: 'DEBUG',
       alarms: { ...alarmDestinations, api5xxPercent: 5, lambdaErrors: 5, tokenP99Ms: 1500 },
       lambdaReleases: { traffic: 'all-at-once' },
+      numberPool: { maskQuota: 10, numberQuota: 10, lowAlarm: 20 },
       retainData: false,
       deletionProtection: false,
     }),
@@ -305,6 +313,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
         // Each well above what the function takes today (sign-in's scrypt about 0.5 s), well below its timeout.
         rollbackP99Ms: { browser: 3000, token: 1500, userinfo: 1000, discovery: 1000, public: 1000, messages: 1500 },
       },
+      numberPool: { maskQuota: 10, numberQuota: 10, lowAlarm: 100 },
       retainData: true,
       deletionProtection: true,
     }),
@@ -327,6 +336,11 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
   for (const [kind, quota] of Object.entries(config.agentQuotas)) {
     if (!Number.isInteger(quota) || quota < 0) problems.push(`agentQuotas.${kind} must be a whole number`);
   }
+  const pool = config.numberPool;
+  for (const [name, quota] of Object.entries({ maskQuota: pool.maskQuota, numberQuota: pool.numberQuota })) {
+    if (!Number.isInteger(quota) || quota < 0 || quota > 100_000) problems.push(`numberPool.${name} must be a whole number 0-100000`);
+  }
+  if (!Number.isInteger(pool.lowAlarm) || pool.lowAlarm < 1 || pool.lowAlarm > 100) problems.push('numberPool.lowAlarm must be a whole number 1-100 (a pool query counts up to 100 free numbers)');
   if (!(logRetentionDayValues as readonly number[]).includes(config.logRetentionDays)) problems.push(`logRetentionDays ${config.logRetentionDays} is not a CloudWatch retention period`);
   if (config.waf.publicApiRateLimit < 10 || config.waf.perIpRateLimit < 10) problems.push('WAF rate limits must be at least 10');
   if (config.http.functions.browser.memoryMiB < 512) problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');

@@ -54,21 +54,26 @@ export interface MonitoringProps {
     /** SERVICE_NAME of every process that sends derived messages (DerivedMessageFailures, core/adapters/derived-failures.ts). */
     readonly derivedMessageSenders: readonly string[];
   };
+  /** SERVICE_NAME of the process that allocates numbers and reports the free pool (FreeNumbers, core/adapters/metrics.ts): the gRPC task. */
+  readonly poolAllocator: string;
 }
 
 /** The `kind` dimension of DerivedMessageFailures (core/messaging/send.ts DerivedMessageFailure['kind']). */
 export const DERIVED_MESSAGE_KINDS = ['auto_reply', 'forward'] as const;
 /**
  * The EMF metrics the gRPC task writes (core/adapters/metrics.ts: KmsThrottles from its KMS client,
- * WakeupPublishFailures from its wake-ups, DerivedMessageFailures from its sends), each with the
+ * WakeupPublishFailures from its wake-ups, DerivedMessageFailures from its sends, FreeNumbers from
+ * its pool queries), each with the
  * dimensions its lines carry besides `service`. A Lambda's EMF lines become metrics on their own;
  * the task's only through a metric filter per metric (test/infra/metric-producers.test.ts matches
  * every alarm's metric to its producer). A new metric the task writes and an alarm watches goes here.
  */
-export const TASK_EMF_METRICS: Readonly<Record<string, readonly string[]>> = {
-  KmsThrottles: [],
-  WakeupPublishFailures: [],
-  DerivedMessageFailures: ['kind'],
+export const TASK_EMF_METRICS: Readonly<Record<string, { readonly dimensions: readonly string[]; readonly gauge?: true }>> = {
+  KmsThrottles: { dimensions: [] },
+  WakeupPublishFailures: { dimensions: [] },
+  DerivedMessageFailures: { dimensions: ['kind'] },
+  // A reading, not a count: every line is a data point, 0 included (FreeNumbers from its pool queries).
+  FreeNumbers: { dimensions: [], gauge: true },
 };
 
 /** ElastiCache's connection limit per node (maxclients, not configurable): alarmed on at 80 %. */
@@ -167,7 +172,7 @@ export class Monitoring extends Construct {
       targets: [this.topic, ...existingTopics].map((topic) => new SnsTopic(topic)),
     });
 
-    const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean } = {}) => {
+    const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean; missing?: TreatMissingData } = {}) => {
       const created = new Alarm(this, id, {
         alarmName: `${prefix}-${id}`,
         alarmDescription: description,
@@ -176,7 +181,7 @@ export class Monitoring extends Construct {
         evaluationPeriods: options.periods ?? 1,
         datapointsToAlarm: options.datapoints ?? options.periods ?? 1,
         comparisonOperator: options.below ? ComparisonOperator.LESS_THAN_THRESHOLD : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
+        treatMissingData: options.missing ?? (options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING),
       });
       this.alarms.push(created);
       return created;
@@ -272,10 +277,10 @@ export class Monitoring extends Construct {
       period: FIVE_MINUTES,
     });
     // The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's.
-    for (const [metricName, dimensions] of Object.entries(TASK_EMF_METRICS)) {
+    for (const [metricName, { dimensions, gauge }] of Object.entries(TASK_EMF_METRICS)) {
       new MetricFilter(this, `Task${metricName}`, {
         logGroup: props.taskLogs,
-        filterPattern: FilterPattern.numberValue(`$.${metricName}`, '>', 0),
+        filterPattern: FilterPattern.numberValue(`$.${metricName}`, gauge ? '>=' : '>', 0),
         metricNamespace: props.metricsNamespace,
         metricName,
         metricValue: `$.${metricName}`,
@@ -286,6 +291,16 @@ export class Monitoring extends Construct {
     alarm('WakeupPublishFailures', 'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll', publishFailures, 1, { periods: 3, datapoints: 2 });
     const derivedFailures = emfSum('derived', 'DerivedMessageFailures', 'derived messages failed', props.wakeups.derivedMessageSenders.flatMap((service) => DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind }))));
     alarm('DerivedMessageFailures', 'An auto-reply or forward could not be stored (the original message was; see the log line "derived message failed")', derivedFailures, 1);
+
+    // The free pool, as the task's pool queries see it (each allocation that needs a query reports
+    // it): below the setting, every owner may soon be refused numbers. No reading means no
+    // allocation, so the pool did not shrink: the alarm keeps its state. Its producer: the task's
+    // metric filter (TASK_EMF_METRICS).
+    const freeNumbers = new Metric({
+      namespace: props.metricsNamespace, metricName: 'FreeNumbers', dimensionsMap: { service: props.poolAllocator }, statistic: 'Minimum', period: FIVE_MINUTES,
+    });
+    alarm('FreeNumbersLow', `Fewer than ${config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) before creates fail with "no number is free"`,
+      freeNumbers, config.numberPool.lowAlarm, { below: true, missing: TreatMissingData.IGNORE });
 
     // gRPC: unhealthy targets, and no healthy target at all.
     const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });

@@ -80,6 +80,8 @@ export class ServiceStack extends Stack {
       NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
       AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
       AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
+      MASK_QUOTA: String(config.numberPool.maskQuota),
+      NUMBER_QUOTA: String(config.numberPool.numberQuota),
       LOG_LEVEL: config.logLevel,
       METRICS_NAMESPACE: 'svcnum',
     };
@@ -115,6 +117,7 @@ export class ServiceStack extends Stack {
         // The messages Lambda (HTTP sends) and the task (gRPC sends) store auto-replies and forwards.
         derivedMessageSenders: [functionServiceName('messages'), TASK_SERVICE_NAME],
       },
+      poolAllocator: TASK_SERVICE_NAME,
     });
 
     this.releases = new LambdaReleases(this, 'Releases', { config, aliases: this.http.aliases });

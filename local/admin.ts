@@ -39,7 +39,7 @@ const COMMANDS: Record<string, string[]> = {
     'number seed --from NUMBER --count N      add consecutive numbers to the pool',
     'number show|suspend|reactivate|deactivate NUMBER',
   ],
-  quota: ['quota set --owner SVCNUM_ID [--independent N] [--dependent N]'],
+  quota: ['quota set --owner SVCNUM_ID [--independent N] [--dependent N] [--masks N] [--numbers N]      agents, live masks, programmable numbers'],
   alias: ['alias add --svcnum-id SVCNUM_ID --alias A | alias remove A | alias list --svcnum-id SVCNUM_ID'],
   key: ['key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)'],
 };
@@ -187,6 +187,8 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       count: { type: 'string' },
       independent: { type: 'string' },
       dependent: { type: 'string' },
+      masks: { type: 'string' },
+      numbers: { type: 'string' },
       'svcnum-id': { type: 'string' },
       alias: { type: 'string' },
       user: { type: 'string' },
@@ -309,14 +311,19 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       case 'number reactivate': return (await lifecycle()).reactivate(need(argument, 'a NUMBER'));
       case 'number deactivate': return (await lifecycle()).deactivate(need(argument, 'a NUMBER'));
       case 'quota set': {
-        const independent = integer(values.independent, '--independent');
-        const dependent = integer(values.dependent, '--dependent');
-        if (independent === undefined && dependent === undefined) throw new UsageError('quota set needs --independent and/or --dependent');
-        const owner = found(await store.setQuotaOverrides(need(values.owner, '--owner'), {
-          ...(independent !== undefined ? { independentAgentQuota: independent } : {}),
-          ...(dependent !== undefined ? { dependentAgentQuota: dependent } : {}),
-        }), 'account');
-        return { svcnum_id: owner.svcnumId, independent_agent_quota: owner.independentAgentQuota ?? null, dependent_agent_quota: owner.dependentAgentQuota ?? null };
+        const given = {
+          independentAgentQuota: integer(values.independent, '--independent'),
+          dependentAgentQuota: integer(values.dependent, '--dependent'),
+          maskQuota: integer(values.masks, '--masks'),
+          numberQuota: integer(values.numbers, '--numbers'),
+        };
+        const overrides = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined));
+        if (Object.keys(overrides).length === 0) throw new UsageError('quota set needs at least one of --independent, --dependent, --masks, --numbers');
+        const owner = found(await store.setQuotaOverrides(need(values.owner, '--owner'), overrides), 'account');
+        return {
+          svcnum_id: owner.svcnumId, independent_agent_quota: owner.independentAgentQuota ?? null, dependent_agent_quota: owner.dependentAgentQuota ?? null,
+          mask_quota: owner.maskQuota ?? null, number_quota: owner.numberQuota ?? null,
+        };
       }
       // Operators may alias any entity (people included) and use reserved names.
       case 'alias add': {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { decodeJwt } from 'jose';
 import { DomainError, invalidArgument } from '../core/kernel/errors';
 import type { Modules } from '../core/registry';
-import { html } from '../lambdas/http';
+import { html, withTransportSecurity } from '../lambdas/http';
 import { escapeHtml, layout } from '../lambdas/pages';
 import type { LocalExtra } from './http-server';
 
@@ -100,7 +100,7 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
       }
     }
     // The service's own page frame and headers (strict CSP, no inline style).
-    const result = html(200, layout('Demo app', body, { wide: true }), { secure: issuer.startsWith('https:') });
+    const result = withTransportSecurity(html(200, layout('Demo app', body, { wide: true })), issuer.startsWith('https:'));
     response.writeHead(result.statusCode, result.headers as Record<string, string>).end(result.body);
     return true;
   };

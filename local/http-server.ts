@@ -115,6 +115,16 @@ function writeResult(response: ServerResponse, result: HttpResult) {
   response.end(body);
 }
 
+/**
+ * The runner's own answers (no route, too large, its own failure), as API Gateway's own would
+ * be: JSON, never cached, never sniffed as something else.
+ */
+const runnerAnswer = (statusCode: number, error: string, description: string, extra: Record<string, string> = {}): HttpResult => ({
+  statusCode,
+  headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', ...extra },
+  body: JSON.stringify({ error, error_description: description }),
+});
+
 /** The path alone: a query string may carry codes or tokens, which never go to a log. */
 const safePath = (target = '/') => target.split('?')[0]!.slice(0, 200);
 
@@ -129,19 +139,19 @@ export async function startHttpServer(routes: Map<string, LocalRoute>, listen: {
       if (extra && (await extra(request, url, response))) return;
       const route = routes.get(url.pathname);
       if (!route) {
-        writeResult(response, { statusCode: 404, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }, body: JSON.stringify({ error: 'not_found', error_description: 'no such endpoint' }) });
+        writeResult(response, runnerAnswer(404, 'not_found', 'no such endpoint'));
         return;
       }
       const body = await readBody(request);
       if (!body) {
-        writeResult(response, { statusCode: 413, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', Connection: 'close' }, body: JSON.stringify({ error: 'invalid_request', error_description: 'the request body is too large' }) });
+        writeResult(response, runnerAnswer(413, 'invalid_request', 'the request body is too large', { Connection: 'close' }));
         return;
       }
       writeResult(response, await route.handler(buildEvent(request, url, body, requestId), lambdaContext(route.functionName, requestId)));
     } catch (error) {
       // The Lambda wrapper (lambdas/edge.ts) answers and logs its own failures; this is the runner's.
       logger.error('local request failed', { requestId, method: request.method, path: safePath(request.url), error: error as Error });
-      if (!response.headersSent) writeResult(response, { statusCode: 500, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ error: 'server_error', error_description: 'the service failed; try again' }) });
+      if (!response.headersSent) writeResult(response, runnerAnswer(500, 'server_error', 'the service failed; try again'));
       else response.destroy();
     }
   });

@@ -177,10 +177,11 @@ describe('quota set', () => {
 
       const [set] = await Promise.all([
         ok('quota', 'set', '--owner', owner.owner.svcnumId, '--independent', '1', '--dependent', '1'),
-        refused(['quota', 'set', '--owner', owner.owner.svcnumId], 2, /needs --independent and\/or --dependent/),
+        refused(['quota', 'set', '--owner', owner.owner.svcnumId], 2, /needs at least one of --independent, --dependent, --masks, --numbers/),
+        refused(['quota', 'set', '--owner', owner.owner.svcnumId, '--masks', 'many'], 2, /--masks must be a whole number/),
         refused(['quota', 'set', '--owner', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--independent', '3'], 1, /no account 01ARZ3NDEKTSV4RRFFQ69G5FAV/),
       ]);
-      expect(set).toEqual({ svcnum_id: owner.owner.svcnumId, independent_agent_quota: 1, dependent_agent_quota: 1 });
+      expect(set).toEqual({ svcnum_id: owner.owner.svcnumId, independent_agent_quota: 1, dependent_agent_quota: 1, mask_quota: null, number_quota: null });
 
       await createAgent();
       const exhausted = await failure(createAgent());
@@ -190,7 +191,9 @@ describe('quota set', () => {
       expect((await failure(createDependent())).code).toBe(status.RESOURCE_EXHAUSTED);
 
       // Raising one quota keeps the other override.
-      expect(await ok('quota', 'set', '--owner', owner.owner.svcnumId, '--independent', '2')).toEqual({ svcnum_id: owner.owner.svcnumId, independent_agent_quota: 2, dependent_agent_quota: 1 });
+      expect(await ok('quota', 'set', '--owner', owner.owner.svcnumId, '--independent', '2')).toEqual({
+        svcnum_id: owner.owner.svcnumId, independent_agent_quota: 2, dependent_agent_quota: 1, mask_quota: null, number_quota: null,
+      });
       await createAgent();
       expect((await failure(createAgent())).code).toBe(status.RESOURCE_EXHAUSTED);
       expect((await failure(createDependent())).code).toBe(status.RESOURCE_EXHAUSTED);
@@ -201,7 +204,39 @@ describe('quota set', () => {
     }
   });
 
-  // Slots are claimed lowest index first (core/provisioning/quota.ts), so lowering a quota below
+  it('overrides the owner\'s limits on live masks and programmable numbers, with effect over gRPC; the agent quotas stay', async () => {
+    const owner = await provisioningApp(service);
+    try {
+      await seedPool(service, '81', 8);
+      const [a, b] = [await account('person'), await account('person')];
+      const createMask = () => call<CreateMaskRequest, Mask>(owner.masks, 'createMask', CreateMaskRequest.fromPartial({
+        ttlSeconds: 3600, participantA: a.svcnumId, participantB: b.svcnumId, scope: 'delivery',
+      }), owner.token);
+      const provision = () => call<ProvisionNumberRequest, ProgrammableNumber>(owner.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({}), owner.token);
+      expect(await ok('quota', 'set', '--owner', owner.owner.svcnumId, '--masks', '1', '--numbers', '2')).toEqual({
+        svcnum_id: owner.owner.svcnumId, independent_agent_quota: null, dependent_agent_quota: null, mask_quota: 1, number_quota: 2,
+      });
+      await createMask();
+      const masksUsedUp = await failure(createMask());
+      expect(masksUsedUp.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(masksUsedUp.details).toBe(`the quota of 1 live masks for ${owner.owner.svcnumId} is used up; higher quotas are available on request`);
+      await provision();
+      await provision();
+      const numbersUsedUp = await failure(provision());
+      expect(numbersUsedUp.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(numbersUsedUp.details).toMatch(/quota of 2 programmable numbers/);
+
+      // Raised again: one more of each.
+      await ok('quota', 'set', '--owner', owner.owner.svcnumId, '--masks', '2', '--numbers', '3');
+      await createMask();
+      await provision();
+      expect((await failure(createMask())).code).toBe(status.RESOURCE_EXHAUSTED);
+    } finally {
+      owner.close();
+    }
+  });
+
+  // An owner's slots are the lowest ones (core/provisioning/quota.ts), so lowering a quota below
   // the slots agents already hold cannot let the owner create more than the new quota.
   it('a lowered quota holds even for agents created while it was higher', async () => {
     const owner = await provisioningApp(service);

@@ -152,7 +152,7 @@ describe('the Lambda edge (lambdas/edge.ts)', () => {
       '/ok': { POST: ok },
       '/refused': { POST: async () => { throw new DomainError('unauthenticated', 'the token is not valid', { oauth: 'invalid_token', challenge: 'Bearer' }); } },
       '/boom': { POST: async () => { throw new Error('the store failed'); } },
-    });
+    }, { secure: false });
     const lines = await linesOf(async () => {
       vi.stubEnv('_X_AMZN_TRACE_ID', 'Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1');
       expect((await handler(event('/ok', 'api-1'), context('fn-1'))).statusCode).toBe(200);
@@ -193,7 +193,7 @@ describe('the Lambda edge (lambdas/edge.ts)', () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => { release = resolve; });
     const answer = (): HttpResult => ({ statusCode: 200, headers: {}, body: '' });
-    const handler = edgeHandler({ '/slow': { POST: async () => { await held; return answer(); } }, '/ok': { POST: async () => answer() } });
+    const handler = edgeHandler({ '/slow': { POST: async () => { await held; return answer(); } }, '/ok': { POST: async () => answer() } }, { secure: false });
     const lines = await linesOf(async () => {
       const slow = handler(event('/slow', 'api-slow'), context('fn-slow'));
       await handler(event('/ok', 'api-fast'), context('fn-fast'));
@@ -208,7 +208,7 @@ describe('the Lambda edge (lambdas/edge.ts)', () => {
 
   it('SILENT and no METRICS_NAMESPACE (tests, bench, local runner): nothing at all on stdout', async () => {
     const { edgeHandler } = await freshEdge({ LOG_LEVEL: 'SILENT' });
-    const handler = edgeHandler({ '/boom': { POST: async () => { throw new Error('the store failed'); } } });
+    const handler = edgeHandler({ '/boom': { POST: async () => { throw new Error('the store failed'); } } }, { secure: false });
     expect(await linesOf(async () => {
       expect((await handler(event('/boom', 'api-1'), context('fn-1'))).statusCode).toBe(500);
       expect((await handler(event('/nowhere', 'api-2'), context('fn-2'))).statusCode).toBe(404);

@@ -10,6 +10,7 @@ import { type AccessToken, NumberState } from '../grpc-service/gen/svcnum/provis
 import { ListNumbersRequest, type ListNumbersResponse, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { postForm, send, verifyWithJwks } from './support/flow';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { StoreFaults } from './support/faults';
 import { startTestService, type TestService } from './support/service';
 
 // AgentService end to end over gRPC on loopback: independent and dependent agents, their
@@ -20,9 +21,10 @@ const ALL_AGENT_SCOPES = 'openid profile messaging';
 
 let service: TestService;
 const apps: ProvisioningApp[] = [];
+const faults = new StoreFaults();
 
 beforeAll(async () => {
-  service = await startTestService();
+  service = await startTestService({ wrapStore: faults.wrap });
   await seedPool(service, '74', 260);
 });
 afterAll(async () => {
@@ -279,6 +281,39 @@ describe('ListAgents and GetAgent', () => {
     expect(everything.agents[3]!.ownerSvcnumId).toBe(independents[0]!.svcnumId);
     expect(everything.agents[1]!.clientId).toBe('');
     expect(names((await listAgents(other, {})).agents)).toEqual(['Not yours']);
+  });
+
+  it('is oldest first by create_time after concurrent creates, whichever commits first', async () => {
+    const owner = await newApp();
+    // The first create is held just before its commit while a second one, asked for a second later, commits.
+    let reachedCommit!: () => void;
+    const atCommit = new Promise<void>((resolve) => { reachedCommit = resolve; });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    faults.before('createUser', async (entity) => {
+      if (entity.displayName !== 'Asked first') return;
+      reachedCommit();
+      await released;
+    });
+    try {
+      const first = createAgent(owner, { displayName: 'Asked first' });
+      await atCommit;
+      service.clock.advance(1_000);
+      const second = (await createAgent(owner, { displayName: 'Asked second' })).agent!;
+      service.clock.advance(1_000);
+      release();
+      const firstAgent = (await first).agent!;
+      expect(firstAgent.createTime!.getTime()).toBeLessThan(second.createTime!.getTime());
+      // A burst besides: every create_time of the listing is at or after the one before it.
+      await Promise.all([1, 2, 3, 4, 5, 6].map((n) => createAgent(owner, { displayName: `Burst ${n}` })));
+      const listed = (await listAgents(owner, {})).agents;
+      expect(listed.slice(0, 2).map((agent) => agent.displayName)).toEqual(['Asked first', 'Asked second']);
+      expect(listed.map((agent) => agent.createTime!.getTime())).toEqual(listed.map((agent) => agent.createTime!.getTime()).sort((a, b) => a - b));
+      expect((await getAgent(owner, firstAgent.svcnumId)).createTime).toEqual(firstAgent.createTime);
+    } finally {
+      faults.reset();
+      release();
+    }
   });
 
   it('refuses a negative page_size and page tokens it did not issue for this caller and kind', async () => {

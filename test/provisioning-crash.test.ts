@@ -48,8 +48,8 @@ function stepsOf(kind: Kind, methods: StoreMethod[]): CrashPoint[] {
 const CRASH_POINTS: CrashPoint[] = [
   ...stepsOf('agent', ['beginRequest', 'claimSlot', 'leaseNumber', 'leaseNumber', 'createClient', 'createUser', 'confirmNumber', 'confirmNumber', 'confirmSlot', 'indexCapabilities', 'completeRequest']),
   ...stepsOf('dependent', ['beginRequest', 'claimSlot', 'leaseNumber', 'leaseNumber', 'createUser', 'confirmNumber', 'confirmNumber', 'confirmSlot', 'completeRequest']),
-  ...stepsOf('mask', ['beginRequest', 'leaseNumber', 'createMask', 'confirmNumber', 'completeRequest']),
-  ...stepsOf('number', ['beginRequest', 'leaseNumber', 'createUser', 'confirmNumber', 'completeRequest']),
+  ...stepsOf('mask', ['beginRequest', 'claimSlot', 'leaseNumber', 'createMask', 'confirmNumber', 'confirmSlot', 'completeRequest']),
+  ...stepsOf('number', ['beginRequest', 'claimSlot', 'leaseNumber', 'createUser', 'confirmNumber', 'confirmSlot', 'completeRequest']),
 ];
 
 /** Outcomes a call may have while the service dies under it; anything else is a bug. */
@@ -88,10 +88,10 @@ afterAll(async () => {
   if (bundleDir) await rm(bundleDir, { recursive: true, force: true });
 });
 
-/** A business owner with a provisioning client, its token, and agent quotas of `quota`. */
+/** A business owner with a provisioning client, its token, and quotas of `quota` (agents of each kind, live masks, numbers). */
 async function newOwner(quota: number): Promise<Owner> {
   const owner = await service.core.registration.createUser({ accountType: 'business' });
-  await service.core.store.setQuotaOverrides(owner.svcnumId, { independentAgentQuota: quota, dependentAgentQuota: quota });
+  await service.core.store.setQuotaOverrides(owner.svcnumId, { independentAgentQuota: quota, dependentAgentQuota: quota, maskQuota: quota, numberQuota: quota });
   const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Crash app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
   return { svcnumId: owner.svcnumId, token: await clientCredentialsToken(service, client.clientId, clientSecret!), quota };
 }
@@ -278,6 +278,8 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
   const owners = [...new Set(sent.map((request) => request.owner))];
   const grpc = `127.0.0.1:${service.grpcPort}`;
   const agentClient = new AgentServiceClient(grpc, credentials.createInsecure());
+  const maskClient = new MaskServiceClient(grpc, credentials.createInsecure());
+  const numberClient = new NumberServiceClient(grpc, credentials.createInsecure());
   try {
     for (const owner of owners) {
       const mine = sent.filter((request) => request.owner === owner);
@@ -288,15 +290,18 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
       expect(agents.filter((agent) => agent.agentKind === 'dependent').map((agent) => agent.svcnumId).sort()).toEqual(ids('dependent'));
       expect((await store.listMasks(owner.svcnumId, 100)).items.map((mask) => mask.maskId).sort()).toEqual(ids('mask'));
       expect((await store.listOwned(owner.svcnumId, 'programmable', 100)).items.map((entity) => entity.svcnumId).sort()).toEqual(ids('number'));
-      // Exact quotas: as many agents as request_ids fill the quota, and no slot is held by an orphan.
-      expect([ids('agent').length, ids('dependent').length]).toEqual([owner.quota, owner.quota]);
-      const exhausted = async (kind: 'agent' | 'dependent') => {
-        const request = kind === 'agent'
-          ? call(agentClient, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'One too many', requestId: 'one-more' }), owner.token)
-          : call(agentClient, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ displayName: 'One too many', requestId: 'one-more' }), owner.token);
-        return request.then(() => 'created', (error: ServiceError) => status[error.code]);
-      };
-      expect([await exhausted('agent'), await exhausted('dependent')]).toEqual(['RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED']);
+      // Exact quotas: as many resources as request_ids fill each quota, and no slot is held by an orphan.
+      expect([ids('agent').length, ids('dependent').length, ids('mask').length, ids('number').length]).toEqual([owner.quota, owner.quota, owner.quota, owner.quota]);
+      const oneMore = { requestId: 'one-more' };
+      const exhausted = (request: Promise<unknown>) => request.then(() => 'created', (error: ServiceError) => status[error.code]);
+      expect(await Promise.all([
+        exhausted(call(agentClient, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'One too many', ...oneMore }), owner.token)),
+        exhausted(call(agentClient, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ displayName: 'One too many', ...oneMore }), owner.token)),
+        exhausted(call(maskClient, 'createMask', CreateMaskRequest.fromPartial({
+          ...oneMore, ttlSeconds: 3600, participantA: participants[0].svcnumId, participantB: participants[1].svcnumId, scope: 'delivery',
+        }), owner.token)),
+        exhausted(call(numberClient, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'One too many', ...oneMore }), owner.token)),
+      ])).toEqual(['RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED']);
     }
 
     // Every number is free in the pool or held by a resource of this test that names it.
@@ -330,8 +335,10 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
     }
   } finally {
     agentClient.close();
+    maskClient.close();
+    numberClient.close();
   }
 
   console.log(`crash test: ${CRASH_POINTS.length} crash points (${counts.crashRuns} killed processes) and one random kill; `
     + `${counts.creates} creates, ${counts.retries} retries; outcomes while dying: ${JSON.stringify(counts.outcomes)}`);
-}, 120_000);
+}, 240_000);

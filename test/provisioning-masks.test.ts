@@ -15,7 +15,7 @@ import {
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { ListNumbersRequest, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, callerOf, clientCredentialsToken, currentToken, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
-import { startTestService, type TestService } from './support/service';
+import { ROOMY_POOL_LIMITS, startTestService, type TestService } from './support/service';
 
 // MaskService end to end over gRPC on loopback (mask_service.proto is the contract). The pool
 // uses the prefix 73. The tests run in order on one service whose clock only moves forward;
@@ -41,7 +41,7 @@ let bob: string;
 let carol: string;
 
 beforeAll(async () => {
-  service = await startTestService({ provisioning: { ...defaultProvisioningConfig, coolOff: COOL_OFF } });
+  service = await startTestService({ provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS, coolOff: COOL_OFF } });
   await seedPool(service, PREFIX, SEEDED);
   [app, other, person] = await Promise.all([
     provisioningApp(service),

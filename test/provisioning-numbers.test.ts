@@ -12,7 +12,7 @@ import {
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { createLoginClient } from './support/flow';
 import { call, callerOf, clientCredentialsToken, currentToken, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
-import { startTestService, type TestService } from './support/service';
+import { ROOMY_POOL_LIMITS, startTestService, type TestService } from './support/service';
 
 // NumberService end to end over gRPC on loopback (number_service.proto is the contract), plus
 // the operator lifecycle of programmable numbers (the admin CLI's core functions). The pool
@@ -32,7 +32,7 @@ let other: ProvisioningApp; // another business account
 let person: ProvisioningApp; // person account: prov:agents only
 
 beforeAll(async () => {
-  service = await startTestService({ provisioning: { ...defaultProvisioningConfig, coolOff: COOL_OFF } });
+  service = await startTestService({ provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS, coolOff: COOL_OFF } });
   [app, other, person] = await Promise.all([
     provisioningApp(service),
     provisioningApp(service),

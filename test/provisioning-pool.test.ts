@@ -9,7 +9,7 @@ import { CANDIDATES_PER_QUERY } from '../core/provisioning/pool';
 import { CreateMaskRequest, MaskServiceClient, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { call, currentToken, failure, provisioningApp, rejects, type ProvisioningApp } from './support/grpc';
 import { startSecondProcess } from './support/second-service';
-import { startTestService, type TestService } from './support/service';
+import { ROOMY_POOL_LIMITS, startTestService, type TestService } from './support/service';
 
 // The number pool under concurrency, through MaskService.CreateMask over gRPC on loopback: each
 // process keeps one query's allocatable numbers as its supply and hands each to one allocation;
@@ -27,7 +27,7 @@ let bob: string;
 
 beforeAll(async () => {
   service = await startTestService({
-    provisioning: { ...defaultProvisioningConfig, coolOff: COOL_OFF },
+    provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS, coolOff: COOL_OFF },
     wrapStore: (store) => {
       const counted = countingStore(store);
       counters = counted.counters;
@@ -76,7 +76,7 @@ async function expectPoolEmpty() {
 }
 
 describe('CreateMask at concurrency', () => {
-  it('hands 64 concurrent calls 64 different numbers, with 3 store writes each and one pool query for all', async () => {
+  it('hands 64 concurrent calls 64 different numbers, with 5 store writes and one read (the owner\'s limits) each and one pool query for all', async () => {
     // Warm-up: the participants and the caller are in the accounts caches, the supply is drained
     // (its query found fewer numbers than it asks for).
     await seed(1);
@@ -86,9 +86,10 @@ describe('CreateMask at concurrency', () => {
     service.clock.freeze();
     const before = snapshotCounters(counters);
     const masks = await Promise.all(Array.from({ length: 64 }, () => createMask()));
+    // Concurrent calls of one process claim different quota slots: one conditional put each.
     expect(countersDelta(before, counters)).toEqual({
-      calls: 1 + 3 * 64,
-      byMethod: { freeNumbers: 1, leaseNumber: 64, createMask: 64, confirmNumber: 64 },
+      calls: 1 + 6 * 64,
+      byMethod: { freeNumbers: 1, getUser: 64, claimSlot: 64, leaseNumber: 64, createMask: 64, confirmNumber: 64, confirmSlot: 64 },
     });
     await expectEachNumberHeldByItsMask(masks);
     service.clock.release();
@@ -104,7 +105,8 @@ describe('CreateMask at concurrency', () => {
     service.clock.freeze();
     const before = snapshotCounters(counters);
     await createMask(app.masks, { participantA: carol, participantB: dave });
-    expect(countersDelta(before, counters).byMethod).toEqual({ getUser: 2, freeNumbers: 1, leaseNumber: 1, createMask: 1, confirmNumber: 1 });
+    // The participants' reads and the owner's (its limits), at the same time.
+    expect(countersDelta(before, counters).byMethod).toEqual({ getUser: 3, freeNumbers: 1, claimSlot: 1, leaseNumber: 1, createMask: 1, confirmNumber: 1, confirmSlot: 1 });
     await expectPoolEmpty();
   });
 

@@ -70,6 +70,14 @@ const variables: Variable[] = [
     name: 'AGENT_QUOTA_DEPENDENT', kinds, value: service((s) => s.provisioning.dependentAgentQuota), fallback: 10,
     valid: [['0', 0], ['25', 25]], invalid: ['100001', 'many'], allowed: 'a whole number 0-100000',
   },
+  {
+    name: 'MASK_QUOTA', kinds, value: service((s) => s.provisioning.maskQuota), fallback: 10,
+    valid: [['0', 0], ['100000', 100_000]], invalid: ['100001', '-1', 'ten'], allowed: 'a whole number 0-100000',
+  },
+  {
+    name: 'NUMBER_QUOTA', kinds, value: service((s) => s.provisioning.numberQuota), fallback: 10,
+    valid: [['1', 1], ['40', 40]], invalid: ['100001', '2.5'], allowed: 'a whole number 0-100000',
+  },
   positive('SIGN_IN_CONCURRENT_CHECKS', 2, (s) => s.signIn.concurrentChecks),
   positive('SIGN_IN_QUEUED_CHECKS', 8, (s) => s.signIn.queuedChecks),
   positive('SIGN_IN_RATE_LIMIT_BURST', 20, (s) => s.signIn.perIp.burst),
@@ -152,7 +160,7 @@ describe('readRuntimeConfig', () => {
     expect(readRuntimeConfig('local', {})).toStrictEqual({
       host: '127.0.0.1', port: 3000, grpcPort: 50051, dynamoPort: 8000, grpcReflection: 'open', dataDir: '.data',
       service: {
-        provisioning: { coolOff: 90 * DAY, lease: 60_000, independentAgentQuota: 10, dependentAgentQuota: 10 },
+        provisioning: { coolOff: 90 * DAY, lease: 60_000, independentAgentQuota: 10, dependentAgentQuota: 10, maskQuota: 10, numberQuota: 10 },
         signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },
         publicRateLimit: { burst: 20, perMinute: 300 },
         messagePolling: { pollIntervalMs: 250, safetyPollMs: 90_000, engineLostPollMs: 2_000, engineCheckMs: 3_000, relistMs: 30_000 },

@@ -8,7 +8,7 @@ import { createDerivedFailureReport } from './derived-failures';
 import type { StoreFactory } from './dynamo-store';
 import { createKmsClient } from './kms-client';
 import { createKmsKeyRing, createKmsMacKey } from './kms-keys';
-import { createKmsThrottleCounter } from './metrics';
+import { createFreeNumbersGauge, createKmsThrottleCounter } from './metrics';
 import type { AwsRuntimeConfig } from './runtime-config';
 import { systemClock, systemRandom } from './system';
 
@@ -56,6 +56,7 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
     config: serviceConfig(config.issuer),
     provisioning: config.service.provisioning,
     reportDerivedFailure: createDerivedFailureReport('svcnum'),
+    reportFreeNumbers: createFreeNumbersGauge('svcnum'),
     messagePolling: config.service.messagePolling,
     ...(inboxWakeups ? { inboxWakeups } : {}),
   }), definitions);

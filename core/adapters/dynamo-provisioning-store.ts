@@ -214,8 +214,8 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
       const claimed = await conditional(db.send(new PutCommand({
         TableName: tables.quotaSlots,
         Item: { slotKey, holder, leaseUntil },
-        ConditionExpression: 'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil))',
-        ExpressionAttributeValues: { ':holder': holder },
+        ConditionExpression: 'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil)) OR heldUntil <= :now',
+        ExpressionAttributeValues: { ':holder': holder, ':now': now },
       })));
       if (claimed) return { outcome: 'claimed' };
       const slot = record<QuotaSlot>((await db.send(new GetCommand({ TableName: tables.quotaSlots, Key: { slotKey }, ConsistentRead: true }))).Item);
@@ -228,13 +228,18 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
       ConditionExpression: 'holder = :previous AND leaseUntil = :previousLease',
       ExpressionAttributeValues: { ':previous': slot.holder, ':previousLease': slot.leaseUntil },
     }))),
-    confirmSlot: (slotKey, holder) => conditional(db.send(new UpdateCommand({
+    confirmSlot: (slotKey, holder, heldUntil) => conditional(db.send(new UpdateCommand({
       TableName: tables.quotaSlots,
       Key: { slotKey },
-      UpdateExpression: 'REMOVE leaseUntil',
+      UpdateExpression: heldUntil === undefined ? 'REMOVE leaseUntil' : 'SET heldUntil = :until REMOVE leaseUntil',
       ConditionExpression: 'holder = :holder',
-      ExpressionAttributeValues: { ':holder': holder },
+      ExpressionAttributeValues: { ':holder': holder, ...(heldUntil === undefined ? {} : { ':until': heldUntil }) },
     }))),
+    async endSlot(slotKey, holder) {
+      await conditional(db.send(new DeleteCommand({
+        TableName: tables.quotaSlots, Key: { slotKey }, ConditionExpression: 'holder = :holder', ExpressionAttributeValues: { ':holder': holder },
+      })));
+    },
     async releaseSlot(slotKey, holder) {
       await conditional(db.send(new DeleteCommand({
         TableName: tables.quotaSlots, Key: { slotKey },

@@ -64,6 +64,23 @@ export function createKmsThrottleCounter(defaultService: string, settings: Telem
   return () => count();
 }
 
+/** The gauge of the free number pool (core/provisioning/pool.ts FreeNumbersReport), alarmed on by lib/monitoring.ts. */
+export const FREE_NUMBERS_METRIC = 'FreeNumbers';
+
+/**
+ * One EMF line per pool query: `FreeNumbers` = the allocatable numbers it saw (up to 100), Count,
+ * by service; nothing without METRICS_NAMESPACE.
+ */
+export function createFreeNumbersGauge(defaultService: string, settings: TelemetrySettings = telemetrySettings()): (count: number) => void {
+  const namespace = settings.metricsNamespace;
+  if (!namespace) return () => undefined;
+  const directive = JSON.stringify({ Namespace: namespace, Dimensions: [['service']], Metrics: [{ Name: FREE_NUMBERS_METRIC, Unit: 'Count' }] });
+  const service = JSON.stringify(settings.serviceName ?? defaultService);
+  return (count) => {
+    process.stdout.write(`{"_aws":{"Timestamp":${Date.now()},"CloudWatchMetrics":[${directive}]},"service":${service},"${FREE_NUMBERS_METRIC}":${count}}\n`);
+  };
+}
+
 /** The metric of a derived message (auto-reply, forward) that failed (core/adapters/derived-failures.ts). */
 export const DERIVED_MESSAGE_FAILURES_METRIC = 'DerivedMessageFailures';
 

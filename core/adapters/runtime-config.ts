@@ -23,7 +23,7 @@ import type { WakeupEngine } from './valkey-wakeups';
 export type Environment = Readonly<Record<string, string | undefined>>;
 
 type ServiceVariable =
-  | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MESSAGE_POLL_INTERVAL_MS'
+  | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MASK_QUOTA' | 'NUMBER_QUOTA' | 'MESSAGE_POLL_INTERVAL_MS'
   | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_ENGINE_CHECK_MS' | 'MESSAGE_RELIST_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD'
   | 'VALKEY_IAM_AUTH' | 'AWS_REGION'
   | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS' | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
@@ -43,7 +43,7 @@ const macKeyPurpose: Record<MacKeyVariable, string> = {
 
 /** What every process hands to the domain. */
 export interface ServiceSettings {
-  /** NUMBER_COOL_OFF_DAYS, AGENT_QUOTA_INDEPENDENT, AGENT_QUOTA_DEPENDENT. */
+  /** NUMBER_COOL_OFF_DAYS, AGENT_QUOTA_INDEPENDENT, AGENT_QUOTA_DEPENDENT, MASK_QUOTA, NUMBER_QUOTA. */
   provisioning: ProvisioningConfig;
   /** SIGN_IN_CONCURRENT_CHECKS, SIGN_IN_QUEUED_CHECKS, SIGN_IN_RATE_LIMIT_BURST, SIGN_IN_RATE_LIMIT_PER_MINUTE. */
   signIn: SignInLimits;
@@ -310,6 +310,8 @@ function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettin
       coolOff: read.days('NUMBER_COOL_OFF_DAYS', defaultProvisioningConfig.coolOff),
       independentAgentQuota: quota('AGENT_QUOTA_INDEPENDENT', defaultProvisioningConfig.independentAgentQuota),
       dependentAgentQuota: quota('AGENT_QUOTA_DEPENDENT', defaultProvisioningConfig.dependentAgentQuota),
+      maskQuota: quota('MASK_QUOTA', defaultProvisioningConfig.maskQuota),
+      numberQuota: quota('NUMBER_QUOTA', defaultProvisioningConfig.numberQuota),
     },
     signIn: {
       concurrentChecks: positive(read, 'SIGN_IN_CONCURRENT_CHECKS', defaultSignInLimits.concurrentChecks),

@@ -1,4 +1,5 @@
 import type { AccountStatus } from '../kernel/capabilities';
+import type { ServiceConfig } from '../kernel/config';
 import type { User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
@@ -28,10 +29,12 @@ export type Directory = ReturnType<typeof createDirectory>;
  * resolves no more; discover shows agents of active owners only).
  */
 export function createDirectoryModule(
-  ports: { store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number } },
+  ports: { store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number }; config: ServiceConfig },
   needs: { accounts: Pick<AccountStatus, 'accountActiveCached'> },
 ) {
   return {
+    /** The service's settings (its edge reads whether the issuer is https). */
+    config: ports.config,
     ...createDirectory({ ...ports, coolOff: ports.provisioning.coolOff, accounts: needs.accounts }),
     /** A per-client token bucket on this process's clock (the public endpoints' limit). */
     rateLimiter: (config: RateLimitConfig) => createRateLimiter(config, ports.clock),

@@ -46,5 +46,8 @@ export function serviceConfig(issuer: string): ServiceConfig {
   return { issuer: normalised, secureCookies: normalised.startsWith('https://') };
 }
 
+/** Whether the service is served over https (its issuer says so): HSTS on every answer, secure cookies. */
+export const httpsIssuer = (config: ServiceConfig) => config.issuer.startsWith('https://');
+
 /** The audience of access tokens for the service's own APIs (UserInfo, External API). */
 export const apiAudience = (config: ServiceConfig) => config.issuer;

@@ -1,4 +1,4 @@
-import { encodeTime } from 'ulid';
+import { decodeTime, encodeTime } from 'ulid';
 import type { Clock, Random } from './ports';
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -10,5 +10,12 @@ export function newUlid(clock: Clock, random: Random): string {
   for (const byte of bytes) randomPart += CROCKFORD[byte & 31];
   return encodeTime(clock.now(), 10) + randomPart;
 }
+
+/**
+ * When a resource created under a ULID was first asked for: the time in its id. Lists are ordered
+ * by id, so this `create_time` orders them the same way (oldest first), however their commits
+ * interleave (a resource's id is chosen when its request is first recorded, core/provisioning/requests.ts).
+ */
+export const idTime = (id: string): number => decodeTime(id);
 
 export const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/;

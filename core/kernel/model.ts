@@ -68,14 +68,19 @@ export interface User {
   /** An agent's number rotation in progress holds the agent until then (epoch ms): one rotation at a time. */
   rotationUntil?: number;
   /**
-   * The quota slot the agent counts against: only that slot is its (a crashed attempt of the same
-   * request may have left another slot under the same id). Agents from before it have none.
+   * The quota slot the agent or programmable number counts against: only that slot is its (a
+   * crashed attempt of the same request may have left another slot under the same id). Agents and
+   * numbers from before it have none.
    */
   quotaSlot?: string;
 
   // Per-owner quota overrides (people and businesses)
   independentAgentQuota?: number;
   dependentAgentQuota?: number;
+  /** Live masks at once. */
+  maskQuota?: number;
+  /** Programmable numbers not deactivated. */
+  numberQuota?: number;
 }
 
 /** A validated /oauth/authorize request, parked while the user signs in and consents. */
@@ -194,6 +199,8 @@ export interface Mask {
   createdAt: number;
   /** The mask is expired from this instant on (TTL elapsed or closed early). */
   expiresAt: number;
+  /** The owner's live-mask quota slot it holds until it expires (masks from before it have none). */
+  quotaSlot?: string;
 }
 
 export interface QuotaSlot {
@@ -201,6 +208,8 @@ export interface QuotaSlot {
   holder: string;
   /** Present until the operation that claimed the slot commits. */
   leaseUntil?: number;
+  /** A confirmed slot that ends by itself (a mask's): free from this instant on (epoch ms). */
+  heldUntil?: number;
 }
 
 export interface IdempotencyRecord {

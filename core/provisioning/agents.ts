@@ -4,6 +4,7 @@ import { inService, type AgentKind, type NumberState, type User } from '../kerne
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
 import { formatScope, isSubset, parseScope } from '../kernel/scopes';
+import { idTime } from '../kernel/ids';
 import { sha256 } from '../kernel/secrets';
 import type { ProvisioningPort } from './store';
 import type { ProvisioningConfig } from './config';
@@ -12,7 +13,7 @@ import { listPage, type PagedList } from '../kernel/paging';
 import type { PageKey } from '../kernel/paging';
 import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
-import type { Quota } from './quota';
+import { quotaLimit, type Quota } from './quota';
 import type { RequestLog } from './requests';
 import { afterCommit, Steps, type Held } from './steps';
 import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
@@ -134,9 +135,7 @@ export function createAgents(deps: {
     const ceiling = owner.quotaOwner.accountType === 'ai_agent' ? owner.quotaOwner.scopes ?? [] : undefined;
     const scopes = input.scope?.trim() || !ceiling ? agentScopeField(input.scope) : [...ceiling];
     if (ceiling && !isSubset(scopes, ceiling)) throw invalidArgument(`scope must stay within the owner agent's scopes: ${formatScope(ceiling)}`);
-    const limit = owner.kind === 'independent'
-      ? owner.quotaOwner.independentAgentQuota ?? config.independentAgentQuota
-      : owner.quotaOwner.dependentAgentQuota ?? config.dependentAgentQuota;
+    const limit = quotaLimit(owner.quotaOwner, owner.kind, config);
     return Steps.all(async (steps) => {
       const slot = await steps.run(
         () => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit),
@@ -150,9 +149,10 @@ export function createAgents(deps: {
           (created) => store.deleteClient(created.clientId),
         )
         : undefined;
-      const now = clock.now();
+      // Created when its id was chosen: ListAgents (by id) is then oldest first by create_time too.
+      const createdAt = idTime(svcnumId);
       const agent: User = {
-        svcnumId, svcnum, status: 'active', accountType: 'ai_agent', createdAt: now, updatedAt: now,
+        svcnumId, svcnum, status: 'active', accountType: 'ai_agent', createdAt, updatedAt: createdAt,
         ownerId: owner.ownerId, ownerSort: `ai_agent#${svcnumId}`, ...(owner.parentId ? { parentId: owner.parentId } : {}),
         agentKind: owner.kind, displayName, capabilities, discoverable: input.discoverable ?? false, scopes,
         numberState: 'active', fallbackSvcnum: fallback, quotaSlot: slot,

@@ -8,6 +8,9 @@ export interface ProvisioningConfig {
   /** Default agent quotas; an owner record may override them. */
   independentAgentQuota: number;
   dependentAgentQuota: number;
+  /** Default limits per owner of live masks and of programmable numbers (not deactivated); an owner record may override them. */
+  maskQuota: number;
+  numberQuota: number;
 }
 
 export const defaultProvisioningConfig: ProvisioningConfig = {
@@ -15,6 +18,8 @@ export const defaultProvisioningConfig: ProvisioningConfig = {
   lease: MINUTE,
   independentAgentQuota: 10,
   dependentAgentQuota: 10,
+  maskQuota: 10,
+  numberQuota: 10,
 };
 
 export const provisioningLimits = {

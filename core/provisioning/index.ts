@@ -9,35 +9,51 @@ import type { ProvisioningConfig } from './config';
 import { createTokenExchange, type TokenExchange, type TokenExchangePort } from './exchange';
 import { createNumberLifecycle, leaseResolver } from './lifecycle';
 import { createMasks } from './masks';
-import { createNumberPool } from './pool';
+import { createNumberPool, type FreeNumbersReport } from './pool';
 import { createProgrammableNumbers } from './programmable';
-import { createQuota } from './quota';
+import { createQuota, type QuotaKind, type SlotHolder } from './quota';
 import { createRequestLog } from './requests';
 import { createProvisioningCallers } from './callers';
 import { tokenExchangeGrant } from './token-exchange-grant';
+
+/**
+ * Whether a lapsed slot's holder committed with it: the agent, programmable number or mask exists
+ * and names the slot (agents from before slots were named: the agent exists). A deactivated number
+ * holds no slot; a mask holds its slot until it expires.
+ */
+function slotHolder(store: ProvisioningPort): SlotHolder {
+  return async (slot) => {
+    const kind = slot.slotKey.split('#')[1] as QuotaKind;
+    if (kind === 'masks') {
+      const mask = await store.getMask(slot.holder);
+      return mask?.quotaSlot === slot.slotKey ? { heldUntil: mask.expiresAt } : undefined;
+    }
+    const entity = await store.getUser(slot.holder);
+    if (kind === 'numbers') {
+      const retired = entity?.numberState === 'deactivated' || entity?.numberState === 'quarantined';
+      return entity?.accountType === 'programmable' && entity.quotaSlot === slot.slotKey && !retired ? {} : undefined;
+    }
+    return entity?.accountType === 'ai_agent' && (entity.quotaSlot ?? slot.slotKey) === slot.slotKey ? {} : undefined;
+  };
+}
 
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
   store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer; discoverIndex: DiscoverIndex;
   exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec; numberStreams: NumberStreams;
-  status: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>;
+  status: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>; reportFreeNumbers?: FreeNumbersReport;
 }) {
   const { store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex, numberStreams, status } = deps;
-  const pool = createNumberPool(store, clock, config, leaseResolver(store, config));
+  const pool = createNumberPool(store, clock, config, leaseResolver(store, config), deps.reportFreeNumbers);
   const once = createRequestLog(store, clock, random, config);
-  // A slot is committed when its holder agent exists and names it (agents from before slots were
-  // named: when the agent exists).
-  const quota = createQuota(store, clock, config, async (slot) => {
-    const agent = await store.getUser(slot.holder);
-    return agent?.accountType === 'ai_agent' && (agent.quotaSlot ?? slot.slotKey) === slot.slotKey;
-  });
+  const quota = createQuota(store, clock, config, slotHolder(store));
   return {
-    numbers: createProgrammableNumbers({ store, clock, pool, once, pageTokens, streams: numberStreams }),
-    masks: createMasks({ store, clock, pool, once, config, pageTokens, status }),
+    numbers: createProgrammableNumbers({ store, clock, pool, quota, once, config, pageTokens, streams: numberStreams }),
+    masks: createMasks({ store, clock, pool, quota, once, config, pageTokens, status }),
     agents: createAgents({ store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex, standing: status }),
     /** The ExchangeToken RPC: the tokenExchange module's function, the one the token endpoint's grant uses too. */
     exchange: deps.exchange,
-    lifecycle: createNumberLifecycle({ store, clock, config, pool }),
+    lifecycle: createNumberLifecycle({ store, clock, config, pool, quota }),
   };
 }
 
@@ -45,7 +61,9 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 
 /** The provisioning module, as the registry builds it. */
 export function createProvisioningModule(
-  ports: { store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec },
+  ports: {
+    store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig; pageTokens: PageTokenCodec; reportFreeNumbers?: FreeNumbersReport;
+  },
   needs: {
     registration: AgentClients; accounts: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>; oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex;
     tokenExchange: { exchange: TokenExchange }; messaging: { numberStreams: NumberStreams };

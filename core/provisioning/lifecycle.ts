@@ -5,16 +5,18 @@ import type { ProvisioningPort } from './store';
 import type { ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import type { LeaseResolver, NumberPool } from './pool';
+import type { Quota } from './quota';
 
 // Operator side of the number lifecycle (admin CLI):
 //   available ─lease→ active ⇄ suspended;  active|suspended ─deactivate→ deactivated ─→ quarantined
 //   quarantined ─(cool-off ends)→ allocatable again;  masks: active → expired when the TTL elapses.
-// Deactivation is two writes (deactivated, then quarantined); repeating it finishes a half-done one.
+// Deactivation is three writes (deactivated, the holder's quota slot freed, then quarantined);
+// repeating it finishes a half-done one.
 
 const SERVICE_NUMBER = /^\d{11,15}$/;
 
-export function createNumberLifecycle(deps: { store: ProvisioningPort; clock: Clock; config: ProvisioningConfig; pool: NumberPool }) {
-  const { store, clock, pool, config } = deps;
+export function createNumberLifecycle(deps: { store: ProvisioningPort; clock: Clock; config: ProvisioningConfig; pool: NumberPool; quota: Quota }) {
+  const { store, clock, pool, quota, config } = deps;
   const view = (number: NumberRecord) => numberView(number, clock.now(), config.coolOff);
 
   async function existing(svcnum: string): Promise<NumberRecord> {
@@ -72,6 +74,9 @@ export function createNumberLifecycle(deps: { store: ProvisioningPort; clock: Cl
         throw failedPrecondition(`number ${svcnum} is ${number.state}; only active or suspended numbers can be deactivated`);
       }
       const holder = number.svcnumId;
+      // A programmable number counts against its owner's number quota until deactivated.
+      const entity = holder ? await store.getUser(holder) : undefined;
+      if (entity?.accountType === 'programmable' && entity.svcnum === svcnum && entity.quotaSlot) await quota.end(entity.quotaSlot, entity.svcnumId);
       if (holder && !(await pool.quarantine(svcnum, holder))) throw failedPrecondition(`number ${svcnum} changed meanwhile; retry`);
       return view((await store.getNumber(svcnum))!);
     },

@@ -3,10 +3,12 @@ import type { PageTokenCodec } from '../kernel/page-token';
 import type { AccountStatus } from '../kernel/capabilities';
 import type { Clock } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
+import { idTime } from '../kernel/ids';
 import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from '../kernel/paging';
 import type { NumberPool } from './pool';
+import { quotaLimit, type Quota } from './quota';
 import type { Caller } from './programmable';
 import type { RequestLog } from './requests';
 import { afterCommit, Steps } from './steps';
@@ -15,7 +17,8 @@ import { maskScopeField, svcnumIdField } from './validation';
 // Masks: a temporary number that anonymously bridges two participants. A mask is `expired` from
 // the very millisecond its TTL elapses (checked on every read, whatever DynamoDB's TTL sweeper
 // does). Its number stays in the pool index with `availableAt` = expiry + cool-off, so it comes
-// back by itself, without any sweeper.
+// back by itself, without any sweeper. A live mask holds one of its owner's live-mask quota slots
+// until it expires (quota.ts): the slot is free from that same millisecond.
 
 export interface MaskView {
   maskId: string;
@@ -54,9 +57,10 @@ const maskPages: PagedList<Mask> = {
 };
 
 export function createMasks(deps: {
-  store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec; status: Pick<AccountStatus, 'entityInService'>;
+  store: ProvisioningPort; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec;
+  status: Pick<AccountStatus, 'entityInService'>;
 }) {
-  const { store, clock, pool, once, config, pageTokens, status } = deps;
+  const { store, clock, pool, quota, once, config, pageTokens, status } = deps;
 
   async function owned(caller: Caller, maskId: string | undefined): Promise<Mask> {
     const id = svcnumIdField(maskId, 'mask_id');
@@ -79,8 +83,11 @@ export function createMasks(deps: {
     return id;
   }
 
-  /** After the commit: the number rejoins the pool once the mask has expired and cooled off. */
-  const confirm = (mask: Mask) => afterCommit(() => pool.confirm(mask.svcnum, mask.maskId, 'active', mask.expiresAt + config.coolOff));
+  /** After the commit: the number rejoins the pool once the mask has expired and cooled off; the quota slot is held until it expires. */
+  const confirm = (mask: Mask) => afterCommit(
+    () => pool.confirm(mask.svcnum, mask.maskId, 'active', mask.expiresAt + config.coolOff),
+    async () => mask.quotaSlot && quota.confirm(mask.quotaSlot, mask.maskId, mask.expiresAt),
+  );
 
   return {
     create(caller: Caller, input: { requestId?: string; ttlSeconds?: number; participantA?: string; participantB?: string; scope?: string }): Promise<MaskView> {
@@ -93,11 +100,23 @@ export function createMasks(deps: {
       const request = { ttl, scope, participantA: input.participantA, participantB: input.participantB };
       return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request }, {
         create: (maskId, held) => Steps.all(async (steps) => {
-          // Both read at once (one round trip of wall time); the first refusal in field order wins.
-          const [participantA, participantB] = await inOrder(participant(input.participantA, 'participant_a'), participant(input.participantB, 'participant_b'));
+          // Read at once (one round trip of wall time); the first refusal in field order wins.
+          const [[participantA, participantB], owner] = await inOrder(
+            inOrder(participant(input.participantA, 'participant_a'), participant(input.participantB, 'participant_b')),
+            store.getUser(caller.ownerId),
+          );
+          const slot = await steps.run(
+            () => quota.claim(caller.ownerId, 'masks', maskId, quotaLimit(owner, 'masks', config)),
+            (key) => quota.release(key, maskId),
+          );
           const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
+          // Created when its id was chosen (ListMasks, by id, is oldest first by create_time too), and
+          // expires ttl_seconds after that; one finished by a retry after its first attempt's lease
+          // lived its whole TTL from the commit instead.
           const now = clock.now();
-          const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt: now, expiresAt: now + ttl * 1000 };
+          const createdAt = idTime(maskId);
+          const lifeFrom = now - createdAt < config.lease ? createdAt : now;
+          const mask: Mask = { maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope, createdAt, expiresAt: lifeFrom + ttl * 1000, quotaSlot: slot };
           await steps.commit(() => store.createMask(mask), async () => (await store.getMask(maskId))?.svcnum === svcnum);
           await confirm(mask);
           return maskView(mask, now);
@@ -119,11 +138,15 @@ export function createMasks(deps: {
       return listPage(pageTokens, input, caller.ownerId, maskPages, (limit, startKey) => store.listMasks(caller.ownerId, limit, startKey), (mask) => maskView(mask, now));
     },
 
-    /** Early close: expired at once, its number's cool-off starts now. Closing an expired mask changes nothing. */
+    /**
+     * Early close: expired at once, its quota slot free, its number's cool-off starts now. Closing
+     * an expired mask changes nothing but frees its slot if a close failed half way.
+     */
     async close(caller: Caller, maskId: string | undefined): Promise<MaskView> {
       const mask = await owned(caller, maskId);
       const now = clock.now();
       const closed = await store.closeMask(mask.maskId, now);
+      if (mask.quotaSlot) await quota.end(mask.quotaSlot, mask.maskId);
       if (!closed) return maskView(mask, now);
       await store.confirmNumber(mask.svcnum, mask.maskId, 'active', now, now + config.coolOff);
       return maskView(closed, now);

@@ -16,6 +16,13 @@ import type { ProvisioningPort } from './store';
 
 export type EntityType = NonNullable<NumberRecord['entityType']>;
 
+/**
+ * Told the allocatable numbers each pool query saw, those this process has not handed out yet:
+ * the free pool's size, counted up to CANDIDATES_PER_QUERY (a reading of 100 means 100 or more).
+ * Queries run as numbers are allocated, which is the only way the pool shrinks.
+ */
+export type FreeNumbersReport = (count: number) => void;
+
 /** How to finish a lapsed lease whose holder did commit; `undefined`: the holder never committed. */
 export type LeaseResolver = (number: NumberRecord) => Promise<{ state: NumberRecord['state']; poolFrom?: number } | undefined>;
 
@@ -52,7 +59,7 @@ export function shuffled<T>(items: T[]): T[] {
  * This process's candidates from the last pool query, each handed out once. A query is single
  * flight: the allocations that find the supply empty at the same time wait for one query.
  */
-function candidateSupply(store: ProvisioningPort, clock: Clock) {
+function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumbersReport) {
   /** `complete`: the query read every allocatable number (fewer than it asked for). */
   let supply: { candidates: NumberRecord[]; readAt: number; complete: boolean } = { candidates: [], readAt: -Infinity, complete: false };
   let query: Promise<void> | undefined;
@@ -73,6 +80,7 @@ function candidateSupply(store: ProvisioningPort, clock: Clock) {
       const found = await store.freeNumbers(readAt, limit);
       // Random order: allocations in other processes, reading the same head of the index, rarely race for the same number.
       supply = { candidates: shuffled(found.filter((number) => !handedOut.has(readAs(number)))), readAt, complete: found.length < limit };
+      report(supply.candidates.length);
     } finally {
       query = undefined;
     }
@@ -112,8 +120,8 @@ function candidateSupply(store: ProvisioningPort, clock: Clock) {
   };
 }
 
-export function createNumberPool(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver) {
-  const supply = candidateSupply(store, clock);
+export function createNumberPool(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver, report: FreeNumbersReport = () => undefined) {
+  const supply = candidateSupply(store, clock, report);
 
   /** Leases `candidate` if it is still as read; a lapsed lease whose holder committed is rolled forward instead. */
   async function leaseCandidate(candidate: NumberRecord, holder: string, entityType: EntityType): Promise<boolean> {

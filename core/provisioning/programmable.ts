@@ -3,16 +3,19 @@ import type { NumberState, User } from '../kernel/model';
 import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
-import { provisioningLimits } from './config';
+import { idTime } from '../kernel/ids';
+import { provisioningLimits, type ProvisioningConfig } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from '../kernel/paging';
 import type { NumberPool } from './pool';
+import { quotaLimit, type Quota } from './quota';
 import type { RequestLog } from './requests';
 import { afterCommit, Steps } from './steps';
 import { displayNameField, svcnumIdField } from './validation';
 
 // Programmable numbers: non-AI automated senders owned by a business account. Their behaviour
-// (auto_reply, forward_to_svcnum_id) is configured here and acted on when messages arrive.
+// (auto_reply, forward_to_svcnum_id) is configured here and acted on when messages arrive. Each
+// holds one of its owner's number quota slots (quota.ts) until it is deactivated.
 
 export interface Caller { ownerId: string; clientId: string }
 
@@ -52,9 +55,9 @@ export function programmableView(entity: User): ProgrammableNumberView {
 }
 
 export function createProgrammableNumbers(deps: {
-  store: ProvisioningPort; clock: Clock; pool: NumberPool; once: RequestLog; pageTokens: PageTokenCodec; streams: NumberStreams;
+  store: ProvisioningPort; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec; streams: NumberStreams;
 }) {
-  const { store, clock, pool, once, pageTokens, streams } = deps;
+  const { store, clock, pool, quota, once, config, pageTokens, streams } = deps;
 
   /** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */
   async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
@@ -91,11 +94,12 @@ export function createProgrammableNumbers(deps: {
   }
 
   /**
-   * After the commit: the number's lease made permanent, and the owner's open streams told (the
-   * number is the owner's, and an inbox of its streams, from the commit on).
+   * After the commit: the number's lease and quota slot made permanent, and the owner's open
+   * streams told (the number is the owner's, and an inbox of its streams, from the commit on).
    */
   const confirm = (entity: User) => afterCommit(
     () => pool.confirm(entity.svcnum, entity.svcnumId, 'active'),
+    async () => entity.quotaSlot && quota.confirm(entity.quotaSlot, entity.svcnumId),
     () => streams.numbersGained(entity.ownerId!, [entity.svcnumId]),
   );
 
@@ -107,12 +111,17 @@ export function createProgrammableNumbers(deps: {
       const request = { displayName: displayName ?? '', config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' } };
       return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request }, {
         create: (svcnumId, held) => Steps.all(async (steps) => {
-          const changes = await configChanges(svcnumId, input.config ?? {}, []);
+          const [changes, owner] = await Promise.all([configChanges(svcnumId, input.config ?? {}, []), store.getUser(caller.ownerId)]);
+          const slot = await steps.run(
+            () => quota.claim(caller.ownerId, 'numbers', svcnumId, quotaLimit(owner, 'numbers', config)),
+            (key) => quota.release(key, svcnumId),
+          );
           const svcnum = await steps.run(() => pool.lease(svcnumId, 'programmable'), (number) => pool.giveBack(number, svcnumId));
-          const now = clock.now();
+          // Created when its id was chosen: ListNumbers (by id) is then oldest first by create_time too.
+          const createdAt = idTime(svcnumId);
           const entity: User = {
-            svcnumId, svcnum, status: 'active', accountType: 'programmable', createdAt: now, updatedAt: now,
-            ownerId: caller.ownerId, ownerSort: `programmable#${svcnumId}`, numberState: 'active',
+            svcnumId, svcnum, status: 'active', accountType: 'programmable', createdAt, updatedAt: createdAt,
+            ownerId: caller.ownerId, ownerSort: `programmable#${svcnumId}`, numberState: 'active', quotaSlot: slot,
             ...(displayName ? { displayName } : {}),
             ...Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined)),
           };

@@ -11,6 +11,9 @@ export type SlotClaim =
   /** Held under a lease that has lapsed: the caller decides whether to take it over. */
   | { outcome: 'lapsed'; slot: QuotaSlot };
 
+/** The per-owner quota overrides an owner record may carry. */
+export type QuotaOverrides = Partial<Pick<User, 'independentAgentQuota' | 'dependentAgentQuota' | 'maskQuota' | 'numberQuota'>>;
+
 export type RequestClaim = { outcome: 'started' } | { outcome: 'exists'; record: IdempotencyRecord };
 
 /**
@@ -48,7 +51,7 @@ export interface ProvisioningStore {
   /** Removes fields of an entity (e.g. a cleared configuration value). */
   clearEntityFields(svcnumId: string, fields: ReadonlyArray<keyof User>): Promise<void>;
   deleteEntity(svcnumId: string): Promise<void>;
-  setQuotaOverrides(svcnumId: string, overrides: { independentAgentQuota?: number; dependentAgentQuota?: number }): Promise<User | undefined>;
+  setQuotaOverrides(svcnumId: string, overrides: QuotaOverrides): Promise<User | undefined>;
 
   // masks
   createMask(mask: Mask): Promise<void>;
@@ -59,15 +62,19 @@ export interface ProvisioningStore {
 
   // agent quota slots
   /**
-   * Claims a free slot, or one `holder` holds under a lease (left by an interrupted attempt of the
-   * same request, which builds under the same id); a confirmed slot is never claimed again.
+   * Claims a free slot, one whose `heldUntil` has come at `now`, or one `holder` holds under a
+   * lease (left by an interrupted attempt of the same request, which builds under the same id); a
+   * confirmed slot is never claimed again before its `heldUntil`.
    */
   claimSlot(slotKey: string, holder: string, leaseUntil: number, now: number): Promise<SlotClaim>;
   /** Takes over a slot whose lease lapsed, if it is still exactly as read. */
   takeOverSlot(slot: QuotaSlot, holder: string, leaseUntil: number): Promise<boolean>;
-  confirmSlot(slotKey: string, holder: string): Promise<boolean>;
+  /** Ends the lease of `holder`'s slot: held for good, or (`heldUntil`) until then. */
+  confirmSlot(slotKey: string, holder: string, heldUntil?: number): Promise<boolean>;
   /** Gives back a slot `holder` holds under a lease (never a confirmed one). */
   releaseSlot(slotKey: string, holder: string): Promise<void>;
+  /** Frees a slot `holder` holds, confirmed or not (its mask closed, its number deactivated). */
+  endSlot(slotKey: string, holder: string): Promise<void>;
 
   // idempotency of creates
   /** Writes the pending record of a request's first call, or returns the record already there. */
@@ -88,6 +95,6 @@ export interface ProvisioningStore {
 /** Exactly the store methods the provisioning module calls. */
 export type ProvisioningPort = Pick<ProvisioningStore & SharedStore,
   | 'abandonRequest' | 'beginRequest' | 'claimRotation' | 'claimSlot' | 'closeMask' | 'completeRequest' | 'confirmNumber' | 'confirmSlot'
-  | 'createMask' | 'createUser' | 'deleteClient' | 'freeNumbers' | 'getClient' | 'getMask' | 'getNumber' | 'getUser' | 'leaseNumber'
+  | 'createMask' | 'createUser' | 'deleteClient' | 'endSlot' | 'freeNumbers' | 'getClient' | 'getMask' | 'getNumber' | 'getUser' | 'leaseNumber'
   | 'listMasks' | 'listOwned' | 'quarantineNumber' | 'releaseRequest' | 'releaseSlot' | 'restoreNumber' | 'returnNumber' | 'seedNumber'
   | 'takeOverRequest' | 'takeOverSlot' | 'transitionNumber' | 'updateEntity'>;

@@ -51,6 +51,8 @@ function emfLines(): EmfLine[] {
     createDerivedFailureReport('svcnum', telemetry)({ kind: 'forward', inboxId: 'inbox', seq: 1, messageId: 'message', target: 'target', error: new Error('failed') });
     // core/adapters/valkey-wakeups.ts and lambdas/wakeup-relay.ts count unpublished wake-ups with these arguments.
     metrics.createEventCounter(metrics.WAKEUP_PUBLISH_FAILURES_METRIC, 'svcnum', [], telemetry)(undefined, 2);
+    // core/provisioning/pool.ts (the task): the free pool a query saw, 0 included.
+    metrics.createFreeNumbersGauge('svcnum', telemetry)(0);
   } finally {
     spy.mockRestore();
   }
@@ -199,11 +201,15 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     expect(onTaskLogs.map((filter) => filter.MetricName).sort()).toStrictEqual(Object.keys(TASK_EMF_METRICS).sort());
     const lines = emfLines();
     for (const filter of onTaskLogs) {
-      // The filter, applied to the line the code writes (the only pattern shape used: `{ $.<field> > 0 }`).
+      // The filter, applied to the line the code writes (the pattern shapes used: `{ $.<field> > 0 }` for a
+      // count, `{ $.<field> >= 0 }` for a gauge, whose 0 is a reading too).
       const line = lines.find((candidate) => candidate._aws.CloudWatchMetrics.some((directive) => directive.Metrics.some((metric) => metric.Name === filter.MetricName)));
       expect(line, filter.MetricName).toBeDefined();
-      const [, field] = /^\{ \$\.([A-Za-z0-9_]+) > 0 \}$/.exec(filter.pattern) ?? [];
-      expect(Number(line![field!]), filter.pattern).toBeGreaterThan(0);
+      const [, field, operator] = /^\{ \$\.([A-Za-z0-9_]+) (>|>=) 0 \}$/.exec(filter.pattern) ?? [];
+      expect(field, filter.pattern).toBe(filter.MetricName);
+      expect(operator, filter.pattern).toBe(TASK_EMF_METRICS[filter.MetricName]!.gauge ? '>=' : '>');
+      const value = Number(line![field!]);
+      expect(operator === '>=' ? value >= 0 : value > 0, `${filter.pattern} on ${value}`).toBe(true);
       expect(filter.MetricValue).toBe(`$.${filter.MetricName}`);
       expect(filter.MetricNamespace).toBe('svcnum');
       const dimensions = Object.fromEntries((filter.Dimensions ?? []).map((dimension) => [dimension.Key, line![dimension.Value.replace(/^\$\./, '')]]));

@@ -642,7 +642,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       // … and the wake-up engine's and relay's seven (test/infra/wakeups.test.ts).
       // … and, for canary releases, two rollback alarms per function (lib/releases.ts).
       const rollbackAlarms = config().lambdaReleases.traffic === 'canary' ? 2 * groups.length : 0;
-      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1 + 7 + rollbackAlarms);
+      expect(alarms).toHaveLength(2 + 2 * groups.length + tableKeys.length + 2 + 1 + 1 + 7 + rollbackAlarms);
       const named = (suffix: string) => alarms.find((alarm) => alarm.AlarmName === `svcnum-${environment}-${suffix}`);
       expect(named('Api5xxRate')).toBeDefined();
       expect(JSON.stringify(named('Api5xxRate')!.Metrics)).toContain('5XXError');
@@ -670,6 +670,15 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         Metric: { Namespace: 'svcnum', MetricName: 'KmsThrottles', Dimensions: [{ Name: 'service', Value: service }] }, Period: 300, Stat: 'Sum',
       })));
       expect(queries.find((query) => query.Expression)!.Expression).toBe(services.map((_, index) => `FILL(kms${index}, 0)`).join(' + '));
+      // The free pool: the task's FreeNumbers gauge (EMF, through a metric filter on its log group), lowest reading of 5 minutes.
+      expect(named('FreeNumbersLow')).toMatchObject({
+        Namespace: 'svcnum', MetricName: 'FreeNumbers', Dimensions: [{ Name: 'service', Value: 'svcnum-provisioning' }], Statistic: 'Minimum', Period: 300,
+        Threshold: config().numberPool.lowAlarm, ComparisonOperator: 'LessThanThreshold', TreatMissingData: 'ignore',
+      });
+      template().hasResourceProperties('AWS::Logs::MetricFilter', {
+        LogGroupName: { Ref: logicalId(stack().provisioning.taskLogs) }, FilterPattern: '{ $.FreeNumbers >= 0 }',
+        MetricTransformations: [{ MetricNamespace: 'svcnum', MetricName: 'FreeNumbers', MetricValue: '$.FreeNumbers', Dimensions: [{ Key: 'service', Value: '$.service' }] }],
+      });
       expect(named('GrpcUnhealthyTargets')!.MetricName).toBe('UnHealthyHostCount');
       expect(named('GrpcNoHealthyTargets')!.MetricName).toBe('HealthyHostCount');
       // Every alarm notifies the environment's topic.

@@ -206,6 +206,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
     expect(filters).toEqual(expect.arrayContaining([
       { LogGroupName: { Ref: logicalId(stack().provisioning.taskLogs) }, FilterPattern: '{ $.WakeupPublishFailures > 0 }', MetricTransformations: [{ MetricNamespace: 'svcnum', MetricName: 'WakeupPublishFailures', MetricValue: '$.WakeupPublishFailures', Dimensions: [{ Key: 'service', Value: '$.service' }] }] },
       { LogGroupName: { Ref: logicalId(stack().provisioning.taskLogs) }, FilterPattern: '{ $.DerivedMessageFailures > 0 }', MetricTransformations: [{ MetricNamespace: 'svcnum', MetricName: 'DerivedMessageFailures', MetricValue: '$.DerivedMessageFailures', Dimensions: [{ Key: 'service', Value: '$.service' }, { Key: 'kind', Value: '$.kind' }] }] },
+      // The free pool's gauge (test/infra/stacks.test.ts: its alarm).
+      { LogGroupName: { Ref: logicalId(stack().provisioning.taskLogs) }, FilterPattern: '{ $.FreeNumbers >= 0 }', MetricTransformations: [{ MetricNamespace: 'svcnum', MetricName: 'FreeNumbers', MetricValue: '$.FreeNumbers', Dimensions: [{ Key: 'service', Value: '$.service' }] }] },
     ]));
     const topic = { Ref: logicalId(stack().monitoring.topic) };
     for (const name of ['WakeupEngineCpu', 'WakeupEngineMemory', 'WakeupEngineConnections', 'WakeupRelayErrors', 'WakeupRelayIteratorAge', 'WakeupPublishFailures', 'DerivedMessageFailures']) {

@@ -12,11 +12,12 @@ import { createDynamoStore } from '../../core/adapters/dynamo-store';
 import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/kernel/config';
-import type { ProvisioningConfig } from '../../core/provisioning/config';
+import { defaultProvisioningConfig, type ProvisioningConfig } from '../../core/provisioning/config';
 import type { Store } from '../../core/store';
 import { tableNames } from '../../core/tables';
 import { localDynamoClient } from '../../local/embedded-dynamo';
 import { LOCAL_TABLE_PREFIX, localCore, modulesOfCore } from '../../local/runner';
+import { ROOMY_POOL_LIMITS } from './service';
 
 export function need(name: string): string {
   const value = process.env[name];
@@ -39,7 +40,8 @@ export async function processCore(options: { wrapStore?: (store: Store) => Store
     clock: systemClock,
     random: systemRandom,
     config: serviceConfig(need('ISSUER')),
-    ...(options.provisioning ? { provisioning: options.provisioning } : {}),
+    // As startTestService: the per-owner limits out of reach unless a test sets the provisioning config.
+    provisioning: options.provisioning ?? { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS },
     messagePolling: settings.messagePolling,
     ...(inboxWakeups ? { inboxWakeups } : {}),
   });

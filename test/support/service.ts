@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startLocal, type LocalOptions, type LocalService } from '../../local/runner';
+import { defaultProvisioningConfig } from '../../core/provisioning/config';
 import { TestClock } from './clock';
 
 export interface TestService extends LocalService {
@@ -9,13 +10,19 @@ export interface TestService extends LocalService {
   dataDir: string;
 }
 
-/** The local runner on free ports with a fresh data folder and a hand-moved clock. */
+/**
+ * Per-owner limits on masks and numbers out of reach: most tests make many of them for one owner
+ * and test other things. test/provisioning-limits.test.ts runs with the real defaults.
+ */
+export const ROOMY_POOL_LIMITS = { maskQuota: 100_000, numberQuota: 100_000 } as const;
+
+/** The local runner on free ports with a fresh data folder and a hand-moved clock; `provisioning` defaults to the defaults with ROOMY_POOL_LIMITS. */
 export async function startTestService(
-  options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit' | 'wakeupEngine' | 'wakeupOptions' | 'messagePolling'> = {},
+  options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit' | 'wakeupEngine' | 'wakeupOptions' | 'messagePolling' | 'issuer'> = {},
 ): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));
   const clock = new TestClock();
-  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0, clock, ...options });
+  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0, clock, provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS }, ...options });
   return {
     ...service,
     clock,
