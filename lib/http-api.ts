@@ -203,6 +203,9 @@ export class HttpApi extends Construct {
       functionName: name,
       description: `svcnum ${config.name}: ${Object.keys(routeManifest[group].routes).join(', ')}`,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
+      // A release replaces the version resource; the old version must outlive that update, or the
+      // alias could not be moved back to it (docs/deploying.md, "A rollback").
+      currentVersionOptions: { removalPolicy: RemovalPolicy.RETAIN },
       // `public` (unauthenticated) is capped, so it cannot take sign-in's and tokens' concurrency.
       ...(settings.reservedConcurrency ? { reservedConcurrentExecutions: settings.reservedConcurrency } : {}),
       environment: { ...environment, ...groupEnvironment(group, config), SERVICE_NAME: functionServiceName(group) },

@@ -438,7 +438,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   describe('Lambda releases', () => {
     const canary = () => config().lambdaReleases.traffic === 'canary';
 
-    it('publishes each function\'s current version behind its live alias, which API Gateway invokes and may invoke (never $LATEST)', () => {
+    it('publishes each function\'s current version (kept after a release, for a rollback) behind its live alias, which API Gateway invokes and may invoke (never $LATEST)', () => {
       const aliases = resources(template(), 'AWS::Lambda::Alias');
       const versions = resources(template(), 'AWS::Lambda::Version');
       for (const group of groups) {
@@ -447,6 +447,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         const version = stack().resolve((stack().http.functions[group].currentVersion.node.defaultChild as CfnElement).logicalId) as string;
         expect(version, group).toMatch(/CurrentVersion[0-9A-F]{8}[0-9a-f]{32}$/);
         expect(versions[version]?.Properties, group).toStrictEqual({ FunctionName: fn });
+        // Kept when a release replaces it: a rollback moves the alias back to it.
+        expect(template().toJSON().Resources[version], group).toMatchObject({ DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' });
         expect(aliases[logicalId(stack().http.aliases[group])]?.Properties, group).toStrictEqual({
           FunctionName: fn, FunctionVersion: { 'Fn::GetAtt': [version, 'Version'] }, Name: 'live',
         });
