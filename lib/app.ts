@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { App, Validations, type AppProps } from 'aws-cdk-lib';
+import { Annotations, App, Validations, type AppProps } from 'aws-cdk-lib';
 import { BUNDLING_STACKS } from 'aws-cdk-lib/cx-api';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { environmentNames, type EnvironmentConfig, type EnvironmentName } from './config';
@@ -26,6 +26,14 @@ export interface ServiceAppOptions extends AppProps {
   readonly environments?: readonly EnvironmentName[];
 }
 
+/**
+ * The context key of a first deploy (`-c firstDeploy=true`): deletion protection of the tables and
+ * the NLB and the stack's termination protection stay off, so that a create that fails can roll
+ * back completely and be tried again (protected resources cannot be deleted by the rollback). The
+ * next deploy without it switches them on (docs/deploying.md, "First deploy").
+ */
+export const FIRST_DEPLOY_CONTEXT_KEY = 'firstDeploy';
+
 /** The CDK app: one stack per configured environment, `svcnum-sandbox` and `svcnum-production`. */
 export function createServiceApp(options: ServiceAppOptions = {}) {
   const { configs: given, nag = true, environments, ...appProps } = options;
@@ -37,11 +45,16 @@ export function createServiceApp(options: ServiceAppOptions = {}) {
     for (const line of resolved.skipped) process.stderr.write(`${line}\n`);
     configs = resolved.configs;
   }
+  const firstDeploy = String(app.node.tryGetContext(FIRST_DEPLOY_CONTEXT_KEY)) === 'true';
   const stacks = {} as Record<EnvironmentName, ServiceStack>;
   for (const name of environments ?? environmentNames.filter((environment) => configs[environment])) {
-    const config = configs[name];
-    if (!config) throw new Error(`no configuration for ${name}`);
+    const configured = configs[name];
+    if (!configured) throw new Error(`no configuration for ${name}`);
+    const config = firstDeploy ? { ...configured, deletionProtection: false } : configured;
     stacks[name] = new ServiceStack(app, { config });
+    if (firstDeploy && configured.deletionProtection) {
+      Annotations.of(stacks[name]).addWarningV2('svcnum:first-deploy', `first deploy of ${name}: deletion and termination protection stay off until you deploy again without -c ${FIRST_DEPLOY_CONTEXT_KEY}=true`);
+    }
   }
   // cdk-nag 3: a policy validation plugin; any unacknowledged finding fails the synth.
   if (nag) Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { Template } from 'aws-cdk-lib/assertions';
+import { createServiceApp, FIRST_DEPLOY_CONTEXT_KEY } from '../../lib/app';
 import { EXAMPLE_SETTINGS_FILE, exampleValues, resolveConfigs, SettingsError } from '../../lib/settings';
 import { repoRoot } from '../../lib/util';
 
@@ -121,6 +123,22 @@ describe('settings file', () => {
       expect(problemsOf(() => resolveConfigs(sandboxOnly, selection))).toHaveLength(6);
     }
   });
+});
+
+describe('a first deploy (-c firstDeploy=true)', () => {
+  it('leaves production\'s deletion and termination protection off, so a failed create rolls back whole and can be retried; the next deploy switches them on', () => {
+    const protections = (context: Record<string, string>) => {
+      const { app, stacks } = createServiceApp({ context: { settings: EXAMPLE_SETTINGS_FILE, ...context }, nag: false, environments: ['production'] });
+      const template = Template.fromStack(stacks.production).toJSON().Resources as Record<string, { Type: string; Properties?: Record<string, unknown> }>;
+      const tables = Object.values(template).filter((resource) => resource.Type === 'AWS::DynamoDB::Table').map((table) => table.Properties!.DeletionProtectionEnabled);
+      const nlb = Object.values(template).filter((resource) => resource.Type === 'AWS::ElasticLoadBalancingV2::LoadBalancer')
+        .map((lb) => (lb.Properties!.LoadBalancerAttributes as Array<{ Key: string; Value: string }>).find((attribute) => attribute.Key === 'deletion_protection.enabled')?.Value);
+      const warnings = app.synth().getStackByName('svcnum-production').messages.filter((message) => String(message.entry.data).includes('first deploy'));
+      return { stack: stacks.production.terminationProtection, tables: [...new Set(tables)], nlb, warned: warnings.length > 0 };
+    };
+    expect(protections({ [FIRST_DEPLOY_CONTEXT_KEY]: 'true' })).toStrictEqual({ stack: false, tables: [false], nlb: ['false'], warned: true });
+    expect(protections({})).toStrictEqual({ stack: true, tables: [true], nlb: ['true'], warned: false });
+  }, 240_000);
 });
 
 describe('bin/app.ts without production settings', () => {
