@@ -126,10 +126,11 @@ const variables: Variable[] = [
   port('DYNAMODB_PORT', 'dynamoPort', 8000, ['local']),
   port('GRPC_PORT', 'grpcPort', 50051, ['local', 'task']),
   port('HEALTH_PORT', 'healthPort', 8081, ['task']),
-  {
-    name: 'GRPC_REFLECTION', kinds: ['local', 'task'], value: field('grpcReflection'), fallback: 'open',
+  // Open on a laptop; a token in AWS even without the variable (the task faces the NLB's allowed ranges).
+  ...([['local', 'open'], ['task', 'token']] as const).map(([kind, fallback]): Variable => ({
+    name: 'GRPC_REFLECTION', kinds: [kind], value: field('grpcReflection'), fallback,
     valid: [['open', 'open'], ['token', 'token'], [' token ', 'token']], invalid: ['TOKEN', 'closed', 'true'], allowed: 'open or token',
-  },
+  })),
   {
     name: 'DRAIN_SECONDS', kinds: ['task'], value: field('drainSeconds'), fallback: 25,
     valid: [['0', 0], ['120', 120]], invalid: ['121', '2.5', 'forever'], allowed: 'a whole number 0-120',

@@ -92,7 +92,7 @@ export interface TaskRuntimeConfig extends AwsRuntimeConfig {
   grpcPort: number;
   /** HEALTH_PORT: the HTTP health endpoint the NLB and the container health check ask (grpc-service/health-endpoint.ts). */
   healthPort: number;
-  /** GRPC_REFLECTION (default open; the stacks set token). */
+  /** GRPC_REFLECTION (the task's default token, as the stacks set it; npm start's open). */
   grpcReflection: ReflectionAccess;
   /** DRAIN_SECONDS: how long calls in flight may finish after SIGTERM. */
   drainSeconds: number;
@@ -197,11 +197,11 @@ function variableReader(env: Environment) {
       return /^\d{1,6}(\.\d{1,9})?$/.test(value) ? Number(value) * DAY : refuse(name, value, 'a non-negative number', fallback);
     },
     port: (name: Variable, fallback: number) => wholeNumber(name, fallback, 0, 65535, 'a port number (0-65535)'),
-    /** GRPC_REFLECTION, `open` unless given. */
-    reflection(): ReflectionAccess {
+    /** GRPC_REFLECTION, `fallback` unless given. */
+    reflection(fallback: ReflectionAccess): ReflectionAccess {
       const value = given('GRPC_REFLECTION');
-      if (value === undefined) return 'open';
-      return (REFLECTION_ACCESS as readonly string[]).includes(value) ? (value as ReflectionAccess) : refuse('GRPC_REFLECTION', value, REFLECTION_ACCESS.join(' or '), 'open');
+      if (value === undefined) return fallback;
+      return (REFLECTION_ACCESS as readonly string[]).includes(value) ? (value as ReflectionAccess) : refuse('GRPC_REFLECTION', value, REFLECTION_ACCESS.join(' or '), fallback);
     },
     /** Locally http or https; in AWS https only, and no userinfo (a deployed issuer is a public https origin). */
     issuer(name: Variable, deployed = false): string | undefined {
@@ -354,7 +354,8 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
     pageTokenKeyId: read.required('PAGE_TOKEN_KEY_ID', macKeyPurpose.PAGE_TOKEN_KEY_ID),
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
     healthPort: read.port('HEALTH_PORT', DEFAULT_HEALTH_PORT),
-    grpcReflection: read.reflection(),
+    // The task is reachable from the NLB's allowed ranges: without the variable, reflection wants a token.
+    grpcReflection: read.reflection('token'),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),
   relay: (read) => ({ wakeupEngine: read.requiredWakeupEngine() }),
@@ -365,7 +366,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
       port: read.port('PORT', 3000),
       grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
       dynamoPort: read.port('DYNAMODB_PORT', 8000),
-      grpcReflection: read.reflection(),
+      grpcReflection: read.reflection('open'),
       dataDir: read.text('DATA_DIR', '.data'),
       ...(issuer ? { issuer } : {}),
       service: serviceSettings(read, false),
