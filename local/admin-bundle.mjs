@@ -10,20 +10,24 @@
 // runs: it never runs stale code. Plain JavaScript: nothing to compile before it runs.
 
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-/** Older bundles are removed this long after their last build, once nothing can still be loading their chunks. */
+/** Older bundles are removed this long after their last use, once nothing can still be loading their chunks. */
 const KEEP_OLD_MS = 10 * 60_000;
 
 /** What the installed packages are: the lock files npm writes (the one in node_modules on every install). */
 const LOCK_FILES = ['node_modules/.package-lock.json', 'package-lock.json'];
 
-/** The key of a bundle of `inputs` (paths relative to `root`; packages are covered by the lock files). */
-function keyOf(root, inputs) {
+/**
+ * The key of a bundle of `inputs` (paths relative to `root`; packages are covered by the lock files).
+ * `loaded` holds what the build read of some of them: a file saved while esbuild ran is keyed by the
+ * contents that went into the bundle, so the next run sees the change and builds again.
+ */
+function keyOf(root, inputs, loaded = new Map()) {
   const hash = createHash('sha256').update(readFileSync(fileURLToPath(import.meta.url)));
   for (const file of LOCK_FILES) {
     try {
@@ -32,7 +36,7 @@ function keyOf(root, inputs) {
       hash.update('\0(none)\0'); // installed by another tool: the sources still decide
     }
   }
-  for (const file of inputs) hash.update(`\0${file}\0`).update(readFileSync(join(root, file)));
+  for (const file of inputs) hash.update(`\0${file}\0`).update(loaded.get(file) ?? readFileSync(join(root, file)));
   return hash.digest('hex').slice(0, 20);
 }
 
@@ -40,16 +44,17 @@ function keyOf(root, inputs) {
  * Our sources keep their own location in `import.meta.url`, as under tsx, rather than the bundle's
  * in the cache: what they find next to them (lib/util.ts's repoRoot, dynalite's path) stays right.
  */
-const sourceLocations = {
+const sourceLocations = (root, loaded) => ({
   name: 'source-locations',
   setup(build) {
     build.onLoad({ filter: /\.ts$/ }, async ({ path }) => {
       if (path.includes('/node_modules/')) return undefined;
-      const source = await readFile(path, 'utf8');
-      return { contents: source.replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href)), loader: 'ts' };
+      const bytes = await readFile(path);
+      loaded.set(relative(root, path), bytes);
+      return { contents: bytes.toString('utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href)), loader: 'ts' };
     });
   },
-};
+});
 
 /**
  * The folder of the current bundle of `entry` (its `admin.mjs` exports what the entry does),
@@ -60,6 +65,9 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
   try {
     const folder = join(cache, keyOf(root, JSON.parse(readFileSync(inputsFile, 'utf8'))));
     statSync(join(folder, 'admin.mjs'));
+    // In use: the clean-up of another run's build leaves it (and the chunks a command loads late) alone.
+    const now = new Date();
+    utimesSync(folder, now, now);
     return folder;
   } catch {
     // no build yet, an input gone, or its bundle removed: build
@@ -67,6 +75,7 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
   mkdirSync(cache, { recursive: true });
   const { build } = await import('esbuild');
   const staging = join(cache, `building-${randomUUID()}`);
+  const loaded = new Map();
   const result = await build({
     absWorkingDir: root,
     entryPoints: { admin: entry },
@@ -84,12 +93,12 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
     external: ['classic-level', 'dynalite'],
     // Bundled CommonJS packages require Node's built-ins.
     banner: { js: "import { createRequire as __adminRequire } from 'node:module'; const require = __adminRequire(import.meta.url);" },
-    plugins: [sourceLocations],
+    plugins: [sourceLocations(root, loaded)],
     metafile: true,
     logLevel: 'error',
   });
   const inputs = Object.keys(result.metafile.inputs).filter((file) => !file.startsWith('node_modules/')).sort();
-  const key = keyOf(root, inputs);
+  const key = keyOf(root, inputs, loaded);
   const folder = join(cache, key);
   try {
     renameSync(staging, folder);
@@ -101,7 +110,9 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
   renameSync(note, inputsFile);
   for (const name of readdirSync(cache)) {
     const path = join(cache, name);
-    if (name !== key && name !== 'inputs.json' && Date.now() - statSync(path).mtimeMs > KEEP_OLD_MS) rmSync(path, { recursive: true, force: true });
+    // Another run may be cleaning up at the same time: a folder already gone is skipped.
+    const modified = statSync(path, { throwIfNoEntry: false })?.mtimeMs;
+    if (name !== key && name !== 'inputs.json' && modified !== undefined && Date.now() - modified > KEEP_OLD_MS) rmSync(path, { recursive: true, force: true });
   }
   return folder;
 }
