@@ -139,13 +139,6 @@ export class Monitoring extends Construct {
       resources: ['*'],
       conditions: fromOurAlarms,
     }));
-    // EventBridge delivers ElastiCache's events (below) to the encrypted topic with this key.
-    topicKey.addToResourcePolicy(new PolicyStatement({
-      principals: [new ServicePrincipal('events.amazonaws.com')],
-      actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
-      resources: ['*'],
-      conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } },
-    }));
     this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
     // The topic's policy replaces SNS's default one (which lets the account's principals publish):
     // without this statement no alarm could publish.
@@ -169,7 +162,9 @@ export class Monitoring extends Construct {
       ruleName: `${prefix}-wakeup-engine-events`,
       description: `${prefix}: ElastiCache events (failover, node replacement, limits) to the alarm topic`,
       eventPattern: { source: ['aws.elasticache'], detailType: [...ENGINE_EVENT_TYPES] },
-      targets: [this.topic, ...existingTopics].map((topic) => new SnsTopic(topic)),
+      // EventBridge publishes with a role of this rule (its policy: publish to these topics, use the
+      // topic's key), so neither the topic nor its key has to trust EventBridge of any account.
+      targets: [this.topic, ...existingTopics].map((topic) => new SnsTopic(topic, { authorizeUsingRole: true })),
     });
 
     const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean; missing?: TreatMissingData } = {}) => {

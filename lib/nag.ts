@@ -96,6 +96,12 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
         + 'The EC2 network-interface actions Lambda needs for a function in a VPC are on "*": the Describe actions have no resource type and '
         + 'the interfaces are Lambda\'s, unknown to the template (the EC2 part of AWSLambdaVPCAccessExecutionRole, without its logs actions on every log group).',
     },
+    {
+      path: 'Monitoring/WakeupEngineEvents/EventsRole',
+      id: 'AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
+      reason: 'The role EventBridge publishes ElastiCache events with: SNS encrypts each message with a data key of the topic\'s key '
+        + '(kms:GenerateDataKey* as the SNS documentation gives it), on that one key only.',
+    },
   );
   if (config.wakeups.replicas === 0) {
     list.push({

@@ -50,6 +50,7 @@ const allowlist: readonly Allowed[] = [
   // AWS managed policies (their statements are AWS's, on "*").
   { policy: 'CustomVpcRestrictDefaultSGCustomResourceProviderRole', actions: ['service-role/AWSLambdaBasicExecutionRole'], resource: '*', reason: 'CDK\'s provider that empties the VPC\'s default security group (restrictDefaultSecurityGroup): logs on "*", its own role, runs at deploy.' },
   { policy: 'HttpApiCloudWatchRole', actions: ['service-role/AmazonAPIGatewayPushToCloudWatchLogs'], resource: '*', reason: 'API Gateway\'s account-level logging role (execution logs at ERROR): the policy AWS documents for it, logs only.' },
+  { policy: 'MonitoringWakeupEngineEventsEventsRoleDefaultPolicy', actions: ['kms:Decrypt', 'kms:GenerateDataKey*'], resource: '<MonitoringTopicKey.Arn>', reason: 'The role EventBridge publishes ElastiCache events with: SNS encrypts with a data key of the topic\'s key (GenerateDataKey* as SNS documents it), that one key only.' },
   { policy: 'ReleasesDeployRole', actions: ['service-role/AWSCodeDeployRoleForLambdaLimited'], resource: '*', reason: 'CodeDeploy shifting the live aliases of canary releases (production): the policy AWS documents for Lambda deployments, acknowledged in lib/nag.ts.' },
   // Key policies of the signing keys and the HMAC keys: the account administers, the roles of lib/access.ts use.
   ...(['signing-key', 'sign-in-mac-key', 'page-token-key'] as const).map((key) => ({
@@ -61,7 +62,6 @@ const allowlist: readonly Allowed[] = [
   // The alarm topic's key and policy.
   { policy: 'topic-key', principal: 'account', actions: ['kms:*'], resource: '*', reason: `${KEY_RESOURCE} It encrypts alarm notifications only; the account keeps IAM-delegated use of it (test publishes, new publishers).` },
   { policy: 'topic-key', principal: 'cloudwatch.amazonaws.com', actions: ['kms:Decrypt', 'kms:GenerateDataKey*'], resource: '*', reason: `${KEY_RESOURCE} CloudWatch encrypts alarm notifications (GenerateDataKey* as AWS documents it), for this account's alarms in this region only.` },
-  { policy: 'topic-key', principal: 'events.amazonaws.com', actions: ['kms:Decrypt', 'kms:GenerateDataKey*'], resource: '*', reason: `${KEY_RESOURCE} EventBridge delivers ElastiCache's events to the encrypted topic, for rules of this account only.` },
   { policy: 'MonitoringAlarmTopicPolicy', effect: 'Deny', principal: '*', actions: ['sns:Publish'], resource: '<MonitoringAlarmTopic>', reason: 'enforceSSL: nobody publishes over plain HTTP.' },
   // The NLB access-log bucket.
   { policy: 'ProvisioningNlbAccessLogsPolicy', effect: 'Deny', principal: '*', actions: ['s3:*'], resource: '<ProvisioningNlbAccessLogs.Arn>', reason: 'enforceSSL: no request over plain HTTP, from anyone.' },
