@@ -28,5 +28,8 @@ logger.info('listening', { port: running.port, healthPort: health.port, reflecti
 
 process.once('SIGTERM', () => {
   logger.info('SIGTERM: draining', { drainSeconds });
-  running.drain(drainSeconds * 1000).then(() => inboxWakeups?.close()).then(() => process.exit(0));
+  running.drain(drainSeconds * 1000).then(() => inboxWakeups?.close()).then(() => process.exit(0), (error: unknown) => {
+    logger.error('drain failed', { error: error as Error });
+    process.exit(1);
+  });
 });

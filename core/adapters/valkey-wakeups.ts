@@ -325,6 +325,8 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   // Our own publishes have woken our listeners already: their echo is dropped.
   const self = randomUUID();
   let closed = false;
+  /** Set when close() starts: publishes are no longer taken (those waiting still go out). */
+  let closing = false;
   const tokens = iamTokens(engine, options.credentials, options.iamRenewMs);
   const commandTimeoutMs = options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
   // A hung engine found by a publish: the subscriber is checked at once, not at its next ping.
@@ -473,13 +475,13 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     reach: 'engine',
     publish(inboxId, seq) {
       listeners.wakeup(inboxId, seq);
-      if (!closed && !inboxPublishes.push(inboxId, seq)) tooMany();
+      if (!closing && !inboxPublishes.push(inboxId, seq)) tooMany();
     },
     subscribe: (inboxIds) => want(inboxIds, inboxChannel, listeners.subscribed),
     unsubscribe: (inboxIds) => unwant(inboxIds.map(inboxChannel)),
     publishNumbersChanged(ownerId, inboxIds) {
       listeners.numbersChanged(ownerId, inboxIds);
-      if (closed) return;
+      if (closing) return;
       if (ownerPublishes.size >= PENDING_INBOXES_MAX) return tooMany();
       const publishing = reported(() => publisher.spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`))
         .finally(() => ownerPublishes.delete(publishing));
@@ -492,7 +494,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
     heads: (inboxIds) => publisher.heads(inboxIds),
     async close() {
       // What waits is published (or fails, counted) first: each publish ends within a command
-      // timeout, and a hung engine fails the rest at once.
+      // timeout, and a hung engine fails the rest at once. Nothing new is taken meanwhile (calls
+      // still running after a drain), so the wait ends.
+      closing = true;
       await Promise.all([inboxPublishes.settled(), ...ownerPublishes]);
       closed = true;
       ready = false;
