@@ -1,5 +1,5 @@
 import { Duration } from 'aws-cdk-lib';
-import { AccountRootPrincipal, PolicyDocument, PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
+import { AccountRootPrincipal, PolicyDocument, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Alias, Key, KeySpec, KeyUsage } from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
 import { keyActions, type ComputeAccess, type KeyUse, type MacAction } from './access';
@@ -38,11 +38,22 @@ const adminOnlyKeyPolicy = () => new PolicyDocument({
 
 /**
  * Grants `actions` on `keys` in both places: the grantee's IAM policy (on the key ARNs) and each
- * key's policy (naming the grantee's role; a key policy's resource `*` is the key itself).
+ * key's policy (a key policy's resource `*` is the key itself). The key policy names the role by
+ * its ARN in an `aws:PrincipalArn` condition on the account principal rather than as the principal:
+ * KMS checks a named principal when the policy is written and may refuse a role that IAM has not
+ * propagated yet (a role created in the same deploy), and it would turn a role re-created later
+ * into a stale id. The effect is the same: only that role, and only with its IAM policy.
  */
 function grantKeyUse(grantee: IGrantable, keys: readonly Key[], actions: readonly string[]): void {
-  grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: keys.map((key) => key.keyArn) }));
-  for (const key of keys) key.addToResourcePolicy(new PolicyStatement({ principals: [grantee.grantPrincipal], actions: [...actions], resources: ['*'] }));
+  const role = grantee.grantPrincipal;
+  if (!(role instanceof Role)) throw new Error('key uses are granted to roles of this stack only');
+  role.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: keys.map((key) => key.keyArn) }));
+  for (const key of keys) {
+    key.addToResourcePolicy(new PolicyStatement({
+      principals: [new AccountRootPrincipal()], actions: [...actions], resources: ['*'],
+      conditions: { ArnEquals: { 'aws:PrincipalArn': role.roleArn } },
+    }));
+  }
 }
 
 export interface SigningKeysProps {

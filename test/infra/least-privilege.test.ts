@@ -145,7 +145,8 @@ function starLinesOf(stack: ServiceStack, environment: EnvironmentName): Set<str
   const admin = new Set<string>(KEY_ADMIN_ACTIONS);
   for (const { policy, statements } of policyDocuments(synth.templates[environment].toJSON().Resources as Record<string, Json>, keyNames)) {
     for (const statement of statements) {
-      const who = principals(statement.Principal);
+      // A key use: the account principal, limited to one role by aws:PrincipalArn (lib/keys.ts grantKeyUse).
+      const who = rolesOfCondition(statement).length ? ['role'] : principals(statement.Principal);
       const actions = list(statement.Action);
       const targets = list(statement.Resource).map(render);
       if (![...who, ...actions, ...targets].some((part) => part.includes('*'))) continue;
@@ -157,6 +158,12 @@ function starLinesOf(stack: ServiceStack, environment: EnvironmentName): Set<str
     }
   }
   return lines;
+}
+
+/** The roles a key-policy statement is limited to by `aws:PrincipalArn` (lib/keys.ts grantKeyUse). */
+function rolesOfCondition(statement: Statement & { Condition?: unknown }): unknown[] {
+  const condition = statement.Condition as { ArnEquals?: Record<string, unknown> } | undefined;
+  return list(condition?.ArnEquals?.['aws:PrincipalArn']);
 }
 
 describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
@@ -193,15 +200,20 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         for (const statement of statements) {
           expect(statement.Effect, name).toBe('Allow');
           expect(statement.Resource, name).toBe('*');
-          expect(statement.NotAction ?? statement.Condition, name).toBeUndefined();
-          for (const principal of list((statement.Principal as { AWS: unknown }).AWS)) {
-            if (principal === root) {
-              rootActions = [...rootActions, ...list(statement.Action)];
-              continue;
-            }
-            const role = (principal as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'];
-            expect(role?.[1], `${name}: ${JSON.stringify(principal)}`).toBe('Arn');
-            granted.push(...list(statement.Action).map((action) => `${role![0]} ${action}`));
+          expect(statement.NotAction, name).toBeUndefined();
+          expect(list((statement.Principal as { AWS: unknown }).AWS), name).toStrictEqual([root]);
+          const roles = rolesOfCondition(statement);
+          if (roles.length === 0) {
+            expect(statement.Condition, name).toBeUndefined();
+            rootActions = [...rootActions, ...list(statement.Action)];
+            continue;
+          }
+          // Exactly one condition: the role's ARN.
+          expect(Object.keys(statement.Condition as object), name).toStrictEqual(['ArnEquals']);
+          for (const role of roles) {
+            const [roleId, attribute] = (role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'];
+            expect(attribute, `${name}: ${JSON.stringify(role)}`).toBe('Arn');
+            granted.push(...list(statement.Action).map((action) => `${roleId} ${action}`));
           }
         }
         expect(rootActions.sort(), name).toStrictEqual([...KEY_ADMIN_ACTIONS].sort());
