@@ -165,10 +165,20 @@ export interface AdminOptions {
   deployed?: DeployedOptions;
 }
 
+/**
+ * A KID is base64url (an RFC 7638 thumbprint) and may begin with `-`, which parseArgs would take
+ * for an option: the argument of `key activate` and `key retire` is a positional whatever it looks like.
+ */
+function kidAsPositional(argv: string[]): string[] {
+  const [noun, verb, kid, ...rest] = argv;
+  if (noun !== 'key' || (verb !== 'activate' && verb !== 'retire') || kid === undefined || !kid.startsWith('-') || kid.startsWith('--')) return argv;
+  return [...rest, noun, verb, '--', kid];
+}
+
 /** Runs one command: its JSON answer, or HelpRequested; throws UsageError, DomainError or Error. */
 export async function runAdminCommand(argv: string[], options: AdminOptions = {}): Promise<unknown> {
   const { values, positionals } = parseArgs({
-    args: argv,
+    args: kidAsPositional(argv),
     allowPositionals: true,
     strict: true,
     options: {

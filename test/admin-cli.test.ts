@@ -258,6 +258,9 @@ describe('admin CLI without a running service', () => {
       expect(added.json!.keys).toHaveLength(2);
       const retireActive = await admin(['key', 'retire', first!.kid], coldEnv);
       expect(retireActive.code).toBe(1);
+      // A KID may begin with "-" (base64url): it is taken as the KID, not as an option (here: no such key, exit 1).
+      const dashed = await admin(['key', 'retire', '-Xunknown'], coldEnv);
+      expect({ code: dashed.code, usage: dashed.stderr.includes('see: admin help') }).toStrictEqual({ code: 1, usage: false });
       expect((await admin(['key', 'activate', kid], coldEnv)).stderr).toBe('');
       const retired = await admin(['key', 'retire', first!.kid], coldEnv);
       expect(retired.code, retired.stderr).toBe(0);
