@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { routeGroupNames } from '../../lambdas/manifest';
 import { access, keyActions, type ComputeUnit } from '../../lib/access';
 import { environmentNames, type EnvironmentName } from '../../lib/config';
 import { KEY_ADMIN_ACTIONS } from '../../lib/keys';
 import type { ServiceStack } from '../../lib/service-stack';
-import { list, logicalId, resources, synthesize, type Json, type Statement, type Synthesized } from './support';
+import { list, logicalId, resources, synthesizeForFile, type Json, type Statement } from './support';
 
 // Least privilege in both stacks, from their templates: every "*" left in a policy (IAM policies,
 // roles' AWS managed policies, key policies, topic, bucket and VPC endpoint policies) is in the
@@ -12,11 +12,7 @@ import { list, logicalId, resources, synthesize, type Json, type Statement, type
 // and the two HMAC keys let the account administer them and name exactly the roles lib/access.ts
 // gives a use.
 
-let synth: Synthesized;
-beforeAll(() => {
-  synth = synthesize();
-}, 180_000);
-afterAll(() => synth?.cleanup());
+const synth = synthesizeForFile();
 
 /** Where a "*" may stay, and why. Each entry names a policy (its logical id without the hash, or a key's role), the principal and the actions. */
 interface Allowed {

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createDerivedFailureReport } from '../../core/adapters/derived-failures';
 import * as metrics from '../../core/adapters/metrics';
 import type { TelemetrySettings } from '../../core/adapters/runtime-config';
 import { environmentNames, type EnvironmentName } from '../../lib/config';
 import { TASK_EMF_METRICS } from '../../lib/monitoring';
 import { TASK_SERVICE_NAME } from '../../lib/provisioning';
-import { list, logicalId, resources, synthesize, type Json, type Synthesized } from './support';
+import { list, logicalId, resources, synthesizeForFile, type Json } from './support';
 
 // Every metric an alarm or the dashboard watches has a producer that reaches CloudWatch:
 // - an AWS service's own metric (namespace AWS/…; API Gateway's per-method metrics only where the
@@ -16,11 +16,7 @@ import { list, logicalId, resources, synthesize, type Json, type Synthesized } f
 //   whose writer's SERVICE_NAME is the metric's `service` (the gRPC task: awslogs extracts no EMF).
 // What the code writes is read from the code itself: its EMF producers run here, stdout captured.
 
-let synth: Synthesized;
-beforeAll(() => {
-  synth = synthesize();
-}, 180_000);
-afterAll(() => synth?.cleanup());
+const synth = synthesizeForFile();
 
 interface WatchedMetric {
   readonly namespace: string;

@@ -9,7 +9,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { build } from 'esbuild';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../../core/tables';
 import { routeManifest, type RouteGroup } from '../../lambdas/manifest';
 import { access, keyActions, type ComputeUnit } from '../../lib/access';
@@ -22,18 +22,14 @@ import { ENGINE_EVENT_TYPES, notifyOperators } from '../../lib/monitoring';
 import { containerHealthCommand, GRPC_PORT, HEALTH_PORT, TARGET_HEALTH_CHECK } from '../../lib/provisioning';
 import { PUBLIC_KEYS_RESOURCE_TYPE } from '../../lib/public-keys';
 import { repoRoot } from '../../lib/util';
-import { iamStatements, list, logicalId, resourceName, resources, synthesize, type Json, type Synthesized } from './support';
+import { iamStatements, list, logicalId, resourceName, resources, synthesizeForFile, type Json } from './support';
 import { grpcImageEnvironment } from '../support/grpc-image';
 
 // Both stacks, synthesized once (beforeAll) with the cdk-nag plugin on, checked resource by
 // resource against the sources they are built from: core/tables.ts, lambdas/manifest.ts,
 // lib/access.ts and lib/config.ts.
 
-let synth: Synthesized;
-beforeAll(() => {
-  synth = synthesize();
-}, 120_000);
-afterAll(() => synth?.cleanup());
+const synth = synthesizeForFile();
 
 const groups = Object.keys(routeManifest) as RouteGroup[];
 const tableKeys = Object.keys(tableDefinitions) as TableKey[];

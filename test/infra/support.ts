@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CfnElement } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { afterAll, beforeAll } from 'vitest';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import type { IConstruct } from 'constructs';
 import { createServiceApp } from '../../lib/app';
@@ -38,6 +39,29 @@ export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> =
     configs,
     templates: Object.fromEntries(environments.map((name) => [name, template(stacks[name])])) as Record<EnvironmentName, Template>,
     cleanup: () => rmSync(outdir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * Both stacks of the example settings, synthesized once before a test file's suites and removed
+ * after them: what the file reads through the returned object's properties.
+ */
+export function synthesizeForFile(): Synthesized {
+  let synthesized: Synthesized | undefined;
+  beforeAll(() => {
+    synthesized = synthesize();
+  }, 180_000);
+  afterAll(() => synthesized?.cleanup());
+  const current = () => {
+    if (!synthesized) throw new Error('not synthesized yet: read it inside a test or a hook');
+    return synthesized;
+  };
+  return {
+    get assembly() { return current().assembly; },
+    get stacks() { return current().stacks; },
+    get templates() { return current().templates; },
+    get configs() { return current().configs; },
+    cleanup: () => current().cleanup(),
   };
 }
 

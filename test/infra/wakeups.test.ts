@@ -1,22 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tableDefinitions } from '../../core/tables';
 import { environmentNames, type EnvironmentName } from '../../lib/config';
 import { DERIVED_MESSAGE_KINDS } from '../../lib/monitoring';
 import { TASK_SERVICE_NAME } from '../../lib/provisioning';
 import { WAKEUP_ENGINE_PORT, WAKEUP_ENGINE_VERSION, WAKEUP_USER_ACCESS_STRING } from '../../lib/wakeup-engine';
 import { RELAY_SERVICE_NAME } from '../../lib/wakeup-relay';
-import { iamStatements, list, logicalId, resources, synthesize, type Json, type Synthesized } from './support';
+import { iamStatements, list, logicalId, resources, synthesizeForFile, type Json } from './support';
 
 // The pub/sub engine of inbox wake-ups and its relay, as both stacks build them
 // (lib/wakeup-engine.ts, lib/wakeup-relay.ts): ElastiCache for Valkey in the VPC with TLS, IAM
 // authentication and a security group open to the gRPC tasks and the relay only; the messages
 // table's stream feeding the relay; least-privilege grants; the task's environment; the alarms.
 
-let synth: Synthesized;
-beforeAll(() => {
-  synth = synthesize();
-}, 180_000);
-afterAll(() => synth?.cleanup());
+const synth = synthesizeForFile();
 
 describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   const template = () => synth.templates[environment];
