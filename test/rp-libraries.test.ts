@@ -290,6 +290,26 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
     await refused(untouched.accessTokens);
   });
 
+  it('finds a disabled login client\'s tokens refused at UserInfo and at refresh (at most 30 s late), and served again at once when it is enabled', async () => {
+    const rp = (await service.core.registration.createLoginClient({
+      name: `RP disabled (${library.name})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit',
+    })).client;
+    const checks = newChecks();
+    const { tokens } = await library.redeem(rp, await signIn(await library.authorizationUrl(rp, checks), rp), checks);
+    expect(await library.userInfo(rp, tokens.access_token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+    // What `admin client disable` changes; the record cached by this process is judged again past RECORD_CACHE_TTL.
+    await service.core.store.setClientDisabled(rp.clientId, true);
+    service.clock.advance(RECORD_CACHE_TTL);
+    await expect(library.userInfo(rp, tokens.access_token, login.user.svcnumId)).rejects.toMatchObject({
+      name: 'WWWAuthenticateChallengeError', status: 401, cause: [{ scheme: 'bearer', parameters: { realm: 'userinfo', error: 'invalid_token' } }],
+    });
+    await expect(library.refresh(rp, tokens.refresh_token!)).rejects.toMatchObject({ status: 401, error: 'invalid_client' });
+    // `admin client enable`: at once, no clock move.
+    await service.core.store.setClientDisabled(rp.clientId, false);
+    expect(await library.userInfo(rp, tokens.access_token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+    expect(await library.refresh(rp, tokens.refresh_token!)).toMatchObject({ token_type: 'bearer' });
+  });
+
   it('fails to refresh for a default client: the spec\'s "refresh_token": null is not a string to the library', async () => {
     const { tokens } = await signedIn(nullClient);
     // The documented incompatibility (issue 8): such clients need --refresh-response omit.
