@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
   AccessLogField, AccessLogFormat, DomainName, EndpointType, LambdaIntegration, LogGroupLogDestination, MethodLoggingLevel,

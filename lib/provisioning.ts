@@ -109,12 +109,13 @@ export class Provisioning extends Construct {
       allowAllOutbound: false,
     });
     for (const cidr of p.allowedCidrs) nlbSecurityGroup.addIngressRule(Peer.ipv4(cidr), Port.tcp(443), 'gRPC over TLS');
-    const taskSecurityGroup = this.taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
+    this.taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
       vpc: this.vpc,
       description: `${prefix}: gRPC tasks, reachable from the NLB only`,
       // The isolated subnets route nowhere but to the VPC endpoints.
       allowAllOutbound: true,
     });
+    const taskSecurityGroup = this.taskSecurityGroup;
     taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(GRPC_PORT), 'gRPC (plaintext h2) from the NLB');
     taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(HEALTH_PORT), 'HTTP health checks from the NLB');
 
@@ -162,11 +163,12 @@ export class Provisioning extends Construct {
       memoryLimitMiB: p.memoryMiB,
       runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
     });
-    const taskLogs = this.taskLogs = new LogGroup(this, 'TaskLogs', {
+    this.taskLogs = new LogGroup(this, 'TaskLogs', {
       logGroupName: `/aws/ecs/${prefix}/provisioning`,
       retention: logRetention(config.logRetentionDays),
       removalPolicy,
     });
+    const taskLogs = this.taskLogs;
     this.container = taskDefinition.addContainer('grpc', {
       // Built from the repository root like `docker build -f grpc-service/Dockerfile .`; at synth
       // the context is only staged into cdk.out (no Docker needed), `cdk deploy` builds it.

@@ -25,7 +25,7 @@ exports.handler = async (event) => {
     const data = event.RequestType === 'Delete' ? undefined : { PublicKeys: await publicKeys(event.ResourceProperties.KeyIds) };
     Object.assign(answer, { Status: 'SUCCESS', ...(data ? { Data: data } : {}) });
   } catch (error) {
-    Object.assign(answer, { Status: 'FAILED', Reason: String(error && error.message).slice(0, 500) });
+    Object.assign(answer, { Status: 'FAILED', Reason: String(error?.message).slice(0, 500) });
   }
   // The pre-signed S3 URL of this request: CloudFormation waits for this PUT.
   const response = await fetch(event.ResponseURL, { method: 'PUT', headers: { 'content-type': '' }, body: JSON.stringify(answer) });

@@ -147,9 +147,11 @@ export function exampleValues(config: EnvironmentConfig): string[] {
   check('api.certificateArn', domain?.certificateArn, (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn));
   check('grpc.domainName', config.provisioning.domainName, exampleName);
   check('grpc.certificateArn', config.provisioning.certificateArn, (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn));
-  config.alarms.emails.forEach((email, index) => check(`alarms.emails.${index}`, email, (value) => exampleName(value.split('@')[1] ?? '')));
-  config.alarms.httpsEndpoints.forEach((url, index) => check(`alarms.httpsEndpoints.${index}`, url, exampleHost));
-  config.alarms.topicArns.forEach((arn, index) => check(`alarms.topicArns.${index}`, arn, arnAccount));
+  for (const [index, email] of config.alarms.emails.entries()) {
+    check(`alarms.emails.${index}`, email, (value) => exampleName(value.split('@')[1] ?? ''));
+  }
+  for (const [index, url] of config.alarms.httpsEndpoints.entries()) check(`alarms.httpsEndpoints.${index}`, url, exampleHost);
+  for (const [index, arn] of config.alarms.topicArns.entries()) check(`alarms.topicArns.${index}`, arn, arnAccount);
   return found;
 }
 

@@ -72,7 +72,7 @@ export class ApiFirewall extends Construct {
       visibilityConfig: visibility(name),
     });
 
-    const acl = this.webAcl = new CfnWebACL(this, 'WebAcl', {
+    const acl = new CfnWebACL(this, 'WebAcl', {
       name: `${prefix}-api`,
       scope: 'REGIONAL',
       defaultAction: { allow: {} },
@@ -157,6 +157,7 @@ export class ApiFirewall extends Construct {
         },
       ],
     });
+    this.webAcl = acl;
 
     // WAF logs: every request the ACL evaluates (there is no logging filter), without the credentials a request may carry.
     const wafLogs = new LogGroup(this, 'WafLogs', {
