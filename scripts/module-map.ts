@@ -80,7 +80,7 @@ export function moduleMap(): string {
     const index = own.find((file) => file === `${base}/index.ts`);
     return [
       `${base}/: ${own.length} files`,
-      ...field('  files', own.map((file) => posix.relative(base, file).replace(/\.ts$/, ''))),
+      ...field('  files', own.map((file) => posix.relative(base, file).replace(/\.ts$/, '')).sort()),
       ...(index ? field('  index exports', exportsOf(index)) : []),
       ...field('  imports', order.filter((name) => imported.has(name)).map(shown)),
       ...(packages.size > 0 ? field('  packages', [...packages].sort()) : []),
