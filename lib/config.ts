@@ -8,7 +8,7 @@
 // fixed per environment below.
 
 import type { RouteGroup } from '../lambdas/manifest';
-import type { EnvironmentSettings } from './settings';
+import type { EnvironmentSettings } from './settings-schema';
 
 export const environmentNames = ['sandbox', 'production'] as const;
 export type EnvironmentName = (typeof environmentNames)[number];

@@ -10,8 +10,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
 import { environmentConfig, environmentNames, stackName, type EnvironmentConfig, type EnvironmentName } from './config';
+import { schemas, type EnvironmentSettings } from './settings-schema';
 
 /** The context key that names the settings file. */
 export const SETTINGS_CONTEXT_KEY = 'settings';
@@ -22,50 +22,7 @@ export const SETTINGS_VARIABLE = 'SVCNUM_SETTINGS';
 
 const repoFile = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 
-const dnsName = z.string().regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{1,62}$/, 'a lower-case DNS name');
-const certificateArn = z.string().regex(/^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[0-9a-f-]{36}$/, 'an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)');
-const hostedZone = z.strictObject({
-  id: z.string().regex(/^Z[A-Z0-9]{1,31}$/, 'a Route 53 hosted zone id (Z…)'),
-  name: dnsName,
-});
-const customDomain = z.strictObject({ domainName: dnsName, certificateArn, hostedZone: hostedZone.optional() });
-const ipv4Cidr = z.string().regex(/^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)\/(3[0-2]|[12]?\d)$/, 'an IPv4 CIDR such as 203.0.113.0/24');
-const httpsUrl = z.string().regex(/^https:\/\/[^\s/]+(\/\S*)?$/, 'an https:// URL');
-const topicArn = z.string().regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$/, 'an SNS topic ARN');
-
-const alarms = z.strictObject({
-  emails: z.array(z.email('an e-mail address')).optional(),
-  httpsEndpoints: z.array(httpsUrl).optional(),
-  // Also targets of the ElastiCache events rule, which takes 5 targets (the alarm topic is one).
-  topicArns: z.array(topicArn).max(4, 'at most 4 existing topics').optional(),
-}).refine((value) => [value.emails, value.httpsEndpoints, value.topicArns].some((list) => (list?.length ?? 0) > 0), {
-  message: 'needs at least one destination: emails, httpsEndpoints or topicArns',
-});
-
-const environmentSettings = z.strictObject({
-  account: z.string().regex(/^\d{12}$/, 'a 12-digit AWS account id'),
-  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'an AWS region such as eu-central-1'),
-  availabilityZones: z.tuple([z.string(), z.string()]).optional(),
-  api: customDomain,
-  grpc: customDomain.extend({ allowedCidrs: z.array(ipv4Cidr).min(1, 'at least one CIDR') }),
-  alarms,
-  publicReservedConcurrency: z.int('a whole number').min(1, 'at least 1 (and leave the account 100 unreserved)').max(10_000, 'at most 10000'),
-});
-
-/**
- * The sandbox may go without a custom domain (the issuer is then the execute-api URL; see
- * lib/config.ts), and without a reservation (`publicReservedConcurrency: 0`), for a new account
- * whose concurrency quota is still below 100.
- */
-const schemas = {
-  sandbox: environmentSettings.extend({
-    api: customDomain.optional(),
-    publicReservedConcurrency: z.int('a whole number').min(0, 'at least 0 (0: no reservation)').max(10_000, 'at most 10000'),
-  }),
-  production: environmentSettings,
-} as const;
-
-export type EnvironmentSettings = z.infer<typeof schemas.sandbox>;
+export type { EnvironmentSettings } from './settings-schema';
 
 /** What each setting is, for the lines of a missing or invalid one. */
 const meaning: Record<string, string> = {
@@ -147,9 +104,8 @@ export function exampleValues(config: EnvironmentConfig): string[] {
   check('api.certificateArn', domain?.certificateArn, (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn));
   check('grpc.domainName', config.provisioning.domainName, exampleName);
   check('grpc.certificateArn', config.provisioning.certificateArn, (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn));
-  for (const [index, email] of config.alarms.emails.entries()) {
-    check(`alarms.emails.${index}`, email, (value) => exampleName(value.split('@')[1] ?? ''));
-  }
+  const exampleEmail = (value: string) => exampleName(value.split('@')[1] ?? '');
+  for (const [index, email] of config.alarms.emails.entries()) check(`alarms.emails.${index}`, email, exampleEmail);
   for (const [index, url] of config.alarms.httpsEndpoints.entries()) check(`alarms.httpsEndpoints.${index}`, url, exampleHost);
   for (const [index, arn] of config.alarms.topicArns.entries()) check(`alarms.topicArns.${index}`, arn, arnAccount);
   return found;

@@ -1,8 +1,8 @@
 import { DomainError } from '../kernel/errors';
 import type { DerivedFailureReport } from '../messaging/send';
-import { createLogger, telemetrySettings } from './log';
+import { createLogger } from './log';
 import { createEventCounter, DERIVED_MESSAGE_FAILURES_METRIC } from './metrics';
-import type { TelemetrySettings } from './runtime-config';
+import { telemetrySettings, type TelemetrySettings } from './telemetry-settings';
 
 // A derived message (auto-reply, forward) that failed is not the sender's error (its message is
 // stored and accepted), so nothing else would ever tell of it. Each one is one log line (ids and

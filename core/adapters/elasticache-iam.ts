@@ -43,7 +43,8 @@ const SERVICE = 'elasticache';
 const hex = (data: string) => createHash('sha256').update(data).digest('hex');
 const hmac = (key: string | Buffer, data: string) => createHmac('sha256', key).update(data).digest();
 /** RFC 3986 unreserved characters kept, everything else percent-encoded (SigV4's URI encoding). */
-const encode = (value: string) => encodeURIComponent(value).replace(/[!'()*]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`);
+const encode = (value: string) =>
+  encodeURIComponent(value).replace(/[!'()*]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`);
 
 /** The IAM auth token of `auth`, signed with `credentials` at `now`. */
 export function elasticacheIamToken(auth: IamAuth, credentials: AwsCredentials, now: Date): string {
@@ -67,7 +68,8 @@ export function elasticacheIamToken(auth: IamAuth, credentials: AwsCredentials, 
   // No body: the payload hash is the empty string's.
   const canonicalRequest = ['GET', '/', query, `host:${host}\n`, 'host', hex('')].join('\n');
   const stringToSign = [ALGORITHM, amzDate, scope, hex(canonicalRequest)].join('\n');
-  const signingKey = hmac(hmac(hmac(hmac(`AWS4${credentials.secretAccessKey}`, day), auth.region), SERVICE), 'aws4_request');
+  const dayKey = hmac(`AWS4${credentials.secretAccessKey}`, day);
+  const signingKey = hmac(hmac(hmac(dayKey, auth.region), SERVICE), 'aws4_request');
   return `${host}/?${query}&X-Amz-Signature=${hmac(signingKey, stringToSign).toString('hex')}`;
 }
 
@@ -86,13 +88,17 @@ export interface IamTokens {
   close(): void;
 }
 
-export function createIamTokens(auth: IamAuth, credentials: CredentialsSupplier, now: () => Date = () => new Date(), renewAfterMs = IAM_RENEW_MS): IamTokens {
+export function createIamTokens(
+  auth: IamAuth, credentials: CredentialsSupplier, now: () => Date = () => new Date(), renewAfterMs = IAM_RENEW_MS,
+): IamTokens {
   let current: AwsCredentials | undefined;
   let fetchedAt = -Infinity;
   let fetching: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
-  const stale = () => !current || now().getTime() - fetchedAt >= CREDENTIALS_REFRESH_MS
-    || (current.expiration !== undefined && current.expiration.getTime() - now().getTime() < IAM_TOKEN_EXPIRES_SECONDS * 1000);
+  const expiresSoon = (expiration: Date | undefined) =>
+    expiration !== undefined && expiration.getTime() - now().getTime() < IAM_TOKEN_EXPIRES_SECONDS * 1000;
+  const stale = () =>
+    !current || now().getTime() - fetchedAt >= CREDENTIALS_REFRESH_MS || expiresSoon(current.expiration);
   const refresh = () => (fetching ??= credentials().then((fresh) => {
     current = fresh;
     fetchedAt = now().getTime();
@@ -104,7 +110,10 @@ export function createIamTokens(auth: IamAuth, credentials: CredentialsSupplier,
     async ready() {
       if (stale()) await refresh();
       // Kept fresh for reconnections, which read `token()` without waiting.
-      if (!timer) (timer = setInterval(() => void refresh().catch(() => undefined), CREDENTIALS_REFRESH_MS)).unref();
+      if (!timer) {
+        timer = setInterval(() => void refresh().catch(() => undefined), CREDENTIALS_REFRESH_MS);
+        timer.unref();
+      }
     },
     token() {
       if (stale()) void refresh().catch(() => undefined);

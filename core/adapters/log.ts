@@ -1,4 +1,4 @@
-import { readTelemetrySettings, type LogLevel, type TelemetrySettings } from './runtime-config';
+import { telemetrySettings, type LogLevel, type TelemetrySettings } from './telemetry-settings';
 
 // Structured logs: one JSON object per line on stdout (CloudWatch Logs takes a Lambda's and the
 // task's stdout as they are). Each line is `level`, `message`, `timestamp` (ISO), `service`, then
@@ -17,20 +17,17 @@ export interface Logger {
   error(message: string, fields?: LogFields): void;
   /** Whether lines of `level` are written: fields that cost something to build are built only then. */
   enabled(level: Exclude<LogLevel, 'SILENT'>): boolean;
-  /** A logger whose lines carry `keys` too (after this one's): one per request, so concurrent requests keep their own ids. */
+  /**
+   * A logger whose lines carry `keys` too (after this one's): one per request, so concurrent
+   * requests keep their own ids.
+   */
   child(keys: LogFields): Logger;
 }
 
 const RANK: Record<LogLevel, number> = { DEBUG: 0, INFO: 1, WARN: 2, ERROR: 3, SILENT: 4 };
 
-let processSettings: TelemetrySettings | undefined;
 /** Settings whose refused LOG_LEVEL was said already: the process's once per process. */
 const problemsSaid = new WeakSet<TelemetrySettings>();
-
-/** This process's logging and metrics settings: read from its environment on first use, then kept. */
-export function telemetrySettings(): TelemetrySettings {
-  return (processSettings ??= readTelemetrySettings(process.env));
-}
 
 /** An Error as plain JSON (JSON.stringify makes `{}` of one); its causes too, a few deep. */
 function serializeError(error: Error, depth = 0): LogFields {
@@ -39,8 +36,13 @@ function serializeError(error: Error, depth = 0): LogFields {
     name: error.name,
     message: error.message,
     stack: error.stack,
-    ...(cause === undefined ? {} : { cause: cause instanceof Error && depth < 3 ? serializeError(cause, depth + 1) : cause instanceof Error ? cause.message : cause }),
+    ...(cause === undefined ? {} : { cause: serializeCause(cause, depth) }),
   };
+}
+
+function serializeCause(cause: unknown, depth: number): unknown {
+  if (!(cause instanceof Error)) return cause;
+  return depth < 3 ? serializeError(cause, depth + 1) : cause.message;
 }
 
 class JsonLogger implements Logger {
@@ -88,7 +90,8 @@ class JsonLogger implements Logger {
       text = JSON.stringify(line);
     } catch {
       // A cycle or a BigInt among the fields: the line still says what happened, logging never throws.
-      text = JSON.stringify({ level, message, timestamp, service: this.service, logError: 'the fields could not be serialized' });
+      const logError = 'the fields could not be serialized';
+      text = JSON.stringify({ level, message, timestamp, service: this.service, logError });
     }
     process.stdout.write(`${text}\n`);
   }
