@@ -11,8 +11,9 @@ import { startRunnerProcess, type RunnerProcess } from './support/runner-process
 // The README's shell blocks, run literally in bash against `npm start`, in the order a newcomer
 // meets them: the walk-through, "Getting a provisioning client", the calls of "Calling it" (with
 // buf curl: grpcurl is not installed here) and "Sending". Two things are not literal: the ports
-// (the runner listens on free ones, not 3000 and 50051) and the browser step, which a browser of
-// the test's own does where the README asks a person to paste the address.
+// (the runner listens on free ones: the walk-through's `PORT=3000` and `GRPC_PORT=50051` lines get
+// them, as a reader who started it on other ports would write) and the browser step, which a
+// browser of the test's own does where the README asks a person to paste the address.
 
 const run = promisify(execFile);
 
@@ -63,8 +64,8 @@ describe('README', () => {
   it('walk-through, provisioning client, gRPC calls and first message work as written', async () => {
     const readme = await readFile('README.md', 'utf8');
     const port = new URL(runner.issuer).port;
-    const literal = (block: string) => block.replaceAll('http://localhost:3000', runner.issuer).replaceAll('localhost%3A3000', `localhost%3A${port}`)
-      .replaceAll('127.0.0.1:50051', `127.0.0.1:${runner.grpcPort}`);
+    const literal = (block: string) =>
+      block.replace(/^PORT=3000$/m, `PORT=${port}`).replace(/^GRPC_PORT=50051$/m, `GRPC_PORT=${runner.grpcPort}`);
     const blocks = [
       ...shellBlocks(readme, '## Walk-through with curl'),
       ...shellBlocks(readme, '### Getting a provisioning client'),
@@ -72,6 +73,10 @@ describe('README', () => {
       shellBlocks(readme, '### Sending: `POST /api/messages`')[0]!,
     ].map(literal);
     const script = blocks.join('\n');
+    // The ports are set once, at the top of the walk-through; no command names them again.
+    expect(script).toMatch(new RegExp(`^PORT=${port}\n`));
+    expect(script).toContain(`\nGRPC_PORT=${runner.grpcPort}\n`);
+    expect(script).not.toMatch(/:3000|%3A3000|:50051/);
     const paste = /^CALLBACK='[^']*'$/m.exec(script);
     expect(paste, 'the walk-through asks for the callback address').not.toBeNull();
     const beforePaste = script.slice(0, paste!.index);
