@@ -101,96 +101,135 @@ function streamCounts(raw: string | undefined): number[] {
   return counts;
 }
 
+type RunContext = { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number };
+
+/** The header every printed report starts with: what ran, when, on which machine, under which load. */
+function reportHeader(title: string, context: RunContext): string[] {
+  const { host } = context;
+  const load = `1-min load average ${round2(context.loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`;
+  return ['', `${title}, ${context.date}`, `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; ${load}`, ''];
+}
+
+/** BENCH_ONLY: one phase, its lines and the file it wrote. */
+async function onePhase(settings: Settings, poolNumbers: number, context: RunContext): Promise<void> {
+  const phases = {
+    messages: async () => ({
+      title: 'Message flow benchmark (BENCH_ONLY=messages)',
+      lines: await messageFlow(settings, { ...context, log }),
+      file: MESSAGES_RESULT_FILE,
+    }),
+    'hung-engine': async () => ({
+      title: 'A hung engine (BENCH_ONLY=hung-engine)',
+      lines: await hungEngineFlow(settings, context),
+      file: HUNG_ENGINE_RESULT_FILE,
+    }),
+    provisioning: async () => ({
+      title: 'gRPC provisioning benchmark (BENCH_ONLY=provisioning)',
+      lines: (await provisioningFlow(settings, poolNumbers, context)).lines,
+      file: PROVISIONING_RESULT_FILE,
+    }),
+  };
+  const { title, lines, file } = await phases[settings.only as keyof typeof phases]();
+  process.stdout.write([...reportHeader(title, context), ...lines, '', `Written to ${file}`, ''].join('\n'));
+}
+
 async function main() {
   const settings = readSettings();
-  const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), { integer: true, min: SETUP_NUMBERS });
-  const date = new Date().toISOString();
-  const host = machine();
+  const poolNumbers = numberFromEnv('BENCH_POOL_NUMBERS', poolNumbersFor(settings.seconds, settings.warmupSeconds), {
+    integer: true,
+    min: SETUP_NUMBERS,
+  });
   // Other work on the machine skews everything here; the 1-minute load average shows it.
-  const loadAverageAtStart = loadavg()[0]!;
-
-  if (settings.only === 'messages') {
-    const lines = await messageFlow(settings, { date, host, loadAverageAtStart, log });
-    process.stdout.write(['', `Message flow benchmark (BENCH_ONLY=messages), ${date}`,
-      `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
-      '', ...lines, '', `Written to ${MESSAGES_RESULT_FILE}`, ''].join('\n'));
-    return;
-  }
-  if (settings.only === 'hung-engine') {
-    const lines = await hungEngineFlow(settings, { date, host, loadAverageAtStart });
-    process.stdout.write(['', `A hung engine (BENCH_ONLY=hung-engine), ${date}`,
-      `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
-      '', ...lines, '', `Written to ${HUNG_ENGINE_RESULT_FILE}`, ''].join('\n'));
-    return;
-  }
-  if (settings.only === 'provisioning') {
-    const { lines } = await provisioningFlow(settings, poolNumbers, { date, host, loadAverageAtStart });
-    process.stdout.write(['', `gRPC provisioning benchmark (BENCH_ONLY=provisioning), ${date}`,
-      `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
-      '', ...lines, '', `Written to ${PROVISIONING_RESULT_FILE}`, ''].join('\n'));
-    return;
-  }
+  const context: RunContext = { date: new Date().toISOString(), host: machine(), loadAverageAtStart: loadavg()[0]! };
+  if (settings.only) return onePhase(settings, poolNumbers, context);
 
   // Crypto first, while nothing else runs on the machine.
   const crypto = await cryptoBenchmarks(settings.cryptoSeconds, log);
   // Lambda bundles: size and cold module-load time (prints its own table, writes lambda-bundles.json).
   await lambdaBundleBenchmarks({ log });
-
   // The token endpoint beside node-oidc-provider, then the sign-in runs on the same runner (hot-paths.ts).
   const hotPaths = await hotPathBenchmarks(settings, log);
-  const signin = hotPaths.signin;
+  const provisioningRun = await provisioningFlow(settings, poolNumbers, context);
+  const messageLines = await messageFlow(settings, { ...context, log });
+  const signinLines = await signinReport(settings, hotPaths.signin, crypto, context);
+  process.stdout.write(hotPaths.report);
+  process.stdout.write(
+    [
+      ...reportHeader('Sign-in, provisioning and message flow benchmark', context),
+      ...signinLines.http,
+      '',
+      ...provisioningRun.lines,
+      '',
+      ...messageLines,
+      '',
+      ...signinLines.crypto,
+      '',
+      `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,
+      '',
+    ].join('\n'),
+  );
+}
 
-  const provisioningRun = await provisioningFlow(settings, poolNumbers, { date, host, loadAverageAtStart });
-  const messageLines = await messageFlow(settings, { date, host, loadAverageAtStart, log });
+type HotPaths = Awaited<ReturnType<typeof hotPathBenchmarks>>;
 
+/** The sign-in runs and the in-process crypto: writes signin.json, returns their lines of the printed report. */
+async function signinReport(
+  settings: Settings,
+  signin: HotPaths['signin'],
+  crypto: Awaited<ReturnType<typeof cryptoBenchmarks>>,
+  context: RunContext,
+) {
   const runs: Array<[string, LoadResult]> = [
     ['POST /oauth/token (authorization_code)', signin.codeExchange],
     ['POST /oauth/token (refresh_token)', signin.refresh],
     ['GET /oauth/userinfo', signin.userinfo],
     ['GET /oauth/authorize (session → code)*', signin.authorizeWithSession],
   ];
-  const loadAverage = { start: round2(loadAverageAtStart), end: round2(loadavg()[0]!) };
   const failedRequests = runs.reduce((sum, [, run]) => sum + run.errors + run.warmupErrors, 0);
-
-  const result = {
+  await writeJson(RESULT_FILE, {
     benchmark: 'signin',
-    date,
-    ...host,
+    date: context.date,
+    ...context.host,
     settings: { ...settings, httpClient: signin.httpClient },
-    loadAverage,
+    loadAverage: { start: round2(context.loadAverageAtStart), end: round2(loadavg()[0]!) },
     /** Failed requests over all HTTP runs, warm-ups included (each run has its own count). */
     failedRequests,
     http: {
       server: 'local runner (local/runner.ts) in a separate process: embedded dynalite, local Ed25519 key',
-      authorizeWithSession: { description: 'GET /oauth/authorize, signed-in session, consent remembered → 302 with code (minting the code pool; runs until the pool is full)', ...signin.authorizeWithSession },
-      codeExchange: { description: 'POST /oauth/token grant_type=authorization_code, one fresh code per request', ...signin.codeExchange },
+      authorizeWithSession: {
+        description:
+          'GET /oauth/authorize, signed-in session, consent remembered → 302 with code (minting the code pool; ' +
+          'runs until the pool is full)',
+        ...signin.authorizeWithSession,
+      },
+      codeExchange: {
+        description: 'POST /oauth/token grant_type=authorization_code, one fresh code per request',
+        ...signin.codeExchange,
+      },
       refresh: { description: 'POST /oauth/token grant_type=refresh_token, tokens reused round-robin', ...signin.refresh },
       userinfo: { description: 'GET /oauth/userinfo with one Bearer access token', ...signin.userinfo },
     },
     crypto: { description: 'in-process, one operation at a time, on the bench process', ...crypto },
-  };
-  await writeJson(RESULT_FILE, result);
-
+  });
   const exchange = signin.codeExchange;
-  const out = [
-    '',
-    `Sign-in, provisioning and message flow benchmark, ${date}`,
-    `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
-    '',
-    `HTTP: local runner in a child process; concurrency ${settings.concurrency}, ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up; client ${signin.httpClient}`,
+  const { codes } = exchange;
+  const exhausted = exchange.exhausted ? ` (pool ran out after ${exchange.seconds} s)` : ' (pool not exhausted)';
+  const http = [
+    `HTTP: local runner in a child process; concurrency ${settings.concurrency}, ${settings.seconds} s per run after` +
+      ` ${settings.warmupSeconds} s warm-up; client ${signin.httpClient}`,
     table(loadHeaders, runs.map(([name, run]) => loadRow(name, run))),
-    `  codes: ${exchange.codes.generated} minted; used ${exchange.codes.usedWarmup} in warm-up + ${exchange.codes.usedTimed} timed`
-      + `${exchange.exhausted ? ` (pool ran out after ${exchange.seconds} s)` : ' (pool not exhausted)'}; timed pool minted ${exchange.codes.poolAgeSeconds} s before the run`,
+    `  codes: ${codes.generated} minted; used ${codes.usedWarmup} in warm-up + ${codes.usedTimed} timed${exhausted};` +
+      ` timed pool minted ${codes.poolAgeSeconds} s before the run`,
     `  refresh: ${signin.refresh.refreshTokens} refresh tokens reused round-robin`,
     `  * authorize: minting the code pool (${signin.authorizeWithSession.count} requests until full, not a fixed duration)`,
     '  CPU srv/gen: server process (runner + dynalite) / load generator, percent of one core during the measured run',
-    ...(failedRequests > 0 ? [`  WARNING: ${failedRequests} requests failed (included in the counts and latencies above):`, ...errorLines(runs)] : []),
-    '',
-    ...provisioningRun.lines,
-    '',
-    ...messageLines,
-    '',
-    `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing input, ${crypto.messageBytes} bytes)`,
+    ...(failedRequests > 0
+      ? [`  WARNING: ${failedRequests} requests failed (included in the counts and latencies above):`, ...errorLines(runs)]
+      : []),
+  ];
+  const cryptoLines = [
+    `In-process crypto (bench process, sequential, ${settings.cryptoSeconds} s each; message = access token signing` +
+      ` input, ${crypto.messageBytes} bytes)`,
     table(opsHeaders, [
       opsRow('Ed25519 sign (node:crypto)', crypto.ed25519Sign),
       opsRow('Ed25519 verify (node:crypto)', crypto.ed25519Verify),
@@ -199,16 +238,12 @@ async function main() {
       opsRow('access token verifier (core/oauth/tokens.ts), first use of a token', crypto.accessTokenFirstUse),
       opsRow('access token verifier, a token it verified before (kept)', crypto.accessTokenRepeatUse),
     ]),
-    '',
-    `Written to ${RESULT_FILE}, ${PROVISIONING_RESULT_FILE} and ${MESSAGES_RESULT_FILE}`,
-    '',
   ];
-  process.stdout.write(hotPaths.report);
-  process.stdout.write(out.join('\n'));
+  return { http, crypto: cryptoLines };
 }
 
 /** The gRPC provisioning API (provisioning.ts) on a fresh runner with a seeded pool: writes provisioning.json, returns its lines of the printed report. */
-async function provisioningFlow(settings: Settings, poolNumbers: number, context: { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number }) {
+async function provisioningFlow(settings: Settings, poolNumbers: number, context: RunContext) {
   log(`starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it is ready`);
   const grpcServer = await startBenchServer({ poolNumbers });
   const seeded = grpcServer.info.provisioning.pool;
@@ -265,7 +300,7 @@ async function provisioningFlow(settings: Settings, poolNumbers: number, context
 }
 
 /** Sends and ProvisionNumber with the engine healthy, then SIGSTOPped (hung-engine.ts), on a fresh runner and redis-server: writes hung-engine.json. */
-async function hungEngineFlow(settings: Settings, context: { date: string; host: ReturnType<typeof machine>; loadAverageAtStart: number }): Promise<string[]> {
+async function hungEngineFlow(settings: Settings, context: RunContext): Promise<string[]> {
   const redis = await startRedis();
   onCleanup(() => redis.stop());
   log(`starting a fresh local runner publishing wake-ups to ${redis.url}`);
