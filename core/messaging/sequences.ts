@@ -24,7 +24,9 @@ export function createSequenceClaims(store: Pick<MessagingPort, 'nextSeq'>) {
       const block = queue.splice(0, MAX_CLAIM_BLOCK);
       try {
         const first = await store.nextSeq(inboxId, block.length);
-        block.forEach((claim, index) => claim.resolve(first + index));
+        block.forEach((claim, index) => {
+          claim.resolve(first + index);
+        });
       } catch (error) {
         // Each append of the block fails as a lone claim would (they retry, or answer the error).
         for (const claim of block) claim.reject(error);
