@@ -9,7 +9,7 @@ import type { MessagingPort } from './store';
 //
 // Nothing about ordering or gaps changes: every sequence of a block has a writer that writes it
 // right after, as a lone claim's does; a writer that dies leaves a gap the readers tombstone after
-// their grace period (core/messaging/stream.ts), as before. No sequence is held back for later
+// their grace period (core/messaging/follow.ts), as before. No sequence is held back for later
 // appends, so a block never leaves a gap by going unused.
 
 /** At most this many appends share one claim (each message is still its own conditional write). */
