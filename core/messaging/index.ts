@@ -3,7 +3,9 @@ import type { PageTokenCodec } from '../kernel/page-token';
 import type { Clock, Random } from '../kernel/ports';
 import type { MessagingPort } from './store';
 import { createMessaging, type DerivedFailureReport } from './send';
-import { createMessageHub, DEFAULT_HUB_POLLING, followInboxes, type Delivery, type HubPolling } from './stream';
+import { followInboxes, type Delivery } from './follow';
+import { createMessageHub } from './hub';
+import { DEFAULT_HUB_POLLING, type HubPolling } from './hub-polling';
 import { createInProcessWakeups, type InboxWakeups } from './wakeups';
 
 /** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
@@ -19,18 +21,22 @@ export function createMessagingModule(
   needs: { accounts: Pick<TokenStanding, 'tokenInForce'> },
 ) {
   const { store, clock, random, pageTokens } = ports;
-  // Wakes streams at once when a message is stored: this process's, and through an engine every process's.
+  // Wakes streams at once when a message is stored: this process's, and through an engine every
+  // process's.
   const wakeups = ports.inboxWakeups ?? createInProcessWakeups();
   const given = Object.entries(ports.messagePolling ?? {}).filter(([, value]) => value !== undefined);
   const polling: HubPolling = { ...DEFAULT_HUB_POLLING, ...Object.fromEntries(given) };
   // The notice goes out behind the answer (ProvisionNumber never waits for the engine).
-  const numberStreams: NumberStreams = { numbersGained: async (ownerId, svcnumIds) => wakeups.publishNumbersChanged(ownerId, svcnumIds) };
+  const numberStreams: NumberStreams = {
+    numbersGained: async (ownerId, svcnumIds) => wakeups.publishNumbersChanged(ownerId, svcnumIds),
+  };
   /** Open streams of this process and what they watch (polling starts with the first stream). */
   const hub = createMessageHub(store, wakeups, pageTokens, polling);
   return {
     ...createMessaging({
       store, clock, random, wakeups, tokenInForce: needs.accounts.tokenInForce,
-      // Every process that serves messages gives one (core/adapters/derived-failures.ts); a module built by hand without one reports nowhere.
+      // Every process that serves messages gives one (core/adapters/derived-failures.ts); a module
+      // built by hand without one reports nowhere.
       reportDerivedFailure: ports.reportDerivedFailure ?? (() => undefined),
     }),
     hub,
@@ -45,10 +51,13 @@ export function createMessagingModule(
      * once), from the resume cursor on, until `signal` aborts.
      */
     stream(
-      owner: { ownerId: string; listInboxes: () => Promise<string[]>; holdsInbox: (inboxId: string) => Promise<boolean> },
+      owner: {
+        ownerId: string; listInboxes: () => Promise<string[]>; holdsInbox: (inboxId: string) => Promise<boolean>;
+      },
       resumeCursor: string | undefined, signal: AbortSignal,
     ): AsyncGenerator<Delivery> {
-      return followInboxes({ store, hub, clock, ownerId: owner.ownerId, listInboxes: owner.listInboxes, holdsInbox: owner.holdsInbox, resumeCursor, signal });
+      const { ownerId, listInboxes, holdsInbox } = owner;
+      return followInboxes({ store, hub, clock, ownerId, listInboxes, holdsInbox, resumeCursor, signal });
     },
   };
 }

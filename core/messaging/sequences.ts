@@ -9,7 +9,7 @@ import type { MessagingPort } from './store';
 //
 // Nothing about ordering or gaps changes: every sequence of a block has a writer that writes it
 // right after, as a lone claim's does; a writer that dies leaves a gap the readers tombstone after
-// their grace period (core/messaging/stream.ts), as before. No sequence is held back for later
+// their grace period (core/messaging/follow.ts), as before. No sequence is held back for later
 // appends, so a block never leaves a gap by going unused.
 
 /** At most this many appends share one claim (each message is still its own conditional write). */
@@ -24,7 +24,9 @@ export function createSequenceClaims(store: Pick<MessagingPort, 'nextSeq'>) {
       const block = queue.splice(0, MAX_CLAIM_BLOCK);
       try {
         const first = await store.nextSeq(inboxId, block.length);
-        block.forEach((claim, index) => claim.resolve(first + index));
+        block.forEach((claim, index) => {
+          claim.resolve(first + index);
+        });
       } catch (error) {
         // Each append of the block fails as a lone claim would (they retry, or answer the error).
         for (const claim of block) claim.reject(error);

@@ -54,4 +54,5 @@ export interface MessagingStore {
 
 /** Exactly the store methods the messaging module calls. */
 export type MessagingPort = Pick<MessagingStore & SharedStore,
-  'appendMessage' | 'getMask' | 'getNumber' | 'getUser' | 'inboxHeads' | 'lastSeqBefore' | 'nextSeq' | 'readInbox' | 'tombstone'>;
+  | 'appendMessage' | 'getMask' | 'getNumber' | 'getUser' | 'inboxHeads' | 'lastSeqBefore' | 'nextSeq' | 'readInbox'
+  | 'tombstone'>;

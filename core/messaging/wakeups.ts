@@ -66,17 +66,23 @@ export interface InboxWakeups {
 /** The listeners of a wake-up source: every implementation fans out the same way. */
 export function wakeupListeners() {
   const listeners = new Set<WakeupListener>();
+  const each = (call: (listener: WakeupListener) => void) => {
+    listeners.forEach((listener) => {
+      call(listener);
+    });
+  };
   return {
     add(listener: WakeupListener): () => void {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    wakeup: (inboxId: string, seq: number) => listeners.forEach((listener) => listener.wakeup(inboxId, seq)),
-    ready: () => listeners.forEach((listener) => listener.ready?.()),
-    lost: () => listeners.forEach((listener) => listener.lost?.()),
-    subscribed: (inboxIds: readonly string[]) => listeners.forEach((listener) => listener.subscribed?.(inboxIds)),
-    numbersChanged: (ownerId: string, inboxIds: readonly string[]) => listeners.forEach((listener) => listener.numbersChanged?.(ownerId, inboxIds)),
-    ownersSubscribed: (ownerIds: readonly string[]) => listeners.forEach((listener) => listener.ownersSubscribed?.(ownerIds)),
+    wakeup: (inboxId: string, seq: number) => each((listener) => listener.wakeup(inboxId, seq)),
+    ready: () => each((listener) => listener.ready?.()),
+    lost: () => each((listener) => listener.lost?.()),
+    subscribed: (inboxIds: readonly string[]) => each((listener) => listener.subscribed?.(inboxIds)),
+    numbersChanged: (ownerId: string, inboxIds: readonly string[]) =>
+      each((listener) => listener.numbersChanged?.(ownerId, inboxIds)),
+    ownersSubscribed: (ownerIds: readonly string[]) => each((listener) => listener.ownersSubscribed?.(ownerIds)),
   };
 }
 
@@ -121,7 +127,9 @@ export interface WakeupQueue {
  * the engine is slow or hung an inbox holds at most one publish in flight and one folded, and at
  * most `maxInboxes` inboxes wait. `publishOne` reports its own failures.
  */
-export function latestWakeups(publishOne: (inboxId: string, seq: number) => Promise<void>, maxInboxes = PENDING_INBOXES_MAX): WakeupQueue {
+export function latestWakeups(
+  publishOne: (inboxId: string, seq: number) => Promise<void>, maxInboxes = PENDING_INBOXES_MAX,
+): WakeupQueue {
   /** Per inbox with a publish in flight: the highest sequence stored since, if any. */
   const next = new Map<string, number | undefined>();
   let idle: { promise: Promise<void>; resolve: () => void } | undefined;
