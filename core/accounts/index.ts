@@ -43,7 +43,10 @@ export function createAccountsModule(ports: { store: AccountLookupsPort; clock: 
   };
 }
 
-/** The registration module: users and clients created, secrets rotated, accounts disabled (admin CLI, agents' clients). */
+/**
+ * The registration module: users and clients created, secrets rotated, accounts disabled (admin
+ * CLI, agents' clients).
+ */
 export function createRegistrationModule(ports: { store: RegistrationPort; clock: Clock; random: Random }) {
   return createRegistration(ports.store, ports.clock, ports.random);
 }

@@ -2,7 +2,10 @@ import { randomInt } from 'node:crypto';
 import * as z from 'zod/mini';
 import { newUlid } from '../kernel/ids';
 import { invalidArgument } from '../kernel/errors';
-import { isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User } from '../kernel/model';
+import {
+  isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User,
+} from '../kernel/model';
+import type { ClientInput } from '../kernel/capabilities';
 import type { Clock, Random } from '../kernel/ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
 import { hashPassword, randomSecret, sha256 } from '../kernel/secrets';
@@ -37,13 +40,16 @@ function checkScopes(kind: ClientKind, scope: string): string[] {
   if (!scopes) throw invalidArgument('scope must be a space-separated list of scopes');
   const refused = scopesNotAllowed(kind, scopes);
   if (refused.length > 0) {
-    throw invalidArgument(`scope ${refused.join(', ')} is not available to ${kind} clients (allowed: ${allowedScopes(kind).join(' ')})`);
+    const allowed = allowedScopes(kind).join(' ');
+    throw invalidArgument(`scope ${refused.join(', ')} is not available to ${kind} clients (allowed: ${allowed})`);
   }
   return scopes;
 }
 
 function checkRefreshResponse(value = 'null'): RefreshResponse {
-  if (!isRefreshResponse(value)) throw invalidArgument(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
+  if (!isRefreshResponse(value)) {
+    throw invalidArgument(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
+  }
   return value;
 }
 
@@ -51,9 +57,13 @@ function checkRefreshResponse(value = 'null'): RefreshResponse {
 // Built on first use, not at import: a bundle that imports this module without registering
 // anything (through the registry) carries no zod at all.
 const buildSchemas = () => ({
-  clientName: z.string().check(z.trim(), z.minLength(1, 'name is required'), z.maxLength(100, 'name is longer than 100 characters')),
+  clientName: z.string().check(
+    z.trim(), z.minLength(1, 'name is required'), z.maxLength(100, 'name is longer than 100 characters'),
+  ),
   email: z.email('email is not a valid address').check(z.maxLength(254, 'email is longer than 254 characters')),
-  password: z.string().check(z.minLength(8, 'password needs at least 8 characters'), z.maxLength(256, 'password is longer than 256 characters')),
+  password: z.string().check(
+    z.minLength(8, 'password needs at least 8 characters'), z.maxLength(256, 'password is longer than 256 characters'),
+  ),
 });
 let builtSchemas: ReturnType<typeof buildSchemas> | undefined;
 const schemas = () => (builtSchemas ??= buildSchemas());
@@ -64,7 +74,6 @@ function parse<T>(schema: z.ZodMiniType<T>, value: unknown): T {
   return result.data;
 }
 
-
 /** Service numbers: 11 digits, never starting with 0, drawn at random and claimed uniquely. */
 function randomServiceNumber(): string {
   return String(randomInt(1, 10)) + Array.from({ length: 10 }, () => randomInt(0, 10)).join('');
@@ -72,127 +81,154 @@ function randomServiceNumber(): string {
 
 export interface CreatedClient { client: Client; clientSecret?: string }
 
+export interface UserInput { email?: string; password?: string; setupRequired?: boolean; accountType?: AccountType }
+
+/** What registering works with: the store and the sources of time and randomness. */
+interface RegistrationContext { store: RegistrationPort; clock: Clock; random: Random }
+
+/** The owner account of a client: it must exist and be active. */
+async function activeOwner({ store }: RegistrationContext, ownerId: string) {
+  const owner = await store.getUser(ownerId);
+  if (!owner) throw invalidArgument(`no account ${ownerId}`);
+  if (owner.status !== 'active') throw invalidArgument(`account ${ownerId} is ${owner.status}`);
+  return owner;
+}
+
+/**
+ * A provisioning client acts for an active person or business, and only with scopes the catalog
+ * grants that account type.
+ */
+async function checkProvisioningOwner(ctx: RegistrationContext, ownerId: string | undefined, scopes: string[]) {
+  if (!ownerId) throw invalidArgument('a provisioning client needs an owner (--owner SVCNUM_ID)');
+  const owner = await activeOwner(ctx, ownerId);
+  const grantable = provisioningScopesByAccountType[owner.accountType];
+  const refused = scopes.filter((scope) => !(grantable as readonly string[]).includes(scope));
+  if (refused.length > 0) {
+    const offered = grantable.join(' ') || 'none';
+    throw invalidArgument(`a ${owner.accountType} account may not hold ${refused.join(' ')} (grantable: ${offered})`);
+  }
+}
+
+async function createClient(ctx: RegistrationContext, kind: ClientKind, input: ClientInput): Promise<CreatedClient> {
+  const { store, clock, random } = ctx;
+  const name = parse(schemas().clientName, input.name);
+  const scopes = checkScopes(kind, input.scope);
+  if (kind === 'provisioning') await checkProvisioningOwner(ctx, input.ownerId, scopes);
+  const redirectUris = (input.redirectUris ?? []).map(validateRedirectUri);
+  if (kind === 'login' && redirectUris.length === 0) {
+    throw invalidArgument('a login client needs at least one redirect URI');
+  }
+  if (kind !== 'login' && redirectUris.length > 0) throw invalidArgument(`${kind} clients have no redirect URIs`);
+  // Login clients are public (PKCE authenticates them); everyone else gets a secret, shown once.
+  const clientSecret = kind === 'login' ? undefined : randomSecret(random);
+  const client: Client = {
+    // Given by the caller only where it is derived from something unique (an agent's client).
+    clientId: input.clientId ?? randomSecret(random, 16),
+    kind,
+    name,
+    redirectUris: [...new Set(redirectUris)],
+    scopes,
+    ...(clientSecret ? { secretHash: sha256(clientSecret) } : {}),
+    ...(input.ownerId ? { ownerId: input.ownerId } : {}),
+    ...(input.subjectId ? { subjectId: input.subjectId } : {}),
+    ...(input.refreshResponse ? { refreshResponse: input.refreshResponse } : {}),
+    disabled: false,
+    createdAt: clock.now(),
+  };
+  await store.createClient(client);
+  return clientSecret ? { client, clientSecret } : { client };
+}
+
+/** Claims a free service number for a new account, or throws. */
+async function claimServiceNumber(
+  { store, clock }: RegistrationContext, svcnumId: string, accountType: AccountType,
+): Promise<string> {
+  let svcnum: string | undefined;
+  for (let attempt = 0; attempt < 8 && !svcnum; attempt++) {
+    const candidate = randomServiceNumber();
+    const claimed = await store.claimNumber({
+      svcnum: candidate, svcnumId, entityType: accountType, state: 'active', updatedAt: clock.now(),
+    });
+    if (claimed) svcnum = candidate;
+  }
+  if (!svcnum) throw new Error('could not allocate a free service number');
+  return svcnum;
+}
+
+async function createUser(ctx: RegistrationContext, input: UserInput): Promise<User> {
+  const { store, clock, random } = ctx;
+  const email = input.email === undefined ? undefined : parse(schemas().email, normaliseEmail(input.email));
+  const password = input.password === undefined ? undefined : parse(schemas().password, input.password);
+  const svcnumId = newUlid(clock, random);
+  const passwordHash = password === undefined ? undefined : await hashPassword(password, random);
+  const accountType = input.accountType ?? 'person';
+
+  // No transactions: claim the unique identifiers first, then write the user; undo the claims
+  // if a later step fails, so nothing is left half-created.
+  const undo: Array<() => Promise<void>> = [];
+  try {
+    if (email !== undefined) {
+      if (!(await store.claimEmail(email, svcnumId))) throw invalidArgument(`email ${email} is already registered`);
+      undo.push(() => store.releaseEmail(email, svcnumId));
+    }
+    const svcnum = await claimServiceNumber(ctx, svcnumId, accountType);
+    undo.push(() => store.releaseNumber(svcnum, svcnumId));
+    const user: User = {
+      svcnumId,
+      svcnum,
+      ...(email !== undefined ? { email } : {}),
+      ...(passwordHash !== undefined ? { passwordHash } : {}),
+      status: input.setupRequired ? 'setup_required' : 'active',
+      accountType,
+      createdAt: clock.now(),
+    };
+    await store.createUser(user);
+    return user;
+  } catch (error) {
+    for (const step of undo.reverse()) await step().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function disableUser({ store, clock }: RegistrationContext, svcnumId: string): Promise<User | undefined> {
+  const user = await store.setUserStatus(svcnumId, 'disabled');
+  if (!user) return undefined;
+  // A disabled account keeps no working refresh token.
+  for (const grant of await store.listGrants(svcnumId)) await store.revokeGrant(grant.grantId, clock.now());
+  return user;
+}
+
 /**
  * Creating and changing accounts and clients: the admin CLI's commands and agents' clients
  * (provisioning). Only these need the input schemas (zod/mini), so only their bundles carry them.
  */
 export function createRegistration(store: RegistrationPort, clock: Clock, random: Random) {
-  /** A provisioning client acts for an active person or business, and only with scopes the catalog grants that account type. */
-  /** The owner account of a client: it must exist and be active. */
-  async function activeOwner(ownerId: string) {
-    const owner = await store.getUser(ownerId);
-    if (!owner) throw invalidArgument(`no account ${ownerId}`);
-    if (owner.status !== 'active') throw invalidArgument(`account ${ownerId} is ${owner.status}`);
-    return owner;
-  }
-
-  async function checkProvisioningOwner(ownerId: string | undefined, scopes: string[]) {
-    if (!ownerId) throw invalidArgument('a provisioning client needs an owner (--owner SVCNUM_ID)');
-    const owner = await activeOwner(ownerId);
-    const grantable = provisioningScopesByAccountType[owner.accountType];
-    const refused = scopes.filter((scope) => !(grantable as readonly string[]).includes(scope));
-    if (refused.length > 0) {
-      throw invalidArgument(`a ${owner.accountType} account may not hold ${refused.join(' ')} (grantable: ${grantable.join(' ') || 'none'})`);
-    }
-  }
-
-  async function createClient(kind: ClientKind, input: { name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string; refreshResponse?: RefreshResponse; clientId?: string }): Promise<CreatedClient> {
-    const name = parse(schemas().clientName, input.name);
-    const scopes = checkScopes(kind, input.scope);
-    if (kind === 'provisioning') await checkProvisioningOwner(input.ownerId, scopes);
-    const redirectUris = (input.redirectUris ?? []).map(validateRedirectUri);
-    if (kind === 'login' && redirectUris.length === 0) throw invalidArgument('a login client needs at least one redirect URI');
-    if (kind !== 'login' && redirectUris.length > 0) throw invalidArgument(`${kind} clients have no redirect URIs`);
-    // Login clients are public (PKCE authenticates them); everyone else gets a secret, shown once.
-    const clientSecret = kind === 'login' ? undefined : randomSecret(random);
-    const client: Client = {
-      // Given by the caller only where it is derived from something unique (an agent's client).
-      clientId: input.clientId ?? randomSecret(random, 16),
-      kind,
-      name,
-      redirectUris: [...new Set(redirectUris)],
-      scopes,
-      ...(clientSecret ? { secretHash: sha256(clientSecret) } : {}),
-      ...(input.ownerId ? { ownerId: input.ownerId } : {}),
-      ...(input.subjectId ? { subjectId: input.subjectId } : {}),
-      ...(input.refreshResponse ? { refreshResponse: input.refreshResponse } : {}),
-      disabled: false,
-      createdAt: clock.now(),
-    };
-    await store.createClient(client);
-    return clientSecret ? { client, clientSecret } : { client };
-  }
-
-  async function createUser(input: { email?: string; password?: string; setupRequired?: boolean; accountType?: AccountType }): Promise<User> {
-    const email = input.email === undefined ? undefined : parse(schemas().email, normaliseEmail(input.email));
-    const password = input.password === undefined ? undefined : parse(schemas().password, input.password);
-    const svcnumId = newUlid(clock, random);
-    const passwordHash = password === undefined ? undefined : await hashPassword(password, random);
-    const accountType = input.accountType ?? 'person';
-
-    // No transactions: claim the unique identifiers first, then write the user; undo the claims
-    // if a later step fails, so nothing is left half-created.
-    const undo: Array<() => Promise<void>> = [];
-    try {
-      if (email !== undefined) {
-        if (!(await store.claimEmail(email, svcnumId))) throw invalidArgument(`email ${email} is already registered`);
-        undo.push(() => store.releaseEmail(email, svcnumId));
-      }
-      let svcnum: string | undefined;
-      for (let attempt = 0; attempt < 8 && !svcnum; attempt++) {
-        const candidate = randomServiceNumber();
-        const claimed = await store.claimNumber({
-          svcnum: candidate, svcnumId, entityType: accountType, state: 'active', updatedAt: clock.now(),
-        });
-        if (claimed) svcnum = candidate;
-      }
-      if (!svcnum) throw new Error('could not allocate a free service number');
-      const claimedNumber = svcnum;
-      undo.push(() => store.releaseNumber(claimedNumber, svcnumId));
-      const user: User = {
-        svcnumId,
-        svcnum,
-        ...(email !== undefined ? { email } : {}),
-        ...(passwordHash !== undefined ? { passwordHash } : {}),
-        status: input.setupRequired ? 'setup_required' : 'active',
-        accountType,
-        createdAt: clock.now(),
-      };
-      await store.createUser(user);
-      return user;
-    } catch (error) {
-      for (const step of undo.reverse()) await step().catch(() => undefined);
-      throw error;
-    }
-  }
-
+  const ctx: RegistrationContext = { store, clock, random };
   return {
     /** `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh. */
-    createLoginClient: async (input: { name: string; scope: string; redirectUris: string[]; refreshResponse?: string }) =>
-      createClient('login', { ...input, refreshResponse: checkRefreshResponse(input.refreshResponse) }),
+    createLoginClient: async (
+      input: { name: string; scope: string; redirectUris: string[]; refreshResponse?: string },
+    ) => createClient(ctx, 'login', { ...input, refreshResponse: checkRefreshResponse(input.refreshResponse) }),
     /** An External API client; with an owner account it may send messages from that account's numbers. */
     async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
-      if (input.ownerId) await activeOwner(input.ownerId);
-      return createClient('api', input);
+      if (input.ownerId) await activeOwner(ctx, input.ownerId);
+      return createClient(ctx, 'api', input);
     },
-    createProvisioningClient: (input: { name: string; scope: string; ownerId: string }) => createClient('provisioning', input),
-    createClient,
-    createUser,
+    createProvisioningClient: (input: { name: string; scope: string; ownerId: string }) =>
+      createClient(ctx, 'provisioning', input),
+    createClient: (kind: ClientKind, input: ClientInput) => createClient(ctx, kind, input),
+    createUser: (input: UserInput) => createUser(ctx, input),
 
     /** A new secret for a confidential client, shown once; the previous one stops working. */
     async rotateClientSecret(clientId: string): Promise<string> {
       const clientSecret = randomSecret(random);
-      if (!(await store.setClientSecret(clientId, sha256(clientSecret)))) throw new Error(`client ${clientId} has no secret to rotate`);
+      if (!(await store.setClientSecret(clientId, sha256(clientSecret)))) {
+        throw new Error(`client ${clientId} has no secret to rotate`);
+      }
       return clientSecret;
     },
 
-    async disableUser(svcnumId: string): Promise<User | undefined> {
-      const user = await store.setUserStatus(svcnumId, 'disabled');
-      if (!user) return undefined;
-      // A disabled account keeps no working refresh token.
-      for (const grant of await store.listGrants(svcnumId)) await store.revokeGrant(grant.grantId, clock.now());
-      return user;
-    },
+    disableUser: (svcnumId: string) => disableUser(ctx, svcnumId),
 
     /**
      * A disabled account active again: it may sign in at once. Its revoked grants stay revoked (the

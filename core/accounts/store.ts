@@ -31,5 +31,5 @@ export type AccountLookupsPort = Pick<AccountsStore, 'findSvcnumIdByEmail' | 'ge
 
 /** Exactly the store methods the registration module calls. */
 export type RegistrationPort = Pick<AccountsStore & SharedStore,
-  | 'claimEmail' | 'claimNumber' | 'createClient' | 'createUser' | 'getUser' | 'listGrants' | 'releaseEmail' | 'releaseNumber' | 'revokeGrant'
-  | 'setClientSecret' | 'setUserStatus'>;
+  | 'claimEmail' | 'claimNumber' | 'createClient' | 'createUser' | 'getUser' | 'listGrants' | 'releaseEmail'
+  | 'releaseNumber' | 'revokeGrant' | 'setClientSecret' | 'setUserStatus'>;

@@ -18,7 +18,11 @@ const MAX_ACTORS = 8;
 /** The actors of an `act` chain (RFC 8693 §4.1), outermost first. */
 function actorsOf(act: unknown): string[] {
   const actors: string[] = [];
-  for (let level = act; level && typeof level === 'object' && actors.length < MAX_ACTORS; level = (level as { act?: unknown }).act) {
+  for (
+    let level = act;
+    level && typeof level === 'object' && actors.length < MAX_ACTORS;
+    level = (level as { act?: unknown }).act
+  ) {
     const sub = (level as { sub?: unknown }).sub;
     if (typeof sub === 'string') actors.push(sub);
   }
@@ -37,7 +41,10 @@ export function createTokenStanding(lookups: {
   const client = (clientId: string) => lookups.client(clientId, enabledClient);
   const account = (svcnumId: string) => lookups.account(svcnumId, activeAccount);
 
-  /** The token's client and why the token may not be used now (the first disabled party found), if it may not. */
+  /**
+   * The token's client and why the token may not be used now (the first disabled party found), if
+   * it may not.
+   */
   async function judge(parties: TokenParties, current?: User): Promise<{ own?: Client; refused?: string }> {
     const actors = actorsOf(parties.act);
     const acting = [...(parties.sub === parties.client_id ? [] : [parties.sub]), ...actors];
@@ -46,11 +53,18 @@ export function createTokenStanding(lookups: {
     const [own, ...accounts] = await Promise.all([client(parties.client_id), ...acting.map(accountOf)]);
     if (!enabledClient(own)) return { refused: 'its client is disabled' };
     for (const [index, found] of accounts.entries()) {
-      if (!activeAccount(found)) return { own, refused: acting[index] === parties.sub ? 'its account is not active' : `its acting agent ${acting[index]} is not active` };
+      if (activeAccount(found)) continue;
+      const refused = acting[index] === parties.sub
+        ? 'its account is not active' : `its acting agent ${acting[index]} is not active`;
+      return { own, refused };
     }
-    const owners = new Set([own.ownerId, ...accounts.map((found) => found!.ownerId)].filter((id): id is string => id !== undefined && !acting.includes(id)));
-    const agentClients = new Set(accounts.map((found) => found!.clientId).filter((id): id is string => id !== undefined && id !== own.clientId));
-    const [ownersFound, clientsFound] = await Promise.all([Promise.all([...owners].map(account)), Promise.all([...agentClients].map(client))]);
+    const owners = new Set([own.ownerId, ...accounts.map((found) => found!.ownerId)]
+      .filter((id): id is string => id !== undefined && !acting.includes(id)));
+    const agentClients = new Set(accounts.map((found) => found!.clientId)
+      .filter((id): id is string => id !== undefined && id !== own.clientId));
+    const [ownersFound, clientsFound] = await Promise.all([
+      Promise.all([...owners].map(account)), Promise.all([...agentClients].map(client)),
+    ]);
     if (!ownersFound.every(activeAccount)) return { own, refused: 'its owner account is not active' };
     if (!clientsFound.every(enabledClient)) return { own, refused: 'the client of its acting agent is disabled' };
     return { own };
@@ -58,8 +72,12 @@ export function createTokenStanding(lookups: {
 
   return {
     /** Why a token naming `parties` may not be used now, or undefined: each path words the refusal. */
-    tokenRefusal: async (parties: TokenParties, current?: User): Promise<string | undefined> => (await judge(parties, current)).refused,
-    /** The token's client, if every party of the token is enabled; else RFC 6750 invalid_token (401, UNAUTHENTICATED). */
+    tokenRefusal: async (parties: TokenParties, current?: User): Promise<string | undefined> =>
+      (await judge(parties, current)).refused,
+    /**
+     * The token's client, if every party of the token is enabled; else RFC 6750 invalid_token (401,
+     * UNAUTHENTICATED).
+     */
     async tokenInForce(claims: TokenParties, current?: User): Promise<Client> {
       const { own, refused } = await judge(claims, current);
       if (refused) throw invalidToken(`this token can no longer be used: ${refused}`);

@@ -10,7 +10,9 @@ import type { StoreDb } from './dynamo-schema';
  * The accounts tables (clients, users, emails, numbers' ownership) in DynamoDB, and a mask by id:
  * the records a number resolves to, which several modules read.
  */
-export function createDynamoAccountsStore(db: StoreDb, tables: TableNames): AccountsStore & Pick<SharedStore, 'getMask'> {
+export function createDynamoAccountsStore(
+  db: StoreDb, tables: TableNames,
+): AccountsStore & Pick<SharedStore, 'getMask'> {
   const { get, scanAll, updateReturning } = dynamoOps(db);
   return {
     // clients

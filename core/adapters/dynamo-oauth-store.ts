@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchGetItemCommand, type BatchGetItemCommandInput, type BatchGetItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import {
+  BatchGetItemCommand, type BatchGetItemCommandInput, type BatchGetItemCommandOutput,
+} from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { AuthorizationCode, AuthRequest, Consent, Grant, Session, SignInThrottle, User } from '../kernel/model';
@@ -13,11 +15,12 @@ const DAY_MS = 86_400_000;
 const BATCH_GET_ATTEMPTS = 5;
 const BATCH_GET_BACKOFF_MS = 25;
 
-/** The OAuth tables (authorization requests, codes, grants, consent, sign-in throttle, sessions) in DynamoDB. */
-export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthStore {
-  const { get, queryAll, updateReturning } = dynamoOps(db);
+/** What each slice of the OAuth store works with. */
+interface OAuthTables { db: StoreDb; tables: TableNames; ops: ReturnType<typeof dynamoOps> }
+
+/** Authorization requests parked during sign-in and consent, and the codes they end in. */
+function authorizationFlowItems({ db, tables, ops: { get, updateReturning } }: OAuthTables) {
   return {
-    // authorization flow
     async putAuthRequest(request) {
       await db.send(new PutCommand({
         TableName: tables.authRequests, Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
@@ -67,8 +70,40 @@ export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthSt
       if (code.expiresAt <= now) return { outcome: 'expired' };
       return { outcome: 'mismatch' };
     },
+  } satisfies Partial<OAuthStore>;
+}
 
-    // grants
+/**
+ * The account and the grant a user token names, in one BatchGetItem (unprocessed keys retried with
+ * backoff). Strongly consistent both: a disabled account or a revoked grant is refused at once.
+ * Every UserInfo request makes it: through the read client (dynamo-schema.ts).
+ */
+async function getUserAndGrant(
+  { db, tables }: OAuthTables, svcnumId: string, grantId: string,
+): Promise<{ user?: User; grant?: Grant }> {
+  let request: BatchGetItemCommandInput['RequestItems'] = {
+    [tables.users]: { Keys: [marshall({ svcnumId })], ConsistentRead: true },
+    [tables.grants]: { Keys: [marshall({ grantId })], ConsistentRead: true },
+  };
+  const found: { user?: User; grant?: Grant } = {};
+  for (let attempt = 1; ; attempt++) {
+    const out: BatchGetItemCommandOutput = await db.reads.send(new BatchGetItemCommand({ RequestItems: request }));
+    const user = itemOf(out.Responses?.[tables.users]?.[0]);
+    const grant = itemOf(out.Responses?.[tables.grants]?.[0]);
+    if (user) found.user = record<User>(user);
+    // A tombstone left by revokeGrant has no secret: it is not a usable grant.
+    if (grant?.secretHash) found.grant = record<Grant>(grant);
+    request = out.UnprocessedKeys;
+    if (!request || Object.keys(request).length === 0) return found;
+    if (attempt === BATCH_GET_ATTEMPTS) throw new Error('BatchGetItem left keys unprocessed after retries');
+    await sleep(BATCH_GET_BACKOFF_MS * 2 ** (attempt - 1));
+  }
+}
+
+/** Grants (refresh tokens), and the tombstones revocation leaves. */
+function grantItems(context: OAuthTables) {
+  const { db, tables, ops: { get, queryAll } } = context;
+  return {
     createGrant: (grant, expiresAt) => conditional(db.send(new PutCommand({
       TableName: tables.grants,
       Item: { ...grant, ttl: ttlSeconds(expiresAt) },
@@ -80,27 +115,7 @@ export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthSt
       // A tombstone left by revokeGrant has no secret: it is not a usable grant.
       return grant?.secretHash ? grant : undefined;
     },
-    async getUserAndGrant(svcnumId, grantId) {
-      // Strongly consistent both: a disabled account or a revoked grant is refused at once. Every
-      // UserInfo request makes it: through the read client (dynamo-schema.ts).
-      let request: BatchGetItemCommandInput['RequestItems'] = {
-        [tables.users]: { Keys: [marshall({ svcnumId })], ConsistentRead: true },
-        [tables.grants]: { Keys: [marshall({ grantId })], ConsistentRead: true },
-      };
-      const found: { user?: User; grant?: Grant } = {};
-      for (let attempt = 1; ; attempt++) {
-        const out: BatchGetItemCommandOutput = await db.reads.send(new BatchGetItemCommand({ RequestItems: request }));
-        const user = itemOf(out.Responses?.[tables.users]?.[0]);
-        const grant = itemOf(out.Responses?.[tables.grants]?.[0]);
-        if (user) found.user = record<User>(user);
-        // A tombstone left by revokeGrant has no secret: it is not a usable grant.
-        if (grant?.secretHash) found.grant = record<Grant>(grant);
-        request = out.UnprocessedKeys;
-        if (!request || Object.keys(request).length === 0) return found;
-        if (attempt === BATCH_GET_ATTEMPTS) throw new Error('BatchGetItem left keys unprocessed after retries');
-        await sleep(BATCH_GET_BACKOFF_MS * 2 ** (attempt - 1));
-      }
-    },
+    getUserAndGrant: (svcnumId, grantId) => getUserAndGrant(context, svcnumId, grantId),
     async touchGrant(grantId, now, expiresAt) {
       await conditional(db.send(new UpdateCommand({
         TableName: tables.grants,
@@ -125,9 +140,16 @@ export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthSt
       TableName: tables.grants,
       IndexName: 'bySubject',
       KeyConditionExpression: clientId ? 'svcnumId = :svcnumId AND clientId = :clientId' : 'svcnumId = :svcnumId',
-      ExpressionAttributeValues: clientId ? { ':svcnumId': svcnumId, ':clientId': clientId } : { ':svcnumId': svcnumId },
+      ExpressionAttributeValues: clientId
+        ? { ':svcnumId': svcnumId, ':clientId': clientId }
+        : { ':svcnumId': svcnumId },
     }),
+  } satisfies Partial<OAuthStore>;
+}
 
+/** What a browser leaves: consent per client, sign-in throttle counts, sessions. */
+function browserItems({ db, tables, ops: { get, queryAll } }: OAuthTables) {
+  return {
     // consent
     getConsent: (svcnumId, clientId) => get<Consent>(tables.consents, { svcnumId, clientId }),
     async putConsent(consent) {
@@ -152,7 +174,11 @@ export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthSt
       Item: { ...next, ttl: ttlSeconds(next.expiresAt) },
       ...(seenFailures === undefined
         // Nothing live: no item, or one whose count has expired (the TTL sweeper is late).
-        ? { ConditionExpression: 'attribute_not_exists(#key) OR expiresAt <= :now', ExpressionAttributeNames: { '#key': 'key' }, ExpressionAttributeValues: { ':now': now } }
+        ? {
+          ConditionExpression: 'attribute_not_exists(#key) OR expiresAt <= :now',
+          ExpressionAttributeNames: { '#key': 'key' },
+          ExpressionAttributeValues: { ':now': now },
+        }
         : { ConditionExpression: 'failures = :seen', ExpressionAttributeValues: { ':seen': seenFailures } }),
     }))),
     async deleteSignInThrottle(key) {
@@ -161,7 +187,9 @@ export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthSt
 
     // sessions
     async putSession(session) {
-      await db.send(new PutCommand({ TableName: tables.sessions, Item: { ...session, ttl: ttlSeconds(session.expiresAt) } }));
+      await db.send(new PutCommand({
+        TableName: tables.sessions, Item: { ...session, ttl: ttlSeconds(session.expiresAt) },
+      }));
     },
     async getSession(sessionHash, now) {
       const session = await get<Session>(tables.sessions, { sessionHash });
@@ -170,5 +198,14 @@ export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthSt
     async deleteSession(sessionHash) {
       await db.send(new DeleteCommand({ TableName: tables.sessions, Key: { sessionHash } }));
     },
-  };
+  } satisfies Partial<OAuthStore>;
+}
+
+/**
+ * The OAuth tables (authorization requests, codes, grants, consent, sign-in throttle, sessions) in
+ * DynamoDB.
+ */
+export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthStore {
+  const context: OAuthTables = { db, tables, ops: dynamoOps(db) };
+  return { ...authorizationFlowItems(context), ...grantItems(context), ...browserItems(context) };
 }

@@ -39,8 +39,10 @@ export const itemOf = (item: Parameters<typeof unmarshall>[0] | undefined) => (i
 
 export function dynamoOps(db: StoreDb) {
   return {
-    get: async <T>(table: string, key: Record<string, string>, consistent = false) =>
-      record<T>(itemOf((await db.reads.send(new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: consistent }))).Item)),
+    async get<T>(table: string, key: Record<string, string>, consistent = false) {
+      const read = new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: consistent });
+      return record<T>(itemOf((await db.reads.send(read)).Item));
+    },
 
     async scanAll<T>(table: string): Promise<T[]> {
       const items: T[] = [];
@@ -65,9 +67,14 @@ export function dynamoOps(db: StoreDb) {
     },
 
     /** One page of a query: up to `limit` items and the key to continue from. */
-    async queryPage<T>(input: QueryInput, limit: number, startKey?: StartKey): Promise<{ items: T[]; nextKey?: StartKey }> {
+    async queryPage<T>(
+      input: QueryInput, limit: number, startKey?: StartKey,
+    ): Promise<{ items: T[]; nextKey?: StartKey }> {
       const page = await db.send(new QueryCommand({ ...input, Limit: limit, ExclusiveStartKey: startKey }));
-      return { items: (page.Items ?? []).map((item) => record<T>(item)!), ...(page.LastEvaluatedKey ? { nextKey: page.LastEvaluatedKey } : {}) };
+      return {
+        items: (page.Items ?? []).map((item) => record<T>(item)!),
+        ...(page.LastEvaluatedKey ? { nextKey: page.LastEvaluatedKey } : {}),
+      };
     },
 
     /** A conditional update returning the new item, or `undefined` when the condition did not hold. */

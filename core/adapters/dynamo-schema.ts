@@ -1,5 +1,6 @@
 import {
-  CreateTableCommand, DescribeTableCommand, DynamoDBClient, ListTablesCommand, ResourceInUseException, type CreateTableCommandInput,
+  CreateTableCommand, DescribeTableCommand, DynamoDBClient, ListTablesCommand, ResourceInUseException,
+  type CreateTableCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { tableDefinitions, type TableDefinition, type TableKey, type TableNames } from '../tables';
@@ -30,7 +31,9 @@ export function createTableInput(definition: TableDefinition, tableName: string)
 }
 
 /** Creates any missing table (idempotent) and waits until each is ACTIVE; all of them, or those of `only`. */
-export async function ensureTables(client: DynamoDBClient, names: TableNames, only?: readonly TableKey[]): Promise<void> {
+export async function ensureTables(
+  client: DynamoDBClient, names: TableNames, only?: readonly TableKey[],
+): Promise<void> {
   for (const key of only ?? Object.keys(tableDefinitions) as TableKey[]) {
     try {
       await client.send(new CreateTableCommand(createTableInput(tableDefinitions[key], names[key])));
@@ -83,7 +86,10 @@ export type StoreDb = DynamoDBDocumentClient & { readonly reads: DynamoDBClient 
 export function documentClient(client: DynamoDBClient): StoreDb {
   client.middlewareStack.remove('loggerMiddleware');
   // The resolved settings of `client` (providers, so credentials are resolved once for both).
-  const { region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler, endpoint, isCustomEndpoint } = client.config;
+  const {
+    region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler, endpoint,
+    isCustomEndpoint,
+  } = client.config;
   const reads = new DynamoDBClient({
     region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler,
     ...(isCustomEndpoint ? { endpoint } : {}), cacheMiddleware: true,

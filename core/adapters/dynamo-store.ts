@@ -34,7 +34,9 @@ export type StoreFactory<S> = (tablePrefix: string) => S;
  * A Lambda's store: only `slices`, over the SDK's DynamoDB client. The Lambda entry names the
  * slices and lambdas/runtime.ts checks, at compile time, that they serve its modules' ports.
  */
-export function dynamoStore<const S extends readonly StoreSlice[]>(...slices: S): StoreFactory<Intersection<ReturnType<S[number]>>> {
+export function dynamoStore<const S extends readonly StoreSlice[]>(
+  ...slices: S
+): StoreFactory<Intersection<ReturnType<S[number]>>> {
   return (tablePrefix) => {
     const db = documentClient(new DynamoDBClient({}));
     const tables = tableNames(tablePrefix);
@@ -43,4 +45,5 @@ export function dynamoStore<const S extends readonly StoreSlice[]>(...slices: S)
 }
 
 /** The whole store (the gRPC task serves every module). */
-export const wholeDynamoStore: StoreFactory<Store> = (tablePrefix) => createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(tablePrefix));
+export const wholeDynamoStore: StoreFactory<Store> = (tablePrefix) =>
+  createDynamoStore(documentClient(new DynamoDBClient({})), tableNames(tablePrefix));

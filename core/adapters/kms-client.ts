@@ -36,15 +36,20 @@ export const KMS_BUSY_RETRY_AFTER_SECONDS = 1;
  * classification: ThrottlingException, HTTP 429, …; timeouts, 5xx, connection resets) are retried
  * up to `maxAttempts` with full jitter; `onThrottle` is told of every throttled attempt.
  */
-export function kmsRetryStrategy(policy: KmsRetryPolicy, onThrottle: () => void, random: () => number = Math.random): RetryStrategy {
-  const token = (retries: number, delay: number): RetryToken => ({ getRetryCount: () => retries, getRetryDelay: () => delay });
+export function kmsRetryStrategy(
+  policy: KmsRetryPolicy, onThrottle: () => void, random: () => number = Math.random,
+): RetryStrategy {
+  const token = (retries: number, delay: number): RetryToken =>
+    ({ getRetryCount: () => retries, getRetryDelay: () => delay });
   return {
     acquireInitialRetryToken: async () => token(0, 0),
     async refreshRetryTokenForRetry(previous, { errorType }) {
       if (errorType === 'THROTTLING') onThrottle();
       const retries = previous.getRetryCount();
       // Refusing ends the call with the last error (the SDK's contract).
-      if ((errorType !== 'THROTTLING' && errorType !== 'TRANSIENT') || retries + 1 >= policy.maxAttempts) throw new Error('no further KMS attempt');
+      if ((errorType !== 'THROTTLING' && errorType !== 'TRANSIENT') || retries + 1 >= policy.maxAttempts) {
+        throw new Error('no further KMS attempt');
+      }
       const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** retries);
       return token(retries + 1, Math.floor(random() * ceiling));
     },
@@ -55,15 +60,21 @@ export function kmsRetryStrategy(policy: KmsRetryPolicy, onThrottle: () => void,
 /** A KMS client that retries as `kmsRetryStrategy` says; one per process. */
 export function createKmsClient(options: { onThrottle: () => void; policy?: KmsRetryPolicy }): KMSClient {
   const policy = options.policy ?? KMS_RETRY;
-  return new KMSClient({ maxAttempts: policy.maxAttempts, retryStrategy: kmsRetryStrategy(policy, options.onThrottle) });
+  return new KMSClient({
+    maxAttempts: policy.maxAttempts, retryStrategy: kmsRetryStrategy(policy, options.onThrottle),
+  });
 }
 
 // The SDK's throttling names that KMS may answer (ThrottlingException is what KMS documents), or 429.
-const THROTTLING_NAMES = new Set(['ThrottlingException', 'Throttling', 'TooManyRequestsException', 'RequestLimitExceeded', 'RequestThrottledException']);
+const THROTTLING_NAMES = new Set([
+  'ThrottlingException', 'Throttling', 'TooManyRequestsException', 'RequestLimitExceeded', 'RequestThrottledException',
+]);
 
 export function isKmsThrottle(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
-  const { $metadata, $retryable } = error as { $metadata?: { httpStatusCode?: number }; $retryable?: { throttling?: boolean } };
+  const { $metadata, $retryable } = error as {
+    $metadata?: { httpStatusCode?: number }; $retryable?: { throttling?: boolean };
+  };
   return THROTTLING_NAMES.has(error.name) || $metadata?.httpStatusCode === 429 || $retryable?.throttling === true;
 }
 
@@ -73,7 +84,8 @@ export function isKmsThrottle(error: unknown): boolean {
  */
 export function rethrowKmsFailure(error: unknown): never {
   if (isKmsThrottle(error)) {
-    throw oauthError('temporarily_unavailable', `the key service is busy; retry in ${KMS_BUSY_RETRY_AFTER_SECONDS} s`, { retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS });
+    throw oauthError('temporarily_unavailable', `the key service is busy; retry in ${KMS_BUSY_RETRY_AFTER_SECONDS} s`,
+      { retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS });
   }
   throw error;
 }

@@ -1,4 +1,6 @@
-import { GenerateMacCommand, GetPublicKeyCommand, KMSInvalidMacException, SignCommand, VerifyMacCommand, type KMSClient } from '@aws-sdk/client-kms';
+import {
+  GenerateMacCommand, GetPublicKeyCommand, KMSInvalidMacException, SignCommand, VerifyMacCommand, type KMSClient,
+} from '@aws-sdk/client-kms';
 import { ed25519PublicJwk } from '../kernel/jwk';
 import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
 import { callKms, rethrowKmsFailure } from './kms-client';
@@ -109,20 +111,23 @@ async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJ
 }
 
 /**
- * A MAC key in KMS (an HMAC_256 key, usage GENERATE_VERIFY_MAC: the sign-in MAC key or the page-token key): every MAC is made and
- * checked by KMS, so the key never reaches the process.
+ * A MAC key in KMS (an HMAC_256 key, usage GENERATE_VERIFY_MAC: the sign-in MAC key or the
+ * page-token key): every MAC is made and checked by KMS, so the key never reaches the process.
  */
 export function createKmsMacKey(options: { client: KMSClient; keyId: string }): MacKey {
   const { client, keyId } = options;
   return {
     async mac(message) {
-      const response = await callKms(() => client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' })));
+      const response = await callKms(() =>
+        client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' })));
       if (!response.Mac) throw new Error(`KMS GenerateMac for key ${keyId} returned no Mac`);
       return response.Mac;
     },
     async verify(message, mac) {
       try {
-        const response = await client.send(new VerifyMacCommand({ KeyId: keyId, Message: message, Mac: mac, MacAlgorithm: 'HMAC_SHA_256' }));
+        const response = await client.send(new VerifyMacCommand({
+          KeyId: keyId, Message: message, Mac: mac, MacAlgorithm: 'HMAC_SHA_256',
+        }));
         return response.MacValid === true;
       } catch (error) {
         // KMS answers a wrong MAC with this exception rather than MacValid: false.

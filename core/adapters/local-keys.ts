@@ -1,4 +1,7 @@
-import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual, webcrypto } from 'node:crypto';
+import {
+  createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual,
+  webcrypto,
+} from 'node:crypto';
 import { link, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ed25519PublicJwk } from '../kernel/jwk';
@@ -25,21 +28,35 @@ export interface LocalKeyStore extends KeyRing {
 }
 
 const ACTIVE_FILE = 'active';
-/** A running service re-reads the folder this often, so `admin key …` changes reach it without a restart. */
+/**
+ * A running service re-reads the folder this often, so `admin key …` changes reach it without a
+ * restart.
+ */
 const RELOAD_INTERVAL_MS = 10_000;
 
-export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  type Loaded = { keys: LocalKey[]; activeKid: string; loadedAt: number };
-  let cached: Loaded | undefined;
-  // Single flight: concurrent requests share one read of the folder.
-  let loading: Promise<Loaded> | undefined;
+async function writeAtomically(path: string, content: string, mode: number) {
+  const temporary = `${path}.${randomUUID()}.tmp`;
+  await writeFile(temporary, content, { mode });
+  await rename(temporary, path);
+}
 
-  async function writeAtomically(path: string, content: string, mode: number) {
-    const temporary = `${path}.${randomUUID()}.tmp`;
-    await writeFile(temporary, content, { mode });
-    await rename(temporary, path);
-  }
+async function readKeyFile(path: string): Promise<LocalKey> {
+  const privateKey = createPrivateKey(await readFile(path));
+  const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
+  const pkcs8 = privateKey.export({ format: 'der', type: 'pkcs8' });
+  const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
+  return { kid: jwk.kid, signingKey, jwk };
+}
+
+type LoadedKeys = { keys: LocalKey[]; activeKid: string; loadedAt: number };
+
+/**
+ * The key folder as a running process sees it: read at most every RELOAD_INTERVAL_MS (single
+ * flight: concurrent requests share one read), and read again at once after a change made here.
+ */
+function keyFolder(dir: string) {
+  let cached: LoadedKeys | undefined;
+  let loading: Promise<LoadedKeys> | undefined;
 
   async function createKey(): Promise<string> {
     const { privateKey } = generateKeyPairSync('ed25519');
@@ -50,7 +67,7 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     return jwk.kid;
   }
 
-  async function readFolder(): Promise<Loaded> {
+  async function readFolder(): Promise<LoadedKeys> {
     let files = (await readdir(dir)).filter((name) => name.endsWith('.pem'));
     if (files.length === 0) {
       // First start: one key, active.
@@ -58,13 +75,7 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
       await writeAtomically(join(dir, ACTIVE_FILE), kid, 0o600);
       files = [`${kid}.pem`];
     }
-    const keys = await Promise.all(files.sort().map(async (file) => {
-      const privateKey = createPrivateKey(await readFile(join(dir, file)));
-      const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
-      const pkcs8 = privateKey.export({ format: 'der', type: 'pkcs8' });
-      const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
-      return { kid: jwk.kid, signingKey, jwk };
-    }));
+    const keys = await Promise.all(files.sort().map((file) => readKeyFile(join(dir, file))));
     const activeKid = (await readFile(join(dir, ACTIVE_FILE), 'utf8').catch(() => '')).trim();
     if (!keys.some((key) => key.kid === activeKid)) {
       throw new Error(`signing key folder ${dir} has no valid '${ACTIVE_FILE}' key; run 'admin key activate KID'`);
@@ -72,15 +83,27 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     return { keys, activeKid, loadedAt: Date.now() };
   }
 
-  function load(): Promise<Loaded> {
-    if (cached && Date.now() - cached.loadedAt < RELOAD_INTERVAL_MS) return Promise.resolve(cached);
-    loading ??= readFolder().then(
-      (loaded) => { cached = loaded; loading = undefined; return loaded; },
-      (error: unknown) => { loading = undefined; throw error; },
-    );
-    return loading;
-  }
+  return {
+    createKey,
+    load(): Promise<LoadedKeys> {
+      if (cached && Date.now() - cached.loadedAt < RELOAD_INTERVAL_MS) return Promise.resolve(cached);
+      loading ??= readFolder().then(
+        (loaded) => { cached = loaded; loading = undefined; return loaded; },
+        (error: unknown) => { loading = undefined; throw error; },
+      );
+      return loading;
+    },
+    /** The next load reads the folder again. */
+    changed() {
+      cached = undefined;
+    },
+  };
+}
 
+export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const folder = keyFolder(dir);
+  const { load } = folder;
   // Open means ready: the first key exists before any request can race to create it.
   await load();
 
@@ -88,7 +111,10 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     async activeSigner(): Promise<Signer> {
       const { keys, activeKid } = await load();
       const key = keys.find((candidate) => candidate.kid === activeKid)!;
-      return { kid: key.kid, sign: async (message) => new Uint8Array(await webcrypto.subtle.sign('Ed25519', key.signingKey, message)) };
+      return {
+        kid: key.kid,
+        sign: async (message) => new Uint8Array(await webcrypto.subtle.sign('Ed25519', key.signingKey, message)),
+      };
     },
     async publicKeys() {
       const { keys, activeKid } = await load();
@@ -101,20 +127,20 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
     },
     async add() {
       await load();
-      return createKey();
+      return folder.createKey();
     },
     async activate(kid) {
       const { keys } = await load();
       if (!keys.some((key) => key.kid === kid)) throw new Error(`no signing key ${kid}`);
       await writeAtomically(join(dir, ACTIVE_FILE), kid, 0o600);
-      cached = undefined;
+      folder.changed();
     },
     async retire(kid) {
       const { keys, activeKid } = await load();
       if (kid === activeKid) throw new Error(`key ${kid} is active; activate another key first`);
       if (!keys.some((key) => key.kid === kid)) throw new Error(`no signing key ${kid}`);
       await rm(join(dir, `${kid}.pem`));
-      cached = undefined;
+      folder.changed();
     },
   };
 }
@@ -122,7 +148,10 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
 /** The local MAC key files in the key folder: 32 random bytes, base64url, mode 0600. */
 /** Signs sign-in CSRF tokens and device cookies. */
 export const MAC_KEY_FILE = 'mac.key';
-/** The page-token key is derived from it (core/kernel/page-token.ts); a key of its own, so nothing else can mint sign-in tokens. */
+/**
+ * The page-token key is derived from it (core/kernel/page-token.ts); a key of its own, so nothing
+ * else can mint sign-in tokens.
+ */
 export const PAGE_TOKEN_KEY_FILE = 'page-token.key';
 const MAC_KEY_BYTES = 32;
 
@@ -133,7 +162,10 @@ async function readMacKey(path: string): Promise<Buffer | undefined> {
   });
   if (text === undefined) return undefined;
   const secret = Buffer.from(text.trim(), 'base64url');
-  if (secret.length !== MAC_KEY_BYTES) throw new Error(`MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one (what it signed is then refused: browsers sign in again, or lists restart from the first page)`);
+  if (secret.length !== MAC_KEY_BYTES) {
+    throw new Error(`MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one `
+      + '(what it signed is then refused: browsers sign in again, or lists restart from the first page)');
+  }
   return secret;
 }
 
@@ -142,7 +174,9 @@ async function readMacKey(path: string): Promise<Buffer | undefined> {
  * DATA_DIR share it: the file is written whole under a temporary name and linked into place,
  * which fails if another process got there first (then its key is used).
  */
-export async function openLocalMacKey(dir: string, file: typeof MAC_KEY_FILE | typeof PAGE_TOKEN_KEY_FILE = MAC_KEY_FILE): Promise<MacKey> {
+export async function openLocalMacKey(
+  dir: string, file: typeof MAC_KEY_FILE | typeof PAGE_TOKEN_KEY_FILE = MAC_KEY_FILE,
+): Promise<MacKey> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, file);
   let secret = await readMacKey(path);

@@ -3,7 +3,10 @@ import type { Clock, Random } from '../kernel/ports';
 
 export const systemClock: Clock = { now: () => Date.now() };
 
-/** Random bytes are drawn from the CSPRNG in blocks of this many and handed out once each: one call per block, not per id. */
+/**
+ * Random bytes are drawn from the CSPRNG in blocks of this many and handed out once each: one call
+ * per block, not per id.
+ */
 const POOL_BYTES = 4096;
 let pool = new Uint8Array(0);
 let offset = 0;

@@ -39,10 +39,13 @@ export type AccessTokenVerifier = (token: string) => Promise<AccessTokenClaims>;
 const bearer = { challenge: 'Bearer' } as const;
 
 /** A token that cannot be used (ours or not, expired, of a disabled client): RFC 6750 invalid_token. */
-export const invalidToken = (message: string) => new DomainError('unauthenticated', message, { ...bearer, oauth: 'invalid_token' });
+export const invalidToken = (message: string) =>
+  new DomainError('unauthenticated', message, { ...bearer, oauth: 'invalid_token' });
 
 /** RFC 6750 insufficient_scope: the token carries none of `needed`. */
-export const insufficientScope = (needed: readonly string[], message = `this call needs a token with the ${needed.join(' or ')} scope`) =>
+export const insufficientScope = (
+  needed: readonly string[], message = `this call needs a token with the ${needed.join(' or ')} scope`,
+) =>
   new DomainError('forbidden', message, {
     ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
   });

@@ -98,7 +98,9 @@ export function ttlCache<V>(load: (key: string) => Promise<V>, options: TtlCache
  * be current on every request, read by many requests at once (a busy inbox's routing, a stream
  * fan-out): nothing is kept once the read ends, and a failed read fails only its sharers.
  */
-export function sharedReads<A extends unknown[], V>(load: (...args: A) => Promise<V>, keyOf: (...args: A) => string): (...args: A) => Promise<V> {
+export function sharedReads<A extends unknown[], V>(
+  load: (...args: A) => Promise<V>, keyOf: (...args: A) => string,
+): (...args: A) => Promise<V> {
   const loading = new Map<string, Promise<V>>();
   return (...args) => {
     const key = keyOf(...args);

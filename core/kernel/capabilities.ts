@@ -52,17 +52,30 @@ export interface AccountFinder {
   findUser(identifier: string): Promise<User | undefined>;
 }
 
+/** A client to register (accounts' registration): what its creator chooses. */
+export interface ClientInput {
+  name: string;
+  scope: string;
+  redirectUris?: string[];
+  ownerId?: string;
+  subjectId?: string;
+  refreshResponse?: RefreshResponse;
+  /** Given by the caller only where it is derived from something unique (an agent's client). */
+  clientId?: string;
+}
+
 /** The OAuth clients of agents (accounts): created with the agent, secret rotated on request. */
 export interface AgentClients {
-  createClient(kind: ClientKind, input: {
-    name: string; scope: string; redirectUris?: string[]; ownerId?: string; subjectId?: string; refreshResponse?: RefreshResponse; clientId?: string;
-  }): Promise<{ client: Client; clientSecret?: string }>;
+  createClient(kind: ClientKind, input: ClientInput): Promise<{ client: Client; clientSecret?: string }>;
   rotateClientSecret(clientId: string): Promise<string>;
 }
 
 /** Open message streams (messaging): told when an owner gains numbers, so that they follow them at once. */
 export interface NumberStreams {
-  /** After the store write. Never rejects, and never waits for the engine (the notice goes out behind); a lost notice leaves the number to the streams' periodic re-list. */
+  /**
+   * After the store write. Never rejects, and never waits for the engine (the notice goes out
+   * behind); a lost notice leaves the number to the streams' periodic re-list.
+   */
   numbersGained(ownerId: string, svcnumIds: readonly string[]): Promise<void>;
 }
 

@@ -26,7 +26,10 @@ export const limits = {
   signInFirstDelay: 30 * SECOND,
   signInMaxDelay: 15 * MINUTE,
   signInFailureMemory: DAY,
-  /** A browser that signed in is trusted this long (device cookie), while it has fewer than `signInFreeFailures` failures. */
+  /**
+   * A browser that signed in is trusted this long (device cookie), while it has fewer than
+   * `signInFreeFailures` failures.
+   */
   deviceCookieTtl: 90 * DAY,
   /** The sign-in form's CSRF token (a browser-session cookie). */
   signInCsrfTtl: DAY,

@@ -58,9 +58,12 @@ export class DomainError extends Error {
   }
 }
 
-export const invalidArgument = (message: string, options?: DomainErrorOptions) => new DomainError('invalid_argument', message, options);
-export const notFound = (message: string, options?: DomainErrorOptions) => new DomainError('not_found', message, options);
-export const failedPrecondition = (message: string, options?: DomainErrorOptions) => new DomainError('failed_precondition', message, options);
+export const invalidArgument = (message: string, options?: DomainErrorOptions) =>
+  new DomainError('invalid_argument', message, options);
+export const notFound = (message: string, options?: DomainErrorOptions) =>
+  new DomainError('not_found', message, options);
+export const failedPrecondition = (message: string, options?: DomainErrorOptions) =>
+  new DomainError('failed_precondition', message, options);
 
 /**
  * What each OAuth error code is, for refusals named by their code alone (token endpoint,

@@ -8,7 +8,8 @@ export type ClientKind = 'login' | 'api' | 'provisioning' | 'agent';
  */
 export const REFRESH_RESPONSES = ['null', 'omit'] as const;
 export type RefreshResponse = (typeof REFRESH_RESPONSES)[number];
-export const isRefreshResponse = (value: string): value is RefreshResponse => (REFRESH_RESPONSES as readonly string[]).includes(value);
+export const isRefreshResponse = (value: string): value is RefreshResponse =>
+  (REFRESH_RESPONSES as readonly string[]).includes(value);
 
 export interface Client {
   clientId: string;

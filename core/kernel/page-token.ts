@@ -50,23 +50,26 @@ export function createPageTokenCodec(pageTokenKey: MacKey, clock: Clock = { now:
   // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process. A failure
   // reaches the calls waiting for it, then is remembered for DERIVATION_RETRY_MS: meanwhile every
   // token is answered `unavailable` at once, so unauthenticated requests carrying a page_token
-  // cannot turn a KMS outage or throttling into a flood of KMS calls; after it, the next token tries again.
+  // cannot turn a KMS outage or throttling into a flood of KMS calls; after it, the next token
+  // tries again.
   let derived: Promise<KeyObject> | undefined;
   let failedAt: number | undefined;
   const key = () => {
     const waitMs = failedAt === undefined ? 0 : failedAt + DERIVATION_RETRY_MS - clock.now();
     if (waitMs > 0) {
       const seconds = Math.ceil(waitMs / 1000);
-      return Promise.reject(new DomainError('unavailable', `page tokens are unavailable for a moment; retry in ${seconds} s`, { retryAfterSeconds: seconds }));
+      const message = `page tokens are unavailable for a moment; retry in ${seconds} s`;
+      return Promise.reject(new DomainError('unavailable', message, { retryAfterSeconds: seconds }));
     }
-    return (derived ??= pageTokenKey.mac(KEY_LABEL).then(
+    derived ??= pageTokenKey.mac(KEY_LABEL).then(
       (bytes) => createSecretKey(Buffer.from(bytes)),
       (error: unknown) => {
         derived = undefined;
         failedAt = clock.now();
         throw error;
       },
-    ));
+    );
+    return derived;
   };
   const tag = (secret: KeyObject, binding: PageTokenBinding, position: Buffer) => createHmac('sha256', secret)
     .update(JSON.stringify([binding.list, binding.filter ?? '', binding.caller]))

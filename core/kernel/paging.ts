@@ -13,7 +13,9 @@ export const pageLimits = { pageSizeDefault: 50, pageSizeMax: 100 } as const;
 
 export function pageSize(requested: number | undefined): number {
   if (requested === undefined || requested === 0) return pageLimits.pageSizeDefault;
-  if (!Number.isInteger(requested) || requested < 0) throw new DomainError('invalid_argument', 'page_size must be a positive integer');
+  if (!Number.isInteger(requested) || requested < 0) {
+    throw new DomainError('invalid_argument', 'page_size must be a positive integer');
+  }
   return Math.min(requested, pageLimits.pageSizeMax);
 }
 
@@ -21,7 +23,10 @@ export function pageSize(requested: number | undefined): number {
 export interface PagedList<T> {
   /** The list's fixed name: its page tokens are valid for it only. */
   readonly name: string;
-  /** The filter that shapes this listing ('' or absent for none): a token continues only a listing with the same one. */
+  /**
+   * The filter that shapes this listing ('' or absent for none): a token continues only a listing
+   * with the same one.
+   */
   readonly filter?: string;
   /** The key to continue after `item` (what DynamoDB returns as LastEvaluatedKey for the list's query). */
   keyOf(item: T): PageKey;

@@ -39,4 +39,7 @@ export interface KeyRing {
 }
 
 /** A keyed MAC (HMAC-SHA-256) under a service key that never leaves its keeper (KMS in AWS). */
-export interface MacKey { mac(message: Uint8Array): Promise<Uint8Array>; verify(message: Uint8Array, mac: Uint8Array): Promise<boolean> }
+export interface MacKey {
+  mac(message: Uint8Array): Promise<Uint8Array>;
+  verify(message: Uint8Array, mac: Uint8Array): Promise<boolean>;
+}

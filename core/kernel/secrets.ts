@@ -6,7 +6,10 @@ const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64url'
 /** A random secret of `bytes` bytes (default 32 = 256 bits), base64url without padding. */
 export const randomSecret = (random: Random, bytes = 32) => base64url(random.bytes(bytes));
 
-/** The shape of our random secrets (client secrets, authorization codes), with room; anything else is refused unhashed. */
+/**
+ * The shape of our random secrets (client secrets, authorization codes), with room; anything else
+ * is refused unhashed.
+ */
 export const OPAQUE_SECRET = /^[A-Za-z0-9_-]{16,128}$/;
 
 /**
@@ -32,7 +35,8 @@ const SCRYPT = { N: 2 ** 17, r: 8, p: 1, keyLength: 32, saltBytes: 16 };
 
 function scrypt(password: string, salt: Buffer, keyLength: number, options: ScryptOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    scryptCallback(password.normalize('NFKC'), salt, keyLength, options, (error, key) => (error ? reject(error) : resolve(key)));
+    scryptCallback(password.normalize('NFKC'), salt, keyLength, options,
+      (error, key) => (error ? reject(error) : resolve(key)));
   });
 }
 
@@ -49,7 +53,8 @@ export async function verifyPassword(password: string, stored: string): Promise<
   const [scheme, n, r, p, salt, hash] = stored.split('$');
   if (scheme !== 'scrypt' || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');
-  const key = await scrypt(password, Buffer.from(salt, 'base64url'), expected.length, scryptOptions(Number(n), Number(r), Number(p)));
+  const options = scryptOptions(Number(n), Number(r), Number(p));
+  const key = await scrypt(password, Buffer.from(salt, 'base64url'), expected.length, options);
   return timingSafeEqual(key, expected);
 }
 
@@ -69,20 +74,27 @@ const MAX_TOKEN_LENGTH = 400;
 const macInput = (purpose: string, fields: readonly string[], expirySeconds: string) =>
   new TextEncoder().encode([purpose, ...fields, expirySeconds].join('\n'));
 
-export async function sealToken(macKey: MacKey, purpose: string, fields: readonly string[], expiresAt: number): Promise<string> {
-  if (!fields.every((field) => TOKEN_FIELD.test(field))) throw new Error('a signed token field must be 1-64 base64url characters');
+export async function sealToken(
+  macKey: MacKey, purpose: string, fields: readonly string[], expiresAt: number,
+): Promise<string> {
+  if (!fields.every((field) => TOKEN_FIELD.test(field))) {
+    throw new Error('a signed token field must be 1-64 base64url characters');
+  }
   const expirySeconds = String(Math.floor(expiresAt / 1000));
   const mac = await macKey.mac(macInput(purpose, fields, expirySeconds));
   return [...fields, expirySeconds, base64url(mac)].join('.');
 }
 
 /** The fields of a token sealed for `purpose` that has not expired at `now`, or undefined. */
-export async function openToken(macKey: MacKey, purpose: string, token: string | undefined, now: number): Promise<string[] | undefined> {
+export async function openToken(
+  macKey: MacKey, purpose: string, token: string | undefined, now: number,
+): Promise<string[] | undefined> {
   if (!token || token.length > MAX_TOKEN_LENGTH) return undefined;
   const parts = token.split('.');
   const mac = parts.pop();
   const expirySeconds = parts.pop();
-  if (!mac || !expirySeconds || !/^\d{1,12}$/.test(expirySeconds) || Number(expirySeconds) * 1000 <= now) return undefined;
+  if (!mac || !expirySeconds || !/^\d{1,12}$/.test(expirySeconds)) return undefined;
+  if (Number(expirySeconds) * 1000 <= now) return undefined;
   if (parts.length === 0 || !parts.every((field) => TOKEN_FIELD.test(field))) return undefined;
   const macBytes = Buffer.from(mac, 'base64url');
   if (macBytes.length !== MAC_BYTES || base64url(macBytes) !== mac) return undefined;

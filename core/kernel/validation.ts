@@ -19,6 +19,8 @@ export function capabilitiesField(values: readonly string[] | undefined): string
   const list = [...new Set(values ?? [])];
   if (list.length > CAPABILITIES_MAX) throw invalidArgument(`at most ${CAPABILITIES_MAX} capabilities`);
   const bad = list.find((capability) => !CAPABILITY.test(capability));
-  if (bad !== undefined) throw invalidArgument('each capability is 1-64 characters of [a-z0-9_.:-], starting with a letter or digit');
+  if (bad !== undefined) {
+    throw invalidArgument('each capability is 1-64 characters of [a-z0-9_.:-], starting with a letter or digit');
+  }
   return list;
 }

@@ -33,7 +33,9 @@ export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: 
  * The UserInfo module: OIDC UserInfo for verified claims of a token in force (every party it names
  * enabled), of the account and the grant the token was issued under.
  */
-export function createUserInfoModule(ports: { store: UserInfoPort; clock: Clock }, needs: { accounts: Pick<TokenStanding, 'tokenInForce'> }) {
+export function createUserInfoModule(
+  ports: { store: UserInfoPort; clock: Clock }, needs: { accounts: Pick<TokenStanding, 'tokenInForce'> },
+) {
   const { store, clock } = ports;
   return {
     forClaims: (claims: AccessTokenClaims) => userInfo(store, needs.accounts, claims, clock.now()),
@@ -45,7 +47,9 @@ export function createUserInfoModule(ports: { store: UserInfoPort; clock: Clock 
  * its guard, consent, the account page).
  */
 export function createAuthorizationModule(
-  ports: { store: OAuthPort; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits },
+  ports: {
+    store: OAuthPort; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits;
+  },
   needs: { accounts: AccountFinder & ClientLookup },
 ) {
   const { store, clock } = ports;

@@ -22,7 +22,9 @@ export interface SignInLimits {
   perIp: RateLimitConfig;
 }
 
-export const defaultSignInLimits: SignInLimits = { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } };
+export const defaultSignInLimits: SignInLimits = {
+  concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 },
+};
 
 /** A place for one sign-in: its store work, then at most one password check. */
 export interface Admission {
@@ -116,8 +118,13 @@ export function createSignInGuard(deps: { store: OAuthPort; clock: Clock; limits
         const state = await store.getSignInThrottle(key, now);
         const failures = state?.failures ?? 0;
         if (state && state.blockedUntil > now) return { counted: false, retryAfterMs: state.blockedUntil - now };
-        if (state && upTo !== undefined && failures >= upTo) return { counted: false, retryAfterMs: state.expiresAt - now };
-        const next = { key, failures: failures + 1, blockedUntil: now + delayAfter(failures + 1), expiresAt: now + limits.signInFailureMemory };
+        if (state && upTo !== undefined && failures >= upTo) {
+          return { counted: false, retryAfterMs: state.expiresAt - now };
+        }
+        const next = {
+          key, failures: failures + 1, blockedUntil: now + delayAfter(failures + 1),
+          expiresAt: now + limits.signInFailureMemory,
+        };
         if (await store.putSignInThrottle(next, state?.failures, now)) return { counted: true };
       }
       return { counted: false, retryAfterMs: SECOND };

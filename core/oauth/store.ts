@@ -71,7 +71,7 @@ export interface OAuthStore {
  * picks its two): the OAuth and accounts slices of the DynamoDB adapter serve them.
  */
 export type OAuthPort = Pick<OAuthStore & SharedStore,
-  | 'createGrant' | 'deleteAuthRequest' | 'deleteConsent' | 'deleteSession' | 'deleteSignInThrottle' | 'getAuthRequest' | 'getConsent'
-  | 'getGrant' | 'getSession' | 'getSignInThrottle' | 'getUser' | 'getUserAndGrant' | 'listConsents' | 'listGrants'
-  | 'markAuthRequestSignedIn' | 'putAuthRequest' | 'putCode' | 'putConsent' | 'putSession' | 'putSignInThrottle' | 'redeemCode'
-  | 'revokeGrant' | 'touchGrant'>;
+  | 'createGrant' | 'deleteAuthRequest' | 'deleteConsent' | 'deleteSession' | 'deleteSignInThrottle' | 'getAuthRequest'
+  | 'getConsent' | 'getGrant' | 'getSession' | 'getSignInThrottle' | 'getUser' | 'getUserAndGrant' | 'listConsents'
+  | 'listGrants' | 'markAuthRequestSignedIn' | 'putAuthRequest' | 'putCode' | 'putConsent' | 'putSession'
+  | 'putSignInThrottle' | 'redeemCode' | 'revokeGrant' | 'touchGrant'>;

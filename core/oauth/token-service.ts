@@ -1,4 +1,4 @@
-import { DomainError, oauthError } from '../kernel/errors';
+import { type DomainError, oauthError } from '../kernel/errors';
 import type { ClientLookup } from '../kernel/capabilities';
 import type { Client } from '../kernel/model';
 import { optionalParam, requiredParam, type Params } from '../kernel/params';
@@ -22,17 +22,61 @@ export interface PresentedCredentials {
  * Why `client` may not be used with what was presented (no secret, or one whose SHA-256 is
  * `secretHash`; undefined for a secret of the wrong form), or undefined when it may.
  */
-function clientRefusal(client: Client | undefined, sentSecret: boolean, secretHash: string | undefined): string | undefined {
+function clientRefusal(
+  client: Client | undefined, sentSecret: boolean, secretHash: string | undefined,
+): string | undefined {
   if (!client || client.disabled) return 'unknown or disabled client';
-  // Only login clients are public: every other kind proves a secret, so one without a secret cannot be used.
-  if (!sentSecret) return client.secretHash || client.kind !== 'login' ? 'this client must authenticate with its client secret' : undefined;
+  // Only login clients are public: every other kind proves a secret, so one without a secret
+  // cannot be used.
+  if (!sentSecret) {
+    const mustProve = client.secretHash || client.kind !== 'login';
+    return mustProve ? 'this client must authenticate with its client secret' : undefined;
+  }
   if (!client.secretHash) return 'this client is public and has no client secret';
-  return secretHash !== undefined && safeEqual(secretHash, client.secretHash) ? undefined : 'client authentication failed';
+  const proven = secretHash !== undefined && safeEqual(secretHash, client.secretHash);
+  return proven ? undefined : 'client authentication failed';
 }
 
 /** invalid_client (RFC 6749 §5.2): 401, with a Basic challenge when the client tried Basic. */
 const invalidClient = (description: string, usedBasic: boolean): DomainError =>
   oauthError('invalid_client', description, usedBasic ? { challenge: 'Basic' } : {});
+
+/**
+ * Who is calling. Confidential clients (External API, provisioning) prove a secret, by Basic or
+ * by client_secret_post but not both; login clients are public and only name themselves.
+ */
+async function authenticateClient(
+  getClientRechecked: ClientLookup['getClientRechecked'], params: Params, credentials: PresentedCredentials,
+): Promise<Client> {
+  if (credentials.malformedAuthorization) throw invalidClient('the Authorization header is not valid HTTP Basic', true);
+  const postedId = optionalParam(params, 'client_id');
+  const postedSecret = optionalParam(params, 'client_secret');
+  const basic = credentials.basic;
+  if (basic && postedSecret !== undefined) {
+    throw oauthError('invalid_request', 'use one client authentication method, not both');
+  }
+  if (basic && postedId !== undefined && postedId !== basic.clientId) {
+    throw oauthError('invalid_request', 'client_id does not match the Authorization header');
+  }
+  const clientId = basic?.clientId ?? postedId;
+  const secret = basic?.clientSecret ?? postedSecret;
+  const usedBasic = basic !== undefined;
+  // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
+  if (clientId === undefined || clientId === '') {
+    throw invalidClient('client authentication is required (client_id)', usedBasic);
+  }
+  if (clientId.length > 128) throw invalidClient('unknown or disabled client', usedBasic);
+  // Checked against the cached record (up to 30 s old: a disabled client or a replaced secret
+  // may keep working that long); a refusal is checked again against the record read anew, so a
+  // new secret or a re-enabled client works at once. A secret of the wrong form can never match.
+  const secretHash = secret !== undefined && OPAQUE_SECRET.test(secret) ? sha256(secret) : undefined;
+  const refusal = (client: Client | undefined) => clientRefusal(client, secret !== undefined, secretHash);
+  const client = await getClientRechecked(clientId,
+    (cached) => refusal(cached) === undefined || (secret !== undefined && secretHash === undefined));
+  const refused = refusal(client);
+  if (refused) throw invalidClient(refused, usedBasic);
+  return client!;
+}
 
 export function createTokenService(deps: {
   store: Pick<OAuthPort, 'getGrant' | 'revokeGrant'>;
@@ -43,34 +87,8 @@ export function createTokenService(deps: {
   getClientRechecked: ClientLookup['getClientRechecked'];
 }) {
   const { store, clock, grants, getClientRechecked } = deps;
-
-  /**
-   * Who is calling. Confidential clients (External API, provisioning) prove a secret, by Basic or
-   * by client_secret_post but not both; login clients are public and only name themselves.
-   */
-  async function authenticate(params: Params, credentials: PresentedCredentials): Promise<Client> {
-    if (credentials.malformedAuthorization) throw invalidClient('the Authorization header is not valid HTTP Basic', true);
-    const postedId = optionalParam(params, 'client_id');
-    const postedSecret = optionalParam(params, 'client_secret');
-    const basic = credentials.basic;
-    if (basic && postedSecret !== undefined) throw oauthError('invalid_request', 'use one client authentication method, not both');
-    if (basic && postedId !== undefined && postedId !== basic.clientId) throw oauthError('invalid_request', 'client_id does not match the Authorization header');
-    const clientId = basic?.clientId ?? postedId;
-    const secret = basic?.clientSecret ?? postedSecret;
-    const usedBasic = basic !== undefined;
-    // An empty user-id in Basic (`:secret`) names no client either (and is not a valid store key).
-    if (clientId === undefined || clientId === '') throw invalidClient('client authentication is required (client_id)', usedBasic);
-    if (clientId.length > 128) throw invalidClient('unknown or disabled client', usedBasic);
-    // Checked against the cached record (up to 30 s old: a disabled client or a replaced secret
-    // may keep working that long); a refusal is checked again against the record read anew, so a
-    // new secret or a re-enabled client works at once. A secret of the wrong form can never match.
-    const secretHash = secret !== undefined && OPAQUE_SECRET.test(secret) ? sha256(secret) : undefined;
-    const refusal = (client: Client | undefined) => clientRefusal(client, secret !== undefined, secretHash);
-    const client = await getClientRechecked(clientId, (cached) => refusal(cached) === undefined || (secret !== undefined && secretHash === undefined));
-    const refused = refusal(client);
-    if (refused) throw invalidClient(refused, usedBasic);
-    return client!;
-  }
+  const authenticate = (params: Params, credentials: PresentedCredentials) =>
+    authenticateClient(getClientRechecked, params, credentials);
 
   return {
     authenticate,
@@ -83,12 +101,16 @@ export function createTokenService(deps: {
       const grantType = requiredParam(params, 'grant_type');
       const grant = grants.find(grantType);
       if (!grant) {
-        // RFC 6749 §5.2: error_description is printable ASCII without '"' and '\'; echo only such values.
-        const shown = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/.test(grantType) ? `grant_type ${grantType}` : 'this grant_type';
+        // RFC 6749 §5.2: error_description is printable ASCII without '"' and '\'; echo only such
+        // values.
+        const printable = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/.test(grantType);
+        const shown = printable ? `grant_type ${grantType}` : 'this grant_type';
         throw oauthError('unsupported_grant_type', `${shown} is not supported`);
       }
       const client = await authenticate(params, credentials);
-      if (!grant.clients.includes(client.kind)) throw oauthError('unauthorized_client', `this client may not use the ${grant.type} grant`);
+      if (!grant.clients.includes(client.kind)) {
+        throw oauthError('unauthorized_client', `this client may not use the ${grant.type} grant`);
+      }
       return grant.handle(params, client);
     },
 
@@ -104,7 +126,8 @@ export function createTokenService(deps: {
         return;
       }
       if (hint === 'access_token' || token.split('.').length === 3) {
-        throw oauthError('unsupported_token_type', 'access tokens are self-contained and expire within an hour; revoke the refresh token instead');
+        throw oauthError('unsupported_token_type',
+          'access tokens are self-contained and expire within an hour; revoke the refresh token instead');
       }
     },
   };

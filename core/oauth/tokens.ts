@@ -1,4 +1,4 @@
-import { createLocalJWKSet, errors as joseErrors, jwtVerify } from 'jose';
+import { createLocalJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { invalidToken, type AccessTokenClaims, type AccessTokenInput } from '../kernel/access';
 
 export type { AccessTokenClaims, AccessTokenInput } from '../kernel/access';
@@ -90,11 +90,21 @@ export const VERIFIED_TOKEN_MAX_LENGTH = 2_048;
 
 /** Freezes an object and every object in it (an `act` chain): kept claims are shared by every later use. */
 function deepFrozen<T extends object>(value: T): T {
-  for (const member of Object.values(value)) if (member !== null && typeof member === 'object') deepFrozen(member as object);
+  for (const member of Object.values(value)) {
+    if (member !== null && typeof member === 'object') deepFrozen(member as object);
+  }
   return Object.freeze(value);
 }
 
-/** Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned; a refusal is invalid_token. */
+/** Whether verified claims lack the shape this service's tokens always have. */
+const malformedClaims = (payload: JWTPayload) =>
+  typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
+  || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)));
+
+/**
+ * Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned; a
+ * refusal is invalid_token.
+ */
 export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, clock: Clock) {
   let cache: { jwks: ReturnType<typeof createLocalJWKSet>; kids: Set<string>; loadedAt: number } | undefined;
 
@@ -104,7 +114,8 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
       || (kid !== undefined && !cache.kids.has(kid) && now - cache.loadedAt > KEY_RELOAD_MIN_INTERVAL);
     if (stale) {
       const publicKeys = await keys.publicKeys();
-      cache = { jwks: createLocalJWKSet({ keys: publicKeys }), kids: new Set(publicKeys.map((key) => key.kid)), loadedAt: now };
+      const kids = new Set(publicKeys.map((key) => key.kid));
+      cache = { jwks: createLocalJWKSet({ keys: publicKeys }), kids, loadedAt: now };
     }
     return cache!.jwks;
   }
@@ -119,7 +130,8 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
 
   async function verifyInFull(token: string, cacheKey: string): Promise<AccessTokenClaims> {
     try {
-      const { payload, protectedHeader } = await jwtVerify(token, (header, jws) => keySet(header.kid).then((jwks) => jwks(header, jws)), {
+      const keyFor: JWTVerifyGetKey = (header, jws) => keySet(header.kid).then((jwks) => jwks(header, jws));
+      const { payload, protectedHeader } = await jwtVerify(token, keyFor, {
         algorithms: ['EdDSA'],
         issuer: config.issuer,
         audience: apiAudience(config),
@@ -127,10 +139,7 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
         currentDate: new Date(clock.now()),
         requiredClaims: ['sub', 'exp', 'iat', 'client_id', 'scope', 'jti'],
       });
-      if (typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
-        || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)))) {
-        throw invalidToken('the access token has malformed claims');
-      }
+      if (malformedClaims(payload)) throw invalidToken('the access token has malformed claims');
       const claims = deepFrozen(payload) as AccessTokenClaims;
       if (typeof protectedHeader.kid === 'string' && token.length <= VERIFIED_TOKEN_MAX_LENGTH) {
         if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value!);
@@ -140,7 +149,9 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
     } catch (error) {
       if (error instanceof DomainError) throw error;
       if (error instanceof joseErrors.JWTExpired) throw invalidToken('the access token expired');
-      if (error instanceof joseErrors.JOSEError || error instanceof TypeError) throw invalidToken('the access token is invalid');
+      if (error instanceof joseErrors.JOSEError || error instanceof TypeError) {
+        throw invalidToken('the access token is invalid');
+      }
       throw error;
     }
   }

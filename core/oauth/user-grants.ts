@@ -16,7 +16,9 @@ export const grantInForce = (grant: Grant, now: number): boolean =>
   grant.revokedAt === undefined && grant.lastUsedAt + limits.refreshIdleTtl > now;
 
 /** The grant behind a refresh token, if the token is genuine and still alive. */
-export async function liveGrant(store: Pick<Store, 'getGrant'>, refreshToken: string, now: number): Promise<Grant | undefined> {
+export async function liveGrant(
+  store: Pick<Store, 'getGrant'>, refreshToken: string, now: number,
+): Promise<Grant | undefined> {
   const match = REFRESH_TOKEN.exec(refreshToken);
   if (!match) return undefined;
   const grant = await store.getGrant(match[1]!);
@@ -25,8 +27,11 @@ export async function liveGrant(store: Pick<Store, 'getGrant'>, refreshToken: st
 }
 
 /** Every access token of a grant names it, the first and each refreshed one: one grant = one consent chain. */
-export const grantAccessToken = (issuer: TokenIssuer, grant: Pick<Grant, 'grantId' | 'svcnumId' | 'clientId' | 'authTime'>, scopes: string[]) =>
-  issuer.accessToken({ subject: grant.svcnumId, clientId: grant.clientId, scopes, authTime: grant.authTime, grantId: grant.grantId });
+export const grantAccessToken = (
+  issuer: TokenIssuer, grant: Pick<Grant, 'grantId' | 'svcnumId' | 'clientId' | 'authTime'>, scopes: string[],
+) => issuer.accessToken({
+  subject: grant.svcnumId, clientId: grant.clientId, scopes, authTime: grant.authTime, grantId: grant.grantId,
+});
 
 /** The store methods an account's grants are read and revoked with (the account page, the admin CLI). */
 export type UserGrantsPort = Pick<Store, 'deleteConsent' | 'getGrant' | 'listConsents' | 'listGrants' | 'revokeGrant'>;
@@ -49,7 +54,8 @@ export function createUserGrants(ports: { store: UserGrantsPort; clock: Clock })
     /** The account's grants in force, oldest first. */
     async inForce(svcnumId: string): Promise<Grant[]> {
       const now = clock.now();
-      return (await store.listGrants(svcnumId)).filter((grant) => grantInForce(grant, now)).sort((a, b) => a.createdAt - b.createdAt);
+      const grants = await store.listGrants(svcnumId);
+      return grants.filter((grant) => grantInForce(grant, now)).sort((a, b) => a.createdAt - b.createdAt);
     },
 
     /**

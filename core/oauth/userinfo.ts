@@ -38,7 +38,9 @@ export type UserInfoPort = Pick<OAuthPort, 'getUser' | 'getUserAndGrant'>;
  * agents, token exchange) are judged by the account alone. The token's other parties (its client,
  * actors, owner) come from the accounts caches: no round trip in steady state.
  */
-export async function userInfo(store: UserInfoPort, standing: Pick<TokenStanding, 'tokenInForce'>, claims: AccessTokenClaims, now: number): Promise<UserInfoResponse> {
+export async function userInfo(
+  store: UserInfoPort, standing: Pick<TokenStanding, 'tokenInForce'>, claims: AccessTokenClaims, now: number,
+): Promise<UserInfoResponse> {
   const scopes = requireScope(claims, 'openid');
   const { user, grant } = claims.grant_id === undefined
     ? { user: await store.getUser(claims.sub), grant: undefined }
@@ -50,6 +52,8 @@ export async function userInfo(store: UserInfoPort, standing: Pick<TokenStanding
   if (!user) throw invalidToken('the account behind this token no longer exists');
   // Disabled means disabled: the account (as read just now), its client, its actors and owner.
   await standing.tokenInForce(claims, user);
-  if ((user.numberState ?? 'active') !== 'active') throw invalidToken(`the account behind this token is ${user.numberState}`);
+  if ((user.numberState ?? 'active') !== 'active') {
+    throw invalidToken(`the account behind this token is ${user.numberState}`);
+  }
   return userInfoClaims(user, scopes);
 }
