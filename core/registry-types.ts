@@ -9,16 +9,16 @@ export type ModuleNeeds = { readonly [name: string]: AnyModuleDefinition };
 
 /**
  * A module: its name, the modules it needs, and its factory (given only the ports and needs it
- * declares). `Port`, read from the factory's `store` parameter, is the store methods it calls.
- * `create` is a method so that every definition is an AnyModuleDefinition (methods compare their
- * parameters both ways).
+ * declares, and the grant types its needs add). `Port`, read from the factory's `store` parameter,
+ * is the store methods it calls. `create` is a method so that every definition is an
+ * AnyModuleDefinition (methods compare their parameters both ways).
  */
 export interface ModuleDefinition<
   Name extends string = string, Needs extends ModuleNeeds = ModuleNeeds, Built = unknown, Port = object,
 > {
   readonly name: Name;
   readonly needs: Needs;
-  create(ports: ModulePorts & { store: Port }, needs: BuiltModules<Needs>): Built;
+  create(ports: ModulePorts & { store: Port }, needs: BuiltModules<Needs>, grants: readonly ServedGrant[]): Built;
   /** Grant types this module adds to the token endpoint; each handler is given the module as built. */
   readonly grants?: readonly GrantType<Built>[];
 }
@@ -58,6 +58,6 @@ export const grantsOf = (modules: ModuleNeeds): readonly GrantType<unknown>[] =>
   Object.values(modules).flatMap((definition) => definition.grants ?? []);
 
 /** Those grant types, each served with its module as built (`built`, by the same names). */
-export const servedGrantsOf = <M extends ModuleNeeds>(modules: M, built: BuiltModules<M>): ServedGrant[] =>
+export const servedGrantsOf = (modules: ModuleNeeds, built: Readonly<Record<string, unknown>>): ServedGrant[] =>
   Object.entries(modules).flatMap(([name, definition]) =>
-    (definition.grants ?? []).map((grant) => serveGrant(grant, built[name as keyof M])));
+    (definition.grants ?? []).map((grant) => serveGrant(grant, built[name])));

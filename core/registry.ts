@@ -10,7 +10,7 @@ import { createProvisioningModule, createTokenExchangeModule } from './provision
 import { defaultProvisioningConfig } from './provisioning/config';
 import { tokenExchangeGrant } from './provisioning/token-exchange-grant';
 import {
-  type AnyModuleDefinition, defineModule, grantsOf, type ModulesOf, servedGrantsOf,
+  type AnyModuleDefinition, defineModule, grantsOf, type ModuleNeeds, type ModulesOf, servedGrantsOf,
 } from './registry-types';
 
 export type { Infrastructure, ModulePorts } from './infrastructure';
@@ -27,7 +27,7 @@ export type { AnyModuleDefinition, ModuleDefinition, ModulesOf, StoreOf } from '
 //
 // Adding a module: write its factory `(ports, needs) => built` in its own folder, define it here
 // with the modules it needs, and add it to `allModules`. A module that adds grant types to the
-// token endpoint lists them in its definition's `grants` and goes into `grantModules`.
+// token endpoint lists them in its definition's `grants` and goes into `tokenEndpointNeeds`.
 
 export const accountsModule = /* @__PURE__ */ defineModule({
   name: 'accounts', needs: {}, create: createAccountsModule,
@@ -58,19 +58,22 @@ export const tokenExchangeModule = /* @__PURE__ */ defineModule({
   grants: [tokenExchangeGrant],
 });
 
-/** The modules that add grant types to the token endpoint (their definitions' `grants`), in order. */
-const grantModules = { tokenExchange: tokenExchangeModule };
+/**
+ * What the token endpoint needs: OAuth's issuer, the accounts, and each module that adds grant
+ * types to it (its definition's `grants`), in the order discovery lists them after OAuth's own.
+ */
+const tokenEndpointNeeds = { oauth: oauthModule, accounts: accountsModule, tokenExchange: tokenExchangeModule };
 
-/** The token endpoint: OAuth's grant types, then those `grantModules` add. */
+/** The token endpoint: OAuth's grant types, then those its needs add. */
 export const tokenEndpointModule = /* @__PURE__ */ defineModule({
-  name: 'tokenEndpoint',
-  needs: { oauth: oauthModule, accounts: accountsModule, ...grantModules },
-  create: (ports: Parameters<typeof createTokenEndpointModule>[0], needs) =>
-    createTokenEndpointModule(ports, needs, servedGrantsOf(grantModules, needs)),
+  name: 'tokenEndpoint', needs: tokenEndpointNeeds, create: createTokenEndpointModule,
 });
 
+/** The `grant_type` values of a token endpoint with these needs: OAuth's, then those they add. */
+export const grantTypesOf = (needs: ModuleNeeds): readonly string[] => grantNames([...oauthGrants, ...grantsOf(needs)]);
+
 /** What discovery lists as grant_types_supported: the token endpoint's table, by name and in its order. */
-export const grantTypesSupported = /* @__PURE__ */ grantNames([...oauthGrants, ...grantsOf(grantModules)]);
+export const grantTypesSupported = /* @__PURE__ */ grantTypesOf(tokenEndpointNeeds);
 
 export const provisioningModule = /* @__PURE__ */ defineModule({
   name: 'provisioning',
@@ -109,7 +112,8 @@ export function buildModules<const D extends readonly AnyModuleDefinition[]>(por
   const build = (definition: AnyModuleDefinition): unknown => {
     if (!built.has(definition.name)) {
       const needs = Object.fromEntries(Object.entries(definition.needs).map(([name, need]) => [name, build(need)]));
-      built.set(definition.name, definition.create(ports, needs));
+      // The grant types its needs add (their definitions' `grants`), each served with that module.
+      built.set(definition.name, definition.create(ports, needs, servedGrantsOf(definition.needs, needs)));
     }
     return built.get(definition.name);
   };
