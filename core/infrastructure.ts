@@ -31,7 +31,10 @@ export interface Infrastructure {
   reportDerivedFailure?: DerivedFailureReport;
   /** Reports the free pool's size as each pool query sees it (the FreeNumbers gauge, core/adapters/metrics.ts). */
   reportFreeNumbers?: FreeNumbersReport;
-  /** Wake-ups of open streams through a pub/sub engine; without, within this process only (core/messaging/wakeups.ts). */
+  /**
+   * Wake-ups of open streams through a pub/sub engine; without, within this process only
+   * (core/messaging/wakeups.ts).
+   */
   inboxWakeups?: InboxWakeups;
   /**
    * How the open streams' hub polls (core/messaging/stream.ts HubPolling): the store without an

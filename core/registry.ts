@@ -86,8 +86,8 @@ export const provisioningModule = /* @__PURE__ */ defineModule({
 
 /** Every module (the local runner and the gRPC task build them all). */
 export const allModules = [
-  accountsModule, registrationModule, oauthModule, userInfoModule, authorizationModule, directoryModule, messagingModule,
-  tokenExchangeModule, tokenEndpointModule, provisioningModule,
+  accountsModule, registrationModule, oauthModule, userInfoModule, authorizationModule, directoryModule,
+  messagingModule, tokenExchangeModule, tokenEndpointModule, provisioningModule,
 ] as const;
 
 export type Modules = ModulesOf<typeof allModules>;
@@ -102,12 +102,18 @@ export function modulePorts(infrastructure: Infrastructure): ModulePorts {
 }
 
 /** Of a process's built modules, just those `definitions` name: what one edge gets. */
-export function pickModules<const D extends readonly AnyModuleDefinition[]>(modules: Modules, definitions: D): ModulesOf<D> {
+export function pickModules<const D extends readonly AnyModuleDefinition[]>(
+  modules: Modules,
+  definitions: D,
+): ModulesOf<D> {
   return Object.fromEntries(definitions.map(({ name }) => [name, modules[name as keyof Modules]])) as ModulesOf<D>;
 }
 
 /** Builds `definitions` and what they need, each once, from one process's ports. */
-export function buildModules<const D extends readonly AnyModuleDefinition[]>(ports: ModulePorts, definitions: D): ModulesOf<D> {
+export function buildModules<const D extends readonly AnyModuleDefinition[]>(
+  ports: ModulePorts,
+  definitions: D,
+): ModulesOf<D> {
   const built = new Map<string, unknown>();
   const build = (definition: AnyModuleDefinition): unknown => {
     if (!built.has(definition.name)) {

@@ -28,7 +28,10 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     id_token_signing_alg_values_supported: ['EdDSA'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-    claims_supported: ['sub', 'svcnum', 'email', 'email_verified', 'created_at', 'account_type', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
+    claims_supported: [
+      'sub', 'svcnum', 'email', 'email_verified', 'created_at', 'account_type', 'iss', 'aud', 'exp', 'iat', 'auth_time',
+      'nonce', 'azp',
+    ],
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
     request_parameter_supported: false,

@@ -10,7 +10,7 @@ import { serviceConfig } from '../core/kernel/config';
 import { defineGrant, type GrantContext } from '../core/kernel/grant-type';
 import { paramsFrom } from '../core/kernel/params';
 import { buildModules, grantTypesOf, modulePorts, registrationModule, tokenEndpointModule } from '../core/registry';
-import { defineModule } from '../core/registry-types';
+import { defineModule, type ModulesOf } from '../core/registry-types';
 import { tableNames } from '../core/tables';
 import { discoveryDocument } from '../lambdas/discovery';
 import { localDynamoClient } from '../local/embedded-dynamo';
@@ -37,7 +37,8 @@ const echoGrant = defineGrant({
   parameters: { required: ['word'], optional: ['scope'] },
   async handler({ client, parameters }, echo: ReturnType<typeof createEchoModule>) {
     echo.seen.push(parameters);
-    return { access_token: `${client.clientId}:${parameters.word}`, token_type: 'Bearer', expires_in: 1, scope: parameters.scope ?? '' };
+    const scope = parameters.scope ?? '';
+    return { access_token: `${client.clientId}:${parameters.word}`, token_type: 'Bearer', expires_in: 1, scope };
   },
 });
 
@@ -47,7 +48,8 @@ const testEndpoint = { ...tokenEndpointModule, needs: { ...tokenEndpointModule.n
 
 let dynamo: EmbeddedDynamo;
 let keysDir: string;
-let modules: ReturnType<typeof buildModules<readonly [typeof testEndpoint, typeof echoModule, typeof registrationModule]>>;
+const testRegistry = [testEndpoint, echoModule, registrationModule] as const;
+let modules: ModulesOf<typeof testRegistry>;
 let api: { clientId: string; secret: string };
 let login: { clientId: string };
 
@@ -62,10 +64,12 @@ beforeAll(async () => {
     macKey: await openLocalMacKey(keysDir), pageTokenKey: await openLocalMacKey(keysDir, PAGE_TOKEN_KEY_FILE),
     clock: new TestClock(), random: systemRandom, config: serviceConfig(ISSUER),
   });
-  modules = buildModules(ports, [testEndpoint, echoModule, registrationModule] as const);
+  modules = buildModules(ports, testRegistry);
   const created = await modules.registration.createApiClient({ name: 'Echo caller', scope: 'messaging poll' });
   api = { clientId: created.client.clientId, secret: created.clientSecret! };
-  const loginClient = await modules.registration.createLoginClient({ name: 'Login', scope: 'openid', redirectUris: ['https://app.example/cb'] });
+  const loginClient = await modules.registration.createLoginClient({
+    name: 'Login', scope: 'openid', redirectUris: ['https://app.example/cb'],
+  });
   login = { clientId: loginClient.client.clientId };
 }, 60_000);
 
@@ -74,35 +78,45 @@ afterAll(async () => {
   if (keysDir) await rm(keysDir, { recursive: true, force: true });
 });
 
-const token = (form: [string, string][], clientId = api.clientId) =>
-  modules.tokenEndpoint.token(paramsFrom([['grant_type', TEST_GRANT], ...form]), { basic: { clientId, clientSecret: api.secret } });
+const token = (form: [string, string][]) => modules.tokenEndpoint.token(
+  paramsFrom([['grant_type', TEST_GRANT], ...form]),
+  { basic: { clientId: api.clientId, clientSecret: api.secret } },
+);
+const invalidRequest = (message: string) => ({ oauth: 'invalid_request', message });
 
 describe('a grant type added by a module through its definition', () => {
   it('is listed after OAuth\'s own, by the endpoint and by discovery alike', () => {
-    const names = ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:token-exchange', TEST_GRANT];
+    const names = [
+      'authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:token-exchange',
+      TEST_GRANT,
+    ];
     expect(modules.tokenEndpoint.grantTypes).toEqual(names);
     expect(grantTypesOf(testEndpoint.needs)).toEqual(names);
     expect(discoveryDocument(ISSUER, grantTypesOf(testEndpoint.needs)).grant_types_supported).toEqual(names);
   });
 
-  it('is dispatched to its handler, given the module as built and the parameters it declares (and no others)', async () => {
+  it('is dispatched to its handler, given its module as built and the parameters it declares only', async () => {
     const response = await token([['word', 'hello'], ['scope', 'poll'], ['other', 'x'], ['other', 'y']]);
-    expect(response).toEqual({ access_token: `${api.clientId}:hello`, token_type: 'Bearer', expires_in: 1, scope: 'poll' });
+    expect(response).toEqual({
+      access_token: `${api.clientId}:hello`, token_type: 'Bearer', expires_in: 1, scope: 'poll',
+    });
     expect(modules.echo.seen.at(-1)).toEqual({ word: 'hello', scope: 'poll' });
   });
 
   it('has its declared parameters checked before it runs: required, not empty, not repeated', async () => {
     const before = modules.echo.seen.length;
-    await expect(token([])).rejects.toMatchObject({ oauth: 'invalid_request', message: 'word is required' });
-    await expect(token([['word', '']])).rejects.toMatchObject({ oauth: 'invalid_request', message: 'word is required' });
-    await expect(token([['word', 'a'], ['word', 'a']])).rejects.toMatchObject({ oauth: 'invalid_request', message: 'word must not be repeated' });
+    await expect(token([])).rejects.toMatchObject(invalidRequest('word is required'));
+    await expect(token([['word', '']])).rejects.toMatchObject(invalidRequest('word is required'));
+    await expect(token([['word', 'a'], ['word', 'a']]))
+      .rejects.toMatchObject(invalidRequest('word must not be repeated'));
     await expect(token([['word', 'a'], ['scope', 'poll'], ['scope', 'poll']]))
-      .rejects.toMatchObject({ oauth: 'invalid_request', message: 'scope must not be repeated' });
+      .rejects.toMatchObject(invalidRequest('scope must not be repeated'));
     expect(modules.echo.seen.length).toBe(before);
   });
 
   it('serves only the client kinds it names; the registry\'s own endpoint does not serve it', async () => {
-    const refused = modules.tokenEndpoint.token(paramsFrom([['grant_type', TEST_GRANT], ['client_id', login.clientId], ['word', 'a']]), {});
+    const form = paramsFrom([['grant_type', TEST_GRANT], ['client_id', login.clientId], ['word', 'a']]);
+    const refused = modules.tokenEndpoint.token(form, {});
     await expect(refused).rejects.toMatchObject({ oauth: 'unauthorized_client' });
     expect(grantTypesOf(tokenEndpointModule.needs)).not.toContain(TEST_GRANT);
   });

@@ -74,7 +74,10 @@ export function serveGrant<Deps, Required extends string, Optional extends strin
 ): ServedGrant {
   const { name, clients, parameters } = grant;
   // The context's parameters were read from this grant's own declaration (readGrantParameters).
-  return { name, clients, parameters, handle: (context) => grant.handler(context as GrantContext<Required, Optional>, deps) };
+  return {
+    name, clients, parameters,
+    handle: (context) => grant.handler(context as GrantContext<Required, Optional>, deps),
+  };
 }
 
 /** The parameters `declared` names, read from the request; invalid_request as RFC 6749 §5.2 says. */

@@ -89,7 +89,9 @@ export function createTokenService(deps: {
         throw oauthError('unsupported_grant_type', `${shown} is not supported`);
       }
       const client = await authenticate(params, credentials);
-      if (!grant.clients.includes(client.kind)) throw oauthError('unauthorized_client', `this client may not use the ${grant.name} grant`);
+      if (!grant.clients.includes(client.kind)) {
+        throw oauthError('unauthorized_client', `this client may not use the ${grant.name} grant`);
+      }
       // The parameters its declaration names, read before the grant runs (each at most once).
       return grant.handle({ client, parameters: readGrantParameters(params, grant.parameters) });
     },

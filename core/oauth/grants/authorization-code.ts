@@ -13,6 +13,9 @@ import { grantAccessToken } from '../user-grants';
 
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const INVALID_CODE = 'the authorization code is invalid or expired';
+const MISMATCHED_CODE = 'the authorization code was issued for another client, redirect_uri or code_verifier';
+const VERIFIER_FORM =
+  `code_verifier must be ${limits.codeVerifierMin} to ${limits.codeVerifierMax} characters of [A-Za-z0-9-._~]`;
 const REPLAYED_CODE = 'the authorization code was already used; tokens issued from it are revoked';
 
 interface AuthorizationCodeDeps {
@@ -23,17 +26,22 @@ interface AuthorizationCodeDeps {
 }
 
 /** The code's grant, once redeemed: invalid_grant for a code unknown, expired, mismatched or replayed. */
-async function redeem(deps: AuthorizationCodeDeps, code: string, clientId: string, redirectUri: string, verifier: string) {
-  const { store, clock } = deps;
+async function redeem(
+  { store, clock }: AuthorizationCodeDeps,
+  code: string,
+  bound: { clientId: string; redirectUri: string; verifier: string },
+) {
   if (!OPAQUE_SECRET.test(code)) throw oauthError('invalid_grant', INVALID_CODE);
   const now = clock.now();
-  const result = await store.redeemCode(sha256(code), { clientId, redirectUri, codeChallenge: pkceChallenge(verifier) }, now);
+  const { clientId, redirectUri, verifier } = bound;
+  const codeChallenge = pkceChallenge(verifier);
+  const result = await store.redeemCode(sha256(code), { clientId, redirectUri, codeChallenge }, now);
   switch (result.outcome) {
     case 'unknown':
     case 'expired':
       throw oauthError('invalid_grant', INVALID_CODE);
     case 'mismatch':
-      throw oauthError('invalid_grant', 'the authorization code was issued for another client, redirect_uri or code_verifier');
+      throw oauthError('invalid_grant', MISMATCHED_CODE);
     case 'replayed':
       // RFC 6749 §4.1.2: a code used twice revokes what it produced.
       await store.revokeGrant(result.grantId, now);
@@ -49,17 +57,18 @@ export const authorizationCodeGrant = defineGrant({
   parameters: { required: ['code', 'redirect_uri', 'code_verifier'], optional: [] },
   async handler({ client, parameters }, deps: AuthorizationCodeDeps) {
     const { store, random, issuer } = deps;
-    if (!CODE_VERIFIER.test(parameters.code_verifier)) {
-      throw oauthError('invalid_request', `code_verifier must be ${limits.codeVerifierMin} to ${limits.codeVerifierMax} characters of [A-Za-z0-9-._~]`);
-    }
-    const { redeemed, now } = await redeem(deps, parameters.code, client.clientId, parameters.redirect_uri, parameters.code_verifier);
+    const { code, redirect_uri: redirectUri, code_verifier: verifier } = parameters;
+    if (!CODE_VERIFIER.test(verifier)) throw oauthError('invalid_request', VERIFIER_FORM);
+    const { redeemed, now } = await redeem(deps, code, { clientId: client.clientId, redirectUri, verifier });
     const secret = randomSecret(random);
     const grant: Grant = {
       grantId: redeemed.grantId, secretHash: sha256(secret), clientId: redeemed.clientId, svcnumId: redeemed.svcnumId,
       scopes: redeemed.scopes, authTime: redeemed.authTime, createdAt: now, lastUsedAt: now,
     };
     // Fails only if a replay revoked this grant before it existed (the tombstone wins).
-    if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) throw oauthError('invalid_grant', REPLAYED_CODE);
+    if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
+      throw oauthError('invalid_grant', REPLAYED_CODE);
+    }
     // The account may have been disabled while the code was outstanding. Disabling revokes the
     // grants that exist when it lists them; reading the user only after ours exists means one of
     // the two always sees the other. The read runs alongside the signing, so it costs no latency.

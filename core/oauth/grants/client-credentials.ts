@@ -31,6 +31,8 @@ export const clientCredentialsGrant = defineGrant({
       throw oauthError('invalid_grant', 'the agent behind this client is not active');
     }
     const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
-    return { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: formatScope(scopes) };
+    return {
+      access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: formatScope(scopes),
+    };
   },
 });

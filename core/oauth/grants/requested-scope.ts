@@ -7,7 +7,8 @@ export function requestedScope(value: string | undefined, allowed: readonly stri
   const scopes = parseScope(value);
   if (!scopes) throw oauthError('invalid_scope', 'scope is not a valid space-separated list');
   if (!isSubset(scopes, allowed)) {
-    throw oauthError('invalid_scope', `scope exceeds what was granted: ${scopes.filter((s) => !allowed.includes(s)).join(' ')}`);
+    const beyond = scopes.filter((scope) => !allowed.includes(scope));
+    throw oauthError('invalid_scope', `scope exceeds what was granted: ${beyond.join(' ')}`);
   }
   return scopes;
 }
