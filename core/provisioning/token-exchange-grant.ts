@@ -28,7 +28,7 @@ export interface TokenExchangeGrantDeps {
   provisioningCaller: ProvisioningCallers;
 }
 
-export const tokenExchangeGrant = defineGrant({
+export const tokenExchangeGrant = /* @__PURE__ */ defineGrant({
   name: TOKEN_EXCHANGE,
   clients: ['provisioning'],
   // RFC 8693 §2.1 (and RFC 8707's resource); which are needed, and how they combine, is the

@@ -14,8 +14,6 @@ import { grantAccessToken } from '../user-grants';
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const INVALID_CODE = 'the authorization code is invalid or expired';
 const MISMATCHED_CODE = 'the authorization code was issued for another client, redirect_uri or code_verifier';
-const VERIFIER_FORM =
-  `code_verifier must be ${limits.codeVerifierMin} to ${limits.codeVerifierMax} characters of [A-Za-z0-9-._~]`;
 const REPLAYED_CODE = 'the authorization code was already used; tokens issued from it are revoked';
 
 interface AuthorizationCodeDeps {
@@ -51,14 +49,17 @@ async function redeem(
   }
 }
 
-export const authorizationCodeGrant = defineGrant({
+export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
   name: 'authorization_code',
   clients: ['login'],
   parameters: { required: ['code', 'redirect_uri', 'code_verifier'], optional: [] },
   async handler({ client, parameters }, deps: AuthorizationCodeDeps) {
     const { store, random, issuer } = deps;
     const { code, redirect_uri: redirectUri, code_verifier: verifier } = parameters;
-    if (!CODE_VERIFIER.test(verifier)) throw oauthError('invalid_request', VERIFIER_FORM);
+    if (!CODE_VERIFIER.test(verifier)) {
+      const { codeVerifierMin: min, codeVerifierMax: max } = limits;
+      throw oauthError('invalid_request', `code_verifier must be ${min} to ${max} characters of [A-Za-z0-9-._~]`);
+    }
     const { redeemed, now } = await redeem(deps, code, { clientId: client.clientId, redirectUri, verifier });
     const secret = randomSecret(random);
     const grant: Grant = {

@@ -12,7 +12,7 @@ interface ClientCredentialsDeps {
   issuer: TokenIssuer;
 }
 
-export const clientCredentialsGrant = defineGrant({
+export const clientCredentialsGrant = /* @__PURE__ */ defineGrant({
   name: 'client_credentials',
   clients: ['api', 'provisioning', 'agent'],
   parameters: { required: [], optional: ['scope'] },

@@ -16,7 +16,7 @@ interface RefreshTokenDeps {
   issuer: TokenIssuer;
 }
 
-export const refreshTokenGrant = defineGrant({
+export const refreshTokenGrant = /* @__PURE__ */ defineGrant({
   name: 'refresh_token',
   clients: ['login'],
   parameters: { required: ['refresh_token'], optional: ['scope'] },
