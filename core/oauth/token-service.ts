@@ -1,4 +1,4 @@
-import { DomainError, oauthError } from '../kernel/errors';
+import { type DomainError, oauthError } from '../kernel/errors';
 import type { ClientLookup } from '../kernel/capabilities';
 import type { Client } from '../kernel/model';
 import { readGrantParameters, type TokenResponse } from '../kernel/grant-type';
