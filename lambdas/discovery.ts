@@ -1,13 +1,16 @@
 import { httpsIssuer } from '../core/kernel/config';
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
-import { oauthModule, tokenEndpointGrantTypes, type Modules } from '../core/registry';
+import { grantTypesSupported, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
 import { ANY_ORIGIN, publicJson } from './http';
 import { lambdaHandler } from './runtime';
 
 // OIDC Discovery 1.0 and RFC 8414 metadata: only what the service really supports.
 
-/** `grantTypes`: the token endpoint's (core/registry.ts `tokenEndpointGrantTypes`, which building the endpoint checks), so the list cannot drift from what it serves. */
+/**
+ * `grantTypes`: the names in the token endpoint's table of grants (core/registry.ts
+ * `grantTypesSupported`), so the list cannot drift from what it serves.
+ */
 export function discoveryDocument(issuer: string, grantTypes: readonly string[]) {
   return {
     issuer,
@@ -25,7 +28,10 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     id_token_signing_alg_values_supported: ['EdDSA'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-    claims_supported: ['sub', 'svcnum', 'email', 'email_verified', 'created_at', 'account_type', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
+    claims_supported: [
+      'sub', 'svcnum', 'email', 'email_verified', 'created_at', 'account_type', 'iss', 'aud', 'exp', 'iat', 'auth_time',
+      'nonce', 'azp',
+    ],
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
     request_parameter_supported: false,
@@ -38,7 +44,7 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
 export const discoveryModules = [oauthModule] as const;
 
 export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
-  const document = discoveryDocument(oauth.config.issuer, tokenEndpointGrantTypes);
+  const document = discoveryDocument(oauth.config.issuer, grantTypesSupported);
   return edgeHandler({
     '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
     // Short cache: a key added for rotation must reach verifiers well before it signs.

@@ -4,7 +4,8 @@ import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECORD_CACHE_TTL } from '../core/accounts';
 import type { Client } from '../core/kernel/model';
-import { createGrantRegistry, type GrantType } from '../core/oauth/grants/registry';
+import type { ServedGrant } from '../core/kernel/grant-type';
+import { createGrantTable } from '../core/oauth/grants/table';
 import {
   type Agent, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, ExchangeTokenRequest, type ExchangeTokenResponse,
   IssueAgentTokenRequest,
@@ -342,10 +343,12 @@ describe('the grant type registry', () => {
   });
 
   it('finds own entries only, and refuses a type registered twice', () => {
-    const grant = (type: string): GrantType => ({ type, clients: ['login'], handle: async () => { throw new Error('not called'); } });
-    const registry = createGrantRegistry([grant('a'), grant('b')]);
-    expect(registry.types).toEqual(['a', 'b']);
-    for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) expect(registry.find(name)).toBeUndefined();
-    expect(() => createGrantRegistry([grant('a'), grant('a')])).toThrow();
+    const grant = (name: string): ServedGrant => ({
+      name, clients: ['login'], parameters: { required: [], optional: [] }, handle: async () => { throw new Error('not called'); },
+    });
+    const table = createGrantTable([grant('a'), grant('b')]);
+    expect(table.names).toEqual(['a', 'b']);
+    for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) expect(table.find(name)).toBeUndefined();
+    expect(() => createGrantTable([grant('a'), grant('a')])).toThrow();
   });
 });

@@ -1,15 +1,16 @@
 import { type DomainError, oauthError } from '../kernel/errors';
 import type { ClientLookup } from '../kernel/capabilities';
 import type { Client } from '../kernel/model';
+import { readGrantParameters, type TokenResponse } from '../kernel/grant-type';
 import { optionalParam, requiredParam, type Params } from '../kernel/params';
 import type { Clock } from '../kernel/ports';
 import { OPAQUE_SECRET, safeEqual, sha256 } from '../kernel/secrets';
-import type { GrantRegistry, TokenResponse } from './grants/registry';
+import type { GrantTable } from './grants/table';
 import type { OAuthPort } from './store';
 import { liveGrant, REFRESH_TOKEN } from './user-grants';
 
 // POST /oauth/token and POST /oauth/revoke (RFC 6749 §2.3, §5; RFC 7009): client authentication,
-// dispatch to the grant type plug-ins (core/oauth/grants/), revocation.
+// dispatch from the table of grant types (core/kernel/grant-type.ts), revocation.
 
 /** Credentials as they arrived: HTTP Basic (RFC 6749 §2.3.1) and/or form fields. */
 export interface PresentedCredentials {
@@ -82,7 +83,7 @@ export function createTokenService(deps: {
   store: Pick<OAuthPort, 'getGrant' | 'revokeGrant'>;
   clock: Clock;
   /** The grant types this endpoint serves. */
-  grants: GrantRegistry;
+  grants: GrantTable;
   /** Client records, cached (at most 30 s); a record the check refuses is read again first (ClientLookup). */
   getClientRechecked: ClientLookup['getClientRechecked'];
 }) {
@@ -94,7 +95,7 @@ export function createTokenService(deps: {
     authenticate,
 
     /** The grant_type values served, in registration order (discovery's grant_types_supported). */
-    grantTypes: grants.types,
+    grantTypes: grants.names,
 
     /** POST /oauth/token. */
     async token(params: Params, credentials: PresentedCredentials): Promise<TokenResponse> {
@@ -109,9 +110,10 @@ export function createTokenService(deps: {
       }
       const client = await authenticate(params, credentials);
       if (!grant.clients.includes(client.kind)) {
-        throw oauthError('unauthorized_client', `this client may not use the ${grant.type} grant`);
+        throw oauthError('unauthorized_client', `this client may not use the ${grant.name} grant`);
       }
-      return grant.handle(params, client);
+      // The parameters its declaration names, read before the grant runs (each at most once).
+      return grant.handle({ client, parameters: readGrantParameters(params, grant.parameters) });
     },
 
     /** POST /oauth/revoke (RFC 7009): unknown tokens are not an error. */

@@ -14,7 +14,6 @@ import { createProgrammableNumbers } from './programmable';
 import { createQuota, type QuotaKind, type SlotHolder } from './quota';
 import { createRequestLog } from './requests';
 import { createProvisioningCallers } from './callers';
-import { tokenExchangeGrant } from './token-exchange-grant';
 
 /**
  * Whether a lapsed slot's holder committed with it: the agent, programmable number or mask exists
@@ -77,9 +76,9 @@ export function createProvisioningModule(
 
 /**
  * Token exchange as the registry builds it for the token endpoint and the gRPC edge: the exchange
- * (the ExchangeToken RPC's rules), who may call the provisioning API, and the grant type it
- * contributes to the token endpoint. Small on purpose: the token Lambda needs nothing else of
- * provisioning.
+ * (the ExchangeToken RPC's rules) and who may call the provisioning API: what the grant type it
+ * adds to the token endpoint runs on (./token-exchange-grant.ts). Small on purpose: the token
+ * Lambda needs nothing else of provisioning.
  */
 export function createTokenExchangeModule(
   ports: { store: TokenExchangePort; clock: Clock; config: ServiceConfig },
@@ -92,9 +91,5 @@ export function createTokenExchangeModule(
   // client secret) alike, the owner's status from the accounts cache (at most 30 s old), as
   // client_credentials reads it.
   const provisioningCaller = createProvisioningCallers(needs.accounts.accountActive);
-  return {
-    exchange,
-    provisioningCaller,
-    grant: tokenExchangeGrant({ exchange, provisioningCaller }),
-  };
+  return { exchange, provisioningCaller };
 }

@@ -1,83 +1,97 @@
 import { limits } from '../../kernel/config';
 import { oauthError } from '../../kernel/errors';
+import { defineGrant } from '../../kernel/grant-type';
 import type { Grant } from '../../kernel/model';
-import { requiredParam } from '../../kernel/params';
 import type { Clock, Random } from '../../kernel/ports';
 import { formatScope } from '../../kernel/scopes';
 import { OPAQUE_SECRET, pkceChallenge, randomSecret, sha256 } from '../../kernel/secrets';
 import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
 import { grantAccessToken } from '../user-grants';
-import type { GrantType } from './registry';
-import { AUTHORIZATION_CODE } from './types';
 
 // RFC 6749 §4.1.3 with RFC 7636 PKCE (S256): a login client redeems its code once.
 
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
+const INVALID_CODE = 'the authorization code is invalid or expired';
+const MISMATCHED_CODE = 'the authorization code was issued for another client, redirect_uri or code_verifier';
+const REPLAYED_CODE = 'the authorization code was already used; tokens issued from it are revoked';
 
-export function authorizationCodeGrant(deps: {
+interface AuthorizationCodeDeps {
   store: Pick<Store, 'redeemCode' | 'revokeGrant' | 'createGrant' | 'getUser'>;
   clock: Clock;
   random: Random;
   issuer: TokenIssuer;
-}): GrantType {
-  const { store, clock, random, issuer } = deps;
-  return {
-    type: AUTHORIZATION_CODE,
-    clients: ['login'],
-    async handle(params, client) {
-      const code = requiredParam(params, 'code');
-      const redirectUri = requiredParam(params, 'redirect_uri');
-      const verifier = requiredParam(params, 'code_verifier');
-      if (!CODE_VERIFIER.test(verifier)) {
-        throw oauthError('invalid_request', `code_verifier must be ${limits.codeVerifierMin} to ${limits.codeVerifierMax} characters of [A-Za-z0-9-._~]`);
-      }
-      if (!OPAQUE_SECRET.test(code)) throw oauthError('invalid_grant', 'the authorization code is invalid or expired');
-      const now = clock.now();
-      const result = await store.redeemCode(sha256(code), { clientId: client.clientId, redirectUri, codeChallenge: pkceChallenge(verifier) }, now);
-      switch (result.outcome) {
-        case 'unknown':
-        case 'expired':
-          throw oauthError('invalid_grant', 'the authorization code is invalid or expired');
-        case 'mismatch':
-          throw oauthError('invalid_grant', 'the authorization code was issued for another client, redirect_uri or code_verifier');
-        case 'replayed':
-          // RFC 6749 §4.1.2: a code used twice revokes what it produced.
-          await store.revokeGrant(result.grantId, now);
-          throw oauthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
-        case 'redeemed':
-          break;
-      }
-      const redeemed = result.code;
-      const secret = randomSecret(random);
-      const grant: Grant = {
-        grantId: redeemed.grantId, secretHash: sha256(secret), clientId: redeemed.clientId, svcnumId: redeemed.svcnumId,
-        scopes: redeemed.scopes, authTime: redeemed.authTime, createdAt: now, lastUsedAt: now,
-      };
-      // Fails only if a replay revoked this grant before it existed (the tombstone wins).
-      if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
-        throw oauthError('invalid_grant', 'the authorization code was already used; tokens issued from it are revoked');
-      }
-      // The account may have been disabled while the code was outstanding. Disabling revokes the
-      // grants that exist when it lists them; reading the user only after ours exists means one of
-      // the two always sees the other. The read runs alongside the signing, so it costs no latency.
-      const [user, access, idToken] = await Promise.all([
-        store.getUser(grant.svcnumId),
-        grantAccessToken(issuer, grant, grant.scopes),
-        grant.scopes.includes('openid')
-          ? issuer.idToken({ subject: grant.svcnumId, clientId: grant.clientId, authTime: grant.authTime, ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}) })
-          : undefined,
-      ]);
-      if (user?.status !== 'active') {
-        await store.revokeGrant(grant.grantId, now);
-        throw oauthError('invalid_grant', 'the account behind this authorization code is no longer active');
-      }
-      return {
-        access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
-        refresh_token: `${grant.grantId}.${secret}`,
-        ...(idToken ? { id_token: idToken } : {}),
-        scope: formatScope(grant.scopes),
-      };
-    },
-  };
 }
+
+/** The code's grant, once redeemed: invalid_grant for a code unknown, expired, mismatched or replayed. */
+async function redeem(
+  { store, clock }: AuthorizationCodeDeps,
+  code: string,
+  bound: { clientId: string; redirectUri: string; verifier: string },
+) {
+  if (!OPAQUE_SECRET.test(code)) throw oauthError('invalid_grant', INVALID_CODE);
+  const now = clock.now();
+  const { clientId, redirectUri, verifier } = bound;
+  const codeChallenge = pkceChallenge(verifier);
+  const result = await store.redeemCode(sha256(code), { clientId, redirectUri, codeChallenge }, now);
+  switch (result.outcome) {
+    case 'unknown':
+    case 'expired':
+      throw oauthError('invalid_grant', INVALID_CODE);
+    case 'mismatch':
+      throw oauthError('invalid_grant', MISMATCHED_CODE);
+    case 'replayed':
+      // RFC 6749 §4.1.2: a code used twice revokes what it produced.
+      await store.revokeGrant(result.grantId, now);
+      throw oauthError('invalid_grant', REPLAYED_CODE);
+    case 'redeemed':
+      return { redeemed: result.code, now };
+  }
+}
+
+export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
+  name: 'authorization_code',
+  clients: ['login'],
+  parameters: { required: ['code', 'redirect_uri', 'code_verifier'], optional: [] },
+  async handler({ client, parameters }, deps: AuthorizationCodeDeps) {
+    const { store, random, issuer } = deps;
+    const { code, redirect_uri: redirectUri, code_verifier: verifier } = parameters;
+    if (!CODE_VERIFIER.test(verifier)) {
+      const { codeVerifierMin: min, codeVerifierMax: max } = limits;
+      throw oauthError('invalid_request', `code_verifier must be ${min} to ${max} characters of [A-Za-z0-9-._~]`);
+    }
+    const { redeemed, now } = await redeem(deps, code, { clientId: client.clientId, redirectUri, verifier });
+    const secret = randomSecret(random);
+    const grant: Grant = {
+      grantId: redeemed.grantId, secretHash: sha256(secret), clientId: redeemed.clientId, svcnumId: redeemed.svcnumId,
+      scopes: redeemed.scopes, authTime: redeemed.authTime, createdAt: now, lastUsedAt: now,
+    };
+    // Fails only if a replay revoked this grant before it existed (the tombstone wins).
+    if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
+      throw oauthError('invalid_grant', REPLAYED_CODE);
+    }
+    // The account may have been disabled while the code was outstanding. Disabling revokes the
+    // grants that exist when it lists them; reading the user only after ours exists means one of
+    // the two always sees the other. The read runs alongside the signing, so it costs no latency.
+    const [user, access, idToken] = await Promise.all([
+      store.getUser(grant.svcnumId),
+      grantAccessToken(issuer, grant, grant.scopes),
+      grant.scopes.includes('openid')
+        ? issuer.idToken({
+          subject: grant.svcnumId, clientId: grant.clientId, authTime: grant.authTime,
+          ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}),
+        })
+        : undefined,
+    ]);
+    if (user?.status !== 'active') {
+      await store.revokeGrant(grant.grantId, now);
+      throw oauthError('invalid_grant', 'the account behind this authorization code is no longer active');
+    }
+    return {
+      access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
+      refresh_token: `${grant.grantId}.${secret}`,
+      ...(idToken ? { id_token: idToken } : {}),
+      scope: formatScope(grant.scopes),
+    };
+  },
+});
