@@ -216,7 +216,7 @@ const fingerprint = (input: AgentInput, extra: Record<string, unknown> = {}) => 
 /** The caller's owner account, which must be active to provision agents. */
 async function activeAccount(store: ProvisioningPort, caller: Caller): Promise<User> {
   const account = await store.getUser(caller.ownerId);
-  if (!account || account.status !== 'active') throw failedPrecondition('the account of this client is not active');
+  if (account?.status !== 'active') throw failedPrecondition('the account of this client is not active');
   return account;
 }
 
