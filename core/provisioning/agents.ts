@@ -1,20 +1,16 @@
 import type { AccessTokenIssuer } from '../kernel/access';
 import type { AgentClients, DiscoverIndex, TokenStanding } from '../kernel/capabilities';
 import { inService, type AgentKind, type NumberState, type User } from '../kernel/model';
-import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../kernel/ports';
 import { formatScope, isSubset, parseScope } from '../kernel/scopes';
 import { idTime } from '../kernel/ids';
 import { sha256 } from '../kernel/secrets';
 import type { ProvisioningPort } from './store';
-import type { ProvisioningConfig } from './config';
+import type { ProvisioningParts } from './context';
 import { DomainError, failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from '../kernel/paging';
 import type { PageKey } from '../kernel/paging';
-import type { NumberPool } from './pool';
 import type { Caller } from './programmable';
-import { quotaLimit, type Quota } from './quota';
-import type { RequestLog } from './requests';
+import { quotaLimit } from './quota';
 import { afterCommit, Steps, type Held } from './steps';
 import { agentScopeField, capabilitiesField, displayNameField, svcnumIdField } from './validation';
 
@@ -78,18 +74,14 @@ export interface AgentInput {
   scope?: string;
 }
 
-/** What the agents' operations work with: the ports and the provisioning parts they share. */
-export interface AgentsContext {
-  store: ProvisioningPort;
-  clock: Clock;
-  pool: NumberPool;
-  quota: Quota;
-  once: RequestLog;
+/**
+ * What the agents' operations work with: the shared parts, and the agents' clients, their tokens
+ * and the discover index.
+ */
+export interface AgentsContext extends ProvisioningParts {
   accounts: AgentClients;
   issuer: AccessTokenIssuer;
   discoverIndex: DiscoverIndex;
-  config: ProvisioningConfig;
-  pageTokens: PageTokenCodec;
   standing: Pick<TokenStanding, 'tokenRefusal'>;
 }
 

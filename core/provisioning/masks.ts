@@ -1,16 +1,13 @@
 import { inService, type Mask } from '../kernel/model';
-import type { PageTokenCodec } from '../kernel/page-token';
 import type { AccountStatus } from '../kernel/capabilities';
-import type { Clock } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
+import type { ProvisioningParts } from './context';
 import { idTime } from '../kernel/ids';
-import { provisioningLimits, type ProvisioningConfig } from './config';
+import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PagedList } from '../kernel/paging';
-import type { NumberPool } from './pool';
-import { quotaLimit, type Quota } from './quota';
+import { quotaLimit } from './quota';
 import type { Caller } from './programmable';
-import type { RequestLog } from './requests';
 import { afterCommit, Steps, type Held } from './steps';
 import { maskScopeField, svcnumIdField } from './validation';
 
@@ -56,15 +53,8 @@ const maskPages: PagedList<Mask> = {
   keyOf: (mask) => ({ maskId: mask.maskId, ownerId: mask.ownerId }),
 };
 
-/** What the masks' operations work with. */
-export interface MasksContext {
-  store: ProvisioningPort;
-  clock: Clock;
-  pool: NumberPool;
-  quota: Quota;
-  once: RequestLog;
-  config: ProvisioningConfig;
-  pageTokens: PageTokenCodec;
+/** What the masks' operations work with: the shared parts, and whether a participant is in service. */
+export interface MasksContext extends ProvisioningParts {
   status: Pick<AccountStatus, 'entityInService'>;
 }
 

@@ -1,15 +1,12 @@
 import type { NumberStreams } from '../kernel/capabilities';
 import type { NumberState, User } from '../kernel/model';
-import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
+import type { ProvisioningParts } from './context';
 import { idTime } from '../kernel/ids';
-import { provisioningLimits, type ProvisioningConfig } from './config';
+import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
 import { listPage, type PageKey, type PagedList } from '../kernel/paging';
-import type { NumberPool } from './pool';
-import { quotaLimit, type Quota } from './quota';
-import type { RequestLog } from './requests';
+import { quotaLimit } from './quota';
 import { afterCommit, Steps, type Held } from './steps';
 import { displayNameField, svcnumIdField } from './validation';
 
@@ -54,15 +51,8 @@ export function programmableView(entity: User): ProgrammableNumberView {
   };
 }
 
-/** What the programmable numbers' operations work with. */
-export interface ProgrammableContext {
-  store: ProvisioningPort;
-  clock: Clock;
-  pool: NumberPool;
-  quota: Quota;
-  once: RequestLog;
-  config: ProvisioningConfig;
-  pageTokens: PageTokenCodec;
+/** What the programmable numbers' operations work with: the shared parts, and the owners' streams. */
+export interface ProgrammableContext extends ProvisioningParts {
   streams: NumberStreams;
 }
 
