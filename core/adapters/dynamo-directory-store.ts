@@ -15,15 +15,18 @@ const BATCH_GET_MAX = 100;
 function split(item: Record<string, unknown> | undefined) {
   if (!item) return undefined;
   const { [ALIAS_CLAIMS]: claims, ...rest } = item;
-  const aliasClaims = claims instanceof Set ? [...claims as Set<string>] : Array.isArray(claims) ? claims as string[] : [];
+  const aliasClaims = claims instanceof Set
+    ? [...claims as Set<string>]
+    : Array.isArray(claims) ? claims as string[] : [];
   return { entity: record<User>(rest)!, aliasClaims };
 }
 
-export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): DirectoryStore {
-  const { get, queryPage } = dynamoOps(db);
-
+/** Aliases: the claims in the aliases table and the list of live claims on each entity. */
+function aliasStore(db: StoreDb, tables: TableNames): Pick<DirectoryStore,
+  | 'claimAlias' | 'takeOverAlias' | 'getAlias' | 'deleteAlias' | 'addAliasClaim' | 'removeAliasClaims'
+  | 'getAliasedEntity'> {
+  const { get } = dynamoOps(db);
   return {
-    // aliases
     claimAlias: (alias) => conditional(db.send(new PutCommand({
       TableName: tables.aliases, Item: alias, ConditionExpression: 'attribute_not_exists(alias)',
     }))),
@@ -35,14 +38,16 @@ export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): Dir
     }))),
     getAlias: (alias) => get<AliasRecord>(tables.aliases, { alias }, true),
     deleteAlias: (alias, claim) => conditional(db.send(new DeleteCommand({
-      TableName: tables.aliases, Key: { alias }, ConditionExpression: 'claim = :claim', ExpressionAttributeValues: { ':claim': claim },
+      TableName: tables.aliases, Key: { alias }, ConditionExpression: 'claim = :claim',
+      ExpressionAttributeValues: { ':claim': claim },
     }))),
     addAliasClaim: (svcnumId, member, max) => conditional(db.send(new UpdateCommand({
       TableName: tables.users,
       Key: { svcnumId },
       UpdateExpression: 'ADD #claims :member',
       // Counting on the entity record makes the limit exact: concurrent commits serialise here.
-      ConditionExpression: 'attribute_exists(svcnumId) AND (attribute_not_exists(#claims) OR size(#claims) < :max OR contains(#claims, :one))',
+      ConditionExpression: 'attribute_exists(svcnumId) AND '
+        + '(attribute_not_exists(#claims) OR size(#claims) < :max OR contains(#claims, :one))',
       ExpressionAttributeNames: { '#claims': ALIAS_CLAIMS },
       ExpressionAttributeValues: { ':member': new Set([member]), ':max': max, ':one': member },
     }))),
@@ -58,11 +63,19 @@ export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): Dir
       })));
     },
     async getAliasedEntity(svcnumId) {
-      const { Item } = await db.send(new GetCommand({ TableName: tables.users, Key: { svcnumId }, ConsistentRead: true }));
+      const { Item } = await db.send(new GetCommand({
+        TableName: tables.users, Key: { svcnumId }, ConsistentRead: true,
+      }));
       return split(Item);
     },
+  };
+}
 
-    // discover index
+/** The discover index: agents by capability, and the entities it names read in batches. */
+function discoverIndexStore(db: StoreDb, tables: TableNames): Pick<DirectoryStore,
+  'indexCapabilities' | 'listCapability' | 'getEntities'> {
+  const { queryPage } = dynamoOps(db);
+  return {
     async indexCapabilities(svcnumId, capabilities, now) {
       await Promise.all(capabilities.map((capability) => db.send(new PutCommand({
         TableName: tables.capabilities, Item: { capability, svcnumId, createdAt: now } satisfies CapabilityEntry,
@@ -77,7 +90,8 @@ export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): Dir
       const found: User[] = [];
       const unique = [...new Set(svcnumIds)];
       for (let start = 0; start < unique.length; start += BATCH_GET_MAX) {
-        let keys: Array<Record<string, unknown>> = unique.slice(start, start + BATCH_GET_MAX).map((svcnumId) => ({ svcnumId }));
+        let keys: Array<Record<string, unknown>> = unique.slice(start, start + BATCH_GET_MAX)
+          .map((svcnumId) => ({ svcnumId }));
         // Unprocessed keys (throttling) are retried a few times with a short back-off.
         for (let attempt = 0; keys.length > 0; attempt++) {
           if (attempt > 0) {
@@ -92,4 +106,8 @@ export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): Dir
       return found;
     },
   };
+}
+
+export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): DirectoryStore {
+  return { ...aliasStore(db, tables), ...discoverIndexStore(db, tables) };
 }

@@ -29,42 +29,46 @@ function assignments(changes: Record<string, unknown>, prefix: string) {
   return { names, values, set, remove };
 }
 
-export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): Omit<ProvisioningStore, 'getMask'> {
-  const { get, queryPage, updateReturning } = dynamoOps(db);
+/** What each part of the store below works with: the client, the table names and the shared operations. */
+interface StoreContext {
+  db: StoreDb;
+  tables: TableNames;
+  ops: ReturnType<typeof dynamoOps>;
+}
 
-  /**
-   * Sets (or, for undefined values, removes) attributes; `expected` values must hold, and so must
-   * `also` (a further condition with its own placeholders).
-   */
-  function updateEntity(svcnumId: string, changes: Partial<User>, expected: Partial<User> = {}, also?: { condition: string; values: Record<string, unknown> }) {
-    const update = assignments(changes as Record<string, unknown>, 'c');
-    const condition = assignments(expected as Record<string, unknown>, 'e');
-    const clauses = [update.set.length ? `SET ${update.set.join(', ')}` : '', update.remove.length ? `REMOVE ${update.remove.join(', ')}` : ''].filter(Boolean);
-    const values = { ...update.values, ...condition.values, ...also?.values };
-    return updateReturning<User>({
-      TableName: tables.users,
-      Key: { svcnumId },
-      UpdateExpression: clauses.join(' '),
-      ConditionExpression: ['attribute_exists(svcnumId)', ...condition.set, ...(also ? [`(${also.condition})`] : [])].join(' AND '),
-      ExpressionAttributeNames: { ...update.names, ...condition.names },
-      ...(Object.keys(values).length ? { ExpressionAttributeValues: values } : {}),
-    });
-  }
+/**
+ * Sets (or, for undefined values, removes) attributes; `expected` values must hold, and so must
+ * `also` (a further condition with its own placeholders).
+ */
+function updateEntity(
+  { tables, ops }: StoreContext,
+  svcnumId: string,
+  changes: Partial<User>,
+  expected: Partial<User> = {},
+  also?: { condition: string; values: Record<string, unknown> },
+) {
+  const update = assignments(changes as Record<string, unknown>, 'c');
+  const condition = assignments(expected as Record<string, unknown>, 'e');
+  const clauses = [
+    update.set.length ? `SET ${update.set.join(', ')}` : '',
+    update.remove.length ? `REMOVE ${update.remove.join(', ')}` : '',
+  ].filter(Boolean);
+  const values = { ...update.values, ...condition.values, ...also?.values };
+  return ops.updateReturning<User>({
+    TableName: tables.users,
+    Key: { svcnumId },
+    UpdateExpression: clauses.join(' '),
+    ConditionExpression: ['attribute_exists(svcnumId)', ...condition.set, ...(also ? [`(${also.condition})`] : [])]
+      .join(' AND '),
+    ExpressionAttributeNames: { ...update.names, ...condition.names },
+    ...(Object.keys(values).length ? { ExpressionAttributeValues: values } : {}),
+  });
+}
 
-  async function beginRequest(request: IdempotencyRecord): Promise<RequestClaim> {
-    const started = await conditional(db.send(new PutCommand({
-      TableName: tables.requests,
-      Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
-      ConditionExpression: 'attribute_not_exists(requestKey)',
-    })));
-    if (started) return { outcome: 'started' };
-    const existing = await get<IdempotencyRecord>(tables.requests, { requestKey: request.requestKey }, true);
-    // Deleted in between (its first call was refused): start again.
-    return existing ? { outcome: 'exists', record: existing } : beginRequest(request);
-  }
-
+/** The number pool: seeding, the free-number query, and a lease's three ends (confirmed, returned). */
+function numberPoolStore({ db, tables, ops }: StoreContext): Pick<ProvisioningStore,
+  'seedNumber' | 'freeNumbers' | 'leaseNumber' | 'confirmNumber' | 'returnNumber'> {
   return {
-    // the number pool
     seedNumber: (svcnum, now) => conditional(db.send(new PutCommand({
       TableName: tables.numbers,
       Item: { svcnum, state: 'available', poolKey: 'free', availableAt: poolTime(0), updatedAt: now },
@@ -72,7 +76,7 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
     }))),
 
     async freeNumbers(now, limit) {
-      const page = await queryPage<NumberRecord>({
+      const page = await ops.queryPage<NumberRecord>({
         TableName: tables.numbers,
         IndexName: 'pool',
         KeyConditionExpression: 'poolKey = :free AND availableAt <= :now',
@@ -84,13 +88,16 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
     leaseNumber: (number, holder, entityType, leaseUntil, now) => conditional(db.send(new UpdateCommand({
       TableName: tables.numbers,
       Key: { svcnum: number.svcnum },
-      UpdateExpression: 'SET #state = :leased, svcnumId = :holder, entityType = :type, leaseUntil = :lease, availableAt = :leaseAt, updatedAt = :now REMOVE quarantinedUntil',
-      // Optimistic: availableAt changes with every transition, so an unchanged value means nobody else got here first.
+      UpdateExpression: 'SET #state = :leased, svcnumId = :holder, entityType = :type, leaseUntil = :lease, '
+        + 'availableAt = :leaseAt, updatedAt = :now REMOVE quarantinedUntil',
+      // Optimistic: availableAt changes with every transition, so an unchanged value means nobody
+      // else got here first.
       ConditionExpression: 'poolKey = :free AND availableAt = :seen AND availableAt <= :nowAt',
       ExpressionAttributeNames: { '#state': 'state' },
       ExpressionAttributeValues: {
-        ':leased': 'leased', ':holder': holder, ':type': entityType, ':lease': leaseUntil, ':leaseAt': poolTime(leaseUntil),
-        ':now': now, ':free': 'free', ':seen': number.availableAt ?? '', ':nowAt': poolTime(now),
+        ':leased': 'leased', ':holder': holder, ':type': entityType, ':lease': leaseUntil,
+        ':leaseAt': poolTime(leaseUntil), ':now': now, ':free': 'free', ':seen': number.availableAt ?? '',
+        ':nowAt': poolTime(now),
       },
     }))),
 
@@ -113,29 +120,42 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
       await conditional(db.send(new UpdateCommand({
         TableName: tables.numbers,
         Key: { svcnum },
-        UpdateExpression: 'SET #state = :available, poolKey = :free, availableAt = :nowAt, updatedAt = :now REMOVE svcnumId, entityType, leaseUntil',
+        UpdateExpression: 'SET #state = :available, poolKey = :free, availableAt = :nowAt, updatedAt = :now '
+          + 'REMOVE svcnumId, entityType, leaseUntil',
         ConditionExpression: 'svcnumId = :holder AND #state = :leased',
         ExpressionAttributeNames: { '#state': 'state' },
-        ExpressionAttributeValues: { ':available': 'available', ':free': 'free', ':nowAt': poolTime(now), ':now': now, ':holder': holder, ':leased': 'leased' },
+        ExpressionAttributeValues: {
+          ':available': 'available', ':free': 'free', ':nowAt': poolTime(now), ':now': now, ':holder': holder,
+          ':leased': 'leased',
+        },
       })));
     },
+  };
+}
 
+/** A held number's lifecycle: retired to quarantine (and back, as compensation), state transitions. */
+function numberLifecycleStore({ db, tables, ops }: StoreContext): Pick<ProvisioningStore,
+  'quarantineNumber' | 'restoreNumber' | 'transitionNumber'> {
+  return {
     quarantineNumber: (svcnum, holder, until, now) => conditional(db.send(new UpdateCommand({
       TableName: tables.numbers,
       Key: { svcnum },
-      UpdateExpression: 'SET #state = :quarantined, poolKey = :free, availableAt = :untilAt, quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
+      UpdateExpression: 'SET #state = :quarantined, poolKey = :free, availableAt = :untilAt, '
+        + 'quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
       ConditionExpression: 'svcnumId = :holder AND #state IN (:active, :suspended, :deactivated, :reserved)',
       ExpressionAttributeNames: { '#state': 'state' },
       ExpressionAttributeValues: {
-        ':quarantined': 'quarantined', ':free': 'free', ':untilAt': poolTime(until), ':until': until, ':holder': holder, ':now': now,
-        ':active': 'active', ':suspended': 'suspended', ':deactivated': 'deactivated', ':reserved': 'reserved',
+        ':quarantined': 'quarantined', ':free': 'free', ':untilAt': poolTime(until), ':until': until, ':holder': holder,
+        ':now': now, ':active': 'active', ':suspended': 'suspended', ':deactivated': 'deactivated',
+        ':reserved': 'reserved',
       },
     }))),
 
     restoreNumber: (svcnum, holder, state, now) => conditional(db.send(new UpdateCommand({
       TableName: tables.numbers,
       Key: { svcnum },
-      UpdateExpression: 'SET #state = :state, svcnumId = :holder, updatedAt = :now REMOVE poolKey, availableAt, quarantinedUntil, previousSvcnumId',
+      UpdateExpression: 'SET #state = :state, svcnumId = :holder, updatedAt = :now '
+        + 'REMOVE poolKey, availableAt, quarantinedUntil, previousSvcnumId',
       ConditionExpression: '#state = :quarantined AND previousSvcnumId = :holder',
       ExpressionAttributeNames: { '#state': 'state' },
       ExpressionAttributeValues: { ':state': state, ':holder': holder, ':now': now, ':quarantined': 'quarantined' },
@@ -143,7 +163,7 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
 
     transitionNumber: (svcnum, from, to, now, holder) => {
       const placeholders = from.map((_, index) => `:from${index}`);
-      return updateReturning<NumberRecord>({
+      return ops.updateReturning<NumberRecord>({
         TableName: tables.numbers,
         Key: { svcnum },
         UpdateExpression: 'SET #state = :to, updatedAt = :now',
@@ -155,19 +175,27 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
         },
       });
     },
+  };
+}
 
-    // entities
-    listOwned: (ownerId, accountType, limit, startKey) => queryPage<User>({
+/** Provisioned entities (programmable numbers, agents) in the users table. */
+function entityStore(context: StoreContext): Pick<ProvisioningStore,
+  'listOwned' | 'updateEntity' | 'claimRotation' | 'clearEntityFields' | 'deleteEntity' | 'setQuotaOverrides'> {
+  const { db, tables, ops } = context;
+  return {
+    listOwned: (ownerId, accountType, limit, startKey) => ops.queryPage<User>({
       TableName: tables.users,
       IndexName: 'byOwner',
       KeyConditionExpression: 'ownerId = :owner AND begins_with(ownerSort, :type)',
       ExpressionAttributeValues: { ':owner': ownerId, ':type': `${accountType}#` },
     }, limit, startKey),
 
-    updateEntity: (svcnumId, changes, expected) => updateEntity(svcnumId, changes, expected),
-    claimRotation: async (svcnumId, expected, until, now) => (await updateEntity(svcnumId, { rotationUntil: until }, expected, {
-      condition: 'attribute_not_exists(rotationUntil) OR rotationUntil <= :rotationFreeAt', values: { ':rotationFreeAt': now },
-    })) !== undefined,
+    updateEntity: (svcnumId, changes, expected) => updateEntity(context, svcnumId, changes, expected),
+    claimRotation: async (svcnumId, expected, until, now) =>
+      (await updateEntity(context, svcnumId, { rotationUntil: until }, expected, {
+        condition: 'attribute_not_exists(rotationUntil) OR rotationUntil <= :rotationFreeAt',
+        values: { ':rotationFreeAt': now },
+      })) !== undefined,
 
     async clearEntityFields(svcnumId, fields) {
       if (fields.length === 0) return;
@@ -184,9 +212,13 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
       await db.send(new DeleteCommand({ TableName: tables.users, Key: { svcnumId } }));
     },
 
-    setQuotaOverrides: (svcnumId, overrides) => updateEntity(svcnumId, overrides),
+    setQuotaOverrides: (svcnumId, overrides) => updateEntity(context, svcnumId, overrides),
+  };
+}
 
-    // masks
+function maskStore({ db, tables, ops }: StoreContext): Pick<ProvisioningStore,
+  'createMask' | 'listMasks' | 'closeMask'> {
+  return {
     async createMask(mask) {
       await db.send(new PutCommand({
         TableName: tables.masks,
@@ -194,13 +226,13 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
         ConditionExpression: 'attribute_not_exists(maskId)',
       }));
     },
-    listMasks: (ownerId, limit, startKey) => queryPage<Mask>({
+    listMasks: (ownerId, limit, startKey) => ops.queryPage<Mask>({
       TableName: tables.masks,
       IndexName: 'byOwner',
       KeyConditionExpression: 'ownerId = :owner',
       ExpressionAttributeValues: { ':owner': ownerId },
     }, limit, startKey),
-    closeMask: (maskId, now) => updateReturning<Mask>({
+    closeMask: (maskId, now) => ops.updateReturning<Mask>({
       TableName: tables.masks,
       Key: { maskId },
       UpdateExpression: 'SET expiresAt = :now, #ttl = :ttl',
@@ -208,17 +240,24 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
       ExpressionAttributeNames: { '#ttl': 'ttl' },
       ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(now + MASK_RETENTION_MS) },
     }),
+  };
+}
 
-    // quota slots
+function quotaSlotStore({ db, tables }: StoreContext): Pick<ProvisioningStore,
+  'claimSlot' | 'takeOverSlot' | 'confirmSlot' | 'endSlot' | 'releaseSlot'> {
+  return {
     async claimSlot(slotKey, holder, leaseUntil, now) {
       const claimed = await conditional(db.send(new PutCommand({
         TableName: tables.quotaSlots,
         Item: { slotKey, holder, leaseUntil },
-        ConditionExpression: 'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil)) OR heldUntil <= :now',
+        ConditionExpression: 'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil)) '
+          + 'OR heldUntil <= :now',
         ExpressionAttributeValues: { ':holder': holder, ':now': now },
       })));
       if (claimed) return { outcome: 'claimed' };
-      const slot = record<QuotaSlot>((await db.send(new GetCommand({ TableName: tables.quotaSlots, Key: { slotKey }, ConsistentRead: true }))).Item);
+      const slot = record<QuotaSlot>((await db.send(new GetCommand({
+        TableName: tables.quotaSlots, Key: { slotKey }, ConsistentRead: true,
+      }))).Item);
       if (slot?.leaseUntil !== undefined && slot.leaseUntil <= now) return { outcome: 'lapsed', slot };
       return { outcome: 'taken' };
     },
@@ -237,26 +276,50 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
     }))),
     async endSlot(slotKey, holder) {
       await conditional(db.send(new DeleteCommand({
-        TableName: tables.quotaSlots, Key: { slotKey }, ConditionExpression: 'holder = :holder', ExpressionAttributeValues: { ':holder': holder },
+        TableName: tables.quotaSlots, Key: { slotKey }, ConditionExpression: 'holder = :holder',
+        ExpressionAttributeValues: { ':holder': holder },
       })));
     },
     async releaseSlot(slotKey, holder) {
       await conditional(db.send(new DeleteCommand({
         TableName: tables.quotaSlots, Key: { slotKey },
-        ConditionExpression: 'holder = :holder AND attribute_exists(leaseUntil)', ExpressionAttributeValues: { ':holder': holder },
+        ConditionExpression: 'holder = :holder AND attribute_exists(leaseUntil)',
+        ExpressionAttributeValues: { ':holder': holder },
       })));
     },
+  };
+}
 
-    // idempotency
-    beginRequest,
-    takeOverRequest: (seen, leaseUntil, resourceId) => updateReturning<IdempotencyRecord>({
+/** The pending record of a create's first call, or the record already there. */
+async function beginRequest(context: StoreContext, request: IdempotencyRecord): Promise<RequestClaim> {
+  const { db, tables, ops } = context;
+  const started = await conditional(db.send(new PutCommand({
+    TableName: tables.requests,
+    Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
+    ConditionExpression: 'attribute_not_exists(requestKey)',
+  })));
+  if (started) return { outcome: 'started' };
+  const existing = await ops.get<IdempotencyRecord>(tables.requests, { requestKey: request.requestKey }, true);
+  // Deleted in between (its first call was refused): start again.
+  return existing ? { outcome: 'exists', record: existing } : beginRequest(context, request);
+}
+
+/** Idempotency of creates: the request records. */
+function requestStore(context: StoreContext): Pick<ProvisioningStore,
+  'beginRequest' | 'takeOverRequest' | 'completeRequest' | 'releaseRequest' | 'abandonRequest'> {
+  const { db, tables, ops } = context;
+  return {
+    beginRequest: (request) => beginRequest(context, request),
+    takeOverRequest: (seen, leaseUntil, resourceId) => ops.updateReturning<IdempotencyRecord>({
       TableName: tables.requests,
       Key: { requestKey: seen.requestKey },
       UpdateExpression: 'SET leaseUntil = :lease, resourceId = if_not_exists(resourceId, :id)',
       // Exactly as read: of concurrent retries, one takes the record over.
       ConditionExpression: '#state = :pending AND leaseUntil = :seen',
       ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: { ':lease': leaseUntil, ':id': resourceId, ':pending': 'pending', ':seen': seen.leaseUntil },
+      ExpressionAttributeValues: {
+        ':lease': leaseUntil, ':id': resourceId, ':pending': 'pending', ':seen': seen.leaseUntil,
+      },
     }),
     async completeRequest(requestKey, resourceId) {
       await conditional(db.send(new UpdateCommand({
@@ -287,5 +350,18 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
         ExpressionAttributeValues: { ':pending': 'pending', ':lease': leaseUntil },
       })));
     },
+  };
+}
+
+/** The provisioning store on DynamoDB, one part per concern (getMask is the shared store's). */
+export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): Omit<ProvisioningStore, 'getMask'> {
+  const context: StoreContext = { db, tables, ops: dynamoOps(db) };
+  return {
+    ...numberPoolStore(context),
+    ...numberLifecycleStore(context),
+    ...entityStore(context),
+    ...maskStore(context),
+    ...quotaSlotStore(context),
+    ...requestStore(context),
   };
 }

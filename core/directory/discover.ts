@@ -40,7 +40,10 @@ const publicAgent = (agent: User): DiscoveredAgent => ({
   svcnum: agent.svcnum, display_name: agent.displayName ?? '', capabilities: [...(agent.capabilities ?? [])],
 });
 
-/** page_token: where the listing of one capability continues (after this svcnum_id); public, so bound to the capability only. */
+/**
+ * page_token: where the listing of one capability continues (after this svcnum_id); public, so
+ * bound to the capability only.
+ */
 const discoverPages = (capability: string) => ({ list: 'discover', filter: capability, caller: '' });
 
 function pageSizeParam(value: string | undefined): number {
@@ -52,32 +55,41 @@ function pageSizeParam(value: string | undefined): number {
   return Math.min(size, max);
 }
 
-export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'> }) {
+export function createDiscovery(deps: {
+  store: DirectoryPort; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'>;
+}) {
   const { store, pageTokens, accounts } = deps;
   return {
     /**
      * One page of discoverable agents offering `capability`, oldest first. Reads at most
      * `discoverScanMax` index entries; a page may then be short and still carry a token.
      */
-    async discover(input: { capability?: string; pageToken?: string; pageSize?: string }): Promise<{ agents: DiscoveredAgent[]; next_page_token: string }> {
+    async discover(
+      input: { capability?: string; pageToken?: string; pageSize?: string },
+    ): Promise<{ agents: DiscoveredAgent[]; next_page_token: string }> {
       if (!input.capability) throw invalidArgument('capability is required');
       const [capability] = capabilitiesField([input.capability]);
       const size = pageSizeParam(input.pageSize);
       const pages = discoverPages(capability!);
       const after = await pageTokens.open<string>(pages, input.pageToken);
-      let startKey: PageKey | undefined = after === undefined ? undefined : { capability: capability!, svcnumId: after };
+      let startKey: PageKey | undefined = after === undefined
+        ? undefined
+        : { capability: capability!, svcnumId: after };
       const shown: Array<{ entry: CapabilityEntry; agent: User }> = [];
       let lastRead: CapabilityEntry | undefined;
       let scanned = 0;
       do {
-        const page = await store.listCapability(capability!, Math.min(size + 1 - shown.length, directoryLimits.discoverScanMax - scanned), startKey);
-        const agents = new Map((await store.getEntities(page.items.map((entry) => entry.svcnumId))).map((agent) => [agent.svcnumId, agent]));
+        const limit = Math.min(size + 1 - shown.length, directoryLimits.discoverScanMax - scanned);
+        const page = await store.listCapability(capability!, limit, startKey);
+        const entities = await store.getEntities(page.items.map((entry) => entry.svcnumId));
+        const agents = new Map(entities.map((agent) => [agent.svcnumId, agent]));
         const candidates = page.items.flatMap((entry) => {
           const agent = agents.get(entry.svcnumId);
           return discoverable(agent, capability!) ? [{ entry, agent }] : [];
         });
         // Agents of one owner share its look-up (the accounts cache reads each owner once at a time).
-        const ownerActive = await Promise.all(candidates.map(({ agent }) => (agent.ownerId ? accounts.accountActiveCached(agent.ownerId) : false)));
+        const ownerActive = await Promise.all(candidates.map(({ agent }) =>
+          (agent.ownerId ? accounts.accountActiveCached(agent.ownerId) : false)));
         shown.push(...candidates.filter((_, index) => ownerActive[index]));
         scanned += page.items.length;
         lastRead = page.items.at(-1) ?? lastRead;
@@ -86,7 +98,10 @@ export function createDiscovery(deps: { store: DirectoryPort; pageTokens: PageTo
 
       if (shown.length > size) {
         const items = shown.slice(0, size);
-        return { agents: items.map(({ agent }) => publicAgent(agent)), next_page_token: await pageTokens.seal(pages, items.at(-1)!.entry.svcnumId) };
+        return {
+          agents: items.map(({ agent }) => publicAgent(agent)),
+          next_page_token: await pageTokens.seal(pages, items.at(-1)!.entry.svcnumId),
+        };
       }
       // The end of the index, or the scan budget is spent: continue after the last entry read.
       return {

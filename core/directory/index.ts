@@ -11,7 +11,8 @@ import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
 export function createDirectory(deps: {
-  store: DirectoryPort; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'>;
+  store: DirectoryPort; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec;
+  accounts: Pick<AccountStatus, 'accountActiveCached'>;
 }) {
   const { store, clock, random, coolOff, pageTokens, accounts } = deps;
   const aliases = createAliases({ store, clock, random });
@@ -29,7 +30,10 @@ export type Directory = ReturnType<typeof createDirectory>;
  * resolves no more; discover shows agents of active owners only).
  */
 export function createDirectoryModule(
-  ports: { store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number }; config: ServiceConfig },
+  ports: {
+    store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number };
+    config: ServiceConfig;
+  },
   needs: { accounts: Pick<AccountStatus, 'accountActiveCached'> },
 ) {
   return {

@@ -34,7 +34,10 @@ export function createResolver(deps: { store: DirectoryPort; clock: Clock; coolO
     const mask = number.svcnumId ? await store.getMask(number.svcnumId) : undefined;
     if (mask?.svcnum === number.svcnum) {
       const active = mask.expiresAt > now;
-      return { resolved: { svcnum: number.svcnum, entity_type: 'mask', state: active ? 'active' : 'expired' }, ...(active ? { validFor: mask.expiresAt - now } : {}) };
+      return {
+        resolved: { svcnum: number.svcnum, entity_type: 'mask', state: active ? 'active' : 'expired' },
+        ...(active ? { validFor: mask.expiresAt - now } : {}),
+      };
     }
     // No mask names it: a lease that never committed, or a mask record swept after its retention.
     if (number.state === 'leased' || number.quarantinedUntil === undefined) return undefined;
@@ -50,7 +53,9 @@ export function createResolver(deps: { store: DirectoryPort; clock: Clock; coolO
     let state: string = numberView(number, now, coolOff).state;
     // Through an alias: the entity's own number, or the number it retired, while it cools off.
     // A number handed to someone else since is no longer this entity's.
-    if (holder !== undefined && number.svcnumId !== holder && !(number.svcnumId === undefined && number.previousSvcnumId === holder && state === 'quarantined')) {
+    const retiredByHolder = number.svcnumId === undefined && number.previousSvcnumId === holder
+      && state === 'quarantined';
+    if (holder !== undefined && number.svcnumId !== holder && !retiredByHolder) {
       return undefined;
     }
     if (state === 'leased' && number.svcnumId) {

@@ -51,7 +51,10 @@ export interface DirectoryStore {
   getAlias(alias: string): Promise<AliasRecord | undefined>;
   /** Removes a claim if it is still `claim`. */
   deleteAlias(alias: string, claim: string): Promise<boolean>;
-  /** The commit of an alias: the entity lists `member`, if it lists fewer than `max`. False otherwise (or no such entity). */
+  /**
+   * The commit of an alias: the entity lists `member`, if it lists fewer than `max`. False
+   * otherwise (or no such entity).
+   */
   addAliasClaim(svcnumId: string, member: string, max: number): Promise<boolean>;
   removeAliasClaims(svcnumId: string, members: readonly string[]): Promise<void>;
   /** An entity and the alias claims it lists (one strongly consistent read). */
@@ -68,5 +71,5 @@ export interface DirectoryStore {
 
 /** Exactly the store methods the directory module calls. */
 export type DirectoryPort = Pick<DirectoryStore & SharedStore,
-  | 'addAliasClaim' | 'claimAlias' | 'deleteAlias' | 'getAlias' | 'getAliasedEntity' | 'getEntities' | 'getMask' | 'getNumber' | 'getUser'
-  | 'indexCapabilities' | 'listCapability' | 'removeAliasClaims' | 'takeOverAlias'>;
+  | 'addAliasClaim' | 'claimAlias' | 'deleteAlias' | 'getAlias' | 'getAliasedEntity' | 'getEntities' | 'getMask'
+  | 'getNumber' | 'getUser' | 'indexCapabilities' | 'listCapability' | 'removeAliasClaims' | 'takeOverAlias'>;

@@ -23,10 +23,14 @@ export function aliasField(value: string | undefined, options: { allowReserved?:
   if (raw === '') throw invalidArgument('alias is required');
   const { aliasMin: min, aliasMax: max } = directoryLimits;
   if (raw.length < min || raw.length > max || !ALIAS_INPUT.test(raw)) {
-    throw invalidArgument(`an alias is ${min} to ${max} characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit`);
+    throw invalidArgument(
+      `an alias is ${min} to ${max} characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit`,
+    );
   }
   const alias = raw.toLowerCase();
-  if (!HAS_LETTER.test(alias)) throw invalidArgument('an alias must contain at least one letter (so that it never looks like a number)');
+  if (!HAS_LETTER.test(alias)) {
+    throw invalidArgument('an alias must contain at least one letter (so that it never looks like a number)');
+  }
   if (!options.allowReserved && RESERVED_ALIASES.has(alias)) throw invalidArgument(`the alias ${alias} is reserved`);
   return alias;
 }
@@ -43,6 +47,10 @@ const SERVICE_NUMBER = /^[0-9]{11,15}$/;
 export function formattedNumber(value: string): string | undefined {
   if (/[A-Za-z]/.test(value) || !FORMATTED_NUMBER.test(value.trim())) return undefined;
   const digits = value.replace(/[^0-9]/g, '');
-  if (!SERVICE_NUMBER.test(digits)) throw invalidArgument('a number has 11 to 15 digits (spaces, dashes, dots, parentheses and a leading + are ignored)');
+  if (!SERVICE_NUMBER.test(digits)) {
+    throw invalidArgument(
+      'a number has 11 to 15 digits (spaces, dashes, dots, parentheses and a leading + are ignored)',
+    );
+  }
   return digits;
 }

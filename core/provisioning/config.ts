@@ -8,7 +8,10 @@ export interface ProvisioningConfig {
   /** Default agent quotas; an owner record may override them. */
   independentAgentQuota: number;
   dependentAgentQuota: number;
-  /** Default limits per owner of live masks and of programmable numbers (not deactivated); an owner record may override them. */
+  /**
+   * Default limits per owner of live masks and of programmable numbers (not deactivated); an owner
+   * record may override them.
+   */
   maskQuota: number;
   numberQuota: number;
 }

@@ -51,115 +51,189 @@ const invalidRequest = (message: string) => oauthError('invalid_request', messag
 /** The store methods token exchange calls: it reads accounts only. */
 export type TokenExchangePort = Pick<ProvisioningPort, 'getUser'>;
 
-export function createTokenExchange(deps: {
-  store: TokenExchangePort; clock: Clock; issuer: TokenIssuer; verify: AccessTokenVerifier; config: ServiceConfig; standing: Pick<TokenStanding, 'tokenRefusal'>;
-}) {
-  const { store, clock, issuer, verify, config, standing } = deps;
+/** What token exchange works with. */
+interface ExchangeContext {
+  store: TokenExchangePort;
+  clock: Clock;
+  issuer: TokenIssuer;
+  verify: AccessTokenVerifier;
+  config: ServiceConfig;
+  standing: Pick<TokenStanding, 'tokenRefusal'>;
+}
 
-  async function actorClaims(input: ExchangeInput): Promise<AccessTokenClaims | undefined> {
-    if (!input.actorToken) {
-      if (input.actorTokenType) throw invalidRequest('actor_token_type was sent without an actor_token');
-      return undefined;
-    }
-    if (input.actorTokenType !== TOKEN_TYPE_ACCESS_TOKEN) throw invalidRequest(`actor_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
-    let claims: AccessTokenClaims;
-    try {
-      claims = await verify(input.actorToken);
-    } catch (error) {
-      // RFC 8693 §2.2.2: a token sent as a parameter is the request's fault, not the caller's credential.
-      if (error instanceof DomainError && error.oauth === 'invalid_token') throw invalidRequest('actor_token is invalid or expired');
-      throw error;
-    }
-    // RFC 8693 §2.2.2: unacceptable by policy is invalid_request. Delegation does not chain.
-    if (claims.act !== undefined) throw invalidRequest('actor_token must be an agent\'s own access token, not one obtained by token exchange');
-    return claims;
+/** Who the exchanged token is delegated to: its scopes, its `act` claim and its client. */
+interface Delegation {
+  scopes: string[];
+  act: Record<string, unknown>;
+  clientId: string;
+}
+
+async function actorClaims(verify: AccessTokenVerifier, input: ExchangeInput): Promise<AccessTokenClaims | undefined> {
+  if (!input.actorToken) {
+    if (input.actorTokenType) throw invalidRequest('actor_token_type was sent without an actor_token');
+    return undefined;
   }
-
-  /** The actor must be an active independent agent of the caller's account, presenting its own token. */
-  async function actorAgent(caller: Caller, claims: AccessTokenClaims): Promise<User> {
-    const agent = await store.getUser(claims.sub);
-    if (!agent || agent.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) {
-      throw invalidRequest('actor_token does not belong to an agent of your account');
-    }
-    if (agent.agentKind === 'dependent' || !agent.clientId || claims.client_id !== agent.clientId) {
-      throw invalidRequest('actor_token must be an agent\'s own access token (client_credentials or IssueAgentToken)');
-    }
-    if (!inService(agent)) {
-      throw new DomainError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, { oauth: 'invalid_request' });
-    }
-    return agent;
+  if (input.actorTokenType !== TOKEN_TYPE_ACCESS_TOKEN) {
+    throw invalidRequest(`actor_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
   }
-
-  function narrowed(requested: string | undefined, allowed: readonly string[]): string[] {
-    if (allowed.length === 0) throw oauthError('invalid_scope', 'no scope can be delegated here');
-    if (!requested?.trim()) return [...allowed];
-    const scopes = parseScope(requested);
-    if (!scopes || !isSubset(scopes, allowed)) {
-      throw oauthError('invalid_scope', `scope may only narrow: at most "${formatScope(allowed)}"`);
+  let claims: AccessTokenClaims;
+  try {
+    claims = await verify(input.actorToken);
+  } catch (error) {
+    // RFC 8693 §2.2.2: a token sent as a parameter is the request's fault, not the caller's credential.
+    if (error instanceof DomainError && error.oauth === 'invalid_token') {
+      throw invalidRequest('actor_token is invalid or expired');
     }
-    return scopes;
+    throw error;
   }
+  // RFC 8693 §2.2.2: unacceptable by policy is invalid_request. Delegation does not chain.
+  if (claims.act !== undefined) {
+    throw invalidRequest('actor_token must be an agent\'s own access token, not one obtained by token exchange');
+  }
+  return claims;
+}
 
+/** The actor must be an active independent agent of the caller's account, presenting its own token. */
+async function actorAgent(store: TokenExchangePort, caller: Caller, claims: AccessTokenClaims): Promise<User> {
+  const agent = await store.getUser(claims.sub);
+  if (agent?.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId) {
+    throw invalidRequest('actor_token does not belong to an agent of your account');
+  }
+  if (agent.agentKind === 'dependent' || !agent.clientId || claims.client_id !== agent.clientId) {
+    throw invalidRequest('actor_token must be an agent\'s own access token (client_credentials or IssueAgentToken)');
+  }
+  if (!inService(agent)) {
+    throw new DomainError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, {
+      oauth: 'invalid_request',
+    });
+  }
+  return agent;
+}
+
+function narrowed(requested: string | undefined, allowed: readonly string[]): string[] {
+  if (allowed.length === 0) throw oauthError('invalid_scope', 'no scope can be delegated here');
+  if (!requested?.trim()) return [...allowed];
+  const scopes = parseScope(requested);
+  if (!scopes || !isSubset(scopes, allowed)) {
+    throw oauthError('invalid_scope', `scope may only narrow: at most "${formatScope(allowed)}"`);
+  }
+  return scopes;
+}
+
+/** The request's own parameters: the token type asked for, the audience or resource, the subject's type. */
+function checkParameters(config: ServiceConfig, input: ExchangeInput): string {
+  if (input.requestedTokenType && input.requestedTokenType !== TOKEN_TYPE_ACCESS_TOKEN) {
+    throw invalidRequest(`requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+  }
+  if (input.audience && input.audience !== apiAudience(config)) {
+    throw oauthError('invalid_target', `audience must be ${apiAudience(config)}`);
+  }
+  if (input.resource && input.resource !== apiAudience(config)) {
+    throw oauthError('invalid_target', `resource must be ${apiAudience(config)}`);
+  }
+  if (!input.subjectToken) throw invalidRequest('subject_token is required');
+  if (input.subjectTokenType !== TOKEN_TYPE_SVCNUM_ID) {
+    throw invalidRequest(`subject_token_type must be ${TOKEN_TYPE_SVCNUM_ID}`);
+  }
+  return input.subjectToken;
+}
+
+/** The subject: an active programmable number or dependent agent of the caller's account. */
+async function exchangeSubject(store: TokenExchangePort, caller: Caller, subjectToken: string): Promise<User> {
+  const subject = await store.getUser(subjectToken.slice(0, 64));
+  const yours = subject !== undefined && subject.ownerId === caller.ownerId;
+  const exchangeable = subject?.accountType === 'programmable'
+    || (subject?.accountType === 'ai_agent' && subject.agentKind === 'dependent');
+  if (!yours || !exchangeable) {
+    // The contract: NOT_FOUND for anything but a programmable number or a dependent agent of the caller.
+    const independent = yours && subject.accountType === 'ai_agent';
+    throw new DomainError('not_found', independent
+      ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
+      : 'subject_token names no programmable number or dependent agent of your account', { oauth: 'invalid_request' });
+  }
+  if (!inService(subject)) {
+    throw new DomainError('failed_precondition', `subject ${subject.svcnumId} is not active`, {
+      oauth: 'invalid_request',
+    });
+  }
+  return subject;
+}
+
+/** Lending a number: the agent (actor) acts for the number, with the lendable scopes it holds. */
+async function lendNumber(
+  store: TokenExchangePort, caller: Caller, input: ExchangeInput, actor: AccessTokenClaims | undefined,
+): Promise<Delegation> {
+  if (!actor) throw invalidRequest('lending a number needs the agent\'s access token as actor_token');
+  await actorAgent(store, caller, actor);
+  return {
+    scopes: narrowed(input.scope, LENDABLE_SCOPES.filter((scope) => actor.scope.split(' ').includes(scope))),
+    act: { sub: actor.sub },
+    clientId: actor.client_id,
+  };
+}
+
+/** A dependent agent's token: its owner acts (with its token, or without as the caller's account). */
+async function dependentToken(
+  store: TokenExchangePort, caller: Caller, input: ExchangeInput, subject: User, actor: AccessTokenClaims | undefined,
+): Promise<Delegation> {
+  if (actor) {
+    await actorAgent(store, caller, actor);
+    if (actor.sub !== subject.parentId) {
+      throw invalidRequest('actor_token must be the token of the dependent agent\'s owner');
+    }
+  } else if (subject.parentId && subject.parentId !== caller.ownerId) {
+    // The owner agent acts (act.sub) even without its token: it must be active too.
+    const owner = await store.getUser(subject.parentId);
+    if (!owner || !inService(owner)) {
+      throw new DomainError('failed_precondition', `the owner agent ${subject.parentId} is not active`, {
+        oauth: 'invalid_request',
+      });
+    }
+  }
+  const allowed = (subject.scopes ?? []).filter((scope) => !actor || actor.scope.split(' ').includes(scope));
+  return {
+    scopes: narrowed(input.scope, allowed),
+    act: { sub: subject.parentId ?? caller.ownerId },
+    clientId: actor?.client_id ?? caller.clientId,
+  };
+}
+
+async function runExchange(ctx: ExchangeContext, caller: Caller, input: ExchangeInput): Promise<ExchangeResult> {
+  const { store, clock, issuer, standing } = ctx;
+  const subject = await exchangeSubject(store, caller, checkParameters(ctx.config, input));
+  const actor = await actorClaims(ctx.verify, input);
+  let delegation: Delegation;
+  if (subject.accountType === 'programmable') {
+    delegation = await lendNumber(store, caller, input, actor);
+  } else if (subject.agentKind === 'dependent') {
+    delegation = await dependentToken(store, caller, input, subject, actor);
+  } else {
+    throw invalidRequest('an independent agent gets its token from IssueAgentToken, not by exchange');
+  }
+  const { scopes, act, clientId } = delegation;
+  const remaining = actor?.exp ? actor.exp - Math.floor(clock.now() / 1000) : Infinity;
+  if (remaining <= 0) throw invalidRequest('actor_token is expired');
+  // Disabled means disabled: no token is issued that its first use would refuse (the actor's
+  // client, the acting agent, the subject and their owner enabled; at most 30 s late, as there).
+  const refused = await standing.tokenRefusal({ client_id: clientId, sub: subject.svcnumId, act });
+  if (refused) {
+    throw new DomainError('failed_precondition', `the token asked for could not be used: ${refused}`, {
+      oauth: 'invalid_request',
+    });
+  }
+  const { token, expiresIn } = await issuer.accessToken({
+    subject: subject.svcnumId, clientId, scopes, act, maxLifetime: remaining,
+  });
+  return {
+    accessToken: token, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN, tokenType: 'Bearer', expiresIn,
+    scope: formatScope(scopes),
+  };
+}
+
+/** The exchange function both the ExchangeToken RPC and the token endpoint's grant run. */
+export function createTokenExchange(ctx: ExchangeContext) {
   return async function exchange(caller: Caller, input: ExchangeInput): Promise<ExchangeResult> {
-    if (input.requestedTokenType && input.requestedTokenType !== TOKEN_TYPE_ACCESS_TOKEN) {
-      throw invalidRequest(`requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
-    }
-    if (input.audience && input.audience !== apiAudience(config)) {
-      throw oauthError('invalid_target', `audience must be ${apiAudience(config)}`);
-    }
-    if (input.resource && input.resource !== apiAudience(config)) {
-      throw oauthError('invalid_target', `resource must be ${apiAudience(config)}`);
-    }
-    if (!input.subjectToken) throw invalidRequest('subject_token is required');
-    if (input.subjectTokenType !== TOKEN_TYPE_SVCNUM_ID) throw invalidRequest(`subject_token_type must be ${TOKEN_TYPE_SVCNUM_ID}`);
-    const subject = await store.getUser(input.subjectToken.slice(0, 64));
-    const yours = subject !== undefined && subject.ownerId === caller.ownerId;
-    if (!yours || !(subject.accountType === 'programmable' || (subject.accountType === 'ai_agent' && subject.agentKind === 'dependent'))) {
-      // The contract: NOT_FOUND for anything but a programmable number or a dependent agent of the caller.
-      const independent = yours && subject.accountType === 'ai_agent';
-      throw new DomainError('not_found', independent
-        ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
-        : 'subject_token names no programmable number or dependent agent of your account', { oauth: 'invalid_request' });
-    }
-    if (!inService(subject)) {
-      throw new DomainError('failed_precondition', `subject ${subject.svcnumId} is not active`, { oauth: 'invalid_request' });
-    }
-    const actor = await actorClaims(input);
-    let scopes: string[];
-    let act: Record<string, unknown>;
-    let clientId: string;
-    if (subject.accountType === 'programmable') {
-      if (!actor) throw invalidRequest('lending a number needs the agent\'s access token as actor_token');
-      await actorAgent(caller, actor);
-      scopes = narrowed(input.scope, LENDABLE_SCOPES.filter((scope) => actor.scope.split(' ').includes(scope)));
-      act = { sub: actor.sub };
-      clientId = actor.client_id;
-    } else if (subject.agentKind === 'dependent') {
-      if (actor) {
-        await actorAgent(caller, actor);
-        if (actor.sub !== subject.parentId) throw invalidRequest('actor_token must be the token of the dependent agent\'s owner');
-      } else if (subject.parentId && subject.parentId !== caller.ownerId) {
-        // The owner agent acts (act.sub) even without its token: it must be active too.
-        const owner = await store.getUser(subject.parentId);
-        if (!owner || !inService(owner)) {
-          throw new DomainError('failed_precondition', `the owner agent ${subject.parentId} is not active`, { oauth: 'invalid_request' });
-        }
-      }
-      const allowed = (subject.scopes ?? []).filter((scope) => !actor || actor.scope.split(' ').includes(scope));
-      scopes = narrowed(input.scope, allowed);
-      act = { sub: subject.parentId ?? caller.ownerId };
-      clientId = actor?.client_id ?? caller.clientId;
-    } else {
-      throw invalidRequest('an independent agent gets its token from IssueAgentToken, not by exchange');
-    }
-    const remaining = actor?.exp ? actor.exp - Math.floor(clock.now() / 1000) : Infinity;
-    if (remaining <= 0) throw invalidRequest('actor_token is expired');
-    // Disabled means disabled: no token is issued that its first use would refuse (the actor's
-    // client, the acting agent, the subject and their owner enabled; at most 30 s late, as there).
-    const refused = await standing.tokenRefusal({ client_id: clientId, sub: subject.svcnumId, act });
-    if (refused) throw new DomainError('failed_precondition', `the token asked for could not be used: ${refused}`, { oauth: 'invalid_request' });
-    const { token, expiresIn } = await issuer.accessToken({ subject: subject.svcnumId, clientId, scopes, act, maxLifetime: remaining });
-    return { accessToken: token, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN, tokenType: 'Bearer', expiresIn, scope: formatScope(scopes) };
+    return runExchange(ctx, caller, input);
   };
 }
 

@@ -24,7 +24,9 @@ export type EntityType = NonNullable<NumberRecord['entityType']>;
 export type FreeNumbersReport = (count: number) => void;
 
 /** How to finish a lapsed lease whose holder did commit; `undefined`: the holder never committed. */
-export type LeaseResolver = (number: NumberRecord) => Promise<{ state: NumberRecord['state']; poolFrom?: number } | undefined>;
+export type LeaseResolver = (
+  number: NumberRecord,
+) => Promise<{ state: NumberRecord['state']; poolFrom?: number } | undefined>;
 
 /**
  * Allocatable numbers one pool query reads. Each process keeps them as its own supply and hands
@@ -38,7 +40,10 @@ export const CANDIDATES_PER_QUERY = 100;
  * are seen at the next query, and few stale candidates are tried in vain.
  */
 const SUPPLY_LIFETIME = 5_000;
-/** Pool queries one allocation may wait for before UNAVAILABLE (others keep taking them); it tries at most one query's worth of candidates. */
+/**
+ * Pool queries one allocation may wait for before UNAVAILABLE (others keep taking them); it tries
+ * at most one query's worth of candidates.
+ */
 const QUERIES_PER_LEASE = 4;
 /** Handed-out candidates remembered (see candidateSupply): a few queries' worth. */
 const HANDED_OUT_KEPT = 4 * CANDIDATES_PER_QUERY;
@@ -61,7 +66,9 @@ export function shuffled<T>(items: T[]): T[] {
  */
 function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumbersReport) {
   /** `complete`: the query read every allocatable number (fewer than it asked for). */
-  let supply: { candidates: NumberRecord[]; readAt: number; complete: boolean } = { candidates: [], readAt: -Infinity, complete: false };
+  let supply: { candidates: NumberRecord[]; readAt: number; complete: boolean } = {
+    candidates: [], readAt: -Infinity, complete: false,
+  };
   let query: Promise<void> | undefined;
   /**
    * The candidates this process handed out last (number and availableAt as read), oldest first.
@@ -78,8 +85,10 @@ function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumb
     const limit = CANDIDATES_PER_QUERY + underway;
     try {
       const found = await store.freeNumbers(readAt, limit);
-      // Random order: allocations in other processes, reading the same head of the index, rarely race for the same number.
-      supply = { candidates: shuffled(found.filter((number) => !handedOut.has(readAs(number)))), readAt, complete: found.length < limit };
+      // Random order: allocations in other processes, reading the same head of the index, rarely
+      // race for the same number.
+      const candidates = shuffled(found.filter((number) => !handedOut.has(readAs(number))));
+      supply = { candidates, readAt, complete: found.length < limit };
       report(supply.candidates.length);
     } finally {
       query = undefined;
@@ -94,7 +103,9 @@ function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumb
      */
     async take(queries: { count: number }): Promise<NumberRecord | undefined> {
       for (;;) {
-        if (clock.now() - supply.readAt >= SUPPLY_LIFETIME) supply = { candidates: [], readAt: -Infinity, complete: false };
+        if (clock.now() - supply.readAt >= SUPPLY_LIFETIME) {
+          supply = { candidates: [], readAt: -Infinity, complete: false };
+        }
         const candidate = supply.candidates.pop();
         if (candidate) {
           handedOut.add(readAs(candidate));
@@ -120,7 +131,13 @@ function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumb
   };
 }
 
-export function createNumberPool(store: ProvisioningPort, clock: Clock, config: ProvisioningConfig, resolveLapsed: LeaseResolver, report: FreeNumbersReport = () => undefined) {
+export function createNumberPool(
+  store: ProvisioningPort,
+  clock: Clock,
+  config: ProvisioningConfig,
+  resolveLapsed: LeaseResolver,
+  report: FreeNumbersReport = () => undefined,
+) {
   const supply = candidateSupply(store, clock, report);
 
   /** Leases `candidate` if it is still as read; a lapsed lease whose holder committed is rolled forward instead. */
@@ -142,7 +159,10 @@ export function createNumberPool(store: ProvisioningPort, clock: Clock, config: 
       const queries = { count: 0 };
       for (let tried = 0; tried < CANDIDATES_PER_QUERY; tried++) {
         const candidate = await supply.take(queries);
-        if (!candidate) throw new DomainError('failed_precondition', 'no number is free in the pool; an operator must seed more numbers');
+        if (!candidate) {
+          throw new DomainError('failed_precondition',
+            'no number is free in the pool; an operator must seed more numbers');
+        }
         let failed = true;
         try {
           const leased = await leaseCandidate(candidate, holder, entityType);
@@ -165,7 +185,8 @@ export function createNumberPool(store: ProvisioningPort, clock: Clock, config: 
     giveBack: (svcnum: string, holder: string) => store.returnNumber(svcnum, holder, clock.now()),
 
     /** Retires a holder's number into quarantine for the cool-off period. */
-    quarantine: (svcnum: string, holder: string) => store.quarantineNumber(svcnum, holder, clock.now() + config.coolOff, clock.now()),
+    quarantine: (svcnum: string, holder: string) =>
+      store.quarantineNumber(svcnum, holder, clock.now() + config.coolOff, clock.now()),
   };
 }
 

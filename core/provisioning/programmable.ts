@@ -1,16 +1,13 @@
 import type { NumberStreams } from '../kernel/capabilities';
 import type { NumberState, User } from '../kernel/model';
-import type { PageTokenCodec } from '../kernel/page-token';
-import type { Clock } from '../kernel/ports';
 import type { ProvisioningPort } from './store';
+import type { ProvisioningParts } from './context';
 import { idTime } from '../kernel/ids';
-import { provisioningLimits, type ProvisioningConfig } from './config';
+import { provisioningLimits } from './config';
 import { failedPrecondition, invalidArgument, notFound } from '../kernel/errors';
-import { listPage, type PagedList } from '../kernel/paging';
-import type { NumberPool } from './pool';
-import { quotaLimit, type Quota } from './quota';
-import type { RequestLog } from './requests';
-import { afterCommit, Steps } from './steps';
+import { listPage, type PageKey, type PagedList } from '../kernel/paging';
+import { quotaLimit } from './quota';
+import { afterCommit, Steps, type Held } from './steps';
 import { displayNameField, svcnumIdField } from './validation';
 
 // Programmable numbers: non-AI automated senders owned by a business account. Their behaviour
@@ -54,121 +51,185 @@ export function programmableView(entity: User): ProgrammableNumberView {
   };
 }
 
-export function createProgrammableNumbers(deps: {
-  store: ProvisioningPort; clock: Clock; pool: NumberPool; quota: Quota; once: RequestLog; config: ProvisioningConfig; pageTokens: PageTokenCodec; streams: NumberStreams;
-}) {
-  const { store, clock, pool, quota, once, config, pageTokens, streams } = deps;
+/** What the programmable numbers' operations work with: the shared parts, and the owners' streams. */
+export interface ProgrammableContext extends ProvisioningParts {
+  streams: NumberStreams;
+}
 
-  /** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */
-  async function owned(caller: Caller, svcnumId: string | undefined): Promise<User> {
-    const id = svcnumIdField(svcnumId, 'svcnum_id');
-    const entity = await store.getUser(id);
-    if (!entity || entity.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) throw notFound(`no programmable number ${id} in your account`);
-    return entity;
+/** What ProvisionNumber is asked for. */
+interface ProvisionInput {
+  requestId?: string;
+  displayName?: string;
+  config?: Partial<ProgrammableConfig>;
+}
+
+/** What ConfigureNumber is asked for: the new configuration, and which of its fields to change. */
+interface ConfigureInput {
+  svcnumId?: string;
+  config?: Partial<ProgrammableConfig>;
+  updatePaths?: readonly string[];
+}
+
+/** The caller's programmable number, or NOT_FOUND (never tells whether someone else's exists). */
+async function ownedNumber(store: ProvisioningPort, caller: Caller, svcnumId: string | undefined): Promise<User> {
+  const id = svcnumIdField(svcnumId, 'svcnum_id');
+  const entity = await store.getUser(id);
+  if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) {
+    throw notFound(`no programmable number ${id} in your account`);
   }
+  return entity;
+}
 
-  /** Validated configuration changes: the fields named in `paths` (all when empty). */
-  async function configChanges(self: string, config: Partial<ProgrammableConfig>, paths: readonly string[]): Promise<Partial<User>> {
-    const unknown = paths.filter((path) => !(CONFIG_FIELDS as readonly string[]).includes(path));
-    if (unknown.length > 0) throw invalidArgument(`update_mask may name only: ${CONFIG_FIELDS.join(', ')}`);
-    const all = paths.length === 0;
-    const changes: Partial<User> = {};
-    if (all || paths.includes('auto_reply')) {
-      const reply = config.autoReply ?? '';
-      if (characters(reply) > provisioningLimits.autoReplyMax) throw invalidArgument(`auto_reply is longer than ${provisioningLimits.autoReplyMax} characters`);
-      changes.autoReply = reply === '' ? undefined : reply;
+/** Validated configuration changes: the fields named in `paths` (all when empty). */
+async function configChanges(
+  store: ProvisioningPort, self: string, config: Partial<ProgrammableConfig>, paths: readonly string[],
+): Promise<Partial<User>> {
+  const unknown = paths.filter((path) => !(CONFIG_FIELDS as readonly string[]).includes(path));
+  if (unknown.length > 0) throw invalidArgument(`update_mask may name only: ${CONFIG_FIELDS.join(', ')}`);
+  const all = paths.length === 0;
+  const changes: Partial<User> = {};
+  if (all || paths.includes('auto_reply')) {
+    const reply = config.autoReply ?? '';
+    if (characters(reply) > provisioningLimits.autoReplyMax) {
+      throw invalidArgument(`auto_reply is longer than ${provisioningLimits.autoReplyMax} characters`);
     }
-    if (all || paths.includes('forward_to_svcnum_id')) {
-      const target = config.forwardToSvcnumId ?? '';
-      if (target === '') {
-        changes.forwardToSvcnumId = undefined;
-      } else {
-        svcnumIdField(target, 'forward_to_svcnum_id');
-        if (target === self) throw invalidArgument('forward_to_svcnum_id must not be the number itself');
-        const destination = await store.getUser(target);
-        if (!destination || destination.status === 'disabled') throw notFound(`forward_to_svcnum_id ${target} does not exist`);
-        changes.forwardToSvcnumId = target;
+    changes.autoReply = reply === '' ? undefined : reply;
+  }
+  if (all || paths.includes('forward_to_svcnum_id')) {
+    const target = config.forwardToSvcnumId ?? '';
+    if (target === '') {
+      changes.forwardToSvcnumId = undefined;
+    } else {
+      svcnumIdField(target, 'forward_to_svcnum_id');
+      if (target === self) throw invalidArgument('forward_to_svcnum_id must not be the number itself');
+      const destination = await store.getUser(target);
+      if (!destination || destination.status === 'disabled') {
+        throw notFound(`forward_to_svcnum_id ${target} does not exist`);
       }
+      changes.forwardToSvcnumId = target;
     }
-    return changes;
   }
+  return changes;
+}
 
-  /**
-   * After the commit: the number's lease and quota slot made permanent, and the owner's open
-   * streams told (the number is the owner's, and an inbox of its streams, from the commit on).
-   */
-  const confirm = (entity: User) => afterCommit(
-    () => pool.confirm(entity.svcnum, entity.svcnumId, 'active'),
-    async () => entity.quotaSlot && quota.confirm(entity.quotaSlot, entity.svcnumId),
-    () => streams.numbersGained(entity.ownerId!, [entity.svcnumId]),
-  );
+/**
+ * After the commit: the number's lease and quota slot made permanent, and the owner's open
+ * streams told (the number is the owner's, and an inbox of its streams, from the commit on).
+ */
+const confirmNumber = ({ pool, quota, streams }: ProgrammableContext, entity: User) => afterCommit(
+  () => pool.confirm(entity.svcnum, entity.svcnumId, 'active'),
+  async () => entity.quotaSlot && quota.confirm(entity.quotaSlot, entity.svcnumId),
+  () => streams.numbersGained(entity.ownerId!, [entity.svcnumId]),
+);
 
+/** The steps of one ProvisionNumber attempt under `svcnumId`: slot, number, the record as commit. */
+function buildNumber(
+  ctx: ProgrammableContext, caller: Caller, input: ProvisionInput, displayName: string | undefined,
+  svcnumId: string, held: Held,
+): Promise<ProgrammableNumberView> {
+  const { store, pool, quota, config } = ctx;
+  return Steps.all(async (steps) => {
+    const [changes, owner] = await Promise.all([
+      configChanges(store, svcnumId, input.config ?? {}, []), store.getUser(caller.ownerId),
+    ]);
+    const slot = await steps.run(
+      () => quota.claim(caller.ownerId, 'numbers', svcnumId, quotaLimit(owner, 'numbers', config)),
+      (key) => quota.release(key, svcnumId),
+    );
+    const svcnum = await steps.run(
+      () => pool.lease(svcnumId, 'programmable'), (number) => pool.giveBack(number, svcnumId),
+    );
+    // Created when its id was chosen: ListNumbers (by id) is then oldest first by create_time too.
+    const createdAt = idTime(svcnumId);
+    const entity: User = {
+      svcnumId, svcnum, status: 'active', accountType: 'programmable', createdAt, updatedAt: createdAt,
+      ownerId: caller.ownerId, ownerSort: `programmable#${svcnumId}`, numberState: 'active', quotaSlot: slot,
+      ...(displayName ? { displayName } : {}),
+      ...Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined)),
+    };
+    await steps.commit(() => store.createUser(entity), async () => (await store.getUser(svcnumId))?.svcnum === svcnum);
+    await confirmNumber(ctx, entity);
+    return programmableView(entity);
+  }, held);
+}
+
+/** Takes a number from the pool for the caller's account. */
+function provisionNumber(
+  ctx: ProgrammableContext, caller: Caller, input: ProvisionInput,
+): Promise<ProgrammableNumberView> {
+  const { store, once } = ctx;
+  const displayName = displayNameField(input.displayName, false);
+  // What a retry must repeat: an absent config and one with empty fields are the same request.
+  const request = {
+    displayName: displayName ?? '',
+    config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' },
+  };
+  return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request }, {
+    create: (svcnumId, held) => buildNumber(ctx, caller, input, displayName, svcnumId, held),
+    async recover(svcnumId) {
+      const entity = await store.getUser(svcnumId);
+      if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) return undefined;
+      await confirmNumber(ctx, entity);
+      return programmableView(entity);
+    },
+    replay: async (svcnumId) => programmableView(await ownedNumber(store, caller, svcnumId)),
+  });
+}
+
+/** Every programmable number of the caller's account (the inboxes its message stream follows). */
+async function allNumberIds(store: ProvisioningPort, caller: Caller): Promise<string[]> {
+  const ids: string[] = [];
+  let startKey: PageKey | undefined;
+  do {
+    const page = await store.listOwned(caller.ownerId, 'programmable', 100, startKey);
+    ids.push(...page.items.map((entity) => entity.svcnumId));
+    startKey = page.nextKey;
+  } while (startKey);
+  return ids;
+}
+
+async function configureNumber(
+  { store, clock }: ProgrammableContext,
+  caller: Caller,
+  input: ConfigureInput,
+): Promise<ProgrammableNumberView> {
+  const entity = await ownedNumber(store, caller, input.svcnumId);
+  if (entity.numberState === 'deactivated' || entity.numberState === 'quarantined') {
+    throw failedPrecondition(`number ${entity.svcnum} is ${entity.numberState}`);
+  }
+  const changes = await configChanges(store, entity.svcnumId, input.config ?? {}, input.updatePaths ?? []);
+  const updated = await store.updateEntity(entity.svcnumId, { ...changes, updatedAt: clock.now() });
+  if (!updated) throw notFound(`no programmable number ${entity.svcnumId} in your account`);
+  return programmableView(updated);
+}
+
+/** Programmable numbers of an owner account: each operation is a function of the context above. */
+export function createProgrammableNumbers(ctx: ProgrammableContext) {
+  const { store, pageTokens } = ctx;
   return {
     /** Takes a number from the pool for the caller's account. */
-    provision(caller: Caller, input: { requestId?: string; displayName?: string; config?: Partial<ProgrammableConfig> }): Promise<ProgrammableNumberView> {
-      const displayName = displayNameField(input.displayName, false);
-      // What a retry must repeat: an absent config and one with empty fields are the same request.
-      const request = { displayName: displayName ?? '', config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' } };
-      return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request }, {
-        create: (svcnumId, held) => Steps.all(async (steps) => {
-          const [changes, owner] = await Promise.all([configChanges(svcnumId, input.config ?? {}, []), store.getUser(caller.ownerId)]);
-          const slot = await steps.run(
-            () => quota.claim(caller.ownerId, 'numbers', svcnumId, quotaLimit(owner, 'numbers', config)),
-            (key) => quota.release(key, svcnumId),
-          );
-          const svcnum = await steps.run(() => pool.lease(svcnumId, 'programmable'), (number) => pool.giveBack(number, svcnumId));
-          // Created when its id was chosen: ListNumbers (by id) is then oldest first by create_time too.
-          const createdAt = idTime(svcnumId);
-          const entity: User = {
-            svcnumId, svcnum, status: 'active', accountType: 'programmable', createdAt, updatedAt: createdAt,
-            ownerId: caller.ownerId, ownerSort: `programmable#${svcnumId}`, numberState: 'active', quotaSlot: slot,
-            ...(displayName ? { displayName } : {}),
-            ...Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined)),
-          };
-          await steps.commit(() => store.createUser(entity), async () => (await store.getUser(svcnumId))?.svcnum === svcnum);
-          await confirm(entity);
-          return programmableView(entity);
-        }, held),
-        async recover(svcnumId) {
-          const entity = await store.getUser(svcnumId);
-          if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) return undefined;
-          await confirm(entity);
-          return programmableView(entity);
-        },
-        replay: async (svcnumId) => programmableView(await owned(caller, svcnumId)),
-      });
-    },
+    provision: (caller: Caller, input: ProvisionInput) => provisionNumber(ctx, caller, input),
 
-    get: async (caller: Caller, svcnumId: string | undefined) => programmableView(await owned(caller, svcnumId)),
+    get: async (caller: Caller, svcnumId: string | undefined) =>
+      programmableView(await ownedNumber(store, caller, svcnumId)),
 
-    /** Whether `svcnumId` is one of the caller's programmable numbers now (a strongly consistent read, unlike the listing). */
+    /**
+     * Whether `svcnumId` is one of the caller's programmable numbers now (a strongly consistent
+     * read, unlike the listing).
+     */
     holds: async (caller: Caller, svcnumId: string) => {
       const entity = await store.getUser(svcnumId);
       return entity?.accountType === 'programmable' && entity.ownerId === caller.ownerId;
     },
 
     /** Every programmable number of the caller's account (the inboxes its message stream follows). */
-    async allIds(caller: Caller): Promise<string[]> {
-      const ids: string[] = [];
-      let startKey;
-      do {
-        const page = await store.listOwned(caller.ownerId, 'programmable', 100, startKey);
-        ids.push(...page.items.map((entity) => entity.svcnumId));
-        startKey = page.nextKey;
-      } while (startKey);
-      return ids;
-    },
+    allIds: (caller: Caller) => allNumberIds(store, caller),
 
-    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(pageTokens, input, caller.ownerId, numberPages,
-      (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey), programmableView),
+    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(
+      pageTokens, input, caller.ownerId, numberPages,
+      (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey), programmableView,
+    ),
 
-    async configure(caller: Caller, input: { svcnumId?: string; config?: Partial<ProgrammableConfig>; updatePaths?: readonly string[] }): Promise<ProgrammableNumberView> {
-      const entity = await owned(caller, input.svcnumId);
-      if (entity.numberState === 'deactivated' || entity.numberState === 'quarantined') throw failedPrecondition(`number ${entity.svcnum} is ${entity.numberState}`);
-      const changes = await configChanges(entity.svcnumId, input.config ?? {}, input.updatePaths ?? []);
-      const updated = await store.updateEntity(entity.svcnumId, { ...changes, updatedAt: clock.now() });
-      if (!updated) throw notFound(`no programmable number ${entity.svcnumId} in your account`);
-      return programmableView(updated);
-    },
+    configure: (caller: Caller, input: ConfigureInput) => configureNumber(ctx, caller, input),
   };
 }

@@ -14,7 +14,9 @@ import type { ProvisioningPort } from './store';
 export type QuotaKind = 'independent' | 'dependent' | 'masks' | 'numbers';
 
 /** What each quota counts (in refusals), the owner record's override and the default. */
-const QUOTAS: Record<QuotaKind, { counts: string; override: keyof User & `${string}Quota`; fallback: keyof ProvisioningConfig & `${string}Quota` }> = {
+const QUOTAS: Record<QuotaKind, {
+  counts: string; override: keyof User & `${string}Quota`; fallback: keyof ProvisioningConfig & `${string}Quota`;
+}> = {
   independent: { counts: 'independent agents', override: 'independentAgentQuota', fallback: 'independentAgentQuota' },
   dependent: { counts: 'dependent agents', override: 'dependentAgentQuota', fallback: 'dependentAgentQuota' },
   masks: { counts: 'live masks', override: 'maskQuota', fallback: 'maskQuota' },
@@ -73,19 +75,25 @@ export function createQuota(store: ProvisioningPort, clock: Clock, config: Provi
         if (claim.outcome === 'claimed') return key;
         if (claim.outcome === 'lapsed') {
           const held = await holderOf(claim.slot);
-          if (held && (held.heldUntil === undefined || held.heldUntil > clock.now())) await store.confirmSlot(key, claim.slot.holder, held.heldUntil);
-          else lapsed.push(claim.slot);
+          if (held && (held.heldUntil === undefined || held.heldUntil > clock.now())) {
+            await store.confirmSlot(key, claim.slot.holder, held.heldUntil);
+          } else {
+            lapsed.push(claim.slot);
+          }
         }
       }
       for (const slot of lapsed) {
         if (await store.takeOverSlot(slot, holder, clock.now() + config.lease)) return slot.slotKey;
       }
-      throw new DomainError('exhausted', `the quota of ${limit} ${QUOTAS[kind].counts} for ${ownerId} is used up; higher quotas are available on request`);
+      throw new DomainError('exhausted', `the quota of ${limit} ${QUOTAS[kind].counts} for ${ownerId} is used up; `
+        + 'higher quotas are available on request');
     },
 
     /** Makes a claim permanent for its holder, or (`heldUntil`) until then. */
     confirm: async (key: string, holder: string, heldUntil?: number) => {
-      if (!(await store.confirmSlot(key, holder, heldUntil))) throw new Error(`quota slot ${key} is no longer held by ${holder}`);
+      if (!(await store.confirmSlot(key, holder, heldUntil))) {
+        throw new Error(`quota slot ${key} is no longer held by ${holder}`);
+      }
     },
 
     /** Gives back a claim whose creation failed before its commit. */

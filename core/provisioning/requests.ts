@@ -72,7 +72,8 @@ export function createRequestLog(store: ProvisioningPort, clock: Clock, random: 
   ): Promise<T> {
     if (!scope.requestId) return creation.create(newUlid(clock, random), () => true);
     if (!REQUEST_ID.test(scope.requestId)) {
-      throw new DomainError('invalid_argument', `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`);
+      throw new DomainError('invalid_argument',
+        `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`);
     }
     const requestKey = `${scope.ownerId}#${scope.method}#${scope.requestId}`;
     const fingerprint = createHash('sha256').update(JSON.stringify(scope.request)).digest('base64url');
@@ -85,9 +86,12 @@ export function createRequestLog(store: ProvisioningPort, clock: Clock, random: 
     if (claim.outcome === 'started') return attempt(first, creation.create);
 
     const { record } = claim;
-    if (record.fingerprint !== fingerprint) throw new DomainError('conflict', 'request_id was already used for a different request');
+    if (record.fingerprint !== fingerprint) {
+      throw new DomainError('conflict', 'request_id was already used for a different request');
+    }
     if (record.state === 'done' && record.resourceId) return creation.replay(record.resourceId);
-    const inProgress = () => new DomainError('aborted', 'a call with this request_id is still in progress; retry later');
+    const inProgress = () =>
+      new DomainError('aborted', 'a call with this request_id is still in progress; retry later');
     if (record.state !== 'pending' || record.leaseUntil > now) throw inProgress();
     // The attempt holding the record crashed or failed: take it over with its resource id (a
     // record from before resource ids gets one now).

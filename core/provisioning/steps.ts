@@ -19,7 +19,9 @@ export const LEASE_LOST = 'lease_lost';
  * record over and be building the same resource, so this attempt neither commits nor undoes.
  */
 const leaseLost = () =>
-  new DomainError('aborted', 'this call took longer than its request_id may be held; retry it to get its result', { code: LEASE_LOST });
+  new DomainError('aborted', 'this call took longer than its request_id may be held; retry it to get its result', {
+    code: LEASE_LOST,
+  });
 
 /** Whether the attempt running the steps still holds its request (always, without a request_id). */
 export type Held = () => boolean;
@@ -44,7 +46,7 @@ export class Steps {
    * record rolls them forward); only a write that certainly failed is rolled back.
    */
   async commit(write: () => Promise<void>, applied: () => Promise<boolean>): Promise<void>;
-  async commit<T>(write: () => Promise<T>, applied?: () => Promise<boolean>): Promise<T | void> {
+  async commit<T>(write: () => Promise<T>, applied?: () => Promise<boolean>): Promise<T | undefined> {
     if (!this.held()) throw leaseLost();
     try {
       const result = await write();

@@ -12,7 +12,9 @@ export type SlotClaim =
   | { outcome: 'lapsed'; slot: QuotaSlot };
 
 /** The per-owner quota overrides an owner record may carry. */
-export type QuotaOverrides = Partial<Pick<User, 'independentAgentQuota' | 'dependentAgentQuota' | 'maskQuota' | 'numberQuota'>>;
+export type QuotaOverrides = Partial<
+  Pick<User, 'independentAgentQuota' | 'dependentAgentQuota' | 'maskQuota' | 'numberQuota'>
+>;
 
 export type RequestClaim = { outcome: 'started' } | { outcome: 'exists'; record: IdempotencyRecord };
 
@@ -27,26 +29,39 @@ export interface ProvisioningStore {
   /** Up to `limit` pooled numbers allocatable at `now` (free, lapsed leases, ended cool-offs). */
   freeNumbers(now: number, limit: number): Promise<NumberRecord[]>;
   /** Claims a pooled number as read by freeNumbers, if nobody changed it since (optimistic). */
-  leaseNumber(number: NumberRecord, holder: string, entityType: NonNullable<NumberRecord['entityType']>, leaseUntil: number, now: number): Promise<boolean>;
+  leaseNumber(
+    number: NumberRecord, holder: string, entityType: NonNullable<NumberRecord['entityType']>, leaseUntil: number,
+    now: number,
+  ): Promise<boolean>;
   /**
    * Makes a lease permanent for its holder: `state`, and either out of the pool or (masks) back in
    * it from `poolFrom` on. False if the number is no longer this holder's.
    */
-  confirmNumber(svcnum: string, holder: string, state: NumberRecord['state'], now: number, poolFrom?: number): Promise<boolean>;
+  confirmNumber(
+    svcnum: string, holder: string, state: NumberRecord['state'], now: number, poolFrom?: number,
+  ): Promise<boolean>;
   /** Gives a leased, uncommitted number straight back to the pool. */
   returnNumber(svcnum: string, holder: string, now: number): Promise<void>;
   /** Retires a holder's number: quarantined, allocatable again from `until`. */
   quarantineNumber(svcnum: string, holder: string, until: number, now: number): Promise<boolean>;
   /** Undoes quarantineNumber for a holder (compensation), back to `state`. */
   restoreNumber(svcnum: string, holder: string, state: NumberRecord['state'], now: number): Promise<boolean>;
-  /** Lifecycle transition: only from one of `from` (and, if given, only while `holder` holds it). Returns the new record, or undefined. */
-  transitionNumber(svcnum: string, from: readonly NumberRecord['state'][], to: NumberRecord['state'], now: number, holder?: string): Promise<NumberRecord | undefined>;
+  /**
+   * Lifecycle transition: only from one of `from` (and, if given, only while `holder` holds it).
+   * Returns the new record, or undefined.
+   */
+  transitionNumber(
+    svcnum: string, from: readonly NumberRecord['state'][], to: NumberRecord['state'], now: number, holder?: string,
+  ): Promise<NumberRecord | undefined>;
 
   // provisioned entities (in the users table)
   listOwned(ownerId: string, accountType: User['accountType'], limit: number, startKey?: PageKey): Promise<Page<User>>;
   /** Sets attributes of an entity; `expected` are attribute values that must hold (optimistic). */
   updateEntity(svcnumId: string, changes: Partial<User>, expected?: Partial<User>): Promise<User | undefined>;
-  /** Holds an agent for a number rotation until `until`, if no rotation holds it at `now` and `expected` values hold. */
+  /**
+   * Holds an agent for a number rotation until `until`, if no rotation holds it at `now` and
+   * `expected` values hold.
+   */
   claimRotation(svcnumId: string, expected: Partial<User>, until: number, now: number): Promise<boolean>;
   /** Removes fields of an entity (e.g. a cleared configuration value). */
   clearEntityFields(svcnumId: string, fields: ReadonlyArray<keyof User>): Promise<void>;
@@ -83,7 +98,9 @@ export interface ProvisioningStore {
    * Takes over a pending record whose lease lapsed, if it is still exactly as read: a new lease,
    * and `resourceId` only if the record has none. Returns the record as taken, or undefined.
    */
-  takeOverRequest(seen: IdempotencyRecord, leaseUntil: number, resourceId: string): Promise<IdempotencyRecord | undefined>;
+  takeOverRequest(
+    seen: IdempotencyRecord, leaseUntil: number, resourceId: string,
+  ): Promise<IdempotencyRecord | undefined>;
   /** Marks the request done, if the record still names `resourceId`. */
   completeRequest(requestKey: string, resourceId: string): Promise<void>;
   /** Ends the lease of a pending record (so a retry may take it over at once), if it is still `leaseUntil`. */
@@ -94,7 +111,8 @@ export interface ProvisioningStore {
 
 /** Exactly the store methods the provisioning module calls. */
 export type ProvisioningPort = Pick<ProvisioningStore & SharedStore,
-  | 'abandonRequest' | 'beginRequest' | 'claimRotation' | 'claimSlot' | 'closeMask' | 'completeRequest' | 'confirmNumber' | 'confirmSlot'
-  | 'createMask' | 'createUser' | 'deleteClient' | 'endSlot' | 'freeNumbers' | 'getClient' | 'getMask' | 'getNumber' | 'getUser' | 'leaseNumber'
-  | 'listMasks' | 'listOwned' | 'quarantineNumber' | 'releaseRequest' | 'releaseSlot' | 'restoreNumber' | 'returnNumber' | 'seedNumber'
+  | 'abandonRequest' | 'beginRequest' | 'claimRotation' | 'claimSlot' | 'closeMask' | 'completeRequest'
+  | 'confirmNumber' | 'confirmSlot' | 'createMask' | 'createUser' | 'deleteClient' | 'endSlot' | 'freeNumbers'
+  | 'getClient' | 'getMask' | 'getNumber' | 'getUser' | 'leaseNumber' | 'listMasks' | 'listOwned'
+  | 'quarantineNumber' | 'releaseRequest' | 'releaseSlot' | 'restoreNumber' | 'returnNumber' | 'seedNumber'
   | 'takeOverRequest' | 'takeOverSlot' | 'transitionNumber' | 'updateEntity'>;

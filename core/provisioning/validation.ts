@@ -12,7 +12,10 @@ export function displayNameField(value: string | undefined, required: boolean): 
     if (required) throw invalidArgument('display_name is required');
     return undefined;
   }
-  if ([...trimmed].length > provisioningLimits.displayNameMax) throw invalidArgument(`display_name is longer than ${provisioningLimits.displayNameMax} characters`);
+  if ([...trimmed].length > provisioningLimits.displayNameMax) {
+    throw invalidArgument(`display_name is longer than ${provisioningLimits.displayNameMax} characters`);
+  }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses
   if (/[\u0000-\u001f\u007f]/.test(trimmed)) throw invalidArgument('display_name must not contain control characters');
   return trimmed;
 }
@@ -30,6 +33,8 @@ export function agentScopeField(value: string | undefined): string[] {
 const MASK_SCOPE = /^[a-z][a-z0-9_.-]{0,63}$/;
 
 export function maskScopeField(value: string | undefined): string {
-  if (!value || !MASK_SCOPE.test(value)) throw invalidArgument('scope is required: 1-64 characters of [a-z0-9_.-], starting with a letter');
+  if (!value || !MASK_SCOPE.test(value)) {
+    throw invalidArgument('scope is required: 1-64 characters of [a-z0-9_.-], starting with a letter');
+  }
   return value;
 }
