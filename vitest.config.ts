@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/support/longest-first';
 
 export default defineConfig({
   test: {
@@ -13,6 +14,11 @@ export default defineConfig({
     // checks) take 15-25 s when three files share the two cores.
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // The longest files first, also on a clean clone (test/support/longest-first.ts).
+    sequence: { sequencer: LongestFirst },
+    // The default output, then every test skipped with a reason (`ctx.skip('why')`) and its reason:
+    // a test that cannot run on this machine says so instead of passing by unseen.
+    reporters: ['default', './test/support/skipped-reporter.ts'],
     env: {
       LOG_LEVEL: 'SILENT',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
