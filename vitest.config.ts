@@ -11,9 +11,11 @@ export default defineConfig({
     // well (about 5.5 instead of 9 minutes here) and no test asserts a timing.
     maxWorkers: 3,
     // A guard against hangs, not a measure: the slowest tests (admin CLI processes, runs of scrypt
-    // checks) take 15-25 s when three files share the two cores.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // checks) take 15-25 s when three files share the two cores, and several times that when the
+    // machine is loaded further (load average 20 here: timeouts of 60 s failed, and a test that
+    // times out goes on in the background and fails the next ones of its file).
+    testTimeout: 180_000,
+    hookTimeout: 180_000,
     // The longest files first, also on a clean clone (test/support/longest-first.ts).
     sequence: { sequencer: LongestFirst },
     // The default output, then every test skipped with a reason (`ctx.skip('why')`) and its reason:
