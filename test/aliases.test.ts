@@ -1,5 +1,3 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemRandom } from '../core/adapters/system';
@@ -12,14 +10,13 @@ import { CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisi
 import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { runAdmin } from './support/processes';
 import { aliasClient, publicGet, resolvePath } from './support/public';
 import { startTestService, type TestService } from './support/service';
 
 // AliasService over gRPC and the admin CLI's alias commands: validation and normalisation,
 // uniqueness (also when ten owners race for one name), the per-entity limit under concurrency,
 // ownership and scopes, inactive entities, deletion, and recovery from interrupted writes.
-
-const run = promisify(execFile);
 
 let service: TestService;
 let app: ProvisioningApp;
@@ -254,16 +251,8 @@ describe('DeleteAlias and interrupted writes', () => {
 });
 
 describe('admin CLI: alias add | list | remove', () => {
-  async function admin(args: string[]) {
-    const env = { ...process.env, DATA_DIR: service.dataDir, DYNAMODB_PORT: new URL(service.dynamoEndpoint).port };
-    try {
-      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'local/admin.ts', ...args], { env, cwd: process.cwd() });
-      return { code: 0, json: JSON.parse(stdout) as Record<string, unknown>, stderr };
-    } catch (error) {
-      const failed = error as { code: number; stdout: string; stderr: string };
-      return { code: failed.code, json: undefined, stderr: failed.stderr };
-    }
-  }
+  // The operator's command as `npm run admin` runs it (its bundle: a start costs a fraction of tsx's).
+  const admin = (args: string[]) => runAdmin(args, { DATA_DIR: service.dataDir, DYNAMODB_PORT: new URL(service.dynamoEndpoint).port });
 
   it('lets an operator alias any entity (people and businesses too, reserved names included), list and remove', async () => {
     const person = await service.core.registration.createUser({ email: `cli-alias-${Date.now()}@example.com`, password: 'a long password 1' });

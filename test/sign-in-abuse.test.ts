@@ -23,6 +23,13 @@ const PER_IP_BURST = 20;
 /** What a client that is no browser sends: no Origin, no Fetch Metadata. */
 const NOT_A_BROWSER = { Origin: undefined, 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined };
 
+/**
+ * A hang guard sized by the work a test does: `count` scrypt runs (password hashes and checks,
+ * 128 MiB and about 0.4 s of CPU each alone), at up to 8 s each on a 2-core machine shared with
+ * twenty other busy processes. Nothing here is timed: the test clock decides every delay.
+ */
+const scryptBudget = (count: number) => Math.max(60_000, count * 8_000);
+
 const faults = new StoreFaults();
 let service: TestService;
 let storeMethods: StoreMethod[];
@@ -128,7 +135,7 @@ describe('known and unknown accounts', () => {
         expect((await both('throttled again')).headers).toContainEqual(['retry-after', String((2 * limits.signInFirstDelay) / 1000)]);
       }
     });
-  }, 180_000); // 36 scrypt checks
+  }, scryptBudget(38)); // 36 checks, 2 hashes
 });
 
 describe('an attack on one account', () => {
@@ -177,7 +184,7 @@ describe('an attack on one account', () => {
       // The owner's success did not give strangers a fresh count.
       expect((await submit(stranger.browser, stranger.page, owner.email, 'after the owner')).status).toBe(429);
     });
-  });
+  }, scryptBudget(21));
 
   it('ignores a tampered device cookie or one of another account; a device that collects too many failures is no longer trusted', async () => {
     const owner = await createUser(service);
@@ -222,7 +229,7 @@ describe('an attack on one account', () => {
       // Too many: the device is judged like any browser, and the account is under attack.
       expect((await submit(ownerSide.browser, page, owner.email, owner.password)).status).toBe(429);
     });
-  });
+  }, scryptBudget(16));
 });
 
 describe('limits per client and per process', () => {
@@ -252,7 +259,7 @@ describe('limits per client and per process', () => {
       const elsewhere = await openSignIn();
       expect((await submit(elsewhere.browser, elsewhere.page, `${target}.y`, 'guess')).status).toBe(400);
     });
-  });
+  }, scryptBudget(12));
 
   it('bounds concurrent password checks: when every place is taken, any sign-in gets the same busy answer (503 + Retry-After) at once, but a browser that signed in before is let in', async () => {
     const known = await createUser(service);
@@ -293,7 +300,7 @@ describe('limits per client and per process', () => {
       open();
       faults.reset();
     }
-  });
+  }, scryptBudget(8));
 });
 
 describe('the signed sign-in CSRF token', () => {
@@ -329,5 +336,5 @@ describe('the signed sign-in CSRF token', () => {
     const renewed = await real.browser.request('/login');
     expect(Browser.field(renewed.body, 'csrf')).not.toBe(token);
     expect(renewed.headers.getSetCookie().some((cookie) => cookie.startsWith('csrf='))).toBe(true);
-  });
+  }, scryptBudget(5));
 });

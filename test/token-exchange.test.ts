@@ -105,8 +105,11 @@ describe('ExchangeToken (a): lending a number to an agent', () => {
     // Explicit narrowing to messaging, the default requested type and our own audience are accepted.
     const explicit = await lend(number.svcnumId, actorToken, { scope: 'messaging', requestedTokenType: ACCESS_TOKEN, audience: service.issuer });
     expect(explicit.scope).toBe('messaging');
-    // A fresh actor token gives up to the full hour.
-    expect((await lend(number.svcnumId, await agentToken(app, agentA.agent!.svcnumId))).expiresIn).toBe(3600);
+    // A fresh actor token gives up to the full hour. Both are issued in the same second (the clock
+    // stands still): otherwise the actor's expiry, a second earlier, would cap the lent token.
+    service.clock.freeze();
+    const fresh = await lend(number.svcnumId, await agentToken(app, agentA.agent!.svcnumId)).finally(() => service.clock.release());
+    expect(fresh.expiresIn).toBe(3600);
   });
 
   it('never widens the scope: invalid_scope with the oauth-error trailer', async () => {

@@ -12,7 +12,7 @@ import { list, logicalId, resources, synthesizeForFile, type Json, type Statemen
 // and the two HMAC keys let the account administer them and name exactly the roles lib/access.ts
 // gives a use.
 
-const synth = synthesizeForFile();
+const synth = synthesizeForFile({ bundle: false });
 
 /** Where a "*" may stay, and why. Each entry names a policy (its logical id without the hash, or a key's role), the principal and the actions. */
 interface Allowed {

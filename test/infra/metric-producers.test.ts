@@ -16,7 +16,7 @@ import { list, logicalId, resources, synthesizeForFile, type Json } from './supp
 //   whose writer's SERVICE_NAME is the metric's `service` (the gRPC task: awslogs extracts no EMF).
 // What the code writes is read from the code itself: its EMF producers run here, stdout captured.
 
-const synth = synthesizeForFile();
+const synth = synthesizeForFile({ bundle: false });
 
 interface WatchedMetric {
   readonly namespace: string;
@@ -130,7 +130,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   const containerWriters = () => Object.values(resources(template(), 'AWS::ECS::TaskDefinition')).flatMap((task) =>
     (task.Properties!.ContainerDefinitions as Json[]).map((container) => ({
       service: (container.Environment as Array<{ Name: string; Value: unknown }>).find((variable) => variable.Name === 'SERVICE_NAME')?.Value,
-      logGroup: JSON.stringify(((container.LogConfiguration as { Options?: Json } | undefined)?.Options ?? {})['awslogs-group']),
+      logGroup: JSON.stringify((container.LogConfiguration as { Options?: Json } | undefined)?.Options?.['awslogs-group']),
     })));
   const writersOf = (logGroup: unknown) => [...lambdaWriters(), ...containerWriters()].filter((writer) => writer.logGroup === JSON.stringify(logGroup)).map((writer) => writer.service);
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Template } from 'aws-cdk-lib/assertions';
+import { BUNDLING_STACKS } from 'aws-cdk-lib/cx-api';
 import { createServiceApp, FIRST_DEPLOY_CONTEXT_KEY } from '../../lib/app';
 import { EXAMPLE_SETTINGS_FILE, exampleValues, resolveConfigs, SettingsError } from '../../lib/settings';
 import { repoRoot } from '../../lib/util';
@@ -128,7 +129,8 @@ describe('settings file', () => {
 describe('a first deploy (-c firstDeploy=true)', () => {
   it('leaves production\'s deletion and termination protection off, so a failed create rolls back whole and can be retried; the next deploy switches them on', () => {
     const protections = (context: Record<string, string>) => {
-      const { app, stacks } = createServiceApp({ context: { settings: EXAMPLE_SETTINGS_FILE, ...context }, nag: false, environments: ['production'] });
+      // Templates only: the Lambdas are not bundled (test/infra/support.ts).
+      const { app, stacks } = createServiceApp({ context: { settings: EXAMPLE_SETTINGS_FILE, [BUNDLING_STACKS]: [], ...context }, nag: false, environments: ['production'] });
       const template = Template.fromStack(stacks.production).toJSON().Resources as Record<string, { Type: string; Properties?: Record<string, unknown> }>;
       const tables = Object.values(template).filter((resource) => resource.Type === 'AWS::DynamoDB::Table').map((table) => table.Properties!.DeletionProtectionEnabled);
       const nlb = Object.values(template).filter((resource) => resource.Type === 'AWS::ElasticLoadBalancingV2::LoadBalancer')

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { CfnElement } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll } from 'vitest';
-import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
+import { BUNDLING_STACKS, type CloudAssembly } from 'aws-cdk-lib/cx-api';
 import type { IConstruct } from 'constructs';
 import { createServiceApp } from '../../lib/app';
 import { environmentNames, type EnvironmentConfig, type EnvironmentName } from '../../lib/config';
@@ -12,8 +12,11 @@ import { EXAMPLE_SETTINGS_FILE, resolveConfigs } from '../../lib/settings';
 import type { ServiceStack } from '../../lib/service-stack';
 import { repoRoot } from '../../lib/util';
 
-// One synthesis of both stacks per test file (bundling is the slow part), with the cdk-nag
-// AwsSolutions plugin on, exactly as `cdk synth` runs it.
+// One synthesis of both stacks per test file, with the cdk-nag AwsSolutions plugin on, exactly as
+// `cdk synth` runs it. Bundling the Lambdas is the slow part (esbuild, 7 functions per stack): a
+// file that reads only the templates skips it (`aws:cdk:bundling-stacks: []`, as `cdk synth
+// --exclusively` does for other stacks); the code's asset is then the source folder, everything
+// else in the template is the same.
 
 export interface Synthesized {
   assembly: CloudAssembly;
@@ -27,9 +30,19 @@ export interface Synthesized {
 /** The configuration of both environments from the committed example settings (deploy/settings.example.json). */
 export const testConfigs = () => resolveConfigs(EXAMPLE_SETTINGS_FILE, ['**'], repoRoot).configs as Record<EnvironmentName, EnvironmentConfig>;
 
-export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> = testConfigs(), environments: readonly EnvironmentName[] = environmentNames): Synthesized {
+export interface SynthesisOptions {
+  /** Whether the Lambdas are bundled (true unless the file reads only templates). */
+  bundle?: boolean;
+}
+
+export function synthesize(
+  configs: Record<EnvironmentName, EnvironmentConfig> = testConfigs(),
+  environments: readonly EnvironmentName[] = environmentNames,
+  { bundle = true }: SynthesisOptions = {},
+): Synthesized {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-cdk-'));
-  const { app, stacks } = createServiceApp({ outdir, configs, environments });
+  const context = bundle ? {} : { [BUNDLING_STACKS]: [] };
+  const { app, stacks } = createServiceApp({ outdir, configs, environments, context });
   const assembly = app.synth();
   const template = (stack: ServiceStack) =>
     Template.fromJSON(JSON.parse(readFileSync(assembly.getStackArtifact(stack.artifactId).templateFullPath, 'utf8')) as Record<string, unknown>);
@@ -46,10 +59,10 @@ export function synthesize(configs: Record<EnvironmentName, EnvironmentConfig> =
  * Both stacks of the example settings, synthesized once before a test file's suites and removed
  * after them: what the file reads through the returned object's properties.
  */
-export function synthesizeForFile(): Synthesized {
+export function synthesizeForFile(options: SynthesisOptions = {}): Synthesized {
   let synthesized: Synthesized | undefined;
   beforeAll(() => {
-    synthesized = synthesize();
+    synthesized = synthesize(undefined, undefined, options);
   }, 180_000);
   afterAll(() => synthesized?.cleanup());
   const current = () => {

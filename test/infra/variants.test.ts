@@ -22,7 +22,7 @@ beforeAll(() => {
       hostedZone: { id: 'Z0123456789ABCDEFGHIJ', name: 'example.com' },
     },
   });
-  synth = synthesize({ ...configs, sandbox: config }, ['sandbox']);
+  synth = synthesize({ ...configs, sandbox: config }, ['sandbox'], { bundle: false });
 }, 120_000);
 afterAll(() => synth?.cleanup());
 

@@ -12,7 +12,7 @@ import { iamStatements, list, logicalId, resources, synthesizeForFile, type Json
 // authentication and a security group open to the gRPC tasks and the relay only; the messages
 // table's stream feeding the relay; least-privilege grants; the task's environment; the alarms.
 
-const synth = synthesizeForFile();
+const synth = synthesizeForFile({ bundle: false });
 
 describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
   const template = () => synth.templates[environment];
