@@ -2,7 +2,7 @@ import type { ServiceConfig } from './kernel/config';
 import type { PageTokenCodec } from './kernel/page-token';
 import type { Clock, KeyRing, MacKey, Random } from './kernel/ports';
 import type { DerivedFailureReport } from './messaging/send';
-import type { HubPolling } from './messaging/stream';
+import type { HubPolling } from './messaging/hub-polling';
 import type { InboxWakeups } from './messaging/wakeups';
 import type { SignInLimits } from './oauth/sign-in-guard';
 import type { ProvisioningConfig } from './provisioning/config';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CURSOR_MAX_INBOXES } from '../core/messaging/stream';
+import { CURSOR_MAX_INBOXES } from '../core/messaging/cursors';
 import { callerOf, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { openStream, sendMessage, type OpenStream } from './support/messages';
 import { startTestService, type TestService } from './support/service';

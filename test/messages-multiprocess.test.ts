@@ -1,6 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { POLL_INTERVAL_MS } from '../core/messaging/stream';
+import { POLL_INTERVAL_MS } from '../core/messaging/hub-polling';
 import { EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import {
   MessageKind, type ProgrammableNumber,

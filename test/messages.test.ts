@@ -7,7 +7,8 @@ import { MAX_DERIVED_HOPS, MESSAGE_RETENTION_MS } from '../core/messaging/send';
 import { sharedReads } from '../core/kernel/cache';
 import { createSequenceClaims } from '../core/messaging/sequences';
 import { isTombstone, type StoredMessage } from '../core/messaging/store';
-import { GAP_GRACE_MS, POLL_INTERVAL_MS } from '../core/messaging/stream';
+import { GAP_GRACE_MS } from '../core/messaging/follow';
+import { POLL_INTERVAL_MS } from '../core/messaging/hub-polling';
 import {
   CreateAgentRequest, type CreateAgentResponse, ExchangeTokenRequest, type ExchangeTokenResponse, IssueAgentTokenRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';

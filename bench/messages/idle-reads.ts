@@ -5,7 +5,7 @@ import {
 } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import {
   ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, RELIST_SAFETY_POLLS, SAFETY_POLL_INTERVAL_MS,
-} from '../../core/messaging/stream';
+} from '../../core/messaging/hub-polling';
 import { CHANNEL_OPTIONS, setupCall } from '../provisioning';
 import { startBenchGrpcServer, type BenchChildStats, type BenchGrpcServer } from '../server-process';
 import { methodCalls } from '../store-counters';

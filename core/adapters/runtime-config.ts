@@ -2,7 +2,7 @@ import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
 import {
   ENGINE_CHECK_INTERVAL_MS, ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS,
   type HubPolling,
-} from '../messaging/stream';
+} from '../messaging/hub-polling';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
 import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
 import {
