@@ -16,7 +16,11 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
 /** The esbuild flags of build:grpc that are build options, by API name (its entries, loaders, outputs are its own). */
 const TASK_FLAGS = {
-  '--bundle': 'bundle', '--packages': 'packages', '--platform': 'platform', '--target': 'target', '--format': 'format',
+  '--bundle': 'bundle',
+  '--packages': 'packages',
+  '--platform': 'platform',
+  '--target': 'target',
+  '--format': 'format',
 };
 const TASK_OUTPUT_FLAGS = ['--loader:', '--outbase=', '--outdir=', '--out-extension:'];
 

@@ -21,7 +21,9 @@ afterAll(() => rm(scratch, { recursive: true, force: true }));
 /** A launched process whose stderr is collected; `until` waits for a pattern in it. */
 function launch(args: string[], env: Record<string, string>, cwd = repoRoot) {
   const child: ChildProcess = spawn(process.execPath, args, {
-    cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'],
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
   const waiters: Array<() => void> = [];
@@ -30,23 +32,28 @@ function launch(args: string[], env: Record<string, string>, cwd = repoRoot) {
     for (const waiter of waiters.splice(0)) waiter();
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const until = (pattern: RegExp) => new Promise<RegExpExecArray>((resolve, reject) => {
-    const check = () => {
-      const match = pattern.exec(stderr);
-      if (match) resolve(match);
-      else if (child.exitCode !== null) reject(new Error(`exited (${child.exitCode}) before ${pattern}:\n${stderr}`));
-      else waiters.push(check);
-    };
-    child.once('exit', check);
-    check();
-  });
+  const until = (pattern: RegExp) =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      const check = () => {
+        const match = pattern.exec(stderr);
+        if (match) resolve(match);
+        else if (child.exitCode !== null) reject(new Error(`exited (${child.exitCode}) before ${pattern}:\n${stderr}`));
+        else waiters.push(check);
+      };
+      child.once('exit', check);
+      check();
+    });
   return { child, exited, until, output: () => stderr };
 }
 
 describe('the bundle npm start serves', () => {
   it('is built with the esbuild options of the gRPC task (package.json build:grpc)', () => {
     expect(taskBuildOptions()).toEqual({
-      bundle: true, packages: 'external', platform: 'node', target: 'node22', format: 'esm',
+      bundle: true,
+      packages: 'external',
+      platform: 'node',
+      target: 'node22',
+      format: 'esm',
     });
   });
 
@@ -57,13 +64,16 @@ describe('the bundle npm start serves', () => {
     await mkdir(join(root, 'node_modules'), { recursive: true });
     await writeFile(join(root, 'package.json'), await readFile(join(repoRoot, 'package.json')));
     await symlink(join(repoRoot, 'node_modules', 'esbuild'), join(root, 'node_modules', 'esbuild'), 'dir');
-    await writeFile(join(root, 'local', 'start.ts'), [
-      "import { word } from './word';",
-      "process.stderr.write('serving ' + word + ' as ' + process.pid + '\\n');",
-      'const alive = setInterval(() => undefined, 1_000);',
-      "process.on('SIGTERM', () => { clearInterval(alive); process.stderr.write('stopped ' + process.pid + '\\n'); });",
-      '',
-    ].join('\n'));
+    await writeFile(
+      join(root, 'local', 'start.ts'),
+      [
+        "import { word } from './word';",
+        "process.stderr.write('serving ' + word + ' as ' + process.pid + '\\n');",
+        'const alive = setInterval(() => undefined, 1_000);',
+        "process.on('SIGTERM', () => { clearInterval(alive); process.stderr.write('stopped ' + process.pid + '\\n'); });",
+        '',
+      ].join('\n'),
+    );
     const setWord = (source: string) => writeFile(join(root, 'local', 'word.ts'), source);
     await setWord("export const word: string = 'one';\n");
     const script = `import { startBundled } from ${JSON.stringify(launcher)};
@@ -98,7 +108,9 @@ await startBundled({ root: ${JSON.stringify(root)} });`;
     try {
       const issuer = (await served.until(/issuer\s+(\S+)/))[1]!;
       await served.until(/Register clients and users with: npm run --silent admin -- help/);
-      const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as { issuer?: string };
+      const discovery = (await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()) as {
+        issuer?: string;
+      };
       expect(discovery.issuer).toBe(issuer);
     } finally {
       served.child.kill('SIGTERM');
