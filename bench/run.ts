@@ -28,7 +28,8 @@
 //                         hung-engine: only sends and ProvisionNumber with the engine healthy, then
 //                         SIGSTOPped (hung-engine.ts; hung-engine.json);
 //                         start-vs-peer: only `npm start` (default log level) beside node-oidc-provider,
-//                         client_credentials, BENCH_START_RUNS runs (start-vs-peer.ts; start-vs-peer.json)
+//                         client_credentials, BENCH_START_RUNS runs (start-vs-peer.ts; start-vs-peer.json);
+//                         edge-overhead: only the Lambda edge's cost per request, in process (edge-overhead.ts)
 //   REDIS_SERVER          the pub/sub engine's binary (default redis-server: the Debian package)
 //
 // Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
@@ -54,6 +55,7 @@ import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResu
 import { errorLines, fmt, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
 import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
+import { edgeOverheadBenchmark, edgeOverheadSettingsFromEnv } from './edge-overhead';
 import { startVsPeerBenchmark, startVsPeerSettingsFromEnv } from './start-vs-peer';
 import { hungEngineBenchmarks, hungEngineLines, hungEnginePoolNumbers } from './hung-engine';
 import { startRedis } from '../test/support/redis';
@@ -91,8 +93,8 @@ function readSettings() {
     idleScale,
     only: process.env.BENCH_ONLY?.trim() || undefined,
   };
-  if (settings.only !== undefined && !['messages', 'provisioning', 'hung-engine', 'start-vs-peer'].includes(settings.only)) {
-    throw new Error(`BENCH_ONLY must be messages, provisioning, hung-engine or start-vs-peer (or unset), got '${settings.only}'`);
+  if (settings.only !== undefined && !['messages', 'provisioning', 'hung-engine', 'start-vs-peer', 'edge-overhead'].includes(settings.only)) {
+    throw new Error(`BENCH_ONLY must be messages, provisioning, hung-engine, start-vs-peer or edge-overhead (or unset), got '${settings.only}'`);
   }
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
   return settings;
@@ -128,6 +130,10 @@ async function main() {
     process.stdout.write(['', `A hung engine (BENCH_ONLY=hung-engine), ${date}`,
       `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${round2(loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`,
       '', ...lines, '', `Written to ${HUNG_ENGINE_RESULT_FILE}`, ''].join('\n'));
+    return;
+  }
+  if (settings.only === 'edge-overhead') {
+    process.stdout.write((await edgeOverheadBenchmark(edgeOverheadSettingsFromEnv(), log)).report);
     return;
   }
   if (settings.only === 'start-vs-peer') {
