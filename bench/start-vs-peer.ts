@@ -4,9 +4,10 @@
 // terminal would), an External API client made with `npm run --silent admin -- api-client create`,
 // and client_credentials (client_secret_basic) under autocannon, 16 connections, 10 s, against it
 // and the peer (bench/peer-server.ts, on plain node). Beside them the way `npm start` ran before:
-// local/start.ts through tsx, same settings. The three take turns in ~2 s slices within one run
-// (load.ts runLoadAlternating), and the run is repeated BENCH_START_RUNS times (default 3); each
-// run's ratio compares figures taken in that run only.
+// local/start.ts through tsx, same settings. The three take turns in slices of
+// BENCH_START_SLICE_SECONDS (default 1: other work on this shared machine then weighs on all three
+// alike) within one run (load.ts runLoadAlternating); the run is repeated BENCH_START_RUNS times
+// (default 3), and each run's ratio compares figures of that run only.
 //
 // Writes bench/results/start-vs-peer.json. `BENCH_ONLY=start-vs-peer npm run bench`, or on its own
 // `npx tsx bench/start-vs-peer.ts` (BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY apply).
@@ -27,7 +28,6 @@ import { startBenchPeer } from './server-process';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/start-vs-peer.json', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SLICE_SECONDS = 2;
 const START_TIMEOUT_MS = 120_000;
 const API_SCOPE = 'messaging';
 const run = promisify(execFile);
@@ -153,12 +153,14 @@ export interface StartVsPeerSettings {
   warmupSeconds: number;
   concurrency: number;
   runs: number;
+  /** Length of each turn: short, so that other work on a shared machine weighs on all three alike. */
+  sliceSeconds: number;
 }
 
 export interface StartVsPeerResult extends ReturnType<typeof machine> {
   benchmark: 'start-vs-peer';
   date: string;
-  settings: StartVsPeerSettings & { client: string; sliceSeconds: number };
+  settings: StartVsPeerSettings & { client: string };
   peer: { server: string; version: string };
   ways: Record<Way, { command: string; startSeconds: number }>;
   notes: string;
@@ -176,7 +178,8 @@ export async function startVsPeerBenchmark(
   for (const way of Object.keys(WAYS) as Way[]) services.push(await startService(way));
   for (const service of services)
     log(
-      `${service.way}: ${service.issuer} (service pid ${service.pid}) ready ${fmt(service.startSeconds, 1)} s after the command`,
+      `${service.way}: ${service.issuer} (service pid ${service.pid})`
+        + ` ready ${fmt(service.startSeconds, 1)} s after the command`,
     );
   const peerRequest = await checkedTokenRequest('node-oidc-provider', peer.info.issuer, peer.info);
   const requests = await Promise.all(
@@ -187,7 +190,7 @@ export async function startVsPeerBenchmark(
     seconds: settings.seconds,
     warmupSeconds: settings.warmupSeconds,
   };
-  const rounds = Math.max(1, Math.round(settings.seconds / SLICE_SECONDS));
+  const rounds = Math.max(1, Math.round(settings.seconds / settings.sliceSeconds));
   const runs: StartVsPeerRun[] = [];
   for (let index = 0; index < settings.runs; index++) {
     const loadStart = loadavg()[0]!;
@@ -202,7 +205,8 @@ export async function startVsPeerBenchmark(
       })),
     ];
     log(
-      `run ${index + 1}/${settings.runs}: ${settings.warmupSeconds} s warm-up each, then ${settings.seconds} s each in ${rounds} alternating slices`,
+      `run ${index + 1}/${settings.runs}: ${settings.warmupSeconds} s warm-up each,`
+        + ` then ${settings.seconds} s each in ${rounds} alternating slices`,
     );
     const [peerLoad, ...ourLoads] = await runLoadAlternating(options, rounds);
     const ours = Object.fromEntries(
@@ -224,14 +228,16 @@ export async function startVsPeerBenchmark(
     ) as Record<Way, number>;
     runs.push({ peer: peerLoad!, ours, ratio, loadAverage: { start: round2(loadStart), end: round2(loadavg()[0]!) } });
     log(
-      `run ${index + 1}: peer ${fmt(peerLoad!.rps, 1)}/s; ${services.map((service) => `${service.way} ${fmt(ours[service.way].rps, 1)}/s (${ratio[service.way]}×)`).join('; ')}`,
+      `run ${index + 1}: peer ${fmt(peerLoad!.rps, 1)}/s; ${services
+        .map((service) => `${service.way} ${fmt(ours[service.way].rps, 1)}/s (${ratio[service.way]}×)`)
+        .join('; ')}`,
     );
   }
   const result: StartVsPeerResult = {
     benchmark: 'start-vs-peer',
     date: new Date().toISOString(),
     ...machine(),
-    settings: { ...settings, client: FIXED_REQUEST_CLIENT, sliceSeconds: SLICE_SECONDS },
+    settings: { ...settings, client: FIXED_REQUEST_CLIENT },
     peer: {
       server: 'node-oidc-provider (bench/peer-server.ts, bundled, plain node): memory adapter, EdDSA JWT access tokens',
       version: peer.info.version,
@@ -246,12 +252,17 @@ export async function startVsPeerBenchmark(
       ]),
     ) as StartVsPeerResult['ways'],
     notes:
-      "LOG_LEVEL unset (INFO); the service's stdout is read by the bench; CPU: /proc of the service process (all its threads, dynalite's worker included)",
+      "LOG_LEVEL unset (INFO); the service's stdout is read by the bench;"
+      + " CPU: /proc of the service process (all its threads, dynalite's worker included)",
     runs,
   };
   await writeJson(RESULT_FILE, result);
   return { result, report: startVsPeerReport(result) };
 }
+
+/** One figure of each run, `a / b / c`. */
+const perRun = (result: StartVsPeerResult, figure: (run: StartVsPeerRun) => number | null, digits = 0) =>
+  result.runs.map((one) => fmt(figure(one) ?? Number.NaN, digits)).join(' / ');
 
 function startVsPeerReport(result: StartVsPeerResult): string {
   const ways = Object.keys(result.ways) as Way[];
@@ -269,11 +280,19 @@ function startVsPeerReport(result: StartVsPeerResult): string {
   return [
     '',
     `npm start beside node-oidc-provider ${result.peer.version}, client_credentials, ${result.date}`,
-    `node ${result.node}, ${result.platform}, ${result.cpuModel}, ${result.cores} cores; ${result.settings.client}, ${result.settings.concurrency} connections, ${result.settings.seconds} s each after ${result.settings.warmupSeconds} s warm-up, in ${SLICE_SECONDS} s slices taking turns`,
-    `started: ${ways.map((way) => `${result.ways[way].command} ready in ${fmt(result.ways[way].startSeconds, 1)} s`).join('; ')}`,
+    `node ${result.node}, ${result.platform}, ${result.cpuModel}, ${result.cores} cores; ${result.settings.client},`
+      + ` ${result.settings.concurrency} connections, ${result.settings.seconds} s each after`
+      + ` ${result.settings.warmupSeconds} s warm-up, in ${result.settings.sliceSeconds} s slices taking turns`,
+    `started: ${ways
+      .map((way) => `${result.ways[way].command} ready in ${fmt(result.ways[way].startSeconds, 1)} s`)
+      .join('; ')}`,
     table(['', 'peer grants/s', ...ways.flatMap((way) => [`${way} grants/s`, 'ratio'])], rows),
-    `  log lines per request (default level): ${ways.map((way) => `${way} ${result.runs.map((one) => fmt(one.ours[way].logLinesPerRequest, 2)).join(' / ')}`).join('; ')}`,
-    `  service CPU µs/grant: peer ${result.runs.map((one) => fmt(cpuMicros(one.peer) ?? Number.NaN)).join(' / ')}; ${ways.map((way) => `${way} ${result.runs.map((one) => fmt(one.ours[way].processCpuMicrosPerGrant ?? Number.NaN)).join(' / ')}`).join('; ')}`,
+    `  log lines per request (default level): ${ways
+      .map((way) => `${way} ${perRun(result, (one) => one.ours[way].logLinesPerRequest, 2)}`)
+      .join('; ')}`,
+    `  service CPU µs/grant: peer ${perRun(result, (one) => cpuMicros(one.peer))}; ${ways
+      .map((way) => `${way} ${perRun(result, (one) => one.ours[way].processCpuMicrosPerGrant)}`)
+      .join('; ')}`,
     ...(failures.length ? ['  WARNING: requests failed:', ...failures] : []),
     '',
     `Written to ${RESULT_FILE}`,
@@ -286,6 +305,7 @@ export const startVsPeerSettingsFromEnv = (): StartVsPeerSettings => ({
   warmupSeconds: numberFromEnv('BENCH_WARMUP_SECONDS', 2),
   concurrency: numberFromEnv('BENCH_CONCURRENCY', 16, { integer: true }),
   runs: numberFromEnv('BENCH_START_RUNS', 3, { integer: true }),
+  sliceSeconds: numberFromEnv('BENCH_START_SLICE_SECONDS', 1),
 });
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
