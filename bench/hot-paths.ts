@@ -66,7 +66,7 @@ function clientCredentials(tokenEndpoint: string, client: { clientId: string; cl
  * must be an RFC 9068 JWT signed EdDSA that verifies against the provider's JWKS: otherwise the
  * comparison would not be like for like, and the bench stops.
  */
-async function checkedTokenRequest(name: string, issuer: string, client: { clientId: string; clientSecret: string; scope: string }): Promise<ClientCredentials & { header: Record<string, unknown> }> {
+export async function checkedTokenRequest(name: string, issuer: string, client: { clientId: string; clientSecret: string; scope: string }): Promise<ClientCredentials & { header: Record<string, unknown> }> {
   const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as { token_endpoint?: string; jwks_uri?: string };
   if (!discovery.token_endpoint || !discovery.jwks_uri) throw new Error(`${name}: no token_endpoint or jwks_uri in its discovery document`);
   const request = clientCredentials(discovery.token_endpoint, client);

@@ -26,7 +26,10 @@
 //   BENCH_ONLY            messages: only the message flow (its tables and messages.json);
 //                         provisioning: only the gRPC provisioning API (its table and provisioning.json);
 //                         hung-engine: only sends and ProvisionNumber with the engine healthy, then
-//                         SIGSTOPped (hung-engine.ts; hung-engine.json)
+//                         SIGSTOPped (hung-engine.ts; hung-engine.json);
+//                         start-vs-peer: only `npm start` (default log level) beside node-oidc-provider,
+//                         client_credentials, BENCH_START_RUNS runs (start-vs-peer.ts; start-vs-peer.json);
+//                         edge-overhead: only the Lambda edge's cost per request, in process (edge-overhead.ts)
 //   REDIS_SERVER          the pub/sub engine's binary (default redis-server: the Debian package)
 //
 // Prints tables on stdout (progress on stderr) and writes bench/results/hot-paths.json, signin.json,
@@ -53,6 +56,8 @@ import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResu
 import { errorLines, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
 import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
+import { edgeOverheadBenchmark, edgeOverheadSettingsFromEnv } from './edge-overhead';
+import { startVsPeerBenchmark, startVsPeerSettingsFromEnv } from './start-vs-peer';
 import { hungEngineBenchmarks, hungEngineLines, hungEnginePoolNumbers } from './hung-engine';
 import { startRedis } from '../test/support/redis';
 
@@ -84,8 +89,8 @@ function readSettings() {
     idleScale,
     only: process.env.BENCH_ONLY?.trim() || undefined,
   };
-  if (settings.only !== undefined && !['messages', 'provisioning', 'hung-engine'].includes(settings.only)) {
-    throw new Error(`BENCH_ONLY must be messages, provisioning or hung-engine (or unset), got '${settings.only}'`);
+  if (settings.only !== undefined && !['messages', 'provisioning', 'hung-engine', 'start-vs-peer', 'edge-overhead'].includes(settings.only)) {
+    throw new Error(`BENCH_ONLY must be messages, provisioning, hung-engine, start-vs-peer or edge-overhead (or unset), got '${settings.only}'`);
   }
   if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
   return settings;
@@ -112,6 +117,15 @@ function reportHeader(title: string, context: RunContext): string[] {
 
 /** BENCH_ONLY: one phase, its lines and the file it wrote. */
 async function onePhase(settings: Settings, poolNumbers: number, context: RunContext): Promise<void> {
+  // These two print their own reports and write their own files.
+  if (settings.only === 'edge-overhead') {
+    process.stdout.write((await edgeOverheadBenchmark(edgeOverheadSettingsFromEnv(), log)).report);
+    return;
+  }
+  if (settings.only === 'start-vs-peer') {
+    process.stdout.write((await startVsPeerBenchmark(startVsPeerSettingsFromEnv(), log)).report);
+    return;
+  }
   const phases = {
     messages: async () => ({
       title: 'Message flow benchmark (BENCH_ONLY=messages)',

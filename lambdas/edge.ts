@@ -1,6 +1,5 @@
-import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { createLogger, type LogFields } from '../core/adapters/log';
+import { createLogger, type LogFields, type Logger } from '../core/adapters/log';
 import { createRequestMetrics } from '../core/adapters/metrics';
 import { DomainError } from '../core/kernel/errors';
 import { errorResult, httpStatus, json, methodNotAllowed, withTransportSecurity, type HttpEvent, type HttpResult } from './http';
@@ -58,53 +57,97 @@ export interface EdgeOptions {
   realm?: string;
   /** Headers every refusal and failure of this group carries besides (CORS on the public endpoints). */
   errorHeaders?: Record<string, string>;
+  /** Where the request lines go (default: this process's logger at its LOG_LEVEL; the edge bench gives its own). */
+  logger?: Logger;
 }
 
-const jsonServerError = (headers?: Record<string, string>) => json(500, { error: 'server_error', error_description: 'the service failed; try again' }, headers);
+const jsonServerError = (headers?: Record<string, string>) =>
+  json(500, { error: 'server_error', error_description: 'the service failed; try again' }, headers);
 
-export function edgeHandler(routes: RouteTable, options: EdgeOptions) {
+/** The edge's cross-cutting work, one function each; edgeHandler composes them around the route. */
+
+/** This invocation's logger (its keys are this request's alone, however many the process serves at once). */
+export const invocationLogger = (base: Logger, event: HttpEvent, context: Context | undefined): Logger =>
+  base.child(invocationKeys(event, context));
+
+/** The route's key: a console test event may name neither resource nor path, yet the metric and the log need one. */
+export const resourceOf = (event: HttpEvent): string => event.resource ?? event.path ?? '(none)';
+
+/** The route's answer, or the edge's own 404/405 when no route takes the resource or method. */
+export function routeAnswer(
+  routes: RouteTable, resource: string, event: HttpEvent, options: EdgeOptions,
+): Promise<HttpResult> {
+  const methods = routes[resource];
+  const route = methods?.[event.httpMethod as 'GET' | 'POST'];
+  if (!methods) {
+    return Promise.resolve(
+      json(404, { error: 'not_found', error_description: 'no such endpoint' }, options.errorHeaders),
+    );
+  }
+  if (!route) return Promise.resolve(methodNotAllowed(Object.keys(methods), options.errorHeaders));
+  return route(event);
+}
+
+/**
+ * A thrown error as an answer: a DomainError by the one mapping (lambdas/http.ts), anything else a
+ * plain server_error, its details in the log only.
+ */
+export function failureAnswer(
+  error: unknown, log: Logger, resource: string, event: HttpEvent, options: EdgeOptions,
+): HttpResult {
+  if (error instanceof DomainError) {
+    return options.errorPage
+      ? options.errorPage(error, httpStatus(error))
+      : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders);
+  }
+  log.error('request failed', { resource, method: event.httpMethod, error: error as Error });
+  return options.serverError ? options.serverError() : jsonServerError(options.errorHeaders);
+}
+
+/** The one line per request: method, route, status, duration, and a refusal's OAuth code (never more). */
+export function logRequest(log: Logger, event: HttpEvent, resource: string, result: HttpResult, started: number): void {
+  if (!log.enabled('INFO')) return;
+  log.info('request', {
+    method: event.httpMethod,
+    resource,
+    status: result.statusCode,
+    durationMs: Math.round((performance.now() - started) * 10) / 10,
+    ...(result.statusCode >= 400 && result.headers?.['Content-Type'] === 'application/json'
+      && typeof result.body === 'string'
+      ? { error: safeErrorCode(result.body) }
+      : {}),
+  });
+}
+
+export type EdgeHandler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
+
+/**
+ * The route table as one Lambda handler, wrapped plainly (no middleware framework: measured by
+ * bench/edge-overhead.ts, docs/decisions.md).
+ */
+export function edgeHandler(routes: RouteTable, options: EdgeOptions): EdgeHandler {
   // CloudWatch EMF metrics per route: requests and their outcome class (none without METRICS_NAMESPACE).
   const metrics = createRequestMetrics(DEFAULT_SERVICE);
-  const base = async (event: HttpEvent, context: Context): Promise<HttpResult> => {
+  const base = options.logger ?? logger;
+  return async (event, context) => {
     const started = performance.now();
-    // A logger per invocation: its keys are this request's alone, however many the process serves at once.
-    const log = logger.child(invocationKeys(event, context));
-    // A console test event may name neither: the metric and the log line still need a route.
-    const resource = event.resource ?? event.path ?? '(none)';
+    const log = invocationLogger(base, event, context);
+    const resource = resourceOf(event);
     let result: HttpResult;
     try {
-      const methods = routes[resource];
-      const route = methods?.[event.httpMethod as 'GET' | 'POST'];
-      if (!methods) result = json(404, { error: 'not_found', error_description: 'no such endpoint' }, options.errorHeaders);
-      else if (!route) result = methodNotAllowed(Object.keys(methods), options.errorHeaders);
-      else result = await route(event);
+      result = await routeAnswer(routes, resource, event, options);
     } catch (error) {
-      if (error instanceof DomainError) {
-        result = options.errorPage ? options.errorPage(error, httpStatus(error)) : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders);
-      } else {
-        log.error('request failed', { resource, method: event.httpMethod, error: error as Error });
-        result = options.serverError ? options.serverError() : jsonServerError(options.errorHeaders);
-      }
+      result = failureAnswer(error, log, resource, event, options);
     }
     result = withTransportSecurity(result, options.secure);
     metrics.record(resource, result.statusCode);
-    if (log.enabled('INFO')) log.info('request', {
-      method: event.httpMethod,
-      resource,
-      status: result.statusCode,
-      durationMs: Math.round((performance.now() - started) * 10) / 10,
-      ...(result.statusCode >= 400 && result.headers?.['Content-Type'] === 'application/json' && typeof result.body === 'string'
-        ? { error: safeErrorCode(result.body) }
-        : {}),
-    });
+    logRequest(log, event, resource, result, started);
     return result;
   };
-
-  return middy<HttpEvent, HttpResult, Error, Context>(base);
 }
 
 /** The OAuth error code of a JSON error body (a fixed word, safe to log). */
-function safeErrorCode(body: string): string | undefined {
+export function safeErrorCode(body: string): string | undefined {
   try {
     const parsed = JSON.parse(body) as { error?: unknown };
     return typeof parsed.error === 'string' ? parsed.error : undefined;

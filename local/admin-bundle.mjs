@@ -43,15 +43,17 @@ function keyOf(root, inputs, loaded = new Map()) {
 /**
  * Our sources keep their own location in `import.meta.url`, as under tsx, rather than the bundle's
  * in the cache: what they find next to them (lib/util.ts's repoRoot, dynalite's path) stays right.
+ * `npm start`'s bundle (local/start-bundled.mjs) too, whose watch mode is told of each file read here.
  */
-const sourceLocations = (root, loaded) => ({
+export const sourceLocations = (root, loaded) => ({
   name: 'source-locations',
   setup(build) {
     build.onLoad({ filter: /\.ts$/ }, async ({ path }) => {
       if (path.includes('/node_modules/')) return undefined;
       const bytes = await readFile(path);
       loaded.set(relative(root, path), bytes);
-      return { contents: bytes.toString('utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href)), loader: 'ts' };
+      const contents = bytes.toString('utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href));
+      return { contents, loader: 'ts', watchFiles: [path] };
     });
   },
 });

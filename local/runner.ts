@@ -11,7 +11,7 @@ import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
 import { allModules, buildModules, modulePorts, pickModules, type Infrastructure, type Modules } from '../core/registry';
-import type { HubPolling } from '../core/messaging/stream';
+import type { HubPolling } from '../core/messaging/hub-polling';
 import type { RateLimitConfig } from '../core/kernel/rate-limit';
 import type { SignInLimits } from '../core/oauth/sign-in-guard';
 import type { Store } from '../core/store';

@@ -6,6 +6,7 @@ import { ensureDemo, demoClient } from './demo';
 import { localEnvironment } from './environment';
 import { startLocal, type LocalService } from './runner';
 import { hostPort, LocalStartError } from './start-errors';
+import { batchStdoutWrites } from './stdout-batching';
 import { DomainError } from '../core/kernel/errors';
 
 // `npm start`: the whole service on this machine, no AWS account, no Docker.
@@ -60,6 +61,9 @@ async function start(): Promise<LocalService> {
   process.stderr.write(lines.join('\n'));
   return service;
 }
+
+// The request log's lines leave one write per turn of the event loop, not one each.
+batchStdoutWrites();
 
 let service: LocalService;
 try {

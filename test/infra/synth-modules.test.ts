@@ -10,7 +10,7 @@ import { repoRoot } from '../../lib/util';
 
 // `cdk synth` loads the CDK app and nothing of the service it deploys: lib/ reads the data-only
 // route manifest (lambdas/manifest.ts) and the table definitions, never a handler, the domain
-// core or a runtime dependency (middy, the AWS SDK, …) but zod, which validates the settings file. Checked in a fresh process
+// core or a runtime dependency (jose, the AWS SDK, …) but zod, which validates the settings file. Checked in a fresh process
 // that runs bin/app.ts as cdk.json does (`tsx bin/app.ts`, CDK_OUTDIR and CDK_CONTEXT_JSON set
 // the way the CLI sets them), with test/support/module-log.mjs recording every module it loads.
 // Lambda bundling is skipped (aws:cdk:bundling-stacks: []): it runs esbuild in a child process,
@@ -70,6 +70,6 @@ describe('cdk synth', () => {
     // The control: the local runner's route table (lambdas/routes.ts) loads every handler.
     const loaded = await modulesLoadedBy('lambdas/routes.ts', 'routes');
     expect(loaded.files).toEqual(expect.arrayContaining(['lambdas/routes.ts', 'lambdas/browser.ts', 'lambdas/token.ts', 'core/registry.ts']));
-    expect(loaded.packages).toEqual(expect.arrayContaining(['@middy/core', '@aws-sdk/client-dynamodb']));
+    expect(loaded.packages).toEqual(expect.arrayContaining(['jose', '@aws-sdk/client-dynamodb']));
   }, 120_000);
 });
