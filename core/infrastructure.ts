@@ -37,7 +37,7 @@ export interface Infrastructure {
    */
   inboxWakeups?: InboxWakeups;
   /**
-   * How the open streams' hub polls (core/messaging/stream.ts HubPolling): the store without an
+   * How the open streams' hub polls (core/messaging/hub-polling.ts HubPolling): the store without an
    * engine (default 250 ms), with it ready (90 s) or lost (2 s); the engine's heads (3 s); the
    * owners' numbers (30 s). Each one not given is the default.
    */

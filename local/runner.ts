@@ -53,7 +53,7 @@ export interface LocalOptions {
   wakeupEngine?: WakeupEngine;
   /** The engine adapter's options (tests: its command timeout). */
   wakeupOptions?: Pick<ValkeyWakeupsOptions, 'commandTimeoutMs'>;
-  /** How open message streams poll, each interval not given at its default (core/messaging/stream.ts HubPolling). */
+  /** How open message streams poll, each interval not given at its default (core/messaging/hub-polling.ts HubPolling). */
   messagePolling?: Partial<HubPolling>;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;

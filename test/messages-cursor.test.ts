@@ -4,7 +4,7 @@ import { callerOf, clientCredentialsToken, provisioningApp, seedPool, type Provi
 import { openStream, sendMessage, type OpenStream } from './support/messages';
 import { startTestService, type TestService } from './support/service';
 
-// The resume cursor of an owner with many numbers has a bounded size (core/messaging/stream.ts:
+// The resume cursor of an owner with many numbers has a bounded size (core/messaging/cursors.ts:
 // at most CURSOR_MAX_INBOXES inboxes named, a watermark for the others), and resuming from it
 // delivers everything after it: nothing lost; messages delivered again only from inboxes it does
 // not name, accepted at or after its watermark. An old cursor (positions of every inbox) is accepted.

@@ -23,7 +23,7 @@ export function scaledEngineIntervals(scale: number) {
     safetyPollMs,
     relistMs,
     engineLostPollMs: Math.round(ENGINE_LOST_POLL_INTERVAL_MS / scale),
-    /** As core/messaging/stream.ts relistIntervalMs with the engine ready. */
+    /** As core/messaging/hub.ts relistIntervalMs with the engine ready. */
     readyRelistMs: Math.max(relistMs, RELIST_SAFETY_POLLS * safetyPollMs),
   };
 }

@@ -45,7 +45,7 @@ export interface ServiceSettings {
   /** PUBLIC_RATE_LIMIT_BURST, PUBLIC_RATE_LIMIT_PER_MINUTE: the public endpoints' per-IP limit. */
   publicRateLimit: RateLimitConfig;
   /**
-   * How open message streams poll (core/messaging/stream.ts): MESSAGE_POLL_INTERVAL_MS (the store,
+   * How open message streams poll (core/messaging/hub-polling.ts): MESSAGE_POLL_INTERVAL_MS (the store,
    * without a pub/sub engine), MESSAGE_SAFETY_POLL_MS (the store, engine ready: the delay of a
    * wake-up that never reached the engine, at most), MESSAGE_ENGINE_LOST_POLL_MS (the store until
    * the engine is back), MESSAGE_ENGINE_CHECK_MS (the engine's recorded heads, engine ready: the
