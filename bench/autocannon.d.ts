@@ -16,7 +16,10 @@ declare module 'autocannon' {
 
   export interface Instance extends EventEmitter {
     stop(): void;
-    on(event: 'response', listener: (client: unknown, statusCode: number, bytes: number, milliseconds: number) => void): this;
+    on(
+      event: 'response',
+      listener: (client: unknown, statusCode: number, bytes: number, milliseconds: number) => void,
+    ): this;
     /** A response whose body `verifyBody` refused. */
     on(event: 'reqMismatch', listener: (body: string) => void): this;
     /** A connection error or timeout: a request that completed no response. */

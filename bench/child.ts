@@ -74,7 +74,10 @@ export function lifetime(close: () => Promise<void>, onOrphaned: () => Promise<v
     timer.unref();
     close()
       .then(() => (orphaned ? onOrphaned() : undefined))
-      .then(() => process.exit(0), () => process.exit(1));
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.on('SIGTERM', () => stop(false));
   process.on('SIGINT', () => stop(false));

@@ -26,7 +26,10 @@ export function runCleanup(): Promise<void> {
 
 /** Ctrl-C / SIGTERM: clean up, then exit with the conventional 128+signal code. */
 export function cleanupOnSignals(): void {
-  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const) {
     process.once(signal, () => {
       process.stderr.write(`\n${signal}: cleaning up\n`);
       void runCleanup().finally(() => process.exit(code));

@@ -44,7 +44,8 @@ export function startCpuMeter(pid?: number): () => CpuUse {
     const otherEnd = pid === undefined ? undefined : processSeconds(pid);
     return {
       loadGeneratorPercent: Math.round(((own.user + own.system) / 1e6 / wall) * 100),
-      serverPercent: otherStart !== undefined && otherEnd !== undefined ? Math.round(((otherEnd - otherStart) / wall) * 100) : null,
+      serverPercent:
+        otherStart !== undefined && otherEnd !== undefined ? Math.round(((otherEnd - otherStart) / wall) * 100) : null,
     };
   };
 }

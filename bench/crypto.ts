@@ -43,7 +43,7 @@ const summarise = (ops: number, started: number): OpsResult => {
     ops,
     seconds: Math.round(seconds * 100) / 100,
     opsPerSecond: Math.round(ops / seconds),
-    microsPerOp: Math.round((seconds * 1e6 / ops) * 100) / 100,
+    microsPerOp: Math.round(((seconds * 1e6) / ops) * 100) / 100,
   };
 };
 
@@ -79,8 +79,10 @@ export async function cryptoBenchmarks(seconds: number, log: (message: string) =
     const keys = await openLocalKeyStore(join(dir, 'keys'));
     const issuer = createTokenIssuer(config, keys, systemClock, systemRandom);
     const input = {
-      subject: newUlid(systemClock, systemRandom), clientId: randomSecret(systemRandom, 16),
-      scopes: ['openid', 'profile', 'email'], authTime: Date.now(),
+      subject: newUlid(systemClock, systemRandom),
+      clientId: randomSecret(systemRandom, 16),
+      scopes: ['openid', 'profile', 'email'],
+      authTime: Date.now(),
     };
     const sample = (await issuer.accessToken(input)).token;
     const message = Buffer.from(sample.slice(0, sample.lastIndexOf('.')), 'ascii');
@@ -106,7 +108,9 @@ export async function cryptoBenchmarks(seconds: number, log: (message: string) =
 
     // Distinct tokens taken in turn, more of them than the verifier keeps: with its oldest-first
     // eviction, every use is a first use.
-    const distinct = await Promise.all(Array.from({ length: VERIFIED_TOKENS_MAX + 1_000 }, async () => (await issuer.accessToken(input)).token));
+    const distinct = await Promise.all(
+      Array.from({ length: VERIFIED_TOKENS_MAX + 1_000 }, async () => (await issuer.accessToken(input)).token),
+    );
     let next = 0;
     const firstUse = createAccessTokenVerifier(config, keys, systemClock);
     const nextDistinct = () => firstUse(distinct[next++ % distinct.length]!);
@@ -117,7 +121,15 @@ export async function cryptoBenchmarks(seconds: number, log: (message: string) =
     await measureAsync(warm, () => repeatUse(sample));
     const accessTokenRepeatUse = await measureAsync(seconds, () => repeatUse(sample));
 
-    return { messageBytes: message.length, ed25519Sign, ed25519Verify, jwtSign, joseJwtVerify, accessTokenFirstUse, accessTokenRepeatUse };
+    return {
+      messageBytes: message.length,
+      ed25519Sign,
+      ed25519Verify,
+      jwtSign,
+      joseJwtVerify,
+      accessTokenFirstUse,
+      accessTokenRepeatUse,
+    };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -48,9 +48,14 @@ export interface HotPathSettings {
 /** A confidential client's client_credentials request, as a relying party sends it (RFC 6749 §2.3.1, §4.4.2). */
 type ClientCredentials = FixedRequest & { method: 'POST'; body: string };
 
-function clientCredentials(tokenEndpoint: string, client: { clientId: string; clientSecret: string; scope: string }): ClientCredentials {
+function clientCredentials(
+  tokenEndpoint: string,
+  client: { clientId: string; clientSecret: string; scope: string },
+): ClientCredentials {
   // Basic: the form-urlencoded id and secret, joined by a colon, in base64.
-  const basic = Buffer.from(`${encodeURIComponent(client.clientId)}:${encodeURIComponent(client.clientSecret)}`).toString('base64');
+  const basic = Buffer.from(
+    `${encodeURIComponent(client.clientId)}:${encodeURIComponent(client.clientSecret)}`,
+  ).toString('base64');
   return {
     url: tokenEndpoint,
     method: 'POST',
@@ -66,18 +71,32 @@ function clientCredentials(tokenEndpoint: string, client: { clientId: string; cl
  * must be an RFC 9068 JWT signed EdDSA that verifies against the provider's JWKS: otherwise the
  * comparison would not be like for like, and the bench stops.
  */
-export async function checkedTokenRequest(name: string, issuer: string, client: { clientId: string; clientSecret: string; scope: string }): Promise<ClientCredentials & { header: Record<string, unknown> }> {
-  const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as { token_endpoint?: string; jwks_uri?: string };
-  if (!discovery.token_endpoint || !discovery.jwks_uri) throw new Error(`${name}: no token_endpoint or jwks_uri in its discovery document`);
+export async function checkedTokenRequest(
+  name: string,
+  issuer: string,
+  client: { clientId: string; clientSecret: string; scope: string },
+): Promise<ClientCredentials & { header: Record<string, unknown> }> {
+  const discovery = (await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()) as {
+    token_endpoint?: string;
+    jwks_uri?: string;
+  };
+  if (!discovery.token_endpoint || !discovery.jwks_uri)
+    throw new Error(`${name}: no token_endpoint or jwks_uri in its discovery document`);
   const request = clientCredentials(discovery.token_endpoint, client);
   const response = await fetch(request.url, { method: 'POST', headers: request.headers, body: request.body });
   const text = await response.text();
-  if (response.status !== 200) throw new Error(`${name}: client_credentials answered ${response.status}: ${text.slice(0, 300)}`);
+  if (response.status !== 200)
+    throw new Error(`${name}: client_credentials answered ${response.status}: ${text.slice(0, 300)}`);
   const token = (JSON.parse(text) as { access_token?: unknown }).access_token;
   if (typeof token !== 'string') throw new Error(`${name}: no access_token in ${text.slice(0, 300)}`);
   const header = decodeProtectedHeader(token);
-  if (header.alg !== 'EdDSA' || header.typ !== 'at+jwt') throw new Error(`${name}: the access token is not an EdDSA RFC 9068 JWT (header ${JSON.stringify(header)})`);
-  await jwtVerify(token, createRemoteJWKSet(new URL(discovery.jwks_uri)), { issuer, algorithms: ['EdDSA'], typ: 'at+jwt' });
+  if (header.alg !== 'EdDSA' || header.typ !== 'at+jwt')
+    throw new Error(`${name}: the access token is not an EdDSA RFC 9068 JWT (header ${JSON.stringify(header)})`);
+  await jwtVerify(token, createRemoteJWKSet(new URL(discovery.jwks_uri)), {
+    issuer,
+    algorithms: ['EdDSA'],
+    typ: 'at+jwt',
+  });
   return { ...request, header: header as Record<string, unknown> };
 }
 
@@ -87,7 +106,13 @@ export interface MeasuredRun extends LoadResult {
 }
 
 export interface HotPathResult {
-  peer: { server: string; version: string; warnings: string[]; accessTokenHeader: Record<string, unknown>; clientCredentials: MeasuredRun };
+  peer: {
+    server: string;
+    version: string;
+    warnings: string[];
+    accessTokenHeader: Record<string, unknown>;
+    clientCredentials: MeasuredRun;
+  };
   ours: {
     server: string;
     accessTokenHeader: Record<string, unknown>;
@@ -104,8 +129,13 @@ export interface HotPathResult {
 
 const round2 = (value: number) => Math.round(value * 100) / 100;
 
-/** Runs everything above; returns the sign-in results too (run.ts writes them to signin.json) and the printed report. */
-export async function hotPathBenchmarks(settings: HotPathSettings, log: (message: string) => void): Promise<{ result: HotPathResult; signin: SignInResult; report: string }> {
+/**
+ * Runs everything above; returns the sign-in results too (run.ts writes them to signin.json) and the printed report.
+ */
+export async function hotPathBenchmarks(
+  settings: HotPathSettings,
+  log: (message: string) => void,
+): Promise<{ result: HotPathResult; signin: SignInResult; report: string }> {
   const date = new Date().toISOString();
   const loadAverageAtStart = loadavg()[0]!;
   log('hot paths: starting node-oidc-provider (the peer) and the local runner, each in a child process');
@@ -114,7 +144,10 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
   let result: HotPathResult;
   let signin: SignInResult;
   try {
-    log(`peer: node-oidc-provider ${peer.info.version} ${peer.info.issuer} (pid ${peer.info.pid}); ours: ${ours.info.issuer} (pid ${ours.info.pid})`);
+    log(
+      `peer: node-oidc-provider ${peer.info.version} ${peer.info.issuer} (pid ${peer.info.pid}); ours: ` +
+        `${ours.info.issuer} (pid ${ours.info.pid})`,
+    );
     const peerRequest = await checkedTokenRequest('node-oidc-provider', peer.info.issuer, peer.info);
     const ourRequest = await checkedTokenRequest('local runner', ours.info.issuer, ours.info.apiClient);
 
@@ -122,42 +155,80 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
     const rounds = Math.max(1, Math.round(seconds / SLICE_SECONDS));
     const peerMeter = serverMeter(() => peer.stats());
     const ourMeter = serverMeter(() => ours.stats());
-    log(`client_credentials: ${warmupSeconds} s warm-up each, then ${seconds} s each in ${rounds} alternating slices (node-oidc-provider first)`);
+    log(
+      `client_credentials: ${warmupSeconds} s warm-up each, then ${seconds} s each in ${rounds} alternating slices ` +
+        `(node-oidc-provider first)`,
+    );
     const common = { concurrency, seconds, warmupSeconds };
-    const [peerLoad, ourLoad] = await runLoadAlternating([
-      { ...common, serverPid: peer.info.pid, signal: peer.died, request: peerRequest, onPhase: peerMeter.onPhase },
-      { ...common, serverPid: ours.info.pid, signal: ours.died, request: ourRequest, onPhase: ourMeter.onPhase },
-    ], rounds) as [LoadResult, LoadResult];
+    const [peerLoad, ourLoad] = (await runLoadAlternating(
+      [
+        { ...common, serverPid: peer.info.pid, signal: peer.died, request: peerRequest, onPhase: peerMeter.onPhase },
+        { ...common, serverPid: ours.info.pid, signal: ours.died, request: ourRequest, onPhase: ourMeter.onPhase },
+      ],
+      rounds,
+    )) as [LoadResult, LoadResult];
     const path = (request: ClientCredentials) => new URL(request.url).pathname;
     const peerGrants: MeasuredRun = {
       description: `POST ${path(peerRequest)} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic; EdDSA JWT access token for resource ${peer.info.resource}`,
-      ...peerLoad, cost: peerMeter.cost(peerLoad),
+      ...peerLoad,
+      cost: peerMeter.cost(peerLoad),
     };
     const ourGrants: MeasuredRun = {
       description: `POST ${path(ourRequest)} grant_type=client_credentials scope=${ours.info.apiClient.scope}, client_secret_basic (External API client, no owner); EdDSA JWT access token`,
-      ...ourLoad, cost: ourMeter.cost(ourLoad),
+      ...ourLoad,
+      cost: ourMeter.cost(ourLoad),
     };
     await peer.stop();
 
-    const meters = { codeExchange: serverMeter(() => ours.stats()), refresh: serverMeter(() => ours.stats()), userinfo: serverMeter(() => ours.stats()) };
-    signin = await signInBenchmarks(ours.info, { concurrency, seconds, warmupSeconds, httpClient: settings.httpClient, maxCodes: settings.maxCodes, log, signal: ours.died, meters });
+    const meters = {
+      codeExchange: serverMeter(() => ours.stats()),
+      refresh: serverMeter(() => ours.stats()),
+      userinfo: serverMeter(() => ours.stats()),
+    };
+    signin = await signInBenchmarks(ours.info, {
+      concurrency,
+      seconds,
+      warmupSeconds,
+      httpClient: settings.httpClient,
+      maxCodes: settings.maxCodes,
+      log,
+      signal: ours.died,
+      meters,
+    });
     result = {
       peer: {
-        server: 'node-oidc-provider in a child process (bench/peer-server.ts): memory adapter, one client (client_credentials, client_secret_basic), Ed25519 key, resourceIndicators → jwt access tokens signed EdDSA',
+        server:
+          'node-oidc-provider in a child process (bench/peer-server.ts): memory adapter, one client ' +
+          '(client_credentials, client_secret_basic), Ed25519 key, resourceIndicators → jwt access tokens signed ' +
+          'EdDSA',
         version: peer.info.version,
         warnings: peer.info.warnings,
         accessTokenHeader: peerRequest.header,
         clientCredentials: peerGrants,
       },
       ours: {
-        server: 'local runner (local/runner.ts) in a child process (bench/server.ts): embedded dynalite in the same process, local Ed25519 key, every store call counted',
+        server:
+          'local runner (local/runner.ts) in a child process (bench/server.ts): embedded dynalite in the same ' +
+          'process, local Ed25519 key, every store call counted',
         accessTokenHeader: ourRequest.header,
         clientCredentials: ourGrants,
-        refresh: { description: 'POST /oauth/token grant_type=refresh_token, 8 refresh tokens reused round-robin (public login client)', ...signin.refresh, cost: meters.refresh.cost(signin.refresh) },
-        userinfo: { description: 'GET /oauth/userinfo with one Bearer access token', ...signin.userinfo, cost: meters.userinfo.cost(signin.userinfo) },
+        refresh: {
+          description:
+            'POST /oauth/token grant_type=refresh_token, 8 refresh tokens reused round-robin (public login client)',
+          ...signin.refresh,
+          cost: meters.refresh.cost(signin.refresh),
+        },
+        userinfo: {
+          description: 'GET /oauth/userinfo with one Bearer access token',
+          ...signin.userinfo,
+          cost: meters.userinfo.cost(signin.userinfo),
+        },
         codeExchange: {
-          description: 'POST /oauth/token grant_type=authorization_code with PKCE, one fresh code per request (warm-up: a separate probe run on its own pool)',
-          ...signin.codeExchange, cost: meters.codeExchange.cost(signin.codeExchange),
+          description:
+            'POST /oauth/token grant_type=authorization_code with PKCE, one fresh code per request (warm-up: a ' +
+            'separate probe run on its own pool)',
+          ...signin.codeExchange,
+          cost: meters.codeExchange.cost(signin.codeExchange),
         },
       },
       clientCredentialsRatio: peerGrants.rps > 0 ? round2(ourGrants.rps / peerGrants.rps) : Number.NaN,
@@ -170,29 +241,61 @@ export async function hotPathBenchmarks(settings: HotPathSettings, log: (message
   const loadAverage = { start: round2(loadAverageAtStart), end: round2(loadavg()[0]!) };
   const host = machine();
   await writeJson(RESULT_FILE, {
-    benchmark: 'hot-paths', date, ...host,
+    benchmark: 'hot-paths',
+    date,
+    ...host,
     settings: { ...settings, httpClient: signin.httpClient, clientCredentialsClient: FIXED_REQUEST_CLIENT },
     loadAverage,
     notes: {
-      storeCalls: 'every store method call in the server process (one DynamoDB round trip each; a BatchGetItem counts once), per request of the phase',
-      mainThread: 'performance.eventLoopUtilization() active time of the server process over the phase, per request (µs); includes dynalite, which runs in the same process; wall time, so on a busy machine it includes moments the thread waited for a core',
-      mainThreadCpu: 'CPU time of the main thread alone (/proc/<pid>/task/<pid>/stat, 10 ms ticks) over the phase, per request (µs)',
+      storeCalls:
+        'every store method call in the server process (one DynamoDB round trip each; a BatchGetItem counts once), ' +
+        'per request of the phase',
+      mainThread:
+        'performance.eventLoopUtilization() active time of the server process over the phase, per request (µs); ' +
+        'includes dynalite, which runs in the same process; wall time, so on a busy machine it includes moments the ' +
+        'thread waited for a core',
+      mainThreadCpu:
+        'CPU time of the main thread alone (/proc/<pid>/task/<pid>/stat, 10 ms ticks) over the phase, per request (µs)',
       processCpu: 'process.cpuUsage() (all threads) of the server process over the phase, per request (µs)',
-      phases: 'warm-up: caches filling, JIT; measured: steady state. Stats are read at each phase edge with no request in flight.',
-      sideBySide: 'client_credentials: the peer and ours take turns in slices (A B B A …); a server idles during the other\'s slices, so its mainThreadBusyPercent counts those gaps too',
+      phases:
+        'warm-up: caches filling, JIT; measured: steady state. Stats are read at each phase edge with no request in ' +
+        'flight.',
+      sideBySide:
+        "client_credentials: the peer and ours take turns in slices (A B B A …); a server idles during the other's " +
+        'slices, so its mainThreadBusyPercent counts those gaps too',
     },
     ...result,
   });
-  return { result, signin, report: hotPathReport(result, { date, host, loadAverage, settings: { ...settings, httpClient: signin.httpClient } }) };
+  return {
+    result,
+    signin,
+    report: hotPathReport(result, {
+      date,
+      host,
+      loadAverage,
+      settings: { ...settings, httpClient: signin.httpClient },
+    }),
+  };
 }
 
-function hotPathReport(result: HotPathResult, context: { date: string; host: ReturnType<typeof machine>; loadAverage: { start: number; end: number }; settings: Omit<HotPathSettings, 'httpClient'> & { httpClient: string } }): string {
+function hotPathReport(
+  result: HotPathResult,
+  context: {
+    date: string;
+    host: ReturnType<typeof machine>;
+    loadAverage: { start: number; end: number };
+    settings: Omit<HotPathSettings, 'httpClient'> & { httpClient: string };
+  },
+): string {
   const { peer, ours } = result;
   const { settings, host, loadAverage } = context;
   const fmtOrDash = (value: number | null) => (value === null ? '-' : fmt(value));
-  const storeColumn = (cost: PhaseCost | null) => (cost?.storeCallsPerRequest == null ? '-' : fmt(cost.storeCallsPerRequest, 2));
+  const storeColumn = (cost: PhaseCost | null) =>
+    cost?.storeCallsPerRequest == null ? '-' : fmt(cost.storeCallsPerRequest, 2);
   const sideBySide = (label: string, value: (run: MeasuredRun) => string, ratio?: (run: MeasuredRun) => number) => [
-    label, value(peer.clientCredentials), value(ours.clientCredentials),
+    label,
+    value(peer.clientCredentials),
+    value(ours.clientCredentials),
     ratio ? `${fmt(ratio(ours.clientCredentials) / ratio(peer.clientCredentials), 2)}×` : '',
   ];
   const endpoints: Array<[string, MeasuredRun]> = [
@@ -201,40 +304,90 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
     ['GET /oauth/userinfo', ours.userinfo],
     ['POST /oauth/token authorization_code', ours.codeExchange],
   ];
-  const byMethod = (cost: PhaseCost) => Object.entries(cost.storeCalls ?? {})
-    .sort((a, b) => b[1] - a[1])
-    .map(([method, calls]) => `${method} ${fmt(calls / Math.max(cost.requests, 1), 3)}`)
-    .join(', ') || 'none';
+  const byMethod = (cost: PhaseCost) =>
+    Object.entries(cost.storeCalls ?? {})
+      .sort((a, b) => b[1] - a[1])
+      .map(([method, calls]) => `${method} ${fmt(calls / Math.max(cost.requests, 1), 3)}`)
+      .join(', ') || 'none';
   const failed = [['peer client_credentials', peer.clientCredentials], ...endpoints] as Array<[string, LoadResult]>;
   const problems = errorLines(failed);
   return [
     '',
     `Token endpoint side by side (issue 11), ${context.date}`,
-    `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ${loadAverage.start} at start, ${loadAverage.end} at end`,
-    `concurrency ${settings.concurrency}, ${settings.seconds} s per server (measured: ${fmt(peer.clientCredentials.seconds, 1)} / ${fmt(ours.clientCredentials.seconds, 1)} s) after ${settings.warmupSeconds} s warm-up; client ${FIXED_REQUEST_CLIENT} (${settings.concurrency} keep-alive connections)`,
-    `each server in its own process; one at a time under load, taking turns in ${result.rounds} slices (A B B A …) so that other work on the machine weighs on both alike`,
-    `client_credentials, client_secret_basic, EdDSA RFC 9068 access tokens on both sides (checked: alg ${String(peer.accessTokenHeader.alg)}/${String(ours.accessTokenHeader.alg)}, typ ${String(peer.accessTokenHeader.typ)}/${String(ours.accessTokenHeader.typ)}, verified against each JWKS)`,
-    table(['', `node-oidc-provider ${peer.version} (memory adapter)`, 'ours (local runner)', 'ours/peer'], [
-      sideBySide('grants/s', (run) => fmt(run.rps, 1), (run) => run.rps),
-      sideBySide('non-2xx (timed + warm-up)', (run) => `${fmt(run.errors)} + ${fmt(run.warmupErrors)}`),
-      sideBySide('p50 / p99 ms', (run) => `${fmt(run.p50, 2)} / ${fmt(run.p99, 2)}`),
-      sideBySide('main-thread µs/grant (event loop active)', (run) => fmt(run.cost.measured.mainThreadMicrosPerRequest), (run) => run.cost.measured.mainThreadMicrosPerRequest),
-      sideBySide('main-thread CPU µs/grant', (run) => fmtOrDash(run.cost.measured.mainThreadCpuMicrosPerRequest), (run) => run.cost.measured.mainThreadCpuMicrosPerRequest ?? Number.NaN),
-      sideBySide('process CPU µs/grant', (run) => fmt(run.cost.measured.processCpuMicrosPerRequest), (run) => run.cost.measured.processCpuMicrosPerRequest),
-      sideBySide('CPU srv/gen %', (run) => `${run.cpu.serverPercent ?? '?'} / ${run.cpu.loadGeneratorPercent}`),
-    ]),
+    `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; 1-min load average ` +
+      `${loadAverage.start} at start, ${loadAverage.end} at end`,
+    `concurrency ${settings.concurrency}, ${settings.seconds} s per server (measured: ` +
+      `${fmt(peer.clientCredentials.seconds, 1)} / ${fmt(ours.clientCredentials.seconds, 1)} s) after ` +
+      `${settings.warmupSeconds} s warm-up; client ${FIXED_REQUEST_CLIENT} (${settings.concurrency} keep-alive ` +
+      `connections)`,
+    `each server in its own process; one at a time under load, taking turns in ${result.rounds} slices (A B B A …) ` +
+      `so that other work on the machine weighs on both alike`,
+    `client_credentials, client_secret_basic, EdDSA RFC 9068 access tokens on both sides (checked: alg ` +
+      `${String(peer.accessTokenHeader.alg)}/${String(ours.accessTokenHeader.alg)}, typ ` +
+      `${String(peer.accessTokenHeader.typ)}/${String(ours.accessTokenHeader.typ)}, verified against each JWKS)`,
+    table(
+      ['', `node-oidc-provider ${peer.version} (memory adapter)`, 'ours (local runner)', 'ours/peer'],
+      [
+        sideBySide(
+          'grants/s',
+          (run) => fmt(run.rps, 1),
+          (run) => run.rps,
+        ),
+        sideBySide('non-2xx (timed + warm-up)', (run) => `${fmt(run.errors)} + ${fmt(run.warmupErrors)}`),
+        sideBySide('p50 / p99 ms', (run) => `${fmt(run.p50, 2)} / ${fmt(run.p99, 2)}`),
+        sideBySide(
+          'main-thread µs/grant (event loop active)',
+          (run) => fmt(run.cost.measured.mainThreadMicrosPerRequest),
+          (run) => run.cost.measured.mainThreadMicrosPerRequest,
+        ),
+        sideBySide(
+          'main-thread CPU µs/grant',
+          (run) => fmtOrDash(run.cost.measured.mainThreadCpuMicrosPerRequest),
+          (run) => run.cost.measured.mainThreadCpuMicrosPerRequest ?? Number.NaN,
+        ),
+        sideBySide(
+          'process CPU µs/grant',
+          (run) => fmt(run.cost.measured.processCpuMicrosPerRequest),
+          (run) => run.cost.measured.processCpuMicrosPerRequest,
+        ),
+        sideBySide('CPU srv/gen %', (run) => `${run.cpu.serverPercent ?? '?'} / ${run.cpu.loadGeneratorPercent}`),
+      ],
+    ),
     `  ratio ours/peer, grants/s: ${fmt(result.clientCredentialsRatio, 2)}× (target ≥ 2×)`,
-    `  the peer's warnings, held back: ${peer.warnings.length ? peer.warnings.map((warning) => warning.replace('oidc-provider WARNING: ', '')).join(' | ') : 'none'}`,
+    `  the peer's warnings, held back: ` +
+      `${peer.warnings.length ? peer.warnings.map((warning) => warning.replace('oidc-provider WARNING: ', '')).join(' | ') : 'none'}`,
     '',
-    `Our hot paths, per request of the measured phase (steady state); store calls in the warm-up beside them; client: client_credentials as above, the others ${settings.httpClient}`,
-    table(['endpoint', 'req/s', 'non-2xx', 'store calls/req', 'warm-up store/req', 'main-thread µs/req', 'main-thread CPU µs/req', 'process CPU µs/req'], endpoints.map(([name, run]) => [
-      name, fmt(run.rps, 1), fmt(run.errors), storeColumn(run.cost.measured), storeColumn(run.cost.warmup),
-      fmt(run.cost.measured.mainThreadMicrosPerRequest), fmtOrDash(run.cost.measured.mainThreadCpuMicrosPerRequest), fmt(run.cost.measured.processCpuMicrosPerRequest),
-    ])),
+    `Our hot paths, per request of the measured phase (steady state); store calls in the warm-up beside them; ` +
+      `client: client_credentials as above, the others ${settings.httpClient}`,
+    table(
+      [
+        'endpoint',
+        'req/s',
+        'non-2xx',
+        'store calls/req',
+        'warm-up store/req',
+        'main-thread µs/req',
+        'main-thread CPU µs/req',
+        'process CPU µs/req',
+      ],
+      endpoints.map(([name, run]) => [
+        name,
+        fmt(run.rps, 1),
+        fmt(run.errors),
+        storeColumn(run.cost.measured),
+        storeColumn(run.cost.warmup),
+        fmt(run.cost.measured.mainThreadMicrosPerRequest),
+        fmtOrDash(run.cost.measured.mainThreadCpuMicrosPerRequest),
+        fmt(run.cost.measured.processCpuMicrosPerRequest),
+      ]),
+    ),
     ...endpoints.map(([name, run]) => `  ${name}: ${byMethod(run.cost.measured)}`),
-    '  store calls: every store method call in the server process (one DynamoDB round trip each; a BatchGetItem counts once)',
-    '  main-thread µs: event-loop active time of the server process (dynalite runs on a worker thread of it: in process CPU only), wall time: on a busy machine it also counts moments the thread waited for a core;',
-    '  main-thread CPU: that thread\'s CPU time alone (/proc, 10 ms ticks); process CPU: all its threads (process.cpuUsage)',
+    '  store calls: every store method call in the server process (one DynamoDB round trip each; a BatchGetItem ' +
+      'counts once)',
+    '  main-thread µs: event-loop active time of the server process (dynalite runs on a worker thread of it: in ' +
+      'process CPU only), wall time: on a busy machine it also counts moments the thread waited for a core;',
+    "  main-thread CPU: that thread's CPU time alone (/proc, 10 ms ticks); process CPU: all its threads " +
+      '(process.cpuUsage)',
     ...(problems.length ? ['  WARNING: requests failed:', ...problems] : []),
     '',
     `Written to ${RESULT_FILE}`,
@@ -245,7 +398,8 @@ function hotPathReport(result: HotPathResult, context: { date: string; host: Ret
 /** The settings from the environment (the same variables as `npm run bench`). */
 export function hotPathSettingsFromEnv(): HotPathSettings {
   const httpClient = (process.env.BENCH_HTTP_CLIENT?.trim() || 'http') as HttpClientKind;
-  if (httpClient !== 'http' && httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${httpClient}'`);
+  if (httpClient !== 'http' && httpClient !== 'fetch')
+    throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${httpClient}'`);
   return {
     seconds: numberFromEnv('BENCH_SECONDS', 10),
     warmupSeconds: numberFromEnv('BENCH_WARMUP_SECONDS', 2),
@@ -258,10 +412,12 @@ export function hotPathSettingsFromEnv(): HotPathSettings {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   cleanupOnSignals();
   try {
-    const { report } = await hotPathBenchmarks(hotPathSettingsFromEnv(), (message) => process.stderr.write(`[bench] ${message}\n`));
+    const { report } = await hotPathBenchmarks(hotPathSettingsFromEnv(), (message) =>
+      process.stderr.write(`[bench] ${message}\n`),
+    );
     process.stdout.write(report);
   } catch (error) {
-    process.stderr.write(`bench failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exitCode = 1;
   } finally {
     await runCleanup();

@@ -34,16 +34,21 @@ function nodeHttpClient(base: string, maxSockets: number): HttpClient {
       return new Promise((resolve, reject) => {
         const outgoing: OutgoingHttpHeaders = { ...headers };
         if (body !== undefined) outgoing['Content-Length'] = Buffer.byteLength(body);
-        const req = httpRequest({ agent, hostname: url.hostname, port: url.port, method, path, headers: outgoing }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('error', reject);
-          res.on('end', () => resolve({
-            status: res.statusCode ?? 0,
-            location: res.headers.location,
-            body: Buffer.concat(chunks).toString('utf8'),
-          }));
-        });
+        const req = httpRequest(
+          { agent, hostname: url.hostname, port: url.port, method, path, headers: outgoing },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+            res.on('error', reject);
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode ?? 0,
+                location: res.headers.location,
+                body: Buffer.concat(chunks).toString('utf8'),
+              }),
+            );
+          },
+        );
         req.on('error', reject);
         req.end(body);
       });
@@ -56,7 +61,12 @@ function fetchClient(base: string): HttpClient {
   return {
     description: 'global fetch (undici, keep-alive)',
     async request(method, path, headers = {}, body) {
-      const response = await fetch(`${base}${path}`, { method, headers, redirect: 'manual', ...(body !== undefined ? { body } : {}) });
+      const response = await fetch(`${base}${path}`, {
+        method,
+        headers,
+        redirect: 'manual',
+        ...(body !== undefined ? { body } : {}),
+      });
       const text = await response.text();
       return { status: response.status, location: response.headers.get('location') ?? undefined, body: text };
     },

@@ -1,7 +1,16 @@
 import { credentials } from '@grpc/grpc-js';
-import { AgentServiceClient, CreateAgentRequest, IssueAgentTokenRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  AgentServiceClient,
+  CreateAgentRequest,
+  IssueAgentTokenRequest,
+  type CreateAgentResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  NumberServiceClient,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import type { TestRedis } from '../test/support/redis';
 import { createHttpClient } from './http-client';
 import { runLoad, type LoadResult } from './load';
@@ -23,7 +32,11 @@ export interface HungEngineOptions {
   signal?: AbortSignal;
 }
 
-export interface HungEngineRuns { sends: LoadResult; sendsOneAtATime: LoadResult; provisionNumber: LoadResult }
+export interface HungEngineRuns {
+  sends: LoadResult;
+  sendsOneAtATime: LoadResult;
+  provisionNumber: LoadResult;
+}
 
 export interface HungEngineResult {
   healthy: HungEngineRuns;
@@ -31,9 +44,14 @@ export interface HungEngineResult {
 }
 
 /** Numbers ProvisionNumber may take: under 80/s one at a time here, in two runs with their warm-ups (and room). */
-export const hungEnginePoolNumbers = (seconds: number, warmupSeconds: number) => 4 * 80 * (seconds + warmupSeconds) + 10;
+export const hungEnginePoolNumbers = (seconds: number, warmupSeconds: number) =>
+  4 * 80 * (seconds + warmupSeconds) + 10;
 
-export async function hungEngineBenchmarks(server: BenchServerInfo, redis: TestRedis, options: HungEngineOptions): Promise<HungEngineResult> {
+export async function hungEngineBenchmarks(
+  server: BenchServerInfo,
+  redis: TestRedis,
+  options: HungEngineOptions,
+): Promise<HungEngineResult> {
   const { log, signal } = options;
   const address = `127.0.0.1:${server.grpcPort}`;
   const numbers = new NumberServiceClient(address, credentials.createInsecure(), CHANNEL_OPTIONS);
@@ -41,18 +59,55 @@ export async function hungEngineBenchmarks(server: BenchServerInfo, redis: TestR
   const http = createHttpClient('http', server.issuer, Math.max(options.concurrency, 16));
   try {
     const token = await provisioningToken(server);
-    const inbox = await setupCall<ProvisionNumberRequest, ProgrammableNumber>('ProvisionNumber', numbers.provisionNumber.bind(numbers), ProvisionNumberRequest.fromPartial({ displayName: 'Hung-engine inbox' }), token);
-    const created = await setupCall<CreateAgentRequest, CreateAgentResponse>('CreateAgent', agents.createAgent.bind(agents), CreateAgentRequest.fromPartial({ displayName: 'Hung-engine sender' }), token);
-    const sender = (await setupCall<IssueAgentTokenRequest, AccessToken>('IssueAgentToken', agents.issueAgentToken.bind(agents), IssueAgentTokenRequest.fromPartial({ svcnumId: created.agent!.svcnumId }), token)).accessToken;
+    const inbox = await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
+      'ProvisionNumber',
+      numbers.provisionNumber.bind(numbers),
+      ProvisionNumberRequest.fromPartial({ displayName: 'Hung-engine inbox' }),
+      token,
+    );
+    const created = await setupCall<CreateAgentRequest, CreateAgentResponse>(
+      'CreateAgent',
+      agents.createAgent.bind(agents),
+      CreateAgentRequest.fromPartial({ displayName: 'Hung-engine sender' }),
+      token,
+    );
+    const sender = (
+      await setupCall<IssueAgentTokenRequest, AccessToken>(
+        'IssueAgentToken',
+        agents.issueAgentToken.bind(agents),
+        IssueAgentTokenRequest.fromPartial({ svcnumId: created.agent!.svcnumId }),
+        token,
+      )
+    ).accessToken;
     const headers = { Authorization: `Bearer ${sender}`, 'Content-Type': 'application/json' };
     let sent = 0;
-    const send = async () => (await http.request('POST', '/api/messages', headers, JSON.stringify({ to: inbox.svcnum, text: `hung-engine #${sent++}` }))).status;
+    const send = async () =>
+      (
+        await http.request(
+          'POST',
+          '/api/messages',
+          headers,
+          JSON.stringify({ to: inbox.svcnum, text: `hung-engine #${sent++}` }),
+        )
+      ).status;
     const provision = async () => {
-      await setupCall<ProvisionNumberRequest, ProgrammableNumber>('ProvisionNumber', numbers.provisionNumber.bind(numbers), ProvisionNumberRequest.fromPartial({}), token);
+      await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
+        'ProvisionNumber',
+        numbers.provisionNumber.bind(numbers),
+        ProvisionNumberRequest.fromPartial({}),
+        token,
+      );
       return 200;
     };
     const run = (concurrency: number, request: () => Promise<number>) =>
-      runLoad({ concurrency, seconds: options.seconds, warmupSeconds: options.warmupSeconds, request, serverPid: server.pid, signal });
+      runLoad({
+        concurrency,
+        seconds: options.seconds,
+        warmupSeconds: options.warmupSeconds,
+        request,
+        serverPid: server.pid,
+        signal,
+      });
     const runs = async (state: string): Promise<HungEngineRuns> => {
       log(`hung engine: engine ${state}: POST /api/messages, ${options.concurrency} senders`);
       const sends = await run(options.concurrency, send);
@@ -80,10 +135,12 @@ export async function hungEngineBenchmarks(server: BenchServerInfo, redis: TestR
 export function hungEngineLines(result: HungEngineResult): string[] {
   const fmt = (value: number) => value.toFixed(1);
   const row = (name: string, healthy: LoadResult, stopped: LoadResult) =>
-    `${name.padEnd(34)} ${fmt(healthy.p50).padStart(8)} ${fmt(stopped.p50).padStart(8)} ${`${fmt((stopped.p50 / healthy.p50) * 100)} %`.padStart(9)}`
-    + ` ${fmt(healthy.rps).padStart(9)} ${fmt(stopped.rps).padStart(9)} ${String(healthy.errors + stopped.errors).padStart(7)}`;
+    `${name.padEnd(34)} ${fmt(healthy.p50).padStart(8)} ${fmt(stopped.p50).padStart(8)} ${`${fmt((stopped.p50 / healthy.p50) * 100)} %`.padStart(9)}` +
+    ` ${fmt(healthy.rps).padStart(9)} ${fmt(stopped.rps).padStart(9)} ` +
+    `${String(healthy.errors + stopped.errors).padStart(7)}`;
   return [
-    `${'run'.padEnd(34)} ${'p50 ms'.padStart(8)} ${'stopped'.padStart(8)} ${'of healthy'.padStart(9)} ${'/s'.padStart(9)} ${'stopped'.padStart(9)} ${'errors'.padStart(7)}`,
+    `${'run'.padEnd(34)} ${'p50 ms'.padStart(8)} ${'stopped'.padStart(8)} ${'of healthy'.padStart(9)} ` +
+      `${'/s'.padStart(9)} ${'stopped'.padStart(9)} ${'errors'.padStart(7)}`,
     row('POST /api/messages (concurrent)', result.healthy.sends, result.stopped.sends),
     row('POST /api/messages (one at a time)', result.healthy.sendsOneAtATime, result.stopped.sendsOneAtATime),
     row('ProvisionNumber (one at a time)', result.healthy.provisionNumber, result.stopped.provisionNumber),

@@ -22,7 +22,10 @@ import { fmt, machine, numberFromEnv, table, writeJson } from './report';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/lambda-bundles.json', import.meta.url));
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-/** Issue 10's targets: every bundle at most 300 KB minified (test/deployed-artifacts.test.ts checks it) and a cold load of at most 50 ms. */
+/**
+ * Issue 10's targets: every bundle at most 300 KB minified (test/deployed-artifacts.test.ts checks it) and a cold load
+ * of at most 50 ms.
+ */
 const TARGET_BYTES = 300_000;
 const TARGET_LOAD_MS = 50;
 
@@ -47,7 +50,9 @@ const run = promisify(execFile);
 
 /** The package a bundled file belongs to (`@aws-sdk/client-dynamodb`), or `(our code)`. */
 function packageOf(input: string): string {
-  const match = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input.split('node_modules/').length > 2 ? input.slice(input.lastIndexOf('node_modules/')) : input);
+  const match = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(
+    input.split('node_modules/').length > 2 ? input.slice(input.lastIndexOf('node_modules/')) : input,
+  );
   return match ? match[1]! : '(our code)';
 }
 
@@ -58,10 +63,14 @@ function largestPackages(metafile: Metafile, outfile: string, count = 3) {
     const name = packageOf(input);
     sizes.set(name, (sizes.get(name) ?? 0) + bytesInOutput);
   }
-  return [...sizes.entries()].sort((a, b) => b[1] - a[1]).slice(0, count).map(([name, bytes]) => ({ name, bytes }));
+  return [...sizes.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([name, bytes]) => ({ name, bytes }));
 }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 /** One cold import of the bundle in a fresh Node process; the import's own duration in ms. */
 async function coldLoad(file: string): Promise<number> {
@@ -74,7 +83,9 @@ process.stdout.write(String(performance.now() - started));`;
   return Number(stdout);
 }
 
-export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (message: string) => void } = {}): Promise<BundleResult[]> {
+export async function lambdaBundleBenchmarks(
+  options: { loads?: number; log?: (message: string) => void } = {},
+): Promise<BundleResult[]> {
   const loads = options.loads ?? numberFromEnv('BENCH_COLD_LOADS', 15, { integer: true });
   const log = options.log ?? (() => undefined);
   const directory = await mkdtemp(join(tmpdir(), 'svcnum-bundles-'));
@@ -83,7 +94,10 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
     // Every route group, the wake-up relay, and the floor (bench/sdk-floor.ts: the SDK clients
     // alone), built with the options the stack gives NodejsFunction (lib/build-lambda.ts).
     const entries: Array<{ group: BundleResult['group']; entry: string }> = [
-      ...(Object.keys(routeManifest) as RouteGroup[]).map((group) => ({ group, entry: join(repoRoot, routeManifest[group].entry) })),
+      ...(Object.keys(routeManifest) as RouteGroup[]).map((group) => ({
+        group,
+        entry: join(repoRoot, routeManifest[group].entry),
+      })),
       { group: WAKEUP_RELAY, entry: join(repoRoot, wakeupRelayManifest.entry) },
       { group: SDK_FLOOR, entry: join(repoRoot, 'bench/sdk-floor.ts') },
     ];
@@ -94,13 +108,17 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
     }
     // Loads interleaved across bundles, so that a busy moment of the machine weighs on all alike.
     log(`lambda bundles: ${built.length} bundles × ${loads} cold loads`);
-    for (let index = 0; index < loads; index++) for (const bundle of built) bundle.times.push(await coldLoad(bundle.outfile));
+    for (let index = 0; index < loads; index++)
+      for (const bundle of built) bundle.times.push(await coldLoad(bundle.outfile));
     for (const { group, outfile, metafile, times } of built) {
       const bytes = (await stat(outfile)).size;
       const gzipBytes = gzipSync(await readFile(outfile)).length;
       times.sort((a, b) => a - b);
       results.push({
-        group, bytes, gzipBytes, loads,
+        group,
+        bytes,
+        gzipBytes,
+        loads,
         loadMsMedian: Math.round(percentile(times, 50) * 10) / 10,
         loadMsP90: Math.round(percentile(times, 90) * 10) / 10,
         largest: largestPackages(metafile, join(group, lambdaBundle.outputFile)),
@@ -112,17 +130,38 @@ export async function lambdaBundleBenchmarks(options: { loads?: number; log?: (m
 
   const kib = (value: number) => fmt(value / 1024);
   const verdict = (ok: boolean) => (ok ? 'yes' : 'NO');
-  process.stdout.write(`\nLambda bundles (esbuild ${lambdaBundle.format}, ${lambdaBundle.target}, minified; cold import in a fresh node ${process.version}, ${loads} runs)\n`);
-  process.stdout.write(`targets (issue 10): at most ${fmt(TARGET_BYTES / 1000)} KB minified, cold module load p50 at most ${TARGET_LOAD_MS} ms\n`);
-  process.stdout.write(`${table(
-    ['function', 'KB', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'within targets', 'largest packages (KiB)'],
-    results.map((result) => [
-      result.group, fmt(result.bytes / 1000, 1), kib(result.bytes), kib(result.gzipBytes), fmt(result.loadMsMedian, 1), fmt(result.loadMsP90, 1),
-      result.group === SDK_FLOOR ? '(the peer)' : verdict(result.bytes <= TARGET_BYTES && result.loadMsMedian <= TARGET_LOAD_MS),
-      result.largest.map((entry) => `${entry.name} ${kib(entry.bytes)}`).join(', '),
-    ]),
-  )}\n`);
-  await writeJson(RESULT_FILE, { date: new Date().toISOString(), machine: machine(), bundle: lambdaBundle, targets: { bytes: TARGET_BYTES, loadMsMedian: TARGET_LOAD_MS }, results });
+  process.stdout.write(
+    `\nLambda bundles (esbuild ${lambdaBundle.format}, ${lambdaBundle.target}, minified; cold import in a fresh ` +
+      `node ${process.version}, ${loads} runs)\n`,
+  );
+  process.stdout.write(
+    `targets (issue 10): at most ${fmt(TARGET_BYTES / 1000)} KB minified, cold module load p50 at most ` +
+      `${TARGET_LOAD_MS} ms\n`,
+  );
+  process.stdout.write(
+    `${table(
+      ['function', 'KB', 'KiB', 'gzip KiB', 'load p50 ms', 'load p90 ms', 'within targets', 'largest packages (KiB)'],
+      results.map((result) => [
+        result.group,
+        fmt(result.bytes / 1000, 1),
+        kib(result.bytes),
+        kib(result.gzipBytes),
+        fmt(result.loadMsMedian, 1),
+        fmt(result.loadMsP90, 1),
+        result.group === SDK_FLOOR
+          ? '(the peer)'
+          : verdict(result.bytes <= TARGET_BYTES && result.loadMsMedian <= TARGET_LOAD_MS),
+        result.largest.map((entry) => `${entry.name} ${kib(entry.bytes)}`).join(', '),
+      ]),
+    )}\n`,
+  );
+  await writeJson(RESULT_FILE, {
+    date: new Date().toISOString(),
+    machine: machine(),
+    bundle: lambdaBundle,
+    targets: { bytes: TARGET_BYTES, loadMsMedian: TARGET_LOAD_MS },
+    results,
+  });
   return results;
 }
 

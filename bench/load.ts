@@ -54,7 +54,10 @@ export interface FixedRequest {
 }
 
 export interface LoadResult {
-  /** Completed requests in the measured run, errors included (under autocannon, a connection error or timeout completes none: it is in `errors` only). */
+  /**
+   * Completed requests in the measured run, errors included (under autocannon, a connection error or timeout completes
+   * none: it is in `errors` only).
+   */
   count: number;
   /** Requests that did not succeed (unexpected status or thrown). */
   errors: number;
@@ -131,19 +134,32 @@ function phaseRecorder(options: LoadOptions) {
     },
     /** A failure that completed no response (no latency). */
     failed,
-    phase: (seconds: number, exhausted: boolean, cpu: CpuUse): Phase => ({ count, errors, errorKinds, latencies: latencies.subarray(0, count), seconds, exhausted, cpu }),
+    phase: (seconds: number, exhausted: boolean, cpu: CpuUse): Phase => ({
+      count,
+      errors,
+      errorKinds,
+      latencies: latencies.subarray(0, count),
+      seconds,
+      exhausted,
+      cpu,
+    }),
   };
 }
 
 async function phase(options: LoadOptions, seconds: number): Promise<Phase> {
-  const result = typeof options.request === 'function'
-    ? await functionPhase(options, options.request, seconds)
-    : await autocannonPhase(options, options.request, seconds);
+  const result =
+    typeof options.request === 'function'
+      ? await functionPhase(options, options.request, seconds)
+      : await autocannonPhase(options, options.request, seconds);
   options.signal?.throwIfAborted();
   return result;
 }
 
-async function functionPhase(options: LoadOptions, request: () => Promise<number | typeof EXHAUSTED>, seconds: number): Promise<Phase> {
+async function functionPhase(
+  options: LoadOptions,
+  request: () => Promise<number | typeof EXHAUSTED>,
+  seconds: number,
+): Promise<Phase> {
   const recorder = phaseRecorder(options);
   let exhausted = false;
   const cpu = startCpuMeter(options.serverPid);
@@ -156,7 +172,10 @@ async function functionPhase(options: LoadOptions, request: () => Promise<number
       try {
         outcome = await request();
       } catch (error) {
-        recorder.record(performance.now() - begin, error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+        recorder.record(
+          performance.now() - begin,
+          error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        );
         continue;
       }
       if (outcome === EXHAUSTED) {
@@ -184,15 +203,22 @@ async function autocannonPhase(options: LoadOptions, request: FixedRequest, seco
   const verify = request.verifyBody;
   await new Promise<void>((resolve, reject) => {
     const stop = () => instance.stop();
-    const instance = autocannon({
-      url: request.url, method: request.method, headers: request.headers, body: request.body,
-      connections: options.concurrency, duration: Math.max(1, Math.round(seconds)),
-      ...(verify ? { verifyBody: (body: string) => verify.test(body) } : {}),
-    }, (error) => {
-      options.signal?.removeEventListener('abort', stop);
-      if (error) reject(error);
-      else resolve();
-    });
+    const instance = autocannon(
+      {
+        url: request.url,
+        method: request.method,
+        headers: request.headers,
+        body: request.body,
+        connections: options.concurrency,
+        duration: Math.max(1, Math.round(seconds)),
+        ...(verify ? { verifyBody: (body: string) => verify.test(body) } : {}),
+      },
+      (error) => {
+        options.signal?.removeEventListener('abort', stop);
+        if (error) reject(error);
+        else resolve();
+      },
+    );
     instance.on('response', (_client, status, _bytes, milliseconds) => recorder.status(milliseconds, status));
     // Emitted right after the same response's 'response' event.
     instance.on('reqMismatch', () => recorder.refuseLast(verify!.mismatch));
@@ -216,12 +242,20 @@ function mergePhases(phases: Phase[]): Phase {
     for (const [kind, times] of Object.entries(part.errorKinds)) errorKinds[kind] = (errorKinds[kind] ?? 0) + times;
   }
   // CPU percentages weighted by each slice's length.
-  const weighted = (value: (part: Phase) => number) => Math.round(phases.reduce((sum, part) => sum + value(part) * part.seconds, 0) / (seconds || 1));
+  const weighted = (value: (part: Phase) => number) =>
+    Math.round(phases.reduce((sum, part) => sum + value(part) * part.seconds, 0) / (seconds || 1));
   const serverKnown = phases.every((part) => part.cpu.serverPercent !== null);
   return {
-    count, errors: phases.reduce((sum, part) => sum + part.errors, 0), errorKinds, latencies, seconds,
+    count,
+    errors: phases.reduce((sum, part) => sum + part.errors, 0),
+    errorKinds,
+    latencies,
+    seconds,
     exhausted: phases.some((part) => part.exhausted),
-    cpu: { loadGeneratorPercent: weighted((part) => part.cpu.loadGeneratorPercent), serverPercent: serverKnown ? weighted((part) => part.cpu.serverPercent!) : null },
+    cpu: {
+      loadGeneratorPercent: weighted((part) => part.cpu.loadGeneratorPercent),
+      serverPercent: serverKnown ? weighted((part) => part.cpu.serverPercent!) : null,
+    },
   };
 }
 
@@ -263,7 +297,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     await phaseEdge(options, 'warmup-end');
   }
   await phaseEdge(options, 'measured-start');
-  const measured = warmup?.exhausted ? { ...warmup, count: 0, errors: 0, errorKinds: {}, latencies: new Float64Array(0), seconds: 0 } : await phase(options, options.seconds);
+  const measured = warmup?.exhausted
+    ? { ...warmup, count: 0, errors: 0, errorKinds: {}, latencies: new Float64Array(0), seconds: 0 }
+    : await phase(options, options.seconds);
   await phaseEdge(options, 'measured-end');
   return summary(measured, warmup);
 }

@@ -4,7 +4,7 @@
 // Its access tokens are RFC 9068 JWTs signed EdDSA with an Ed25519 key, as ours are: the resource
 // indicators feature gives every client_credentials token one resource server whose format is jwt.
 // Prints one JSON line on stdout:
-//   {"ready":true,"role":"peer","pid":…,"issuer":…,"version":…,"warnings":[…],"clientId":…,"clientSecret":…,"scope":…,"resource":…}
+// {"ready":true,"role":"peer","pid":…,"issuer":…,"version":…,"warnings":[…],"clientId":…,"clientSecret":…,"scope":…,"resource":…}
 // and answers stats requests on stdin like bench/server.ts (bench/child.ts).
 
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -30,7 +30,12 @@ function holdBackWarnings(): { warnings: string[]; restore: () => void } {
     if (text.startsWith('oidc-provider WARNING:')) warnings.push(text);
     else warn(...args);
   };
-  return { warnings, restore: () => { console.warn = warn; } };
+  return {
+    warnings,
+    restore: () => {
+      console.warn = warn;
+    },
+  };
 }
 
 async function main() {
@@ -38,7 +43,12 @@ async function main() {
   const { default: Provider } = await import('oidc-provider');
   // Resolved as node resolves the package (the file runs bundled from dist/bench, or as source).
   const packageJson = createRequire(import.meta.url)('oidc-provider/package.json') as { version: string };
-  const signingKey = { ...generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }), kid: 'bench-peer', alg: 'EdDSA', use: 'sig' };
+  const signingKey = {
+    ...generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }),
+    kid: 'bench-peer',
+    alg: 'EdDSA',
+    use: 'sig',
+  };
   const clientId = 'bench-peer-client';
   const clientSecret = randomBytes(32).toString('base64url');
 
@@ -50,17 +60,19 @@ async function main() {
   const issuer = `http://localhost:${(server.address() as AddressInfo).port}`;
 
   const provider = new Provider(issuer, {
-    clients: [{
-      client_id: clientId,
-      client_secret: clientSecret,
-      grant_types: ['client_credentials'],
-      response_types: [],
-      redirect_uris: [],
-      token_endpoint_auth_method: 'client_secret_basic',
-      // Its only key is Ed25519, so every signed response of the client says so (the default is RS256).
-      id_token_signed_response_alg: 'EdDSA',
-      scope: SCOPE,
-    }],
+    clients: [
+      {
+        client_id: clientId,
+        client_secret: clientSecret,
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+        token_endpoint_auth_method: 'client_secret_basic',
+        // Its only key is Ed25519, so every signed response of the client says so (the default is RS256).
+        id_token_signed_response_alg: 'EdDSA',
+        scope: SCOPE,
+      },
+    ],
     jwks: { keys: [signingKey] },
     scopes: [SCOPE],
     features: {
@@ -70,25 +82,44 @@ async function main() {
         enabled: true,
         defaultResource: () => RESOURCE,
         useGrantedResource: () => true,
-        getResourceServerInfo: () => ({ scope: SCOPE, audience: RESOURCE, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'EdDSA' } } }),
+        getResourceServerInfo: () => ({
+          scope: SCOPE,
+          audience: RESOURCE,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: 'EdDSA' } },
+        }),
       },
     },
   });
   handle = provider.callback();
   held.restore();
 
-  lifetime(() => new Promise<void>((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  }));
+  lifetime(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   answerStats(() => ({}));
   const info: BenchPeerInfo = {
-    ready: true, role: 'peer', pid: process.pid, issuer, version: packageJson.version, warnings: held.warnings, clientId, clientSecret, scope: SCOPE, resource: RESOURCE,
+    ready: true,
+    role: 'peer',
+    pid: process.pid,
+    issuer,
+    version: packageJson.version,
+    warnings: held.warnings,
+    clientId,
+    clientSecret,
+    scope: SCOPE,
+    resource: RESOURCE,
   };
   process.stdout.write(`${JSON.stringify(info)}\n`);
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`bench peer failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(
+    `bench peer failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

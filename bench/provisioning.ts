@@ -1,12 +1,31 @@
-import { credentials, Metadata, status, type ChannelOptions, type ClientUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import {
+  credentials,
+  Metadata,
+  status,
+  type ChannelOptions,
+  type ClientUnaryCall,
+  type ServiceError,
+} from '@grpc/grpc-js';
 import { createRequire } from 'node:module';
 import {
-  AgentServiceClient, CreateAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest,
-  type CreateAgentResponse, type ExchangeTokenResponse,
+  AgentServiceClient,
+  CreateAgentRequest,
+  ExchangeTokenRequest,
+  IssueAgentTokenRequest,
+  type CreateAgentResponse,
+  type ExchangeTokenResponse,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { CreateMaskRequest, MaskServiceClient, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  CreateMaskRequest,
+  MaskServiceClient,
+  type Mask,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  NumberServiceClient,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { createHttpClient, formBody, FORM_HEADERS } from './http-client';
 import { runLoad, type LoadResult } from './load';
 import type { BenchPoolInfo, BenchServerInfo } from './server-process';
@@ -51,7 +70,10 @@ export interface ProvisioningResult {
     ranDry: boolean;
   };
   createMask: RpcLoadResult & {
-    /** Store calls (DynamoDB round trips) per OK CreateMask in the timed run, in all and by method; absent without `storeCounters`. */
+    /**
+     * Store calls (DynamoDB round trips) per OK CreateMask in the timed run, in all and by method; absent without
+     * `storeCounters`.
+     */
     storeCallsPerCall?: { calls: number; byMethod: Record<string, number> };
   };
   issueAgentToken: RpcLoadResult;
@@ -82,14 +104,22 @@ const POOL_EMPTY = /no number is free in the pool/;
  */
 export const CHANNEL_OPTIONS: ChannelOptions = { 'grpc.use_local_subchannel_pool': 1 };
 
-export type Unary<Request, Response> = (request: Request, metadata: Metadata, callback: (error: ServiceError | null, response: Response) => void) => ClientUnaryCall;
+export type Unary<Request, Response> = (
+  request: Request,
+  metadata: Metadata,
+  callback: (error: ServiceError | null, response: Response) => void,
+) => ClientUnaryCall;
 
 function isServiceError(error: unknown): error is ServiceError {
   return error instanceof Error && typeof (error as Partial<ServiceError>).code === 'number' && 'details' in error;
 }
 
 /** One unary call with `authorization: Bearer <token>`; resolves with the response or rejects with the ServiceError. */
-function invoke<Request, Response>(method: Unary<Request, Response>, request: Request, token: string): Promise<Response> {
+function invoke<Request, Response>(
+  method: Unary<Request, Response>,
+  request: Request,
+  token: string,
+): Promise<Response> {
   const metadata = new Metadata();
   metadata.set('authorization', `Bearer ${token}`);
   return new Promise((resolve, reject) => {
@@ -98,7 +128,12 @@ function invoke<Request, Response>(method: Unary<Request, Response>, request: Re
 }
 
 /** A setup call that must succeed. */
-export async function setupCall<Request, Response>(name: string, method: Unary<Request, Response>, request: Request, token: string): Promise<Response> {
+export async function setupCall<Request, Response>(
+  name: string,
+  method: Unary<Request, Response>,
+  request: Request,
+  token: string,
+): Promise<Response> {
   try {
     return await invoke(method, request, token);
   } catch (error) {
@@ -111,7 +146,13 @@ export async function setupCall<Request, Response>(name: string, method: Unary<R
  * A load request for runLoad: the gRPC status code of one call (OK = 0). The response is checked
  * by `check`, which throws if an OK answer lacks what it should carry.
  */
-function rpcRequest<Request, Response>(method: Unary<Request, Response>, request: () => Request, token: string, samples: Record<string, string>, check: (response: Response) => void) {
+function rpcRequest<Request, Response>(
+  method: Unary<Request, Response>,
+  request: () => Request,
+  token: string,
+  samples: Record<string, string>,
+  check: (response: Response) => void,
+) {
   return async (): Promise<number> => {
     try {
       check(await invoke(method, request(), token));
@@ -135,7 +176,12 @@ export async function provisioningToken(server: BenchServerInfo): Promise<string
   const http = createHttpClient('http', server.issuer, 1);
   try {
     const { clientId, clientSecret, scope } = server.provisioning;
-    const response = await http.request('POST', '/oauth/token', FORM_HEADERS, formBody({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, scope }));
+    const response = await http.request(
+      'POST',
+      '/oauth/token',
+      FORM_HEADERS,
+      formBody({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, scope }),
+    );
     if (response.status !== 200) throw new Error(`client_credentials token: ${response.status} ${response.body}`);
     return (JSON.parse(response.body) as { access_token: string }).access_token;
   } finally {
@@ -143,22 +189,48 @@ export async function provisioningToken(server: BenchServerInfo): Promise<string
   }
 }
 
-export async function provisioningBenchmarks(server: BenchServerInfo, options: ProvisioningOptions): Promise<ProvisioningResult> {
+export async function provisioningBenchmarks(
+  server: BenchServerInfo,
+  options: ProvisioningOptions,
+): Promise<ProvisioningResult> {
   const { concurrency, seconds, warmupSeconds, log, signal } = options;
   const address = `127.0.0.1:${server.grpcPort}`;
   const insecure = credentials.createInsecure();
   const numbers = new NumberServiceClient(address, insecure, CHANNEL_OPTIONS);
   const masks = new MaskServiceClient(address, insecure, CHANNEL_OPTIONS);
   const agents = new AgentServiceClient(address, insecure, CHANNEL_OPTIONS);
-  const load = { concurrency, seconds, warmupSeconds, serverPid: server.pid, signal, ok: (code: number) => code === status.OK, statusName };
+  const load = {
+    concurrency,
+    seconds,
+    warmupSeconds,
+    serverPid: server.pid,
+    signal,
+    ok: (code: number) => code === status.OK,
+    statusName,
+  };
   try {
     log('provisioning setup: client_credentials token, a programmable number, an agent and its token');
     const token = await provisioningToken(server);
-    const number = await setupCall<ProvisionNumberRequest, ProgrammableNumber>('ProvisionNumber', numbers.provisionNumber.bind(numbers), ProvisionNumberRequest.fromPartial({ displayName: 'Bench number' }), token);
-    const created = await setupCall<CreateAgentRequest, CreateAgentResponse>('CreateAgent', agents.createAgent.bind(agents), CreateAgentRequest.fromPartial({ displayName: 'Bench agent', capabilities: ['bench'] }), token);
+    const number = await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
+      'ProvisionNumber',
+      numbers.provisionNumber.bind(numbers),
+      ProvisionNumberRequest.fromPartial({ displayName: 'Bench number' }),
+      token,
+    );
+    const created = await setupCall<CreateAgentRequest, CreateAgentResponse>(
+      'CreateAgent',
+      agents.createAgent.bind(agents),
+      CreateAgentRequest.fromPartial({ displayName: 'Bench agent', capabilities: ['bench'] }),
+      token,
+    );
     const agentId = created.agent!.svcnumId;
     const issueAgentToken: Unary<IssueAgentTokenRequest, AccessToken> = agents.issueAgentToken.bind(agents);
-    const actor = await setupCall('IssueAgentToken', issueAgentToken, IssueAgentTokenRequest.fromPartial({ svcnumId: agentId }), token);
+    const actor = await setupCall(
+      'IssueAgentToken',
+      issueAgentToken,
+      IssueAgentTokenRequest.fromPartial({ svcnumId: agentId }),
+      token,
+    );
 
     // CreateMask: participant pairs round-robin (every ordered pair of distinct participants).
     const people = server.provisioning.participants;
@@ -171,44 +243,71 @@ export async function provisioningBenchmarks(server: BenchServerInfo, options: P
       masks.createMask.bind(masks),
       () => {
         const [participantA, participantB] = pairs[turn++ % pairs.length]!;
-        return CreateMaskRequest.fromPartial({ ttlSeconds: MASK_TTL_SECONDS, participantA, participantB, scope: 'bench.mask' });
+        return CreateMaskRequest.fromPartial({
+          ttlSeconds: MASK_TTL_SECONDS,
+          participantA,
+          participantB,
+          scope: 'bench.mask',
+        });
       },
-      token, maskSamples,
+      token,
+      maskSamples,
       (mask) => {
         masksCreated++;
         need(mask.svcnum, 'svcnum');
       },
     );
-    log(`MaskService.CreateMask (${warmupSeconds} s warm-up + ${seconds} s; pool of ${server.provisioning.pool.added} numbers)`);
+    log(
+      `MaskService.CreateMask (${warmupSeconds} s warm-up + ${seconds} s; pool of ${server.provisioning.pool.added} ` +
+        `numbers)`,
+    );
     const storeCounters = options.storeCounters;
     let storeBefore: StoreCounters | undefined;
     let storeCalls: { calls: number; byMethod: Record<string, number> } | undefined;
     const createMaskResult = await runLoad({
-      ...load, request: createMask,
-      ...(storeCounters ? {
-        onPhase: async (edge) => {
-          if (edge === 'measured-start') storeBefore = await storeCounters();
-          if (edge === 'measured-end' && storeBefore) storeCalls = countersDelta(storeBefore, await storeCounters());
-        },
-      } : {}),
+      ...load,
+      request: createMask,
+      ...(storeCounters
+        ? {
+            onPhase: async (edge) => {
+              if (edge === 'measured-start') storeBefore = await storeCounters();
+              if (edge === 'measured-end' && storeBefore)
+                storeCalls = countersDelta(storeBefore, await storeCounters());
+            },
+          }
+        : {}),
     });
 
     log(`AgentService.IssueAgentToken (${warmupSeconds} s warm-up + ${seconds} s)`);
     const issueSamples: Record<string, string> = {};
     const issueResult = await runLoad({
       ...load,
-      request: rpcRequest(issueAgentToken, () => IssueAgentTokenRequest.fromPartial({ svcnumId: agentId }), token, issueSamples, (issued) => need(issued.accessToken, 'access_token')),
+      request: rpcRequest(
+        issueAgentToken,
+        () => IssueAgentTokenRequest.fromPartial({ svcnumId: agentId }),
+        token,
+        issueSamples,
+        (issued) => need(issued.accessToken, 'access_token'),
+      ),
     });
 
     log(`AgentService.ExchangeToken (${warmupSeconds} s warm-up + ${seconds} s)`);
     const exchangeSamples: Record<string, string> = {};
     const exchangeRequest = ExchangeTokenRequest.fromPartial({
-      subjectToken: number.svcnumId, subjectTokenType: TOKEN_TYPE_SVCNUM_ID,
-      actorToken: actor.accessToken, actorTokenType: TOKEN_TYPE_ACCESS_TOKEN,
+      subjectToken: number.svcnumId,
+      subjectTokenType: TOKEN_TYPE_SVCNUM_ID,
+      actorToken: actor.accessToken,
+      actorTokenType: TOKEN_TYPE_ACCESS_TOKEN,
     });
     const exchangeResult = await runLoad({
       ...load,
-      request: rpcRequest<ExchangeTokenRequest, ExchangeTokenResponse>(agents.exchangeToken.bind(agents), () => exchangeRequest, token, exchangeSamples, (exchanged) => need(exchanged.accessToken, 'access_token')),
+      request: rpcRequest<ExchangeTokenRequest, ExchangeTokenResponse>(
+        agents.exchangeToken.bind(agents),
+        () => exchangeRequest,
+        token,
+        exchangeSamples,
+        (exchanged) => need(exchanged.accessToken, 'access_token'),
+      ),
     });
 
     const pool = server.provisioning.pool;
@@ -224,7 +323,11 @@ export async function provisioningBenchmarks(server: BenchServerInfo, options: P
         left: pool.added - SETUP_NUMBERS - masksCreated,
         ranDry: POOL_EMPTY.test(maskSamples.FAILED_PRECONDITION ?? ''),
       },
-      createMask: { ...createMaskResult, errorSamples: maskSamples, ...(storeCalls && usedTimed > 0 ? { storeCallsPerCall: perCall(storeCalls, usedTimed) } : {}) },
+      createMask: {
+        ...createMaskResult,
+        errorSamples: maskSamples,
+        ...(storeCalls && usedTimed > 0 ? { storeCallsPerCall: perCall(storeCalls, usedTimed) } : {}),
+      },
       issueAgentToken: { ...issueResult, errorSamples: issueSamples },
       exchangeToken: { ...exchangeResult, errorSamples: exchangeSamples },
     };
@@ -239,7 +342,10 @@ const round2 = (value: number) => Math.round(value * 100) / 100;
 
 /** Store calls divided by `count` (2 decimals), in all and by method. */
 function perCall(calls: { calls: number; byMethod: Record<string, number> }, count: number) {
-  return { calls: round2(calls.calls / count), byMethod: Object.fromEntries(Object.entries(calls.byMethod).map(([method, n]) => [method, round2(n / count)])) };
+  return {
+    calls: round2(calls.calls / count),
+    byMethod: Object.fromEntries(Object.entries(calls.byMethod).map(([method, n]) => [method, round2(n / count)])),
+  };
 }
 
 export function grpcVersion(): string {

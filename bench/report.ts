@@ -25,30 +25,63 @@ export function numberFromEnv(name: string, fallback: number, { integer = false,
   return value;
 }
 
-export const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '-');
+export const fmt = (value: number, digits = 0) =>
+  Number.isFinite(value)
+    ? value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : '-';
 
 /** A right-aligned table, first column left-aligned. */
 export function table(headers: string[], rows: string[][]): string {
-  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)));
-  const line = (cells: string[]) => cells.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
+  const widths = headers.map((header, column) =>
+    Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
+      .join('  ');
   return [line(headers), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
 }
 
-export const loadHeaders = ['endpoint', 'requests', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors', 'CPU srv/gen'];
+export const loadHeaders = [
+  'endpoint',
+  'requests',
+  'req/s',
+  'p50 ms',
+  'p90 ms',
+  'p99 ms',
+  'max ms',
+  'errors',
+  'CPU srv/gen',
+];
 
 /** The same columns for gRPC runs (one row per RPC; every call is one unary RPC). */
 export const rpcHeaders = ['RPC', 'calls', 'RPCs/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors', 'CPU srv/gen'];
 
 export function loadRow(name: string, result: LoadResult): string[] {
   const cpu = `${result.cpu.serverPercent ?? '?'}% / ${result.cpu.loadGeneratorPercent}%`;
-  return [name, fmt(result.count), fmt(result.rps, 1), fmt(result.p50, 2), fmt(result.p90, 2), fmt(result.p99, 2), fmt(result.max, 1), fmt(result.errors), cpu];
+  return [
+    name,
+    fmt(result.count),
+    fmt(result.rps, 1),
+    fmt(result.p50, 2),
+    fmt(result.p90, 2),
+    fmt(result.p99, 2),
+    fmt(result.max, 1),
+    fmt(result.errors),
+    cpu,
+  ];
 }
 
 /** One line per kind of error, for runs (measured or warm-up) that had any. */
 export function errorLines(named: Array<[string, LoadResult]>): string[] {
   const lines: string[] = [];
   for (const [name, result] of named) {
-    if (result.errors > 0) lines.push(`  ${name}: ${result.errors} errors: ${Object.entries(result.errorKinds).map(([kind, count]) => `${kind} ×${count}`).join(', ')}`);
+    if (result.errors > 0)
+      lines.push(
+        `  ${name}: ${result.errors} errors: ${Object.entries(result.errorKinds)
+          .map(([kind, count]) => `${kind} ×${count}`)
+          .join(', ')}`,
+      );
     if (result.warmupErrors > 0) lines.push(`  ${name}: ${result.warmupErrors} errors during warm-up`);
   }
   return lines;

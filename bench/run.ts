@@ -53,7 +53,18 @@ import { MESSAGES_RESULT_FILE, messageFlow } from './messages/report';
 import type { HttpClientKind } from './http-client';
 import type { LoadResult } from './load';
 import { poolNumbersFor, provisioningBenchmarks, SETUP_NUMBERS, type RpcLoadResult } from './provisioning';
-import { errorLines, loadHeaders, loadRow, machine, numberFromEnv, opsHeaders, opsRow, rpcHeaders, table, writeJson } from './report';
+import {
+  errorLines,
+  loadHeaders,
+  loadRow,
+  machine,
+  numberFromEnv,
+  opsHeaders,
+  opsRow,
+  rpcHeaders,
+  table,
+  writeJson,
+} from './report';
 import { hotPathBenchmarks } from './hot-paths';
 import { startBenchServer } from './server-process';
 import { edgeOverheadBenchmark, edgeOverheadSettingsFromEnv } from './edge-overhead';
@@ -89,10 +100,17 @@ function readSettings() {
     idleScale,
     only: process.env.BENCH_ONLY?.trim() || undefined,
   };
-  if (settings.only !== undefined && !['messages', 'provisioning', 'hung-engine', 'start-vs-peer', 'edge-overhead'].includes(settings.only)) {
-    throw new Error(`BENCH_ONLY must be messages, provisioning, hung-engine, start-vs-peer or edge-overhead (or unset), got '${settings.only}'`);
+  if (
+    settings.only !== undefined &&
+    !['messages', 'provisioning', 'hung-engine', 'start-vs-peer', 'edge-overhead'].includes(settings.only)
+  ) {
+    throw new Error(
+      `BENCH_ONLY must be messages, provisioning, hung-engine, start-vs-peer or edge-overhead (or unset), got ` +
+        `'${settings.only}'`,
+    );
   }
-  if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
+  if (settings.httpClient !== 'http' && settings.httpClient !== 'fetch')
+    throw new Error(`BENCH_HTTP_CLIENT must be http or fetch, got '${settings.httpClient}'`);
   return settings;
 }
 
@@ -102,7 +120,8 @@ type Settings = ReturnType<typeof readSettings>;
 function streamCounts(raw: string | undefined): number[] {
   if (raw === undefined || raw.trim() === '') return [1000, 10_000];
   const counts = raw.split(',').map((part) => Number(part.trim()));
-  if (counts.some((count) => !Number.isInteger(count) || count <= 0)) throw new Error(`BENCH_STREAMS must be whole numbers above 0, comma-separated, got '${raw}'`);
+  if (counts.some((count) => !Number.isInteger(count) || count <= 0))
+    throw new Error(`BENCH_STREAMS must be whole numbers above 0, comma-separated, got '${raw}'`);
   return counts;
 }
 
@@ -112,7 +131,12 @@ type RunContext = { date: string; host: ReturnType<typeof machine>; loadAverageA
 function reportHeader(title: string, context: RunContext): string[] {
   const { host } = context;
   const load = `1-min load average ${round2(context.loadAverageAtStart)} at start, ${round2(loadavg()[0]!)} at end`;
-  return ['', `${title}, ${context.date}`, `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; ${load}`, ''];
+  return [
+    '',
+    `${title}, ${context.date}`,
+    `node ${host.node}, ${host.platform}, ${host.cpuModel}, ${host.cores} cores; ${load}`,
+    '',
+  ];
 }
 
 /** BENCH_ONLY: one phase, its lines and the file it wrote. */
@@ -220,7 +244,10 @@ async function signinReport(
         description: 'POST /oauth/token grant_type=authorization_code, one fresh code per request',
         ...signin.codeExchange,
       },
-      refresh: { description: 'POST /oauth/token grant_type=refresh_token, tokens reused round-robin', ...signin.refresh },
+      refresh: {
+        description: 'POST /oauth/token grant_type=refresh_token, tokens reused round-robin',
+        ...signin.refresh,
+      },
       userinfo: { description: 'GET /oauth/userinfo with one Bearer access token', ...signin.userinfo },
     },
     crypto: { description: 'in-process, one operation at a time, on the bench process', ...crypto },
@@ -231,14 +258,21 @@ async function signinReport(
   const http = [
     `HTTP: local runner in a child process; concurrency ${settings.concurrency}, ${settings.seconds} s per run after` +
       ` ${settings.warmupSeconds} s warm-up; client ${signin.httpClient}`,
-    table(loadHeaders, runs.map(([name, run]) => loadRow(name, run))),
+    table(
+      loadHeaders,
+      runs.map(([name, run]) => loadRow(name, run)),
+    ),
     `  codes: ${codes.generated} minted; used ${codes.usedWarmup} in warm-up + ${codes.usedTimed} timed${exhausted};` +
       ` timed pool minted ${codes.poolAgeSeconds} s before the run`,
     `  refresh: ${signin.refresh.refreshTokens} refresh tokens reused round-robin`,
-    `  * authorize: minting the code pool (${signin.authorizeWithSession.count} requests until full, not a fixed duration)`,
+    `  * authorize: minting the code pool (${signin.authorizeWithSession.count} requests until full, not a fixed ` +
+      `duration)`,
     '  CPU srv/gen: server process (runner + dynalite) / load generator, percent of one core during the measured run',
     ...(failedRequests > 0
-      ? [`  WARNING: ${failedRequests} requests failed (included in the counts and latencies above):`, ...errorLines(runs)]
+      ? [
+          `  WARNING: ${failedRequests} requests failed (included in the counts and latencies above):`,
+          ...errorLines(runs),
+        ]
       : []),
   ];
   const cryptoLines = [
@@ -256,14 +290,27 @@ async function signinReport(
   return { http, crypto: cryptoLines };
 }
 
-/** The gRPC provisioning API (provisioning.ts) on a fresh runner with a seeded pool: writes provisioning.json, returns its lines of the printed report. */
+/**
+ * The gRPC provisioning API (provisioning.ts) on a fresh runner with a seeded pool: writes provisioning.json, returns
+ * its lines of the printed report.
+ */
 async function provisioningFlow(settings: Settings, poolNumbers: number, context: RunContext) {
-  log(`starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it is ready`);
+  log(
+    `starting a fresh local runner for the provisioning API; seeding ${poolNumbers} numbers into the pool before it ` +
+      `is ready`,
+  );
   const grpcServer = await startBenchServer({ poolNumbers });
   const seeded = grpcServer.info.provisioning.pool;
-  log(`server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ${seeded.added} numbers in ${seeded.seconds} s`);
+  log(
+    `server ${grpcServer.info.issuer}, gRPC port ${grpcServer.info.grpcPort} (pid ${grpcServer.info.pid}); seeded ` +
+      `${seeded.added} numbers in ${seeded.seconds} s`,
+  );
   const provisioning = await provisioningBenchmarks(grpcServer.info, {
-    concurrency: settings.concurrency, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, log, signal: grpcServer.died,
+    concurrency: settings.concurrency,
+    seconds: settings.seconds,
+    warmupSeconds: settings.warmupSeconds,
+    log,
+    signal: grpcServer.died,
     storeCounters: async () => (await grpcServer.stats()).store,
   });
   await grpcServer.stop();
@@ -279,54 +326,114 @@ async function provisioningFlow(settings: Settings, poolNumbers: number, context
     benchmark: 'provisioning',
     date: context.date,
     ...context.host,
-    settings: { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency, poolNumbers },
+    settings: {
+      seconds: settings.seconds,
+      warmupSeconds: settings.warmupSeconds,
+      concurrency: settings.concurrency,
+      poolNumbers,
+    },
     loadAverage,
     /** Calls that ended in a non-OK status (or failed otherwise) over all runs, warm-ups included. */
     failedCalls,
     grpc: {
-      server: 'local runner (local/runner.ts) in a separate process, fresh for these runs: embedded dynalite, local Ed25519 key; gRPC on 127.0.0.1',
+      server:
+        'local runner (local/runner.ts) in a separate process, fresh for these runs: embedded dynalite, local ' +
+        'Ed25519 key; gRPC on 127.0.0.1',
       channel: provisioning.channel,
-      pool: { description: 'numbers seeded through the core (provisioning.lifecycle.seed) before the server reported ready; CreateMask takes one per OK call', ...pool },
-      createMask: { description: 'MaskService.CreateMask, ttl 3600 s, participant pairs round-robin; each OK call leases a number from the pool', ...provisioning.createMask },
-      issueAgentToken: { description: 'AgentService.IssueAgentToken for one independent agent created at setup', ...provisioning.issueAgentToken },
-      exchangeToken: { description: 'AgentService.ExchangeToken (RFC 8693): subject = a programmable number (svcnum-id token type), actor = the agent\'s access token from IssueAgentToken', ...provisioning.exchangeToken },
+      pool: {
+        description:
+          'numbers seeded through the core (provisioning.lifecycle.seed) before the server reported ready; ' +
+          'CreateMask takes one per OK call',
+        ...pool,
+      },
+      createMask: {
+        description:
+          'MaskService.CreateMask, ttl 3600 s, participant pairs round-robin; each OK call leases a number from the ' +
+          'pool',
+        ...provisioning.createMask,
+      },
+      issueAgentToken: {
+        description: 'AgentService.IssueAgentToken for one independent agent created at setup',
+        ...provisioning.issueAgentToken,
+      },
+      exchangeToken: {
+        description:
+          'AgentService.ExchangeToken (RFC 8693): subject = a programmable number (svcnum-id token type), actor = ' +
+          "the agent's access token from IssueAgentToken",
+        ...provisioning.exchangeToken,
+      },
     },
   });
   const lines = [
-    `gRPC provisioning API: a fresh local runner in a child process; ${settings.concurrency} unary calls in flight over ONE shared grpc-js channel per service client`
-      + ` (one HTTP/2 connection each, calls multiplexed as streams); ${settings.seconds} s per run after ${settings.warmupSeconds} s warm-up`,
-    table(rpcHeaders, rpcRuns.map(([name, run]) => loadRow(name, run))),
-    `  pool: ${seeded.added.toLocaleString('en-US')} numbers seeded through the core before the server was ready, in ${seeded.seconds} s`
-      + ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
-    `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left`
-      + (pool.ranDry ? ' — RAN DRY: CreateMask failed with an empty pool (raise BENCH_POOL_NUMBERS)' : ' (never ran dry)'),
-    ...(provisioning.createMask.storeCallsPerCall ? [
-      `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (${Object.entries(provisioning.createMask.storeCallsPerCall.byMethod).map(([method, calls]) => `${method} ${calls}`).join(', ')})`,
-    ] : []),
+    `gRPC provisioning API: a fresh local runner in a child process; ${settings.concurrency} unary calls in flight ` +
+      `over ONE shared grpc-js channel per service client` +
+      ` (one HTTP/2 connection each, calls multiplexed as streams); ${settings.seconds} s per run after ` +
+      `${settings.warmupSeconds} s warm-up`,
+    table(
+      rpcHeaders,
+      rpcRuns.map(([name, run]) => loadRow(name, run)),
+    ),
+    `  pool: ${seeded.added.toLocaleString('en-US')} numbers seeded through the core before the server was ready, ` +
+      `in ${seeded.seconds} s` +
+      ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
+    `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ` +
+      `${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left` +
+      (pool.ranDry
+        ? ' — RAN DRY: CreateMask failed with an empty pool (raise BENCH_POOL_NUMBERS)'
+        : ' (never ran dry)'),
+    ...(provisioning.createMask.storeCallsPerCall
+      ? [
+          `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (${Object.entries(
+            provisioning.createMask.storeCallsPerCall.byMethod,
+          )
+            .map(([method, calls]) => `${method} ${calls}`)
+            .join(', ')})`,
+        ]
+      : []),
     '  errors: calls that ended in a non-OK gRPC status, by status name',
-    ...(failedCalls > 0 ? [
-      `  WARNING: ${failedCalls} calls failed (included in the counts and latencies above):`,
-      ...errorLines(rpcRuns),
-      ...rpcRuns.flatMap(([name, run]) => Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`)),
-    ] : []),
+    ...(failedCalls > 0
+      ? [
+          `  WARNING: ${failedCalls} calls failed (included in the counts and latencies above):`,
+          ...errorLines(rpcRuns),
+          ...rpcRuns.flatMap(([name, run]) =>
+            Object.entries(run.errorSamples).map(([code, details]) => `    ${name} ${code}: "${details}"`),
+          ),
+        ]
+      : []),
   ];
   return { lines, failedCalls };
 }
 
-/** Sends and ProvisionNumber with the engine healthy, then SIGSTOPped (hung-engine.ts), on a fresh runner and redis-server: writes hung-engine.json. */
+/**
+ * Sends and ProvisionNumber with the engine healthy, then SIGSTOPped (hung-engine.ts), on a fresh runner and
+ * redis-server: writes hung-engine.json.
+ */
 async function hungEngineFlow(settings: Settings, context: RunContext): Promise<string[]> {
   const redis = await startRedis();
   onCleanup(() => redis.stop());
   log(`starting a fresh local runner publishing wake-ups to ${redis.url}`);
-  const server = await startBenchServer({ poolNumbers: hungEnginePoolNumbers(settings.seconds, settings.warmupSeconds), engineUrl: redis.url });
-  const result = await hungEngineBenchmarks(server.info, redis, { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency, log, signal: server.died });
+  const server = await startBenchServer({
+    poolNumbers: hungEnginePoolNumbers(settings.seconds, settings.warmupSeconds),
+    engineUrl: redis.url,
+  });
+  const result = await hungEngineBenchmarks(server.info, redis, {
+    seconds: settings.seconds,
+    warmupSeconds: settings.warmupSeconds,
+    concurrency: settings.concurrency,
+    log,
+    signal: server.died,
+  });
   await server.stop();
   await redis.stop();
   await writeJson(HUNG_ENGINE_RESULT_FILE, {
-    benchmark: 'hung-engine', date: context.date, ...context.host,
+    benchmark: 'hung-engine',
+    date: context.date,
+    ...context.host,
     settings: { seconds: settings.seconds, warmupSeconds: settings.warmupSeconds, concurrency: settings.concurrency },
     loadAverage: { start: round2(context.loadAverageAtStart), end: round2(loadavg()[0]!) },
-    server: 'local runner (local/runner.ts) in a child process, publishing wake-ups to a redis-server that is stopped with SIGSTOP for the second half',
+    server:
+      'local runner (local/runner.ts) in a child process, publishing wake-ups to a redis-server that is stopped ' +
+      'with SIGSTOP for the second half',
     ...result,
   });
   return hungEngineLines(result);
@@ -336,7 +443,7 @@ cleanupOnSignals();
 try {
   await main();
 } catch (error) {
-  process.stderr.write(`bench failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exitCode = 1;
 } finally {
   await runCleanup();

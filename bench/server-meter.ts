@@ -9,7 +9,10 @@ import { countersDelta, type StoreCounters } from './store-counters';
 /** One phase (warm-up or measured) of a run, per request. */
 export interface PhaseCost {
   requests: number;
-  /** Store calls (round trips) per request, and the calls by method over the phase; null for a server without a counted store (the peer). */
+  /**
+   * Store calls (round trips) per request, and the calls by method over the phase; null for a server without a counted
+   * store (the peer).
+   */
   storeCallsPerRequest: number | null;
   storeCalls: Record<string, number> | null;
   /**
@@ -45,7 +48,10 @@ function phaseCost(before: Stats, after: Stats, requests: number): PhaseCost {
     storeCallsPerRequest: store ? per(store.calls, 3) : null,
     storeCalls: store ? store.byMethod : null,
     mainThreadMicrosPerRequest: per(activeMs * 1000, 1),
-    mainThreadCpuMicrosPerRequest: before.mainThreadCpuMicros === null || after.mainThreadCpuMicros === null ? null : per(after.mainThreadCpuMicros - before.mainThreadCpuMicros, 1),
+    mainThreadCpuMicrosPerRequest:
+      before.mainThreadCpuMicros === null || after.mainThreadCpuMicros === null
+        ? null
+        : per(after.mainThreadCpuMicros - before.mainThreadCpuMicros, 1),
     processCpuMicrosPerRequest: per(cpuMicros, 1),
     mainThreadBusyPercent: wallMs > 0 ? round((activeMs / wallMs) * 100, 1) : 0,
   };
@@ -74,7 +80,9 @@ export function serverMeter(stats: () => Promise<Stats>) {
         return value;
       };
       return {
-        warmup: taken.has('warmup-start') ? phaseCost(edge('warmup-start'), edge('warmup-end'), result.warmupCount) : null,
+        warmup: taken.has('warmup-start')
+          ? phaseCost(edge('warmup-start'), edge('warmup-end'), result.warmupCount)
+          : null,
         measured: phaseCost(edge('measured-start'), edge('measured-end'), result.count),
       };
     },

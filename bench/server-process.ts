@@ -30,7 +30,10 @@ export interface BenchServerInfo {
   apiClient: { clientId: string; clientSecret: string; scope: string };
   /** Port of the gRPC provisioning API (127.0.0.1). */
   grpcPort: number;
-  /** The runner's embedded DynamoDB (dynalite, in the runner process), its table prefix and data folder (signing keys in keys/). */
+  /**
+   * The runner's embedded DynamoDB (dynalite, in the runner process), its table prefix and data folder (signing keys in
+   * keys/).
+   */
   dynamoEndpoint: string;
   tablePrefix: string;
   dataDir: string;
@@ -74,7 +77,9 @@ export interface BenchPeerInfo {
   role: 'peer';
   pid: number;
   issuer: string;
-  /** node-oidc-provider's version, and the warnings it printed (held back: Node 20 rather than 22, the memory adapter). */
+  /**
+   * node-oidc-provider's version, and the warnings it printed (held back: Node 20 rather than 22, the memory adapter).
+   */
   version: string;
   warnings: string[];
   clientId: string;
@@ -86,7 +91,10 @@ export interface BenchPeerInfo {
 
 /** A runner's or grpc child's answer to a stats request (bench/server.ts answerRunnerStats). */
 export interface BenchChildStats extends ChildProcessStats {
-  /** The child's MessageHub: distinct inboxes its open streams watch, its poll interval of the moment, and whether the engine's subscriptions are in force. */
+  /**
+   * The child's MessageHub: distinct inboxes its open streams watch, its poll interval of the moment, and whether the
+   * engine's subscriptions are in force.
+   */
   hub: { watchedInboxes: number; pollIntervalMs: number; engineReady: boolean };
   /** Every store call since the child started (bench/store-counters.ts). */
   store: StoreCounters;
@@ -100,7 +108,16 @@ export interface BenchServerOptions {
 }
 
 /** The hub's intervals a grpc child reads as a task does (core/adapters/runtime-config.ts); unset, the defaults. */
-export type MessageIntervals = Partial<Record<'MESSAGE_POLL_INTERVAL_MS' | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_ENGINE_CHECK_MS' | 'MESSAGE_RELIST_MS', string>>;
+export type MessageIntervals = Partial<
+  Record<
+    | 'MESSAGE_POLL_INTERVAL_MS'
+    | 'MESSAGE_SAFETY_POLL_MS'
+    | 'MESSAGE_ENGINE_LOST_POLL_MS'
+    | 'MESSAGE_ENGINE_CHECK_MS'
+    | 'MESSAGE_RELIST_MS',
+    string
+  >
+>;
 
 export interface BenchChild<Info, Stats extends ChildProcessStats = BenchChildStats> {
   info: Info;
@@ -117,7 +134,9 @@ export type BenchPeer = BenchChild<BenchPeerInfo, ChildProcessStats>;
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_SOURCE = fileURLToPath(new URL('./server.ts', import.meta.url));
-/** Where the server children run from: bench/server.ts bundled as the gRPC task's image is (package.json build:grpc). */
+/**
+ * Where the server children run from: bench/server.ts bundled as the gRPC task's image is (package.json build:grpc).
+ */
 const SERVER_BUNDLE_DIR = join(ROOT, 'dist', 'bench');
 const PEER_SOURCE = fileURLToPath(new URL('./peer-server.ts', import.meta.url));
 const START_TIMEOUT_MS = 60_000;
@@ -135,7 +154,11 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
     entry: await serverEntry(),
     dataDir,
     ownsDataDir: true,
-    env: { BENCH_ROLE: 'runner', BENCH_POOL_NUMBERS: String(poolNumbers), ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}) },
+    env: {
+      BENCH_ROLE: 'runner',
+      BENCH_POOL_NUMBERS: String(poolNumbers),
+      ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}),
+    },
     startTimeoutMs: START_TIMEOUT_MS + poolNumbers * SEED_TIMEOUT_MS_PER_NUMBER,
   });
 }
@@ -144,13 +167,19 @@ export async function startBenchServer(options: BenchServerOptions = {}): Promis
  * A second gRPC server process against `runner`'s embedded DynamoDB, with its signing keys and
  * issuer: a message accepted by the runner reaches streams here only through the tables.
  */
-export async function startBenchGrpcServer(runner: BenchServerInfo, options: { engineUrl?: string; messageIntervals?: MessageIntervals } = {}): Promise<BenchGrpcServer> {
+export async function startBenchGrpcServer(
+  runner: BenchServerInfo,
+  options: { engineUrl?: string; messageIntervals?: MessageIntervals } = {},
+): Promise<BenchGrpcServer> {
   return spawnChild<BenchGrpcInfo>({
     entry: await serverEntry(),
     dataDir: runner.dataDir,
     ownsDataDir: false,
     env: {
-      BENCH_ROLE: 'grpc', BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint, BENCH_ISSUER: runner.issuer, BENCH_TABLE_PREFIX: runner.tablePrefix,
+      BENCH_ROLE: 'grpc',
+      BENCH_DYNAMO_ENDPOINT: runner.dynamoEndpoint,
+      BENCH_ISSUER: runner.issuer,
+      BENCH_TABLE_PREFIX: runner.tablePrefix,
       // Its V8 heap sized as the gRPC task's (grpc-service/Dockerfile), with any NODE_OPTIONS of the bench's own after.
       NODE_OPTIONS: [grpcImageNodeOptions(), process.env.NODE_OPTIONS ?? ''].join(' ').trim(),
       ...(options.engineUrl ? { VALKEY_URL: options.engineUrl } : {}),
@@ -175,9 +204,21 @@ function bundled(source: string): Promise<string> {
   if (!built) {
     built = (async () => {
       const outfile = join(SERVER_BUNDLE_DIR, basename(source).replace(/\.ts$/, '.mjs'));
-      await build({ entryPoints: [source], outfile, bundle: true, packages: 'external', platform: 'node', target: 'node22', format: 'esm', logLevel: 'warning' });
+      await build({
+        entryPoints: [source],
+        outfile,
+        bundle: true,
+        packages: 'external',
+        platform: 'node',
+        target: 'node22',
+        format: 'esm',
+        logLevel: 'warning',
+      });
       await mkdir(join(SERVER_BUNDLE_DIR, 'gen'), { recursive: true });
-      await copyFile(join(ROOT, 'grpc-service', 'gen', 'descriptors.binpb'), join(SERVER_BUNDLE_DIR, 'gen', 'descriptors.binpb'));
+      await copyFile(
+        join(ROOT, 'grpc-service', 'gen', 'descriptors.binpb'),
+        join(SERVER_BUNDLE_DIR, 'gen', 'descriptors.binpb'),
+      );
       return outfile;
     })();
     bundles.set(source, built);
@@ -186,15 +227,27 @@ function bundled(source: string): Promise<string> {
 }
 const serverEntry = () => bundled(SERVER_SOURCE);
 
-/** node-oidc-provider in its own process (bench/peer-server.ts), memory adapter, nothing on disk but an empty folder. */
+/**
+ * node-oidc-provider in its own process (bench/peer-server.ts), memory adapter, nothing on disk but an empty folder.
+ */
 export async function startBenchPeer(): Promise<BenchPeer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-bench-peer-'));
-  return spawnChild<BenchPeerInfo, ChildProcessStats>({ entry: await bundled(PEER_SOURCE), dataDir, ownsDataDir: true, env: {}, startTimeoutMs: START_TIMEOUT_MS });
+  return spawnChild<BenchPeerInfo, ChildProcessStats>({
+    entry: await bundled(PEER_SOURCE),
+    dataDir,
+    ownsDataDir: true,
+    env: {},
+    startTimeoutMs: START_TIMEOUT_MS,
+  });
 }
 
 async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStats>(options: {
   /** A TypeScript source (run under tsx) or a built .mjs (run on plain node). */
-  entry: string; dataDir: string; ownsDataDir: boolean; env: Record<string, string>; startTimeoutMs: number;
+  entry: string;
+  dataDir: string;
+  ownsDataDir: boolean;
+  env: Record<string, string>;
+  startTimeoutMs: number;
 }): Promise<BenchChild<Info, Stats>> {
   const { dataDir, startTimeoutMs } = options;
   let child: ChildProcess | undefined;
@@ -214,7 +267,12 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
       if (child && running(child)) {
         child.kill('SIGTERM');
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([exited, new Promise<void>((resolve) => { timer = setTimeout(resolve, STOP_GRACE_MS); })]);
+        await Promise.race([
+          exited,
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, STOP_GRACE_MS);
+          }),
+        ]);
         clearTimeout(timer);
         if (running(child)) {
           child.kill('SIGKILL');
@@ -229,7 +287,10 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
   onCleanup(stop);
 
   // Stats requests in flight, by id; answered by {"reply":id,"stats":…} lines.
-  const pending = new Map<number, { resolve: (stats: Stats) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  const pending = new Map<
+    number,
+    { resolve: (stats: Stats) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }
+  >();
   let nextId = 0;
   const failPending = (error: Error) => {
     for (const [id, waiter] of pending) {
@@ -242,19 +303,23 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
   try {
     // BENCH_SERVER_NODE_ARGS: node options for every server child, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'.
     const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.trim().split(/\s+/).filter(Boolean) ?? [];
-    child = spawn(process.execPath, ['--expose-gc', ...nodeArgs, ...(options.entry.endsWith('.ts') ? ['--import', 'tsx'] : []), options.entry], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        ...options.env,
-        DATA_DIR: dataDir,
-        // BENCH_SERVER_LOG_LEVEL=ERROR shows why requests fail: the child's log lines are then copied to stderr.
-        LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || 'SILENT',
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    child = spawn(
+      process.execPath,
+      ['--expose-gc', ...nodeArgs, ...(options.entry.endsWith('.ts') ? ['--import', 'tsx'] : []), options.entry],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          ...options.env,
+          DATA_DIR: dataDir,
+          // BENCH_SERVER_LOG_LEVEL=ERROR shows why requests fail: the child's log lines are then copied to stderr.
+          LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || 'SILENT',
+          AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        },
+        // stdin stays open: the child exits when it closes, so it cannot outlive a killed parent.
+        stdio: ['pipe', 'pipe', 'inherit'],
       },
-      // stdin stays open: the child exits when it closes, so it cannot outlive a killed parent.
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
+    );
     // stdout is read line by line for as long as the child runs, so it never blocks on a full pipe.
     const forwardLogs = Boolean(process.env.BENCH_SERVER_LOG_LEVEL);
     const spawned = child;
@@ -268,7 +333,10 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
     spawned.stdin!.on('error', () => undefined);
 
     const info = await new Promise<Info>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`bench server did not start within ${startTimeoutMs / 1000} s`)), startTimeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`bench server did not start within ${startTimeoutMs / 1000} s`)),
+        startTimeoutMs,
+      );
       const lines = createInterface({ input: spawned.stdout! });
       lines.on('line', (line) => {
         let parsed: unknown;
@@ -277,7 +345,10 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
         } catch {
           // not our line
         }
-        const object = parsed && typeof parsed === 'object' ? parsed as { ready?: unknown; reply?: unknown; stats?: unknown } : undefined;
+        const object =
+          parsed && typeof parsed === 'object'
+            ? (parsed as { ready?: unknown; reply?: unknown; stats?: unknown })
+            : undefined;
         if (object?.ready === true) {
           clearTimeout(timer);
           resolve(parsed as Info);
@@ -300,19 +371,20 @@ async function spawnChild<Info, Stats extends ChildProcessStats = BenchChildStat
       });
     });
 
-    const stats = ({ gc = false } = {}) => new Promise<Stats>((resolve, reject) => {
-      if (!running(spawned)) {
-        reject(new Error('bench server is not running'));
-        return;
-      }
-      const id = ++nextId;
-      const timer = setTimeout(() => {
-        pending.delete(id);
-        reject(new Error(`bench server did not answer a stats request within ${STATS_TIMEOUT_MS / 1000} s`));
-      }, STATS_TIMEOUT_MS);
-      pending.set(id, { resolve, reject, timer });
-      spawned.stdin!.write(`${JSON.stringify({ id, cmd: 'stats', gc })}\n`);
-    });
+    const stats = ({ gc = false } = {}) =>
+      new Promise<Stats>((resolve, reject) => {
+        if (!running(spawned)) {
+          reject(new Error('bench server is not running'));
+          return;
+        }
+        const id = ++nextId;
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          reject(new Error(`bench server did not answer a stats request within ${STATS_TIMEOUT_MS / 1000} s`));
+        }, STATS_TIMEOUT_MS);
+        pending.set(id, { resolve, reject, timer });
+        spawned.stdin!.write(`${JSON.stringify({ id, cmd: 'stats', gc })}\n`);
+      });
     return { info, died: death.signal, stats, stop };
   } catch (error) {
     await stop();

@@ -10,7 +10,7 @@
 //                     core (timed), and prints a single JSON line on stdout:
 //     {"ready":true,"role":"runner","issuer":…,"clientId":…,"redirectUri":…,"scope":…,"email":…,"password":…,
 //      "apiClient":{"clientId":…,"clientSecret":…,"scope":…},
-//      "grpcPort":…,"dynamoEndpoint":…,"dataDir":…,"provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
+// "grpcPort":…,"dynamoEndpoint":…,"dataDir":…,"provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
 //   grpc              A second gRPC task: only the gRPC server, with a core built against a runner's
 //                     embedded DynamoDB (BENCH_DYNAMO_ENDPOINT), the runner's signing keys (DATA_DIR/keys)
 //                     and issuer (BENCH_ISSUER), as a Fargate task shares the tables with the Lambdas.
@@ -52,7 +52,10 @@ const SEED_CONCURRENCY = 16;
 const SEED_MAX_PER_CALL = 100_000;
 
 /** Seeds `count` numbers from POOL_FIRST through the core, in SEED_CONCURRENCY ranges at once. */
-async function seedPool(seed: (first: string, count: number) => Promise<{ added: number; skipped: number }>, count: number): Promise<BenchPoolInfo> {
+async function seedPool(
+  seed: (first: string, count: number) => Promise<{ added: number; skipped: number }>,
+  count: number,
+): Promise<BenchPoolInfo> {
   const started = performance.now();
   const chunks = Math.min(count, Math.max(SEED_CONCURRENCY, Math.ceil(count / SEED_MAX_PER_CALL)));
   const base = BigInt(POOL_FIRST);
@@ -64,35 +67,65 @@ async function seedPool(seed: (first: string, count: number) => Promise<{ added:
   let next = 0;
   let added = 0;
   let skipped = 0;
-  await Promise.all(Array.from({ length: Math.min(SEED_CONCURRENCY, ranges.length) }, async () => {
-    for (let range = ranges[next++]; range; range = ranges[next++]) {
-      const result = await seed(range.first, range.count);
-      added += result.added;
-      skipped += result.skipped;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(SEED_CONCURRENCY, ranges.length) }, async () => {
+      for (let range = ranges[next++]; range; range = ranges[next++]) {
+        const result = await seed(range.first, range.count);
+        added += result.added;
+        skipped += result.skipped;
+      }
+    }),
+  );
   const seconds = (performance.now() - started) / 1000;
   return {
-    first: POOL_FIRST, requested: count, added, skipped, concurrency: Math.min(SEED_CONCURRENCY, ranges.length),
-    seconds: Math.round(seconds * 100) / 100, numbersPerSecond: Math.round(count / seconds),
+    first: POOL_FIRST,
+    requested: count,
+    added,
+    skipped,
+    concurrency: Math.min(SEED_CONCURRENCY, ranges.length),
+    seconds: Math.round(seconds * 100) / 100,
+    numbersPerSecond: Math.round(count / seconds),
   };
 }
 
 /** The runner's and the grpc child's stats reply: the common figures, the MessageHub and the store counters. */
 function answerRunnerStats({ messaging }: Pick<Modules, 'messaging'>, counters: StoreCounters) {
   answerStats(() => ({
-    hub: { watchedInboxes: messaging.hub.watchedInboxes(), pollIntervalMs: messaging.hub.pollIntervalMs(), engineReady: messaging.wakeups.ready() },
+    hub: {
+      watchedInboxes: messaging.hub.watchedInboxes(),
+      pollIntervalMs: messaging.hub.pollIntervalMs(),
+      engineReady: messaging.wakeups.ready(),
+    },
     store: snapshotCounters(counters),
   }));
 }
 
-/** The pub/sub engine VALKEY_URL names and the hub's intervals (MESSAGE_*), as a task reads them (core/adapters/runtime-config.ts). */
+/**
+ * The pub/sub engine VALKEY_URL names and the hub's intervals (MESSAGE_*), as a task reads them
+ * (core/adapters/runtime-config.ts).
+ */
 async function messagingFromEnvironment() {
   const { readRuntimeConfig } = await import('../core/adapters/runtime-config');
-  const { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_ENGINE_CHECK_MS, MESSAGE_RELIST_MS } = process.env;
-  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_POLL_INTERVAL_MS, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_ENGINE_CHECK_MS, MESSAGE_RELIST_MS }).service;
+  const {
+    VALKEY_URL,
+    MESSAGE_POLL_INTERVAL_MS,
+    MESSAGE_SAFETY_POLL_MS,
+    MESSAGE_ENGINE_LOST_POLL_MS,
+    MESSAGE_ENGINE_CHECK_MS,
+    MESSAGE_RELIST_MS,
+  } = process.env;
+  const settings = readRuntimeConfig('local', {
+    VALKEY_URL,
+    MESSAGE_POLL_INTERVAL_MS,
+    MESSAGE_SAFETY_POLL_MS,
+    MESSAGE_ENGINE_LOST_POLL_MS,
+    MESSAGE_ENGINE_CHECK_MS,
+    MESSAGE_RELIST_MS,
+  }).service;
   // The engine's client only when asked for (the process's memory is measured without it).
-  const inboxWakeups = settings.wakeupEngine ? (await import('../core/adapters/valkey-wakeups')).engineWakeups(settings) : undefined;
+  const inboxWakeups = settings.wakeupEngine
+    ? (await import('../core/adapters/valkey-wakeups')).engineWakeups(settings)
+    : undefined;
   return {
     ...(inboxWakeups ? { inboxWakeups } : {}),
     messagePolling: settings.messagePolling,
@@ -104,16 +137,40 @@ async function grpcMain(dataDir: string) {
   const endpoint = process.env.BENCH_DYNAMO_ENDPOINT;
   const issuer = process.env.BENCH_ISSUER;
   const tablePrefix = process.env.BENCH_TABLE_PREFIX;
-  if (!endpoint || !issuer || !tablePrefix) throw new Error('BENCH_DYNAMO_ENDPOINT, BENCH_ISSUER and BENCH_TABLE_PREFIX are required for BENCH_ROLE=grpc');
+  if (!endpoint || !issuer || !tablePrefix)
+    throw new Error('BENCH_DYNAMO_ENDPOINT, BENCH_ISSUER and BENCH_TABLE_PREFIX are required for BENCH_ROLE=grpc');
   // Only what a gRPC task loads (not local/runner, which pulls in every Lambda handler, nor
   // dynalite): the process's memory is one of the measurements.
-  const [{ DynamoDBClient }, { createDynamoStore }, { documentClient }, { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE }, { systemClock, systemRandom }, { serviceConfig }, { buildModules, modulePorts }, { tableNames }, { startGrpcServer, grpcModules }, { createDerivedFailureReport }] = await Promise.all([
-    import('@aws-sdk/client-dynamodb'), import('../core/adapters/dynamo-store'), import('../core/adapters/dynamo-schema'), import('../core/adapters/local-keys'),
-    import('../core/adapters/system'), import('../core/kernel/config'), import('../core/registry'), import('../core/tables'), import('../grpc-service/server'),
+  const [
+    { DynamoDBClient },
+    { createDynamoStore },
+    { documentClient },
+    { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE },
+    { systemClock, systemRandom },
+    { serviceConfig },
+    { buildModules, modulePorts },
+    { tableNames },
+    { startGrpcServer, grpcModules },
+    { createDerivedFailureReport },
+  ] = await Promise.all([
+    import('@aws-sdk/client-dynamodb'),
+    import('../core/adapters/dynamo-store'),
+    import('../core/adapters/dynamo-schema'),
+    import('../core/adapters/local-keys'),
+    import('../core/adapters/system'),
+    import('../core/kernel/config'),
+    import('../core/registry'),
+    import('../core/tables'),
+    import('../grpc-service/server'),
     import('../core/adapters/derived-failures'),
   ]);
   // As local/embedded-dynamo.ts localDynamoClient (not imported: it loads dynalite).
-  const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, maxAttempts: 3 });
+  const client = new DynamoDBClient({
+    endpoint,
+    region: 'local',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    maxAttempts: 3,
+  });
   const { store, counters } = countingStore(createDynamoStore(documentClient(client), tableNames(tablePrefix)));
   // The runner's key folder: tokens it issued verify here (the folder is only read: it already has its key).
   const keys = await openLocalKeyStore(join(dataDir, 'keys'));
@@ -121,10 +178,20 @@ async function grpcMain(dataDir: string) {
   const pageTokenKey = await openLocalMacKey(join(dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
   const messaging = await messagingFromEnvironment();
   const { inboxWakeups } = messaging;
-  const modules = buildModules(modulePorts({
-    store, keys, macKey, pageTokenKey, clock: systemClock, random: systemRandom, config: serviceConfig(issuer), reportDerivedFailure: createDerivedFailureReport('svcnum'),
-    ...messaging,
-  }), grpcModules);
+  const modules = buildModules(
+    modulePorts({
+      store,
+      keys,
+      macKey,
+      pageTokenKey,
+      clock: systemClock,
+      random: systemRandom,
+      config: serviceConfig(issuer),
+      reportDerivedFailure: createDerivedFailureReport('svcnum'),
+      ...messaging,
+    }),
+    grpcModules,
+  );
   const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
   lifetime(async () => {
     await grpc.drain(2_000);
@@ -142,14 +209,18 @@ async function main() {
   if (!dataDir) throw new Error('DATA_DIR is required');
   if ((process.env.BENCH_ROLE ?? 'runner') === 'grpc') return grpcMain(dataDir);
   const poolNumbers = Number(process.env.BENCH_POOL_NUMBERS ?? '0');
-  if (!Number.isInteger(poolNumbers) || poolNumbers < 0) throw new Error(`BENCH_POOL_NUMBERS must be a whole number, got '${process.env.BENCH_POOL_NUMBERS}'`);
+  if (!Number.isInteger(poolNumbers) || poolNumbers < 0)
+    throw new Error(`BENCH_POOL_NUMBERS must be a whole number, got '${process.env.BENCH_POOL_NUMBERS}'`);
   // Imported after the environment is set: the handlers build their logger at load time.
   const { startLocal, LOCAL_TABLE_PREFIX } = await import('../local/runner');
   let counters: StoreCounters | undefined;
   const { readRuntimeConfig } = await import('../core/adapters/runtime-config');
   const { wakeupEngine } = readRuntimeConfig('local', { VALKEY_URL: process.env.VALKEY_URL }).service;
   const service = await startLocal({
-    dataDir, port: 0, dynamoPort: 0, grpcPort: 0,
+    dataDir,
+    port: 0,
+    dynamoPort: 0,
+    grpcPort: 0,
     ...(wakeupEngine ? { wakeupEngine } : {}),
     wrapStore: (store) => {
       const counted = countingStore(store);
@@ -157,9 +228,16 @@ async function main() {
       return counted.store;
     },
   });
-  lifetime(() => service.close(), () => rm(dataDir, { recursive: true, force: true }));
+  lifetime(
+    () => service.close(),
+    () => rm(dataDir, { recursive: true, force: true }),
+  );
   answerRunnerStats(service.core, counters!);
-  const { client } = await service.core.registration.createLoginClient({ name: 'Bench app', scope: SCOPE, redirectUris: [REDIRECT_URI] });
+  const { client } = await service.core.registration.createLoginClient({
+    name: 'Bench app',
+    scope: SCOPE,
+    redirectUris: [REDIRECT_URI],
+  });
   const email = `bench-${Date.now()}@example.com`;
   const password = randomBytes(12).toString('base64url');
   await service.core.registration.createUser({ email, password });
@@ -168,26 +246,56 @@ async function main() {
 
   // Provisioning: a business owner (it may hold every prov:* scope), its provisioning client,
   // and the people the masks bridge.
-  const owner = await service.core.registration.createUser({ email: `bench-owner-${Date.now()}@example.com`, password: randomBytes(12).toString('base64url'), accountType: 'business' });
-  const provisioning = await service.core.registration.createProvisioningClient({ name: 'Bench provisioning app', scope: PROVISIONING_SCOPE, ownerId: owner.svcnumId });
+  const owner = await service.core.registration.createUser({
+    email: `bench-owner-${Date.now()}@example.com`,
+    password: randomBytes(12).toString('base64url'),
+    accountType: 'business',
+  });
+  const provisioning = await service.core.registration.createProvisioningClient({
+    name: 'Bench provisioning app',
+    scope: PROVISIONING_SCOPE,
+    ownerId: owner.svcnumId,
+  });
   // The bench measures throughput, not the per-owner limits (10 live masks, 10 numbers): this owner's are out of reach.
   await service.core.store.setQuotaOverrides(owner.svcnumId, { maskQuota: 1_000_000, numberQuota: 1_000_000 });
   const participants: string[] = [];
-  for (let index = 0; index < PARTICIPANTS; index++) participants.push((await service.core.registration.createUser({})).svcnumId);
-  const pool = poolNumbers > 0
-    ? await seedPool((first, count) => service.core.provisioning.lifecycle.seed(first, count), poolNumbers)
-    : { first: POOL_FIRST, requested: 0, added: 0, skipped: 0, concurrency: 0, seconds: 0, numbersPerSecond: 0 };
+  for (let index = 0; index < PARTICIPANTS; index++)
+    participants.push((await service.core.registration.createUser({})).svcnumId);
+  const pool =
+    poolNumbers > 0
+      ? await seedPool((first, count) => service.core.provisioning.lifecycle.seed(first, count), poolNumbers)
+      : { first: POOL_FIRST, requested: 0, added: 0, skipped: 0, concurrency: 0, seconds: 0, numbersPerSecond: 0 };
 
   const info: BenchServerInfo = {
-    ready: true, role: 'runner', pid: process.pid, issuer: service.issuer, clientId: client.clientId, redirectUri: REDIRECT_URI, scope: SCOPE, email, password,
+    ready: true,
+    role: 'runner',
+    pid: process.pid,
+    issuer: service.issuer,
+    clientId: client.clientId,
+    redirectUri: REDIRECT_URI,
+    scope: SCOPE,
+    email,
+    password,
     apiClient: { clientId: api.client.clientId, clientSecret: api.clientSecret!, scope: API_SCOPE },
-    grpcPort: service.grpcPort, dynamoEndpoint: service.dynamoEndpoint, tablePrefix: LOCAL_TABLE_PREFIX, dataDir,
-    provisioning: { clientId: provisioning.client.clientId, clientSecret: provisioning.clientSecret!, scope: PROVISIONING_SCOPE, ownerId: owner.svcnumId, participants, pool },
+    grpcPort: service.grpcPort,
+    dynamoEndpoint: service.dynamoEndpoint,
+    tablePrefix: LOCAL_TABLE_PREFIX,
+    dataDir,
+    provisioning: {
+      clientId: provisioning.client.clientId,
+      clientSecret: provisioning.clientSecret!,
+      scope: PROVISIONING_SCOPE,
+      ownerId: owner.svcnumId,
+      participants,
+      pool,
+    },
   };
   process.stdout.write(`${JSON.stringify(info)}\n`);
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`bench server failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(
+    `bench server failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

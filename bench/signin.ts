@@ -1,5 +1,12 @@
 import { Browser, pkcePair } from '../test/support/browser';
-import { createHttpClient, formBody, FORM_HEADERS, type HttpClient, type HttpClientKind, type HttpResponse } from './http-client';
+import {
+  createHttpClient,
+  formBody,
+  FORM_HEADERS,
+  type HttpClient,
+  type HttpClientKind,
+  type HttpResponse,
+} from './http-client';
 import { EXHAUSTED, runLoad, type LoadResult } from './load';
 import type { BenchServerInfo } from './server-process';
 import type { ServerMeter } from './server-meter';
@@ -50,7 +57,10 @@ export interface SignInResult {
   userinfo: LoadResult;
 }
 
-interface Code { code: string; verifier: string }
+interface Code {
+  code: string;
+  verifier: string;
+}
 
 const REFRESH_TOKENS = 8;
 /** Codes for the exchange warm-up; it stops early if they run out. */
@@ -62,8 +72,13 @@ const CODE_TTL_SECONDS = 300;
 
 function authorizePath(server: BenchServerInfo, challenge: string, state: string) {
   return `/oauth/authorize?${new URLSearchParams({
-    response_type: 'code', client_id: server.clientId, redirect_uri: server.redirectUri, scope: server.scope,
-    state, code_challenge: challenge, code_challenge_method: 'S256',
+    response_type: 'code',
+    client_id: server.clientId,
+    redirect_uri: server.redirectUri,
+    scope: server.scope,
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
   }).toString()}`;
 }
 
@@ -82,7 +97,8 @@ async function signIn(server: BenchServerInfo): Promise<string> {
   const browser = new Browser(server.issuer);
   let step = await browser.request(authorizePath(server, pkcePair().challenge, 'bench'));
   for (let hops = 0; hops < 6; hops++) {
-    if (step.status !== 302 && step.status !== 303) throw new Error(`sign-in: unexpected status ${step.status} ${step.body.slice(0, 200)}`);
+    if (step.status !== 302 && step.status !== 303)
+      throw new Error(`sign-in: unexpected status ${step.status} ${step.body.slice(0, 200)}`);
     const location = new URL(step.location!, server.issuer);
     if (location.origin !== new URL(server.issuer).origin) {
       codeFrom(step.location, server);
@@ -93,10 +109,21 @@ async function signIn(server: BenchServerInfo): Promise<string> {
     const page = await browser.request(location.pathname + location.search);
     if (location.pathname === '/login') {
       step = await browser.request('/login', {
-        form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), identifier: server.email, password: server.password },
+        form: {
+          request: Browser.field(page.body, 'request'),
+          csrf: Browser.field(page.body, 'csrf'),
+          identifier: server.email,
+          password: server.password,
+        },
       });
     } else if (location.pathname === '/consent') {
-      step = await browser.request('/consent', { form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), decision: 'allow' } });
+      step = await browser.request('/consent', {
+        form: {
+          request: Browser.field(page.body, 'request'),
+          csrf: Browser.field(page.body, 'csrf'),
+          decision: 'allow',
+        },
+      });
     } else {
       step = page;
     }
@@ -104,13 +131,23 @@ async function signIn(server: BenchServerInfo): Promise<string> {
   throw new Error('sign-in: too many redirects');
 }
 
-/** Makes `target` attempts to mint a code with the session, `concurrency` at a time; the run is the authorize benchmark. */
-async function mintCodes(http: HttpClient, server: BenchServerInfo, cookie: string, target: number, concurrency: number, signal?: AbortSignal) {
+/**
+ * Makes `target` attempts to mint a code with the session, `concurrency` at a time; the run is the authorize benchmark.
+ */
+async function mintCodes(
+  http: HttpClient,
+  server: BenchServerInfo,
+  cookie: string,
+  target: number,
+  concurrency: number,
+  signal?: AbortSignal,
+) {
   const codes: Code[] = [];
   let started = 0;
   const result = await runLoad({
     concurrency,
-    serverPid: server.pid, signal,
+    serverPid: server.pid,
+    signal,
     seconds: 3600, // ends when `target` codes are minted
     ok: (status) => status === 302,
     request: async () => {
@@ -133,9 +170,18 @@ export function checked(response: HttpResponse, needle: string): number {
 }
 
 function exchangeRequest(http: HttpClient, server: BenchServerInfo, code: Code) {
-  return http.request('POST', '/oauth/token', FORM_HEADERS, formBody({
-    grant_type: 'authorization_code', code: code.code, redirect_uri: server.redirectUri, client_id: server.clientId, code_verifier: code.verifier,
-  }));
+  return http.request(
+    'POST',
+    '/oauth/token',
+    FORM_HEADERS,
+    formBody({
+      grant_type: 'authorization_code',
+      code: code.code,
+      redirect_uri: server.redirectUri,
+      client_id: server.clientId,
+      code_verifier: code.verifier,
+    }),
+  );
 }
 
 /** A load request that redeems the next code of `pool`; EXHAUSTED when none is left. */
@@ -160,38 +206,66 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
 
     // Refresh tokens and an access token for the refresh and UserInfo runs.
     const setup = await mintCodes(http, server, cookie, REFRESH_TOKENS, 1, options.signal);
-    const tokens = await Promise.all(setup.codes.map(async (code) => {
-      const response = await exchangeRequest(http, server, code);
-      if (response.status !== 200) throw new Error(`setup exchange failed: ${response.status} ${response.body}`);
-      return JSON.parse(response.body) as { access_token: string; refresh_token: string };
-    }));
-    if (tokens.length < REFRESH_TOKENS) throw new Error(`setup: only ${tokens.length} codes minted: ${JSON.stringify(setup.result.errorKinds)}`);
+    const tokens = await Promise.all(
+      setup.codes.map(async (code) => {
+        const response = await exchangeRequest(http, server, code);
+        if (response.status !== 200) throw new Error(`setup exchange failed: ${response.status} ${response.body}`);
+        return JSON.parse(response.body) as { access_token: string; refresh_token: string };
+      }),
+    );
+    if (tokens.length < REFRESH_TOKENS)
+      throw new Error(`setup: only ${tokens.length} codes minted: ${JSON.stringify(setup.result.errorKinds)}`);
 
     // Code exchange: warm up on a first pool, size the timed pool from the rate seen, mint it, run.
     log(`minting ${WARMUP_CODES} codes for the exchange warm-up`);
     const warmupPool = await mintCodes(http, server, cookie, WARMUP_CODES, concurrency, options.signal);
     log(`exchange warm-up (${warmupSeconds} s, at most ${warmupPool.codes.length} codes)`);
     const warmupExchange = exchangeFrom(http, server, warmupPool.codes);
-    const probe = await runLoad({ concurrency, seconds: warmupSeconds, serverPid: server.pid, signal: options.signal, request: warmupExchange.request, onPhase: meters.codeExchange?.asWarmup });
+    const probe = await runLoad({
+      concurrency,
+      seconds: warmupSeconds,
+      serverPid: server.pid,
+      signal: options.signal,
+      request: warmupExchange.request,
+      onPhase: meters.codeExchange?.asWarmup,
+    });
     const wanted = Math.ceil(Math.max(probe.rps, 100) * seconds * POOL_HEADROOM) + 4 * concurrency;
     const target = Math.min(wanted, options.maxCodes);
     log(`minting ${target} codes for the timed exchange run (warm-up rate ${probe.rps} req/s)`);
     const poolStarted = performance.now();
     const pool = await mintCodes(http, server, cookie, target, concurrency, options.signal);
     const poolAgeSeconds = Math.round((performance.now() - poolStarted) / 10) / 100;
-    if (poolAgeSeconds + seconds > CODE_TTL_SECONDS - 10) log(`warning: minting took ${poolAgeSeconds} s; codes may expire during the run`);
+    if (poolAgeSeconds + seconds > CODE_TTL_SECONDS - 10)
+      log(`warning: minting took ${poolAgeSeconds} s; codes may expire during the run`);
     log(`code exchange (${seconds} s)`);
     const timedExchange = exchangeFrom(http, server, pool.codes);
-    const exchange = await runLoad({ concurrency, seconds, serverPid: server.pid, signal: options.signal, request: timedExchange.request, onPhase: meters.codeExchange?.onPhase });
+    const exchange = await runLoad({
+      concurrency,
+      seconds,
+      serverPid: server.pid,
+      signal: options.signal,
+      request: timedExchange.request,
+      onPhase: meters.codeExchange?.onPhase,
+    });
     if (exchange.exhausted) log(`note: the code pool ran out after ${exchange.seconds} s`);
 
     log(`refresh grant (${warmupSeconds} s warm-up + ${seconds} s)`);
     let turn = 0;
     const refresh = await runLoad({
-      concurrency, seconds, warmupSeconds, serverPid: server.pid, signal: options.signal, onPhase: meters.refresh?.onPhase,
+      concurrency,
+      seconds,
+      warmupSeconds,
+      serverPid: server.pid,
+      signal: options.signal,
+      onPhase: meters.refresh?.onPhase,
       request: async () => {
         const token = tokens[turn++ % tokens.length]!;
-        const response = await http.request('POST', '/oauth/token', FORM_HEADERS, formBody({ grant_type: 'refresh_token', refresh_token: token.refresh_token, client_id: server.clientId }));
+        const response = await http.request(
+          'POST',
+          '/oauth/token',
+          FORM_HEADERS,
+          formBody({ grant_type: 'refresh_token', refresh_token: token.refresh_token, client_id: server.clientId }),
+        );
         return checked(response, '"access_token"');
       },
     });
@@ -199,7 +273,12 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
     log(`userinfo (${warmupSeconds} s warm-up + ${seconds} s)`);
     const bearer = { Authorization: `Bearer ${tokens[0]!.access_token}` };
     const userinfo = await runLoad({
-      concurrency, seconds, warmupSeconds, serverPid: server.pid, signal: options.signal, onPhase: meters.userinfo?.onPhase,
+      concurrency,
+      seconds,
+      warmupSeconds,
+      serverPid: server.pid,
+      signal: options.signal,
+      onPhase: meters.userinfo?.onPhase,
       request: async () => checked(await http.request('GET', '/oauth/userinfo', bearer), '"sub"'),
     });
 

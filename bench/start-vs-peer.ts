@@ -178,8 +178,8 @@ export async function startVsPeerBenchmark(
   for (const way of Object.keys(WAYS) as Way[]) services.push(await startService(way));
   for (const service of services)
     log(
-      `${service.way}: ${service.issuer} (service pid ${service.pid})`
-        + ` ready ${fmt(service.startSeconds, 1)} s after the command`,
+      `${service.way}: ${service.issuer} (service pid ${service.pid})` +
+        ` ready ${fmt(service.startSeconds, 1)} s after the command`,
     );
   const peerRequest = await checkedTokenRequest('node-oidc-provider', peer.info.issuer, peer.info);
   const requests = await Promise.all(
@@ -205,8 +205,8 @@ export async function startVsPeerBenchmark(
       })),
     ];
     log(
-      `run ${index + 1}/${settings.runs}: ${settings.warmupSeconds} s warm-up each,`
-        + ` then ${settings.seconds} s each in ${rounds} alternating slices`,
+      `run ${index + 1}/${settings.runs}: ${settings.warmupSeconds} s warm-up each,` +
+        ` then ${settings.seconds} s each in ${rounds} alternating slices`,
     );
     const [peerLoad, ...ourLoads] = await runLoadAlternating(options, rounds);
     const ours = Object.fromEntries(
@@ -252,8 +252,8 @@ export async function startVsPeerBenchmark(
       ]),
     ) as StartVsPeerResult['ways'],
     notes:
-      "LOG_LEVEL unset (INFO); the service's stdout is read by the bench;"
-      + " CPU: /proc of the service process (all its threads, dynalite's worker included)",
+      "LOG_LEVEL unset (INFO); the service's stdout is read by the bench;" +
+      " CPU: /proc of the service process (all its threads, dynalite's worker included)",
     runs,
   };
   await writeJson(RESULT_FILE, result);
@@ -280,9 +280,9 @@ function startVsPeerReport(result: StartVsPeerResult): string {
   return [
     '',
     `npm start beside node-oidc-provider ${result.peer.version}, client_credentials, ${result.date}`,
-    `node ${result.node}, ${result.platform}, ${result.cpuModel}, ${result.cores} cores; ${result.settings.client},`
-      + ` ${result.settings.concurrency} connections, ${result.settings.seconds} s each after`
-      + ` ${result.settings.warmupSeconds} s warm-up, in ${result.settings.sliceSeconds} s slices taking turns`,
+    `node ${result.node}, ${result.platform}, ${result.cpuModel}, ${result.cores} cores; ${result.settings.client},` +
+      ` ${result.settings.concurrency} connections, ${result.settings.seconds} s each after` +
+      ` ${result.settings.warmupSeconds} s warm-up, in ${result.settings.sliceSeconds} s slices taking turns`,
     `started: ${ways
       .map((way) => `${result.ways[way].command} ready in ${fmt(result.ways[way].startSeconds, 1)} s`)
       .join('; ')}`,

@@ -34,18 +34,27 @@ const READS = /^(get|list|read|find|free|lastSeq|inboxHeads)/;
 function itemsIn(result: unknown): number {
   if (Array.isArray(result)) return Math.max(1, result.length);
   if (result instanceof Map) return Math.max(1, result.size);
-  if (result && typeof result === 'object' && Array.isArray((result as { items?: unknown }).items)) return Math.max(1, (result as { items: unknown[] }).items.length);
+  if (result && typeof result === 'object' && Array.isArray((result as { items?: unknown }).items))
+    return Math.max(1, (result as { items: unknown[] }).items.length);
   return 1;
 }
 
 /** Calls of `method` in `counters` (0 when it was never called). */
-export const methodCalls = (counters: StoreCounters, method: keyof Store & string): number => counters.byMethod[method] ?? 0;
+export const methodCalls = (counters: StoreCounters, method: keyof Store & string): number =>
+  counters.byMethod[method] ?? 0;
 
 /** A copy that later calls do not change (for a stats reply or a before/after pair). */
-export const snapshotCounters = (counters: StoreCounters): StoreCounters => ({ ...counters, byMethod: { ...counters.byMethod }, itemsReadByMethod: { ...counters.itemsReadByMethod } });
+export const snapshotCounters = (counters: StoreCounters): StoreCounters => ({
+  ...counters,
+  byMethod: { ...counters.byMethod },
+  itemsReadByMethod: { ...counters.itemsReadByMethod },
+});
 
 /** Store calls between two snapshots, in all and by method (methods with no calls left out). */
-export function countersDelta(before: StoreCounters, after: StoreCounters): { calls: number; byMethod: Record<string, number> } {
+export function countersDelta(
+  before: StoreCounters,
+  after: StoreCounters,
+): { calls: number; byMethod: Record<string, number> } {
   const byMethod: Record<string, number> = {};
   for (const [method, count] of Object.entries(after.byMethod)) {
     const calls = count - (before.byMethod[method] ?? 0);
@@ -55,7 +64,14 @@ export function countersDelta(before: StoreCounters, after: StoreCounters): { ca
 }
 
 export function countingStore(store: Store): { store: Store; counters: StoreCounters } {
-  const counters: StoreCounters = { calls: 0, byMethod: {}, inboxHeadsIds: 0, batchGetItems: 0, itemsRead: 0, itemsReadByMethod: {} };
+  const counters: StoreCounters = {
+    calls: 0,
+    byMethod: {},
+    inboxHeadsIds: 0,
+    batchGetItems: 0,
+    itemsRead: 0,
+    itemsReadByMethod: {},
+  };
   const readItems = (method: string, items: number) => {
     counters.itemsRead += items;
     counters.itemsReadByMethod[method] = (counters.itemsReadByMethod[method] ?? 0) + items;

@@ -14,7 +14,10 @@ export type ModuleNeeds = { readonly [name: string]: AnyModuleDefinition };
  * AnyModuleDefinition (methods compare their parameters both ways).
  */
 export interface ModuleDefinition<
-  Name extends string = string, Needs extends ModuleNeeds = ModuleNeeds, Built = unknown, Port = object,
+  Name extends string = string,
+  Needs extends ModuleNeeds = ModuleNeeds,
+  Built = unknown,
+  Port = object,
 > {
   readonly name: Name;
   readonly needs: Needs;
@@ -34,9 +37,10 @@ export type ModulesOf<D extends readonly AnyModuleDefinition[]> = { [M in D[numb
 
 type Intersection<U> = (U extends unknown ? (value: U) => void : never) extends (value: infer I) => void ? I : never;
 /** The store methods a definition and everything it needs call. */
-type PortOf<D> = D extends ModuleDefinition<string, infer Needs, unknown, infer Port>
-  ? Port & Intersection<{ [K in keyof Needs]: PortOf<Needs[K]> }[keyof Needs]>
-  : never;
+type PortOf<D> =
+  D extends ModuleDefinition<string, infer Needs, unknown, infer Port>
+    ? Port & Intersection<{ [K in keyof Needs]: PortOf<Needs[K]> }[keyof Needs]>
+    : never;
 /**
  * The store a process building `definitions` must provide: exactly the methods their ports name.
  * A Lambda gives only the adapter slices that serve it (lambdas/runtime.ts), so its bundle holds no other.
@@ -60,4 +64,5 @@ export const grantsOf = (modules: ModuleNeeds): readonly GrantType<unknown>[] =>
 /** Those grant types, each served with its module as built (`built`, by the same names). */
 export const servedGrantsOf = (modules: ModuleNeeds, built: Readonly<Record<string, unknown>>): ServedGrant[] =>
   Object.entries(modules).flatMap(([name, definition]) =>
-    (definition.grants ?? []).map((grant) => serveGrant(grant, built[name])));
+    (definition.grants ?? []).map((grant) => serveGrant(grant, built[name])),
+  );

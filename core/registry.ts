@@ -10,7 +10,12 @@ import { createProvisioningModule, createTokenExchangeModule } from './provision
 import { defaultProvisioningConfig } from './provisioning/config';
 import { tokenExchangeGrant } from './provisioning/token-exchange-grant';
 import {
-  type AnyModuleDefinition, defineModule, grantsOf, type ModuleNeeds, type ModulesOf, servedGrantsOf,
+  type AnyModuleDefinition,
+  defineModule,
+  grantsOf,
+  type ModuleNeeds,
+  type ModulesOf,
+  servedGrantsOf,
 } from './registry-types';
 
 export type { Infrastructure, ModulePorts } from './infrastructure';
@@ -30,25 +35,37 @@ export type { AnyModuleDefinition, ModuleDefinition, ModulesOf, StoreOf } from '
 // token endpoint lists them in its definition's `grants` and goes into `tokenEndpointNeeds`.
 
 export const accountsModule = /* @__PURE__ */ defineModule({
-  name: 'accounts', needs: {}, create: createAccountsModule,
+  name: 'accounts',
+  needs: {},
+  create: createAccountsModule,
 });
 /** Creating and changing accounts and clients (the admin CLI, agents' clients). */
 export const registrationModule = /* @__PURE__ */ defineModule({
-  name: 'registration', needs: {}, create: createRegistrationModule,
+  name: 'registration',
+  needs: {},
+  create: createRegistrationModule,
 });
 export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: {}, create: createOAuthModule });
 export const userInfoModule = /* @__PURE__ */ defineModule({
-  name: 'userInfo', needs: { accounts: accountsModule }, create: createUserInfoModule,
+  name: 'userInfo',
+  needs: { accounts: accountsModule },
+  create: createUserInfoModule,
 });
 /** The browser side of the code flow: authorize, sign-in, consent, the account page. */
 export const authorizationModule = /* @__PURE__ */ defineModule({
-  name: 'authorization', needs: { accounts: accountsModule }, create: createAuthorizationModule,
+  name: 'authorization',
+  needs: { accounts: accountsModule },
+  create: createAuthorizationModule,
 });
 export const directoryModule = /* @__PURE__ */ defineModule({
-  name: 'directory', needs: { accounts: accountsModule }, create: createDirectoryModule,
+  name: 'directory',
+  needs: { accounts: accountsModule },
+  create: createDirectoryModule,
 });
 export const messagingModule = /* @__PURE__ */ defineModule({
-  name: 'messaging', needs: { accounts: accountsModule }, create: createMessagingModule,
+  name: 'messaging',
+  needs: { accounts: accountsModule },
+  create: createMessagingModule,
 });
 /** Token exchange (provisioning's rules), and the grant type it adds to the token endpoint. */
 export const tokenExchangeModule = /* @__PURE__ */ defineModule({
@@ -66,7 +83,9 @@ const tokenEndpointNeeds = { oauth: oauthModule, accounts: accountsModule, token
 
 /** The token endpoint: OAuth's grant types, then those its needs add. */
 export const tokenEndpointModule = /* @__PURE__ */ defineModule({
-  name: 'tokenEndpoint', needs: tokenEndpointNeeds, create: createTokenEndpointModule,
+  name: 'tokenEndpoint',
+  needs: tokenEndpointNeeds,
+  create: createTokenEndpointModule,
 });
 
 /** The `grant_type` values of a token endpoint with these needs: OAuth's, then those they add. */
@@ -78,16 +97,28 @@ export const grantTypesSupported = /* @__PURE__ */ grantTypesOf(tokenEndpointNee
 export const provisioningModule = /* @__PURE__ */ defineModule({
   name: 'provisioning',
   needs: {
-    registration: registrationModule, accounts: accountsModule, oauth: oauthModule, directory: directoryModule,
-    tokenExchange: tokenExchangeModule, messaging: messagingModule,
+    registration: registrationModule,
+    accounts: accountsModule,
+    oauth: oauthModule,
+    directory: directoryModule,
+    tokenExchange: tokenExchangeModule,
+    messaging: messagingModule,
   },
   create: createProvisioningModule,
 });
 
 /** Every module (the local runner and the gRPC task build them all). */
 export const allModules = [
-  accountsModule, registrationModule, oauthModule, userInfoModule, authorizationModule, directoryModule,
-  messagingModule, tokenExchangeModule, tokenEndpointModule, provisioningModule,
+  accountsModule,
+  registrationModule,
+  oauthModule,
+  userInfoModule,
+  authorizationModule,
+  directoryModule,
+  messagingModule,
+  tokenExchangeModule,
+  tokenEndpointModule,
+  provisioningModule,
 ] as const;
 
 export type Modules = ModulesOf<typeof allModules>;

@@ -20,4 +20,12 @@ export type Store = AuthStore & ProvisioningStore & MessagingStore & DirectorySt
 
 /** The whole store serves every module's port (a compile-time check). */
 type Serves<Port> = Store extends Port ? true : never;
-export const storeServesEveryPort: [Serves<SharedStore>, Serves<OAuthPort>, Serves<AccountLookupsPort>, Serves<RegistrationPort>, Serves<ProvisioningPort>, Serves<MessagingPort>, Serves<DirectoryPort>] = [true, true, true, true, true, true, true];
+export const storeServesEveryPort: [
+  Serves<SharedStore>,
+  Serves<OAuthPort>,
+  Serves<AccountLookupsPort>,
+  Serves<RegistrationPort>,
+  Serves<ProvisioningPort>,
+  Serves<MessagingPort>,
+  Serves<DirectoryPort>,
+] = [true, true, true, true, true, true, true];

@@ -49,7 +49,9 @@ export const tableDefinitions = {
   },
   quotaSlots: {
     partitionKey: 'slotKey',
-    description: 'Per-owner quotas (agents, live masks, programmable numbers): one item per used slot (`owner#kind#n`), claimed with a lease',
+    description:
+      'Per-owner quotas (agents, live masks, programmable numbers): one item per used slot (`owner#kind#n`), ' +
+      'claimed with a lease',
   },
   inboxes: {
     partitionKey: 'svcnumId',

@@ -1,6 +1,12 @@
 import {
-  Metadata, ServerInterceptingCall, status, type sendUnaryData, type ServerInterceptor, type ServerUnaryCall,
-  type ServerWritableStream, type ServiceError,
+  Metadata,
+  ServerInterceptingCall,
+  status,
+  type sendUnaryData,
+  type ServerInterceptor,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceError,
 } from '@grpc/grpc-js';
 import { once } from 'node:events';
 import { createLogger } from '../core/adapters/log';
@@ -59,7 +65,10 @@ export function grpcError(error: unknown, method: string): ServiceError {
   return serviceError(STATUS[error.kind], `${error.oauth}: ${error.message}`, trailers);
 }
 
-/** The scope an RPC needs, or a list of which the token must carry at least one (the core then checks the one the resource needs). */
+/**
+ * The scope an RPC needs, or a list of which the token must carry at least one (the core then checks the one the
+ * resource needs).
+ */
 export type CallScope = ProvisioningScope | readonly ProvisioningScope[];
 
 /** A refused caller as RFC 6750 says it (UNAUTHENTICATED / PERMISSION_DENIED here). */
@@ -75,7 +84,12 @@ const BEARER_REFUSALS: CallerRefusals = {
  * PERMISSION_DENIED): the Bearer token as every edge checks it, then a provisioning client of an
  * active account with the scope the RPC needs.
  */
-export async function authenticate(modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, metadata: Metadata, scope: CallScope, method = 'authenticate'): Promise<ScopedCaller> {
+export async function authenticate(
+  modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>,
+  metadata: Metadata,
+  scope: CallScope,
+  method = 'authenticate',
+): Promise<ScopedCaller> {
   try {
     return await callerOf(modules, metadata, scope);
   } catch (error) {
@@ -84,11 +98,16 @@ export async function authenticate(modules: Pick<Modules, 'oauth' | 'accounts' |
 }
 
 /** `authenticate` before its refusal is a gRPC status (a DomainError). */
-async function callerOf({ oauth, accounts, tokenExchange }: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, metadata: Metadata, scope: CallScope): Promise<ScopedCaller> {
+async function callerOf(
+  { oauth, accounts, tokenExchange }: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>,
+  metadata: Metadata,
+  scope: CallScope,
+): Promise<ScopedCaller> {
   const claims = await oauth.authenticateBearer(metadata.get('authorization'));
   // A provisioning client's own token (client_credentials), not one it obtained for someone else.
   if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
-  // Disabled means disabled: the client and its owner enabled (UNAUTHENTICATED otherwise), a refusing record read again first.
+  // Disabled means disabled: the client and its owner enabled (UNAUTHENTICATED otherwise), a refusing record read again
+  // first.
   const client = await accounts.tokenInForce(claims);
   return await tokenExchange.provisioningCaller(client, claims.scope.split(' '), scope, BEARER_REFUSALS);
 }
@@ -113,28 +132,32 @@ const callers = new WeakMap<Metadata, CallerOfCall>();
  * refused before this, and never reaches here): a refused call ends with its status, an admitted
  * one reaches the handler with its caller.
  */
-export function authenticateCalls(modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
+export function authenticateCalls(
+  modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>,
+  scopes: ReadonlyMap<string, CallScope>,
+): ServerInterceptor {
   return (method, call) => {
     const scope = scopes.get(method.path);
     if (!scope) return new ServerInterceptingCall(call);
     let metadata = new Metadata();
     return new ServerInterceptingCall(call, {
-      start: (next) => next({
-        onReceiveMetadata: (received, pass) => {
-          metadata = received;
-          pass(received);
-        },
-        onReceiveHalfClose: (pass) => {
-          authenticate(modules, metadata, scope, methodName(method.path)).then(
-            (caller) => {
-              // The handler's failures become statuses where it runs (`serve`): a refusal on a recheck too.
-              callers.set(metadata, { caller, recheck: () => callerOf(modules, metadata, scope) });
-              pass();
-            },
-            (refusal: ServiceError) => call.sendStatus(refusal),
-          );
-        },
-      }),
+      start: (next) =>
+        next({
+          onReceiveMetadata: (received, pass) => {
+            metadata = received;
+            pass(received);
+          },
+          onReceiveHalfClose: (pass) => {
+            authenticate(modules, metadata, scope, methodName(method.path)).then(
+              (caller) => {
+                // The handler's failures become statuses where it runs (`serve`): a refusal on a recheck too.
+                callers.set(metadata, { caller, recheck: () => callerOf(modules, metadata, scope) });
+                pass();
+              },
+              (refusal: ServiceError) => call.sendStatus(refusal),
+            );
+          },
+        }),
     });
   };
 }
@@ -148,8 +171,19 @@ export const logCalls: ServerInterceptor = (method, call) => {
     if (logged) return;
     logged = true;
     const elapsed = performance.now() - started;
-    if (method.responseStream) logger.info('stream', { method: methodName(method.path), code: status[code], messages, durationMs: Math.round(elapsed) });
-    else logger.info('call', { method: methodName(method.path), code: status[code], durationMs: Math.round(elapsed * 10) / 10 });
+    if (method.responseStream)
+      logger.info('stream', {
+        method: methodName(method.path),
+        code: status[code],
+        messages,
+        durationMs: Math.round(elapsed),
+      });
+    else
+      logger.info('call', {
+        method: methodName(method.path),
+        code: status[code],
+        durationMs: Math.round(elapsed * 10) / 10,
+      });
   };
   return new ServerInterceptingCall(call, {
     start: (next) => next({ onCancel: () => log(status.CANCELLED) }),
@@ -165,7 +199,10 @@ export const logCalls: ServerInterceptor = (method, call) => {
 };
 
 /** Runs a handler's work with the call's caller; a failure comes back as the status the caller gets. */
-async function serve<T>(call: { metadata: Metadata; getPath(): string }, work: (caller: ScopedCaller, recheck: () => Promise<ScopedCaller>) => Promise<T>): Promise<T> {
+async function serve<T>(
+  call: { metadata: Metadata; getPath(): string },
+  work: (caller: ScopedCaller, recheck: () => Promise<ScopedCaller>) => Promise<T>,
+): Promise<T> {
   try {
     const entry = callers.get(call.metadata);
     // Fails closed: a method missing from the scope table has no caller, and is INTERNAL.
@@ -195,7 +232,13 @@ export function unary<Request, Response>(run: (caller: ScopedCaller, request: Re
  */
 export function serverStream<Request, Response>(
   closing: AbortSignal,
-  run: (caller: Caller, request: Request, send: (response: Response) => Promise<void>, signal: AbortSignal, recheck: () => Promise<unknown>) => Promise<void>,
+  run: (
+    caller: Caller,
+    request: Request,
+    send: (response: Response) => Promise<void>,
+    signal: AbortSignal,
+    recheck: () => Promise<unknown>,
+  ) => Promise<void>,
 ) {
   return (call: ServerWritableStream<Request, Response>) => {
     const stop = new AbortController();
@@ -209,7 +252,11 @@ export function serverStream<Request, Response>(
       .then(
         () => {
           if (call.cancelled) return;
-          if (closing.aborted) call.emit('error', serviceError(status.UNAVAILABLE, 'the server is shutting down: call again with your resume cursor'));
+          if (closing.aborted)
+            call.emit(
+              'error',
+              serviceError(status.UNAVAILABLE, 'the server is shutting down: call again with your resume cursor'),
+            );
           else call.end();
         },
         (failure: ServiceError) => {

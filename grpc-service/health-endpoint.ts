@@ -14,13 +14,19 @@ export interface RunningHealthEndpoint {
   close(): Promise<void>;
 }
 
-export async function startHealthEndpoint(status: () => ServingStatus, options: { port: number; host?: string }): Promise<RunningHealthEndpoint> {
+export async function startHealthEndpoint(
+  status: () => ServingStatus,
+  options: { port: number; host?: string },
+): Promise<RunningHealthEndpoint> {
   const server = createServer((request, response) => {
     const path = (request.url ?? '').split('?')[0];
     if (path !== HEALTH_PATH) return void response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found\n');
-    if (request.method !== 'GET' && request.method !== 'HEAD') return void response.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain' }).end();
+    if (request.method !== 'GET' && request.method !== 'HEAD')
+      return void response.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain' }).end();
     const current = status();
-    response.writeHead(current === 'SERVING' ? 200 : 503, { 'Content-Type': 'text/plain', 'Cache-Control': 'no-store' }).end(`${current}\n`);
+    response
+      .writeHead(current === 'SERVING' ? 200 : 503, { 'Content-Type': 'text/plain', 'Cache-Control': 'no-store' })
+      .end(`${current}\n`);
   });
   // Probes send one small request: nothing here waits long for a slow or silent peer.
   server.requestTimeout = 5_000;
@@ -32,9 +38,10 @@ export async function startHealthEndpoint(status: () => ServingStatus, options: 
   });
   return {
     port,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

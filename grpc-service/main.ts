@@ -21,15 +21,27 @@ const { drainSeconds } = config;
 // Signed in by IAM (VALKEY_IAM_AUTH) with the task role's credentials, as the SDK's default chain
 // resolves and refreshes them (container credentials).
 const iam = config.service.wakeupEngine?.iam !== undefined;
-const inboxWakeups = engineWakeups(config.service, iam ? { credentials: new DynamoDBClient({}).config.credentials } : {});
-const running = await startGrpcServer(modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups), { port: config.grpcPort, reflection: config.grpcReflection });
+const inboxWakeups = engineWakeups(
+  config.service,
+  iam ? { credentials: new DynamoDBClient({}).config.credentials } : {},
+);
+const running = await startGrpcServer(
+  modulesFromEnvironment(config, grpcModules, { store: wholeDynamoStore }, inboxWakeups),
+  { port: config.grpcPort, reflection: config.grpcReflection },
+);
 const health = await startHealthEndpoint(running.healthStatus, { port: config.healthPort });
 logger.info('listening', { port: running.port, healthPort: health.port, reflection: config.grpcReflection });
 
 process.once('SIGTERM', () => {
   logger.info('SIGTERM: draining', { drainSeconds });
-  running.drain(drainSeconds * 1000).then(() => inboxWakeups?.close()).then(() => process.exit(0), (error: unknown) => {
-    logger.error('drain failed', { error: error as Error });
-    process.exit(1);
-  });
+  running
+    .drain(drainSeconds * 1000)
+    .then(() => inboxWakeups?.close())
+    .then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error('drain failed', { error: error as Error });
+        process.exit(1);
+      },
+    );
 });

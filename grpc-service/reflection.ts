@@ -1,10 +1,20 @@
 import { createFileRegistry, fromBinary, toBinary, type DescFile } from '@bufbuild/protobuf';
 import { nestedTypes } from '@bufbuild/protobuf/reflect';
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
-import { status, type Metadata, type Server, type ServerDuplexStream, type ServiceDefinition as GrpcServiceDefinition } from '@grpc/grpc-js';
+import {
+  status,
+  type Metadata,
+  type Server,
+  type ServerDuplexStream,
+  type ServiceDefinition as GrpcServiceDefinition,
+} from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ServerReflectionService as ReflectionV1, type ServerReflectionRequest, type ServerReflectionResponse } from './gen/grpc/reflection/v1/reflection';
+import {
+  ServerReflectionService as ReflectionV1,
+  type ServerReflectionRequest,
+  type ServerReflectionResponse,
+} from './gen/grpc/reflection/v1/reflection';
 import { ServerReflectionService as ReflectionV1Alpha } from './gen/grpc/reflection/v1alpha/reflection';
 import { logger } from './calls';
 
@@ -46,10 +56,18 @@ class OversizedRequest {
 
 /** A reflection service whose requests over MAX_REFLECTION_REQUEST_BYTES are not decoded. */
 function sizeLimited(definition: GrpcServiceDefinition): GrpcServiceDefinition {
-  return Object.fromEntries(Object.entries(definition).map(([name, method]) => [name, {
-    ...method,
-    requestDeserialize: (bytes: Buffer) => (bytes.length > MAX_REFLECTION_REQUEST_BYTES ? new OversizedRequest(bytes.length) : method.requestDeserialize(bytes)),
-  }]));
+  return Object.fromEntries(
+    Object.entries(definition).map(([name, method]) => [
+      name,
+      {
+        ...method,
+        requestDeserialize: (bytes: Buffer) =>
+          bytes.length > MAX_REFLECTION_REQUEST_BYTES
+            ? new OversizedRequest(bytes.length)
+            : method.requestDeserialize(bytes),
+      },
+    ]),
+  );
 }
 
 /** A grpc-js or proto-loader service definition: its methods' paths are `/package.Service/Method`. */
@@ -61,7 +79,9 @@ export function readDescriptorSet(): Uint8Array {
   try {
     return readFileSync(descriptorSetFile);
   } catch (error) {
-    throw new Error(`${descriptorSetFile}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}; \`npm run gen\` writes it`);
+    throw new Error(
+      `${descriptorSetFile}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}; \`npm run gen\` writes it`,
+    );
   }
 }
 
@@ -79,11 +99,17 @@ export interface ReflectionOptions {
  * Adds both reflection services to `server`. `served` are the other services the server offers:
  * list_services names them and the reflection services, and each must be in the descriptor set.
  */
-export function addReflection(server: Server, descriptorSet: Uint8Array, served: ServiceDefinition[], options: ReflectionOptions = {}): void {
+export function addReflection(
+  server: Server,
+  descriptorSet: Uint8Array,
+  served: ServiceDefinition[],
+  options: ReflectionOptions = {},
+): void {
   const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet));
   const services = [...served, ReflectionV1, ReflectionV1Alpha].map(serviceNameOf);
   for (const name of services) {
-    if (!registry.getService(name)) throw new Error(`${name} is served but missing from the descriptor set (npm run gen)`);
+    if (!registry.getService(name))
+      throw new Error(`${name} is served but missing from the descriptor set (npm run gen)`);
   }
   const encoded = new Map<string, Buffer>();
   // Every name file_containing_symbol may ask for, as grpc-go resolves them: types, methods,
@@ -94,10 +120,14 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
     for (const type of nestedTypes(file)) {
       fileOfSymbol.set(type.typeName, file);
       const scope = type.typeName.slice(0, type.typeName.lastIndexOf('.') + 1);
-      const members = type.kind === 'service' ? type.methods.map((method) => `${type.typeName}.${method.name}`)
-        : type.kind === 'message' ? [...type.fields, ...type.oneofs].map((member) => `${type.typeName}.${member.name}`)
-          : type.kind === 'enum' ? type.values.map((value) => `${scope}${value.name}`)
-            : [];
+      const members =
+        type.kind === 'service'
+          ? type.methods.map((method) => `${type.typeName}.${method.name}`)
+          : type.kind === 'message'
+            ? [...type.fields, ...type.oneofs].map((member) => `${type.typeName}.${member.name}`)
+            : type.kind === 'enum'
+              ? type.values.map((value) => `${scope}${value.name}`)
+              : [];
       for (const member of members) fileOfSymbol.set(member, file);
     }
   }
@@ -120,23 +150,38 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
   const echoOf = (request: ServerReflectionRequest): ServerReflectionRequest => ({ ...request, host: '' });
 
   function answer(request: ServerReflectionRequest, sent: Set<string>): ServerReflectionResponse {
-    const reply = (fields: Partial<ServerReflectionResponse>): ServerReflectionResponse => ({ validHost: request.host, originalRequest: echoOf(request), ...fields });
-    const error = (code: status, message: string) => reply({ errorResponse: { errorCode: code, errorMessage: message } });
+    const reply = (fields: Partial<ServerReflectionResponse>): ServerReflectionResponse => ({
+      validHost: request.host,
+      originalRequest: echoOf(request),
+      ...fields,
+    });
+    const error = (code: status, message: string) =>
+      reply({ errorResponse: { errorCode: code, errorMessage: message } });
     const files = (file: DescFile | undefined, missing: string) =>
-      (file ? reply({ fileDescriptorResponse: { fileDescriptorProto: withDependencies(file, sent) } }) : error(status.NOT_FOUND, missing));
+      file
+        ? reply({ fileDescriptorResponse: { fileDescriptorProto: withDependencies(file, sent) } })
+        : error(status.NOT_FOUND, missing);
 
-    if (request.listServices !== undefined) return reply({ listServicesResponse: { service: services.map((name) => ({ name })) } });
-    if (request.fileByFilename !== undefined) return files(registry.getFile(request.fileByFilename), `file not found: ${request.fileByFilename}`);
-    if (request.fileContainingSymbol !== undefined) return files(fileOfSymbol.get(request.fileContainingSymbol), `symbol not found: ${request.fileContainingSymbol}`);
+    if (request.listServices !== undefined)
+      return reply({ listServicesResponse: { service: services.map((name) => ({ name })) } });
+    if (request.fileByFilename !== undefined)
+      return files(registry.getFile(request.fileByFilename), `file not found: ${request.fileByFilename}`);
+    if (request.fileContainingSymbol !== undefined)
+      return files(fileOfSymbol.get(request.fileContainingSymbol), `symbol not found: ${request.fileContainingSymbol}`);
     if (request.fileContainingExtension !== undefined) {
       const { containingType, extensionNumber } = request.fileContainingExtension;
       const extendee = registry.getMessage(containingType);
-      return files(extendee && registry.getExtensionFor(extendee, extensionNumber)?.file, `extension not found: ${containingType} ${extensionNumber}`);
+      return files(
+        extendee && registry.getExtensionFor(extendee, extensionNumber)?.file,
+        `extension not found: ${containingType} ${extensionNumber}`,
+      );
     }
     if (request.allExtensionNumbersOfType !== undefined) {
       const baseTypeName = request.allExtensionNumbersOfType;
       if (!registry.getMessage(baseTypeName)) return error(status.NOT_FOUND, `type not found: ${baseTypeName}`);
-      const extensionNumber = [...registry].flatMap((type) => (type.kind === 'extension' && type.extendee.typeName === baseTypeName ? [type.number] : []));
+      const extensionNumber = [...registry].flatMap((type) =>
+        type.kind === 'extension' && type.extendee.typeName === baseTypeName ? [type.number] : [],
+      );
       return reply({ allExtensionNumbersResponse: { baseTypeName, extensionNumber } });
     }
     return error(status.INVALID_ARGUMENT, 'the request names no message_request');
@@ -152,7 +197,9 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
   // MAX_REQUESTS_PER_STREAM questions (a tool needs a few dozen for our whole schema), each at
   // most MAX_REFLECTION_REQUEST_BYTES. With `admit`, nothing is read before the caller is admitted.
   const implementation = {
-    serverReflectionInfo(call: ServerDuplexStream<ServerReflectionRequest | OversizedRequest, ServerReflectionResponse>) {
+    serverReflectionInfo(
+      call: ServerDuplexStream<ServerReflectionRequest | OversizedRequest, ServerReflectionResponse>,
+    ) {
       const sent = new Set<string>();
       let asked = 0;
       let ended = false;
@@ -182,23 +229,39 @@ export function addReflection(server: Server, descriptorSet: Uint8Array, served:
       const onRequest = (request: ServerReflectionRequest | OversizedRequest) => {
         if (ended) return;
         if (request instanceof OversizedRequest) {
-          return refuse({ code: status.RESOURCE_EXHAUSTED, details: `a reflection request is at most ${MAX_REFLECTION_REQUEST_BYTES} bytes, not ${request.bytes}` });
+          return refuse({
+            code: status.RESOURCE_EXHAUSTED,
+            details: `a reflection request is at most ${MAX_REFLECTION_REQUEST_BYTES} bytes, not ${request.bytes}`,
+          });
         }
         if (++asked > MAX_REQUESTS_PER_STREAM) {
-          return refuse({ code: status.RESOURCE_EXHAUSTED, details: `at most ${MAX_REQUESTS_PER_STREAM} requests per reflection stream; open a new one` });
+          return refuse({
+            code: status.RESOURCE_EXHAUSTED,
+            details: `at most ${MAX_REQUESTS_PER_STREAM} requests per reflection stream; open a new one`,
+          });
         }
         let reply: ServerReflectionResponse;
         try {
           reply = answer(request, sent);
         } catch (error) {
           logger.error('reflection request failed', { error: error as Error });
-          reply = { validHost: request.host, originalRequest: echoOf(request), errorResponse: { errorCode: status.INTERNAL, errorMessage: 'the request could not be answered' } };
+          reply = {
+            validHost: request.host,
+            originalRequest: echoOf(request),
+            errorResponse: { errorCode: status.INTERNAL, errorMessage: 'the request could not be answered' },
+          };
         }
         // An upper bound of the encoded answer: its files, and at most a request's size besides.
-        const size = (reply.fileDescriptorResponse?.fileDescriptorProto ?? []).reduce((sum, file) => sum + file.length, MAX_REFLECTION_REQUEST_BYTES);
+        const size = (reply.fileDescriptorResponse?.fileDescriptorProto ?? []).reduce(
+          (sum, file) => sum + file.length,
+          MAX_REFLECTION_REQUEST_BYTES,
+        );
         // Refused streams are logged as every call is (logCalls), with their status.
         if (unread + size > MAX_UNREAD_REFLECTION_BYTES) {
-          return refuse({ code: status.RESOURCE_EXHAUSTED, details: 'the server holds too many unread reflection answers; retry later' });
+          return refuse({
+            code: status.RESOURCE_EXHAUSTED,
+            details: 'the server holds too many unread reflection answers; retry later',
+          });
         }
         unread += size;
         holding = size;

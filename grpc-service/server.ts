@@ -6,7 +6,13 @@ import { setMaxListeners } from 'node:events';
 import type { ReflectionAccess } from '../core/adapters/runtime-config';
 import { provisioningScopes, type ProvisioningScope } from '../core/kernel/scopes';
 import {
-  accountsModule, directoryModule, messagingModule, oauthModule, provisioningModule, tokenExchangeModule, type ModulesOf,
+  accountsModule,
+  directoryModule,
+  messagingModule,
+  oauthModule,
+  provisioningModule,
+  tokenExchangeModule,
+  type ModulesOf,
 } from '../core/registry';
 import { AgentServiceService } from './gen/svcnum/provisioning/v1alpha1/agent_service';
 import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_service';
@@ -71,9 +77,18 @@ export interface RunningGrpcServer {
 }
 
 /** The modules the gRPC services and interceptors use (and what they need): no token endpoint, no browser flow. */
-export const grpcModules = [oauthModule, accountsModule, tokenExchangeModule, provisioningModule, messagingModule, directoryModule] as const;
+export const grpcModules = [
+  oauthModule,
+  accountsModule,
+  tokenExchangeModule,
+  provisioningModule,
+  messagingModule,
+  directoryModule,
+] as const;
 
-/** A reflection stream in `token` mode: a provisioning client's token with any prov:* scope, checked as for our RPCs. */
+/**
+ * A reflection stream in `token` mode: a provisioning client's token with any prov:* scope, checked as for our RPCs.
+ */
 const ANY_PROVISIONING_SCOPE = Object.keys(provisioningScopes) as ProvisioningScope[];
 
 export async function startGrpcServer(
@@ -92,24 +107,46 @@ export async function startGrpcServer(
     [AgentServiceService, agentService(modules), 'prov:agents'],
     [AliasServiceService, aliasService(modules), ALIAS_SCOPES],
   ] as const;
-  /** Every method of ours by path: only these are authenticated here (health is open; reflection admits its own streams). */
-  const scopes = new Map<string, CallScope>(ours.flatMap(([definition, , scope]) => Object.values(definition).map((method) => [method.path, scope] as const)));
+  /**
+   * Every method of ours by path: only these are authenticated here (health is open; reflection admits its own
+   * streams).
+   */
+  const scopes = new Map<string, CallScope>(
+    ours.flatMap(([definition, , scope]) => Object.values(definition).map((method) => [method.path, scope] as const)),
+  );
   // Requests that are protobuf but not the method's message answer INVALID_ARGUMENT (strict-requests.ts);
   // the log sees every call, refused ones included; authentication sees only requests that fit.
-  const server = new StrictServer(createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)), {
-    ...serverOptions, interceptors: [authenticateCalls(modules, scopes)],
-  }, [logCalls]);
+  const server = new StrictServer(
+    createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)),
+    {
+      ...serverOptions,
+      interceptors: [authenticateCalls(modules, scopes)],
+    },
+    [logCalls],
+  );
   for (const [definition, implementation] of ours) server.addService(definition, implementation);
-  const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])) });
+  const health = new HealthImplementation({
+    '': 'SERVING',
+    ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, 'SERVING' as const])),
+  });
   health.addToServer(server);
   let overall: ServingStatus = 'SERVING';
   addReflection(server, descriptorSet, [...ours.map(([definition]) => definition), healthService], {
     closing: closing.signal,
-    ...(options.reflection === 'token' ? { admit: (metadata: Metadata) => authenticate(modules, metadata, ANY_PROVISIONING_SCOPE, 'ServerReflection.ServerReflectionInfo') } : {}),
+    ...(options.reflection === 'token'
+      ? {
+          admit: (metadata: Metadata) =>
+            authenticate(modules, metadata, ANY_PROVISIONING_SCOPE, 'ServerReflection.ServerReflectionInfo'),
+        }
+      : {}),
   });
 
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(bindTarget(options.host ?? '0.0.0.0', options.port), ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+    server.bindAsync(
+      bindTarget(options.host ?? '0.0.0.0', options.port),
+      ServerCredentials.createInsecure(),
+      (error, bound) => (error ? reject(error) : resolve(bound)),
+    );
   });
   return {
     port,

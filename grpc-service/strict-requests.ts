@@ -1,6 +1,14 @@
 import { ScalarType, type DescEnum, type DescField, type DescMessage, type Registry } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
-import { Server, ServerInterceptingCall, status, type ServerInterceptor, type ServerOptions, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import {
+  Server,
+  ServerInterceptingCall,
+  status,
+  type ServerInterceptor,
+  type ServerOptions,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
 
 // Requests are checked against their message's schema before the generated decoder sees them.
 // The generated decoders skip a known field sent with another wire type, silently wrap an
@@ -28,18 +36,31 @@ const UINT32_MAX = 2n ** 32n - 1n;
 const MAX_DEPTH = 32;
 
 const WIRE_NAMES: Record<number, string> = {
-  [WireType.Varint]: 'varint', [WireType.Bit64]: '64-bit', [WireType.LengthDelimited]: 'length-delimited',
-  [WireType.StartGroup]: 'group', [WireType.EndGroup]: 'end-group', [WireType.Bit32]: '32-bit',
+  [WireType.Varint]: 'varint',
+  [WireType.Bit64]: '64-bit',
+  [WireType.LengthDelimited]: 'length-delimited',
+  [WireType.StartGroup]: 'group',
+  [WireType.EndGroup]: 'end-group',
+  [WireType.Bit32]: '32-bit',
 };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function scalarWireType(type: ScalarType): WireType {
   switch (type) {
-    case ScalarType.STRING: case ScalarType.BYTES: return WireType.LengthDelimited;
-    case ScalarType.DOUBLE: case ScalarType.FIXED64: case ScalarType.SFIXED64: return WireType.Bit64;
-    case ScalarType.FLOAT: case ScalarType.FIXED32: case ScalarType.SFIXED32: return WireType.Bit32;
-    default: return WireType.Varint;
+    case ScalarType.STRING:
+    case ScalarType.BYTES:
+      return WireType.LengthDelimited;
+    case ScalarType.DOUBLE:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return WireType.Bit64;
+    case ScalarType.FLOAT:
+    case ScalarType.FIXED32:
+    case ScalarType.SFIXED32:
+      return WireType.Bit32;
+    default:
+      return WireType.Varint;
   }
 }
 
@@ -61,14 +82,22 @@ function checkInteger(value: bigint, min: bigint, max: bigint, name: string) {
 
 function checkScalar(reader: BinaryReader, type: ScalarType, name: string) {
   switch (type) {
-    case ScalarType.INT32: return checkInteger(BigInt(reader.int64()), INT32_MIN, INT32_MAX, name);
-    case ScalarType.SINT32: return checkInteger(BigInt(reader.sint64()), INT32_MIN, INT32_MAX, name);
-    case ScalarType.UINT32: return checkInteger(BigInt(reader.uint64()), 0n, UINT32_MAX, name);
-    case ScalarType.INT64: return checkInteger(BigInt(reader.int64()), -MAX_SAFE, MAX_SAFE, name);
-    case ScalarType.SINT64: return checkInteger(BigInt(reader.sint64()), -MAX_SAFE, MAX_SAFE, name);
-    case ScalarType.SFIXED64: return checkInteger(BigInt(reader.sfixed64()), -MAX_SAFE, MAX_SAFE, name);
-    case ScalarType.UINT64: return checkInteger(BigInt(reader.uint64()), 0n, MAX_SAFE, name);
-    case ScalarType.FIXED64: return checkInteger(BigInt(reader.fixed64()), 0n, MAX_SAFE, name);
+    case ScalarType.INT32:
+      return checkInteger(BigInt(reader.int64()), INT32_MIN, INT32_MAX, name);
+    case ScalarType.SINT32:
+      return checkInteger(BigInt(reader.sint64()), INT32_MIN, INT32_MAX, name);
+    case ScalarType.UINT32:
+      return checkInteger(BigInt(reader.uint64()), 0n, UINT32_MAX, name);
+    case ScalarType.INT64:
+      return checkInteger(BigInt(reader.int64()), -MAX_SAFE, MAX_SAFE, name);
+    case ScalarType.SINT64:
+      return checkInteger(BigInt(reader.sint64()), -MAX_SAFE, MAX_SAFE, name);
+    case ScalarType.SFIXED64:
+      return checkInteger(BigInt(reader.sfixed64()), -MAX_SAFE, MAX_SAFE, name);
+    case ScalarType.UINT64:
+      return checkInteger(BigInt(reader.uint64()), 0n, MAX_SAFE, name);
+    case ScalarType.FIXED64:
+      return checkInteger(BigInt(reader.fixed64()), 0n, MAX_SAFE, name);
     case ScalarType.STRING:
       try {
         utf8.decode(reader.bytes());
@@ -86,7 +115,8 @@ function checkScalar(reader: BinaryReader, type: ScalarType, name: string) {
 /** proto3 enums are open on the wire; a request naming a value we do not know is refused. */
 function checkEnum(reader: BinaryReader, type: DescEnum, name: string) {
   const value = BigInt(reader.int64());
-  if (!type.values.some((known) => BigInt(known.number) === value)) throw new Misfit(`${name} ${value} is not a value of ${type.name}`);
+  if (!type.values.some((known) => BigInt(known.number) === value))
+    throw new Misfit(`${name} ${value} is not a value of ${type.name}`);
 }
 
 function checkElement(reader: BinaryReader, field: DescField, name: string, depth: number) {
@@ -96,7 +126,9 @@ function checkElement(reader: BinaryReader, field: DescField, name: string, dept
   else if (kind === 'message' && !grouped(field)) {
     const bytes = reader.bytes();
     // The request around it is protobuf: garbage inside one field is that field's fault.
-    insideField(name, `a ${field.message!.name} message`, () => checkMessage(new BinaryReader(bytes), field.message!, `${name}.`, depth + 1));
+    insideField(name, `a ${field.message!.name} message`, () =>
+      checkMessage(new BinaryReader(bytes), field.message!, `${name}.`, depth + 1),
+    );
   } else reader.skip(elementWireType(field), field.number); // map entries and groups: no request of ours has one
 }
 
@@ -122,7 +154,8 @@ function checkMessage(reader: BinaryReader, message: DescMessage, prefix: string
     }
     const name = `${prefix}${field.name}`;
     const expected = elementWireType(field);
-    const packable = field.fieldKind === 'list' && expected !== WireType.LengthDelimited && expected !== WireType.StartGroup;
+    const packable =
+      field.fieldKind === 'list' && expected !== WireType.LengthDelimited && expected !== WireType.StartGroup;
     if (packable && wireType === WireType.LengthDelimited) {
       const packed = new BinaryReader(reader.bytes());
       insideField(name, 'a packed list', () => {
@@ -132,7 +165,9 @@ function checkMessage(reader: BinaryReader, message: DescMessage, prefix: string
       continue;
     }
     if (wireType !== expected) {
-      throw new Misfit(`${name} (field ${number}) must be sent as ${WIRE_NAMES[expected]}, not as ${WIRE_NAMES[wireType] ?? `wire type ${wireType}`}`);
+      throw new Misfit(
+        `${name} (field ${number}) must be sent as ${WIRE_NAMES[expected]}, not as ${WIRE_NAMES[wireType] ?? `wire type ${wireType}`}`,
+      );
     }
     checkElement(reader, field, name, depth);
   }
@@ -174,21 +209,25 @@ function strictMethod(registry: Registry, method: MethodDefinition): MethodDefin
 }
 
 /** A malformed request ends its call with INVALID_ARGUMENT before any handler sees it. */
-const refuseMalformed: ServerInterceptor = (method, call) => new ServerInterceptingCall(call, {
-  start: (next) => {
-    let refused = false;
-    next({
-      onReceiveMessage: (message, pass) => {
-        if (!(message instanceof MalformedRequest)) return pass(message);
-        refused = true;
-        call.sendStatus({ code: status.INVALID_ARGUMENT, details: `the request is not a valid ${method.path.split('/')[2]} request: ${message.reason}` });
-      },
-      onReceiveHalfClose: (pass) => {
-        if (!refused) pass();
-      },
-    });
-  },
-});
+const refuseMalformed: ServerInterceptor = (method, call) =>
+  new ServerInterceptingCall(call, {
+    start: (next) => {
+      let refused = false;
+      next({
+        onReceiveMessage: (message, pass) => {
+          if (!(message instanceof MalformedRequest)) return pass(message);
+          refused = true;
+          call.sendStatus({
+            code: status.INVALID_ARGUMENT,
+            details: `the request is not a valid ${method.path.split('/')[2]} request: ${message.reason}`,
+          });
+        },
+        onReceiveHalfClose: (pass) => {
+          if (!refused) pass();
+        },
+      });
+    },
+  });
 
 /**
  * A grpc-js server whose every service (ours, health, reflection) gets its requests checked
@@ -197,12 +236,18 @@ const refuseMalformed: ServerInterceptor = (method, call) => new ServerIntercept
  * the wire and see every call, a refused one included.
  */
 export class StrictServer extends Server {
-  constructor(private readonly registry: Registry, options: ServerOptions = {}, observers: ServerInterceptor[] = []) {
+  constructor(
+    private readonly registry: Registry,
+    options: ServerOptions = {},
+    observers: ServerInterceptor[] = [],
+  ) {
     super({ ...options, interceptors: [...observers, refuseMalformed, ...(options.interceptors ?? [])] });
   }
 
   override addService(service: ServiceDefinition, implementation: UntypedServiceImplementation): void {
-    const strict = Object.fromEntries(Object.entries(service).map(([name, method]) => [name, strictMethod(this.registry, method)]));
+    const strict = Object.fromEntries(
+      Object.entries(service).map(([name, method]) => [name, strictMethod(this.registry, method)]),
+    );
     super.addService(strict, implementation);
   }
 }

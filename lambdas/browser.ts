@@ -7,7 +7,17 @@ import { safeEqual } from '../core/kernel/secrets';
 import { accountsModule, authorizationModule, type Modules } from '../core/registry';
 import { edgeHandler, type Route } from './edge';
 import {
-  cookieName, cookies, formParams, header, html, httpStatus, queryParams, redirect, setCookie, type HttpEvent, type HttpResult,
+  cookieName,
+  cookies,
+  formParams,
+  header,
+  html,
+  httpStatus,
+  queryParams,
+  redirect,
+  setCookie,
+  type HttpEvent,
+  type HttpResult,
 } from './http';
 import { optionalParam } from '../core/kernel/params';
 import { accountPage, consentPage, favicon, messagePage, revokePage, signInPage, stylesheet } from './pages';
@@ -32,7 +42,11 @@ export function postedFromElsewhere(event: HttpEvent, ourOrigin: string): boolea
 /** A file that never changes between deploys of the same version: cacheable for an hour. */
 const asset = (contentType: string, body: string): HttpResult => ({
   statusCode: 200,
-  headers: { 'Content-Type': contentType, 'Cache-Control': 'public, max-age=3600', 'X-Content-Type-Options': 'nosniff' },
+  headers: {
+    'Content-Type': contentType,
+    'Cache-Control': 'public, max-age=3600',
+    'X-Content-Type-Options': 'nosniff',
+  },
   body,
 });
 
@@ -49,15 +63,20 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
 
   const page = (status: number, body: string, extra: { cookies?: string[]; formTargets?: string[] } = {}) =>
     html(status, body, extra);
-  const sessionCookie = (token: string) => setCookie(SESSION, token, { secure, maxAgeSeconds: limits.sessionTtl / 1000 });
+  const sessionCookie = (token: string) =>
+    setCookie(SESSION, token, { secure, maxAgeSeconds: limits.sessionTtl / 1000 });
   const clearedSession = setCookie(SESSION, '', { secure, maxAgeSeconds: 0 });
 
-  const forbidden = () => page(403, messagePage('Request refused', 'This form was not sent from our sign-in pages. Go back and try again.'));
+  const forbidden = () =>
+    page(403, messagePage('Request refused', 'This form was not sent from our sign-in pages. Go back and try again.'));
   /**
    * Every form post is first refused if the browser says it comes from elsewhere, signed in or
    * not (a cross-site post carries no Lax cookie, yet could still clear one); each route then checks its CSRF token.
    */
-  const fromOurPages = (route: Route): Route => async (event) => (postedFromElsewhere(event, issuerOrigin) ? forbidden() : route(event));
+  const fromOurPages =
+    (route: Route): Route =>
+    async (event) =>
+      postedFromElsewhere(event, issuerOrigin) ? forbidden() : route(event);
 
   async function formTargets(clientId: string): Promise<string[]> {
     const client = await accounts.getClient(clientId);
@@ -68,10 +87,14 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
   function answer(outcome: AuthorizeOutcome, status: 302 | 303, setCookies: string[] = []): HttpResult {
     switch (outcome.type) {
       // A link or request that cannot be used: a bad request, never a redirect (RFC 6749 §4.1.2.1).
-      case 'error_page': return page(400, messagePage(outcome.title, outcome.message));
-      case 'redirect': return redirect(outcome.location, status, setCookies);
-      case 'sign_in': return redirect(`/login?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
-      case 'consent': return redirect(`/consent?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
+      case 'error_page':
+        return page(400, messagePage(outcome.title, outcome.message));
+      case 'redirect':
+        return redirect(outcome.location, status, setCookies);
+      case 'sign_in':
+        return redirect(`/login?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
+      case 'consent':
+        return redirect(`/consent?request=${encodeURIComponent(outcome.requestId)}`, status, setCookies);
     }
   }
 
@@ -79,130 +102,193 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
    * The sign-in page. `validCsrf` is the browser's CSRF cookie once verified: kept, so that every
    * open sign-in tab stays usable; otherwise a new signed token is issued.
    */
-  async function renderSignIn(requestId: string | undefined, validCsrf?: string, refusal?: SignInRefusal, identifier?: string) {
+  async function renderSignIn(
+    requestId: string | undefined,
+    validCsrf?: string,
+    refusal?: SignInRefusal,
+    identifier?: string,
+  ) {
     const parked = requestId ? await authorization.parkedRequest(requestId) : undefined;
-    if (requestId && !parked) return page(400, messagePage('This sign-in has expired', 'Go back to the application and start again.'));
-    const csrf = validCsrf ?? await authorization.signInCsrf.issue();
+    if (requestId && !parked)
+      return page(400, messagePage('This sign-in has expired', 'Go back to the application and start again.'));
+    const csrf = validCsrf ?? (await authorization.signInCsrf.issue());
     const error = refusal?.error.message;
-    const rendered = page(refusal ? httpStatus(refusal.error) : 200, signInPage({
-      ...(requestId ? { requestId } : {}), csrf, ...(error ? { error } : {}), ...(identifier ? { identifier } : {}),
-      ...(parked ? { clientName: parked.client.name } : {}),
-    }), {
-      // A browser-session cookie: a form left open for long gets the honest "expired" answer
-      // from the parked request, not a CSRF refusal.
-      cookies: validCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
-      formTargets: parked ? await formTargets(parked.client.clientId) : [],
-    });
-    if (refusal?.error.retryAfterSeconds !== undefined) rendered.headers = { ...rendered.headers, 'Retry-After': String(refusal.error.retryAfterSeconds) };
+    const rendered = page(
+      refusal ? httpStatus(refusal.error) : 200,
+      signInPage({
+        ...(requestId ? { requestId } : {}),
+        csrf,
+        ...(error ? { error } : {}),
+        ...(identifier ? { identifier } : {}),
+        ...(parked ? { clientName: parked.client.name } : {}),
+      }),
+      {
+        // A browser-session cookie: a form left open for long gets the honest "expired" answer
+        // from the parked request, not a CSRF refusal.
+        cookies: validCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
+        formTargets: parked ? await formTargets(parked.client.clientId) : [],
+      },
+    );
+    if (refusal?.error.retryAfterSeconds !== undefined)
+      rendered.headers = { ...rendered.headers, 'Retry-After': String(refusal.error.retryAfterSeconds) };
     return rendered;
   }
 
-  return edgeHandler({
-    '/oauth/authorize': {
-      GET: async (event) => answer(await authorization.authorize(queryParams(event), cookies(event).get(SESSION)), 302),
-    },
-    '/login': {
-      GET: async (event) => {
-        const csrfCookie = cookies(event).get(CSRF);
-        return renderSignIn(optionalParam(queryParams(event), 'request'), (await authorization.signInCsrf.valid(csrfCookie)) ? csrfCookie : undefined);
+  return edgeHandler(
+    {
+      '/oauth/authorize': {
+        GET: async (event) =>
+          answer(await authorization.authorize(queryParams(event), cookies(event).get(SESSION)), 302),
       },
-      POST: fromOurPages(async (event) => {
-        const form = formParams(event);
-        const jar = cookies(event);
-        const csrfCookie = jar.get(CSRF);
-        const csrf = optionalParam(form, 'csrf');
-        // The field must match the cookie and the token must carry our MAC: a made-up token planted
-        // by someone else cannot pass (docs/security.md says what a genuine one can do).
-        if (!csrfCookie || !csrf || !safeEqual(csrfCookie, csrf) || !(await authorization.signInCsrf.valid(csrfCookie))) return forbidden();
-        const requestId = optionalParam(form, 'request');
-        const identifier = optionalParam(form, 'identifier') ?? '';
-        const result = await authorization.signIn({
-          ...(requestId ? { requestId } : {}), identifier, password: optionalParam(form, 'password') ?? '',
-          clientAddress: event.requestContext?.identity?.sourceIp, deviceToken: jar.get(DEVICE),
-        });
-        const { outcome } = result;
-        // 400, not 401: a form sign-in has no WWW-Authenticate challenge (RFC 9110 §15.5.2 requires one on 401).
-        if (outcome.type === 'sign_in_error') return renderSignIn(requestId, csrfCookie, outcome, identifier.slice(0, 254));
-        // The session this browser had (if any) is replaced: end it rather than leave it usable.
-        await authorization.signOut(jar.get(SESSION));
-        const setCookies = [
-          sessionCookie(result.sessionToken!), setCookie(CSRF, '', { secure, maxAgeSeconds: 0 }),
-          setCookie(DEVICE, result.deviceToken!, { secure, maxAgeSeconds: limits.deviceCookieTtl / 1000 }),
-        ];
-        if (outcome.type === 'account') return redirect('/account', 303, setCookies);
-        return answer(outcome, 303, setCookies);
-      }),
-    },
-    '/consent': {
-      GET: async (event) => {
-        const requestId = optionalParam(queryParams(event), 'request');
-        const parked = await authorization.parkedRequest(requestId);
-        if (!parked) return page(400, messagePage('This request has expired', 'Go back to the application and start again.'));
-        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
-        if (!signedIn) return answer({ type: 'sign_in', requestId: parked.request.requestId }, 302);
-        return page(200, consentPage({
-          requestId: parked.request.requestId, csrf: signedIn.session.csrfToken, clientName: parked.client.name,
-          scopes: parked.request.scopes, svcnum: signedIn.user.svcnum,
-        }), { formTargets: await formTargets(parked.client.clientId) });
+      '/login': {
+        GET: async (event) => {
+          const csrfCookie = cookies(event).get(CSRF);
+          return renderSignIn(
+            optionalParam(queryParams(event), 'request'),
+            (await authorization.signInCsrf.valid(csrfCookie)) ? csrfCookie : undefined,
+          );
+        },
+        POST: fromOurPages(async (event) => {
+          const form = formParams(event);
+          const jar = cookies(event);
+          const csrfCookie = jar.get(CSRF);
+          const csrf = optionalParam(form, 'csrf');
+          // The field must match the cookie and the token must carry our MAC: a made-up token planted
+          // by someone else cannot pass (docs/security.md says what a genuine one can do).
+          if (
+            !csrfCookie ||
+            !csrf ||
+            !safeEqual(csrfCookie, csrf) ||
+            !(await authorization.signInCsrf.valid(csrfCookie))
+          )
+            return forbidden();
+          const requestId = optionalParam(form, 'request');
+          const identifier = optionalParam(form, 'identifier') ?? '';
+          const result = await authorization.signIn({
+            ...(requestId ? { requestId } : {}),
+            identifier,
+            password: optionalParam(form, 'password') ?? '',
+            clientAddress: event.requestContext?.identity?.sourceIp,
+            deviceToken: jar.get(DEVICE),
+          });
+          const { outcome } = result;
+          // 400, not 401: a form sign-in has no WWW-Authenticate challenge (RFC 9110 §15.5.2 requires one on 401).
+          if (outcome.type === 'sign_in_error')
+            return renderSignIn(requestId, csrfCookie, outcome, identifier.slice(0, 254));
+          // The session this browser had (if any) is replaced: end it rather than leave it usable.
+          await authorization.signOut(jar.get(SESSION));
+          const setCookies = [
+            sessionCookie(result.sessionToken!),
+            setCookie(CSRF, '', { secure, maxAgeSeconds: 0 }),
+            setCookie(DEVICE, result.deviceToken!, { secure, maxAgeSeconds: limits.deviceCookieTtl / 1000 }),
+          ];
+          if (outcome.type === 'account') return redirect('/account', 303, setCookies);
+          return answer(outcome, 303, setCookies);
+        }),
       },
-      POST: fromOurPages(async (event) => {
-        const form = formParams(event);
-        const sessionToken = cookies(event).get(SESSION);
-        const signedIn = await authorization.sessionUser(sessionToken);
-        if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
-        const decision = optionalParam(form, 'decision');
-        if (decision !== 'allow' && decision !== 'deny') return page(400, messagePage('Choose Allow or Deny', 'Go back and choose one of the buttons.'));
-        return answer(await authorization.decideConsent(optionalParam(form, 'request'), sessionToken, decision === 'allow'), 303);
-      }),
-    },
-    '/account': {
-      GET: async (event) => {
-        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
-        if (!signedIn) return redirect('/login', 302);
-        return page(200, accountPage({
-          svcnum: signedIn.user.svcnum, ...(signedIn.user.email ? { email: signedIn.user.email } : {}),
-          csrf: signedIn.session.csrfToken, apps: await authorization.connectedApps(signedIn.user.svcnumId),
-        }));
+      '/consent': {
+        GET: async (event) => {
+          const requestId = optionalParam(queryParams(event), 'request');
+          const parked = await authorization.parkedRequest(requestId);
+          if (!parked)
+            return page(400, messagePage('This request has expired', 'Go back to the application and start again.'));
+          const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+          if (!signedIn) return answer({ type: 'sign_in', requestId: parked.request.requestId }, 302);
+          return page(
+            200,
+            consentPage({
+              requestId: parked.request.requestId,
+              csrf: signedIn.session.csrfToken,
+              clientName: parked.client.name,
+              scopes: parked.request.scopes,
+              svcnum: signedIn.user.svcnum,
+            }),
+            { formTargets: await formTargets(parked.client.clientId) },
+          );
+        },
+        POST: fromOurPages(async (event) => {
+          const form = formParams(event);
+          const sessionToken = cookies(event).get(SESSION);
+          const signedIn = await authorization.sessionUser(sessionToken);
+          if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
+          const decision = optionalParam(form, 'decision');
+          if (decision !== 'allow' && decision !== 'deny')
+            return page(400, messagePage('Choose Allow or Deny', 'Go back and choose one of the buttons.'));
+          return answer(
+            await authorization.decideConsent(optionalParam(form, 'request'), sessionToken, decision === 'allow'),
+            303,
+          );
+        }),
       },
-    },
-    '/account/revoke': {
-      // The confirmation step: "Revoke access" on /account is a link here, the form posts below.
-      GET: async (event) => {
-        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
-        if (!signedIn) return redirect('/login', 302);
-        const clientId = optionalParam(queryParams(event), 'client_id');
-        const app = (await authorization.connectedApps(signedIn.user.svcnumId)).find((connected) => connected.clientId === clientId);
-        if (!app) return page(404, messagePage('This application is not connected', 'It may have been revoked already.', [{ href: '/account', text: 'Back to your account' }]));
-        return page(200, revokePage({ csrf: signedIn.session.csrfToken, app }));
+      '/account': {
+        GET: async (event) => {
+          const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+          if (!signedIn) return redirect('/login', 302);
+          return page(
+            200,
+            accountPage({
+              svcnum: signedIn.user.svcnum,
+              ...(signedIn.user.email ? { email: signedIn.user.email } : {}),
+              csrf: signedIn.session.csrfToken,
+              apps: await authorization.connectedApps(signedIn.user.svcnumId),
+            }),
+          );
+        },
       },
-      POST: fromOurPages(async (event) => {
-        const form = formParams(event);
-        const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
-        if (!signedIn) return redirect('/login', 303);
-        if (!authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
-        const clientId = optionalParam(form, 'client_id');
-        if (clientId) await authorization.revokeApp(signedIn.user.svcnumId, clientId);
-        return redirect('/account', 303);
-      }),
+      '/account/revoke': {
+        // The confirmation step: "Revoke access" on /account is a link here, the form posts below.
+        GET: async (event) => {
+          const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+          if (!signedIn) return redirect('/login', 302);
+          const clientId = optionalParam(queryParams(event), 'client_id');
+          const app = (await authorization.connectedApps(signedIn.user.svcnumId)).find(
+            (connected) => connected.clientId === clientId,
+          );
+          if (!app)
+            return page(
+              404,
+              messagePage('This application is not connected', 'It may have been revoked already.', [
+                { href: '/account', text: 'Back to your account' },
+              ]),
+            );
+          return page(200, revokePage({ csrf: signedIn.session.csrfToken, app }));
+        },
+        POST: fromOurPages(async (event) => {
+          const form = formParams(event);
+          const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
+          if (!signedIn) return redirect('/login', 303);
+          if (!authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
+          const clientId = optionalParam(form, 'client_id');
+          if (clientId) await authorization.revokeApp(signedIn.user.svcnumId, clientId);
+          return redirect('/account', 303);
+        }),
+      },
+      '/logout': {
+        POST: fromOurPages(async (event) => {
+          const form = formParams(event);
+          const sessionToken = cookies(event).get(SESSION);
+          const signedIn = await authorization.sessionUser(sessionToken);
+          if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
+          await authorization.signOut(sessionToken);
+          return page(
+            200,
+            messagePage('Signed out', 'You are signed out.', [{ href: '/login', text: 'Sign in again' }]),
+            { cookies: [clearedSession] },
+          );
+        }),
+      },
+      '/assets/style.css': { GET: async () => asset('text/css; charset=utf-8', stylesheet) },
+      '/assets/favicon.svg': { GET: async () => asset('image/svg+xml', favicon) },
     },
-    '/logout': {
-      POST: fromOurPages(async (event) => {
-        const form = formParams(event);
-        const sessionToken = cookies(event).get(SESSION);
-        const signedIn = await authorization.sessionUser(sessionToken);
-        if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
-        await authorization.signOut(sessionToken);
-        return page(200, messagePage('Signed out', 'You are signed out.', [{ href: '/login', text: 'Sign in again' }]), { cookies: [clearedSession] });
-      }),
+    {
+      secure,
+      serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')),
+      // People see these routes: a malformed form or query gets a page, not JSON.
+      errorPage: (error, status) => page(status, messagePage('This request is not valid', error.message)),
     },
-    '/assets/style.css': { GET: async () => asset('text/css; charset=utf-8', stylesheet) },
-    '/assets/favicon.svg': { GET: async () => asset('image/svg+xml', favicon) },
-  }, {
-    secure,
-    serverError: () => page(500, messagePage('Something went wrong', 'Please try again in a moment.')),
-    // People see these routes: a malformed form or query gets a page, not JSON.
-    errorPage: (error, status) => page(status, messagePage('This request is not valid', error.message)),
-  });
+  );
 }
 
-export const handler = lambdaHandler(browserModules, createBrowserHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });
+export const handler = lambdaHandler(browserModules, createBrowserHandler, {
+  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore),
+});

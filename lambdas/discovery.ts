@@ -29,8 +29,19 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     claims_supported: [
-      'sub', 'svcnum', 'email', 'email_verified', 'created_at', 'account_type', 'iss', 'aud', 'exp', 'iat', 'auth_time',
-      'nonce', 'azp',
+      'sub',
+      'svcnum',
+      'email',
+      'email_verified',
+      'created_at',
+      'account_type',
+      'iss',
+      'aud',
+      'exp',
+      'iat',
+      'auth_time',
+      'nonce',
+      'azp',
     ],
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
@@ -45,11 +56,14 @@ export const discoveryModules = [oauthModule] as const;
 
 export function createDiscoveryHandler({ oauth }: Pick<Modules, 'oauth'>) {
   const document = discoveryDocument(oauth.config.issuer, grantTypesSupported);
-  return edgeHandler({
-    '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
-    // Short cache: a key added for rotation must reach verifiers well before it signs.
-    '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await oauth.publicKeys() }, 300) },
-  }, { errorHeaders: ANY_ORIGIN, secure: httpsIssuer(oauth.config) });
+  return edgeHandler(
+    {
+      '/.well-known/openid-configuration': { GET: async () => publicJson(document, 3600) },
+      // Short cache: a key added for rotation must reach verifiers well before it signs.
+      '/.well-known/jwks.json': { GET: async () => publicJson({ keys: await oauth.publicKeys() }, 300) },
+    },
+    { errorHeaders: ANY_ORIGIN, secure: httpsIssuer(oauth.config) },
+  );
 }
 
 export const handler = lambdaHandler(discoveryModules, createDiscoveryHandler, {});

@@ -2,7 +2,15 @@ import type { Context } from 'aws-lambda';
 import { createLogger, type LogFields, type Logger } from '../core/adapters/log';
 import { createRequestMetrics } from '../core/adapters/metrics';
 import { DomainError } from '../core/kernel/errors';
-import { errorResult, httpStatus, json, methodNotAllowed, withTransportSecurity, type HttpEvent, type HttpResult } from './http';
+import {
+  errorResult,
+  httpStatus,
+  json,
+  methodNotAllowed,
+  withTransportSecurity,
+  type HttpEvent,
+  type HttpResult,
+} from './http';
 
 // The one wrapper every Lambda handler goes through: routing by resource and method, one
 // structured log line per request (never a query string, body, cookie or token), and errors
@@ -75,7 +83,10 @@ export const resourceOf = (event: HttpEvent): string => event.resource ?? event.
 
 /** The route's answer, or the edge's own 404/405 when no route takes the resource or method. */
 export function routeAnswer(
-  routes: RouteTable, resource: string, event: HttpEvent, options: EdgeOptions,
+  routes: RouteTable,
+  resource: string,
+  event: HttpEvent,
+  options: EdgeOptions,
 ): Promise<HttpResult> {
   const methods = routes[resource];
   const route = methods?.[event.httpMethod as 'GET' | 'POST'];
@@ -93,7 +104,11 @@ export function routeAnswer(
  * plain server_error, its details in the log only.
  */
 export function failureAnswer(
-  error: unknown, log: Logger, resource: string, event: HttpEvent, options: EdgeOptions,
+  error: unknown,
+  log: Logger,
+  resource: string,
+  event: HttpEvent,
+  options: EdgeOptions,
 ): HttpResult {
   if (error instanceof DomainError) {
     return options.errorPage
@@ -112,8 +127,9 @@ export function logRequest(log: Logger, event: HttpEvent, resource: string, resu
     resource,
     status: result.statusCode,
     durationMs: Math.round((performance.now() - started) * 10) / 10,
-    ...(result.statusCode >= 400 && result.headers?.['Content-Type'] === 'application/json'
-      && typeof result.body === 'string'
+    ...(result.statusCode >= 400 &&
+    result.headers?.['Content-Type'] === 'application/json' &&
+    typeof result.body === 'string'
       ? { error: safeErrorCode(result.body) }
       : {}),
   });

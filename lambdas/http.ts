@@ -29,7 +29,9 @@ const STRICT_TRANSPORT_SECURITY = 'max-age=63072000; includeSubDomains';
 
 /** `result` with HSTS when the service is served over https (`secure`); the edge applies it to every answer. */
 export function withTransportSecurity(result: HttpResult, secure: boolean): HttpResult {
-  return secure ? { ...result, headers: { ...result.headers, 'Strict-Transport-Security': STRICT_TRANSPORT_SECURITY } } : result;
+  return secure
+    ? { ...result, headers: { ...result.headers, 'Strict-Transport-Security': STRICT_TRANSPORT_SECURITY } }
+    : result;
 }
 
 /** Each event's headers by lower-case name, built once (several look-ups per request). */
@@ -73,7 +75,8 @@ export function queryParams(event: HttpEvent): Params {
   const entries: Array<[string, string]> = [];
   for (const [name, values] of Object.entries(multi)) for (const value of values ?? []) entries.push([name, value]);
   if (entries.length === 0) {
-    for (const [name, value] of Object.entries(event.queryStringParameters ?? {})) if (value !== undefined) entries.push([name, value]);
+    for (const [name, value] of Object.entries(event.queryStringParameters ?? {}))
+      if (value !== undefined) entries.push([name, value]);
   }
   return paramsFrom(entries);
 }
@@ -106,7 +109,10 @@ export function cookies(event: HttpEvent): Map<string, string> {
   return jar;
 }
 
-export interface CookieOptions { secure: boolean; maxAgeSeconds?: number }
+export interface CookieOptions {
+  secure: boolean;
+  maxAgeSeconds?: number;
+}
 
 /** `__Host-` cookies (RFC 6265bis) when served over https: no Domain, Path=/, Secure. */
 export const cookieName = (base: string, secure: boolean) => (secure ? `__Host-${base}` : base);
@@ -186,21 +192,41 @@ export function redirect(location: string, statusCode: 302 | 303, setCookies: st
 // standard gives it one (RFC 6749 §5.2, RFC 6750 §3.1, RFC 8693 §2.2.2), else the kind's.
 
 const OAUTH_STATUS: Partial<Record<OAuthErrorCode, number>> = {
-  invalid_request: 400, invalid_client: 401, invalid_token: 401, insufficient_scope: 403,
-  invalid_grant: 400, unauthorized_client: 400, unsupported_grant_type: 400, invalid_scope: 400,
-  invalid_target: 400, unsupported_token_type: 400, temporarily_unavailable: 503,
+  invalid_request: 400,
+  invalid_client: 401,
+  invalid_token: 401,
+  insufficient_scope: 403,
+  invalid_grant: 400,
+  unauthorized_client: 400,
+  unsupported_grant_type: 400,
+  invalid_scope: 400,
+  invalid_target: 400,
+  unsupported_token_type: 400,
+  temporarily_unavailable: 503,
   // RFC 6749 §4.1.2.1: server_error is the 500 of a redirect; as an HTTP answer it is a 500, not a 503.
   server_error: 500,
 };
 
 const KIND_STATUS: Record<ErrorKind, number> = {
-  invalid_argument: 400, unauthenticated: 401, forbidden: 403, not_found: 404, gone: 410,
-  conflict: 409, failed_precondition: 409, exhausted: 429, aborted: 409, unavailable: 503,
+  invalid_argument: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  not_found: 404,
+  gone: 410,
+  conflict: 409,
+  failed_precondition: 409,
+  exhausted: 429,
+  aborted: 409,
+  unavailable: 503,
 };
 
-export const httpStatus = (error: DomainError): number => (error.oauth && OAUTH_STATUS[error.oauth]) ?? KIND_STATUS[error.kind];
+export const httpStatus = (error: DomainError): number =>
+  (error.oauth && OAUTH_STATUS[error.oauth]) ?? KIND_STATUS[error.kind];
 
-/** The body's `error`: the OAuth code, else the documented word, else the kind (`invalid_request` for a bad argument, as OAuth says it). */
+/**
+ * The body's `error`: the OAuth code, else the documented word, else the kind (`invalid_request` for a bad argument, as
+ * OAuth says it).
+ */
 const errorCode = (error: DomainError): string =>
   error.oauth ?? error.code ?? (error.kind === 'invalid_argument' ? 'invalid_request' : error.kind);
 
@@ -233,4 +259,8 @@ export function errorResult(error: DomainError, realm: string, headers: Record<s
 }
 
 export const methodNotAllowed = (allowed: string[], headers: Record<string, string> = {}): HttpResult =>
-  json(405, { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` }, { ...headers, Allow: allowed.join(', ') });
+  json(
+    405,
+    { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` },
+    { ...headers, Allow: allowed.join(', ') },
+  );

@@ -12,7 +12,8 @@ import { lambdaHandler } from './runtime';
 // scope sends a message; it is stored in the recipient's inbox before the answer (202).
 
 /** The HTTP edge's own refusals of a body it cannot take (415, 413): protocol, not domain. */
-const unacceptable = (status: 413 | 415, description: string) => json(status, { error: 'invalid_request', error_description: description });
+const unacceptable = (status: 413 | 415, description: string) =>
+  json(status, { error: 'invalid_request', error_description: description });
 
 /** The modules this group's routes use: oauth for the Bearer token, messaging to send. */
 export const messagesModules = [oauthModule, messagingModule] as const;
@@ -30,14 +31,22 @@ export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth
     } catch {
       throw invalidArgument('the body is not valid JSON');
     }
-    if (!input || typeof input !== 'object' || Array.isArray(input)) throw invalidArgument('the body must be a JSON object: { "to", "text", "from"? }');
+    if (!input || typeof input !== 'object' || Array.isArray(input))
+      throw invalidArgument('the body must be a JSON object: { "to", "text", "from"? }');
     const { to, text, from } = input as Record<string, unknown>;
     if (from !== undefined && typeof from !== 'string') throw invalidArgument('from must be a string');
     const sender = await messaging.sender(claims, from);
     const accepted = await messaging.send(sender, { to, text });
-    return json(202, { message_id: accepted.messageId, from: accepted.from, to: accepted.to, accepted_at: new Date(accepted.acceptedAt).toISOString() });
+    return json(202, {
+      message_id: accepted.messageId,
+      from: accepted.from,
+      to: accepted.to,
+      accepted_at: new Date(accepted.acceptedAt).toISOString(),
+    });
   }
   return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging', secure: httpsIssuer(oauth.config) });
 }
 
-export const handler = lambdaHandler(messagesModules, createMessagesHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore) });
+export const handler = lambdaHandler(messagesModules, createMessagesHandler, {
+  store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore),
+});

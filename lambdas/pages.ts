@@ -7,10 +7,15 @@ import { PAGE_REFERRER_POLICY } from './http';
 
 export const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 
-export interface Link { href: string; text: string }
+export interface Link {
+  href: string;
+  text: string;
+}
 
 const links = (items: Link[]) =>
-  items.length === 0 ? '' : `\n<p class="links">${items.map((link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`).join(' · ')}</p>`;
+  items.length === 0
+    ? ''
+    : `\n<p class="links">${items.map((link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`).join(' · ')}</p>`;
 
 /** The page frame; `wide` for pages that show data (the local demo client). */
 export function layout(title: string, content: string, options: { wide?: boolean } = {}): string {
@@ -35,13 +40,21 @@ ${content}
 const hidden = (name: string, value: string | undefined) =>
   value === undefined ? '' : `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`;
 
-export function signInPage(input: { requestId?: string; csrf: string; clientName?: string; error?: string; identifier?: string }): string {
+export function signInPage(input: {
+  requestId?: string;
+  csrf: string;
+  clientName?: string;
+  error?: string;
+  identifier?: string;
+}): string {
   const intro = input.clientName
     ? `<p>Sign in to continue to <strong>${escapeHtml(input.clientName)}</strong>.</p>`
     : '<p>Sign in to manage your account.</p>';
   const error = input.error ? `<p class="error" role="alert" id="sign-in-error">${escapeHtml(input.error)}</p>` : '';
   const described = input.error ? ' aria-describedby="sign-in-error"' : '';
-  return layout('Sign in', `<h1>Sign in</h1>
+  return layout(
+    'Sign in',
+    `<h1>Sign in</h1>
 ${intro}
 ${error}
 <form method="post" action="/login">
@@ -51,12 +64,21 @@ ${hidden('request', input.requestId)}${hidden('csrf', input.csrf)}
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256"${described}>
 <button type="submit">Sign in</button>
-</form>`);
+</form>`,
+  );
 }
 
-export function consentPage(input: { requestId: string; csrf: string; clientName: string; scopes: string[]; svcnum: string }): string {
+export function consentPage(input: {
+  requestId: string;
+  csrf: string;
+  clientName: string;
+  scopes: string[];
+  svcnum: string;
+}): string {
   const items = input.scopes.map((scope) => `<li>${escapeHtml(scopeDescription(scope))}</li>`).join('\n');
-  return layout(`Allow ${input.clientName}?`, `<h1>Allow <strong>${escapeHtml(input.clientName)}</strong> to use your account?</h1>
+  return layout(
+    `Allow ${input.clientName}?`,
+    `<h1>Allow <strong>${escapeHtml(input.clientName)}</strong> to use your account?</h1>
 <p>You are signed in as ${escapeHtml(input.svcnum)}. <strong>${escapeHtml(input.clientName)}</strong> asks to:</p>
 <ul>
 ${items}
@@ -66,47 +88,67 @@ ${hidden('request', input.requestId)}${hidden('csrf', input.csrf)}
 <button type="submit" name="decision" value="allow">Allow</button>
 <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
 </form>
-<p class="note">You can take this back at any time on your account page.</p>`);
+<p class="note">You can take this back at any time on your account page.</p>`,
+  );
 }
 
-export interface ConnectedApp { clientId: string; name: string; scopes: string[]; grantedAt: number }
+export interface ConnectedApp {
+  clientId: string;
+  name: string;
+  scopes: string[];
+  grantedAt: number;
+}
 
 export function accountPage(input: { svcnum: string; email?: string; csrf: string; apps: ConnectedApp[] }): string {
-  const apps = input.apps.length === 0
-    ? '<p>No applications are connected to your account.</p>'
-    : `<ul class="apps">
-${input.apps.map((app) => `<li>
+  const apps =
+    input.apps.length === 0
+      ? '<p>No applications are connected to your account.</p>'
+      : `<ul class="apps">
+${input.apps
+  .map(
+    (app) => `<li>
 <h3>${escapeHtml(app.name)}</h3>
 <p>Can: ${app.scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ')}. Allowed on ${new Date(app.grantedAt).toISOString().slice(0, 10)}.</p>
 <a class="button danger secondary" href="/account/revoke?client_id=${encodeURIComponent(app.clientId)}" aria-label="Revoke access for ${escapeHtml(app.name)}">Revoke access</a>
-</li>`).join('\n')}
+</li>`,
+  )
+  .join('\n')}
 </ul>`;
-  return layout('Your account', `<h1>Your account</h1>
+  return layout(
+    'Your account',
+    `<h1>Your account</h1>
 <p>Number: <strong>${escapeHtml(input.svcnum)}</strong>${input.email ? `<br>Email: ${escapeHtml(input.email)}` : ''}</p>
 <h2>Connected applications</h2>
 ${apps}
 <form method="post" action="/logout">
 ${hidden('csrf', input.csrf)}
 <button type="submit" class="secondary">Sign out</button>
-</form>`);
+</form>`,
+  );
 }
 
 /** The step between "Revoke access" on /account and the revocation: a page, so no script is needed. */
 export function revokePage(input: { csrf: string; app: ConnectedApp }): string {
   const name = escapeHtml(input.app.name);
-  return layout(`Revoke access for ${input.app.name}?`, `<h1>Revoke access for <strong>${name}</strong>?</h1>
+  return layout(
+    `Revoke access for ${input.app.name}?`,
+    `<h1>Revoke access for <strong>${name}</strong>?</h1>
 <p><strong>${name}</strong> will no longer be able to: ${input.app.scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ')}.
 It can no longer renew its access (an access token it already holds ends within the hour). If you use it again, it will ask for your permission.</p>
 <form method="post" action="/account/revoke">
 ${hidden('csrf', input.csrf)}${hidden('client_id', input.app.clientId)}
 <button type="submit" class="danger">Revoke access</button>
 <a class="button secondary" href="/account">Cancel</a>
-</form>`);
+</form>`,
+  );
 }
 
 export function messagePage(title: string, message: string, onward: Link[] = []): string {
-  return layout(title, `<h1>${escapeHtml(title)}</h1>
-<p>${escapeHtml(message)}</p>${links(onward)}`);
+  return layout(
+    title,
+    `<h1>${escapeHtml(title)}</h1>
+<p>${escapeHtml(message)}</p>${links(onward)}`,
+  );
 }
 
 /** The pages' icon: a small SVG, so it is text (no binary media type at API Gateway). */

@@ -26,7 +26,10 @@ export interface PublicOptions {
 }
 
 const cacheable = (body: unknown, maxAgeSeconds: number): HttpResult =>
-  json(200, body, { ...ANY_ORIGIN, 'Cache-Control': maxAgeSeconds >= 1 ? `public, max-age=${maxAgeSeconds}` : 'no-store' });
+  json(200, body, {
+    ...ANY_ORIGIN,
+    'Cache-Control': maxAgeSeconds >= 1 ? `public, max-age=${maxAgeSeconds}` : 'no-store',
+  });
 
 /** One parameter, at most once (a repeated one is a 400 like everywhere else). */
 const param = (event: HttpEvent, name: string): string | undefined => optionalParam(queryParams(event), name);
@@ -38,34 +41,57 @@ export function createPublicHandler({ directory }: Pick<Modules, 'directory'>, o
   const limiter = options.limiter ?? directory.rateLimiter(options.rateLimit ?? defaultRateLimit);
 
   /** Every public route: one token from the client's bucket first, then the route. */
-  const limited = (route: Route): Route => async (event) => {
-    const decision = limiter.take(clientKey(event.requestContext?.identity?.sourceIp));
-    if (!decision.allowed) {
-      const seconds = decision.retryAfterSeconds;
-      throw new DomainError('exhausted', `too many requests from this address; retry in ${seconds} s`, { code: 'rate_limited', retryAfterSeconds: seconds });
-    }
-    return route(event);
-  };
+  const limited =
+    (route: Route): Route =>
+    async (event) => {
+      const decision = limiter.take(clientKey(event.requestContext?.identity?.sourceIp));
+      if (!decision.allowed) {
+        const seconds = decision.retryAfterSeconds;
+        throw new DomainError('exhausted', `too many requests from this address; retry in ${seconds} s`, {
+          code: 'rate_limited',
+          retryAfterSeconds: seconds,
+        });
+      }
+      return route(event);
+    };
 
-  return edgeHandler({
-    '/api/resolve': {
-      GET: limited(async (event) => {
-        const { resolved, validFor } = await directory.resolve(param(event, 'alias'));
-        // Never cached past the moment an active mask expires.
-        const maxAge = validFor === undefined ? directoryLimits.resolveMaxAge : Math.min(directoryLimits.resolveMaxAge, Math.floor(validFor / 1000));
-        return cacheable(resolved, maxAge);
-      }),
+  return edgeHandler(
+    {
+      '/api/resolve': {
+        GET: limited(async (event) => {
+          const { resolved, validFor } = await directory.resolve(param(event, 'alias'));
+          // Never cached past the moment an active mask expires.
+          const maxAge =
+            validFor === undefined
+              ? directoryLimits.resolveMaxAge
+              : Math.min(directoryLimits.resolveMaxAge, Math.floor(validFor / 1000));
+          return cacheable(resolved, maxAge);
+        }),
+      },
+      '/api/discover': {
+        GET: limited(async (event) =>
+          cacheable(
+            await directory.discover({
+              capability: param(event, 'capability'),
+              pageToken: param(event, 'page_token'),
+              pageSize: param(event, 'page_size'),
+            }),
+            directoryLimits.discoverMaxAge,
+          ),
+        ),
+      },
     },
-    '/api/discover': {
-      GET: limited(async (event) => cacheable(await directory.discover({
-        capability: param(event, 'capability'), pageToken: param(event, 'page_token'), pageSize: param(event, 'page_size'),
-      }), directoryLimits.discoverMaxAge)),
-    },
-  }, { errorHeaders: ANY_ORIGIN, secure: httpsIssuer(directory.config) });
+    { errorHeaders: ANY_ORIGIN, secure: httpsIssuer(directory.config) },
+  );
 }
 
-// discover's page_token needs the page-token key: without it the function fails at once, not at the first paged request.
-export const handler = lambdaHandler(publicModules, (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }), {
-  store: dynamoStore(createDynamoAccountsStore, createDynamoDirectoryStore),
-  macKeys: ['PAGE_TOKEN_KEY_ID'],
-});
+// discover's page_token needs the page-token key: without it the function fails at once, not at the first paged
+// request.
+export const handler = lambdaHandler(
+  publicModules,
+  (modules, config) => createPublicHandler(modules, { rateLimit: config.service.publicRateLimit }),
+  {
+    store: dynamoStore(createDynamoAccountsStore, createDynamoDirectoryStore),
+    macKeys: ['PAGE_TOKEN_KEY_ID'],
+  },
+);

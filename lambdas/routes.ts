@@ -20,7 +20,10 @@ const handlerFactories = {
   messages: { create: createMessagesHandler, modules: messagesModules },
   discovery: { create: createDiscoveryHandler, modules: discoveryModules },
   public: { create: createPublicHandler, modules: publicModules },
-} as const satisfies Record<RouteGroup, { create: (modules: Modules) => unknown; modules: readonly AnyModuleDefinition[] }>;
+} as const satisfies Record<
+  RouteGroup,
+  { create: (modules: Modules) => unknown; modules: readonly AnyModuleDefinition[] }
+>;
 
 type RouteGroups = { readonly [G in RouteGroup]: (typeof routeManifest)[G] & (typeof handlerFactories)[G] };
 

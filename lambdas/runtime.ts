@@ -16,7 +16,8 @@ type Handler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
  * invocation, not the first request using it.
  */
 export function lambdaHandler<const D extends readonly AnyModuleDefinition[]>(
-  definitions: D, create: (modules: ModulesOf<D>, config: AwsRuntimeConfig) => Handler,
+  definitions: D,
+  create: (modules: ModulesOf<D>, config: AwsRuntimeConfig) => Handler,
   options: StoreOption<D> & { macKeys?: readonly MacKeyVariable[] },
 ): Handler {
   let built: Handler | undefined;

@@ -22,7 +22,12 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
   const colon = decoded.indexOf(':');
   if (colon < 0) return { malformedAuthorization: true };
   try {
-    return { basic: { clientId: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' ')), clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' ')) } };
+    return {
+      basic: {
+        clientId: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' ')),
+        clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' ')),
+      },
+    };
   } catch {
     return { malformedAuthorization: true };
   }
@@ -32,17 +37,22 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
 export const tokenModules = [tokenEndpointModule, oauthModule] as const;
 
 export function createTokenHandler({ tokenEndpoint, oauth }: Pick<Modules, 'tokenEndpoint' | 'oauth'>) {
-  return edgeHandler({
-    '/oauth/token': {
-      POST: async (event) => json(200, await tokenEndpoint.token(formParams(event), presentedCredentials(event))),
-    },
-    '/oauth/revoke': {
-      POST: async (event) => {
-        await tokenEndpoint.revoke(formParams(event), presentedCredentials(event));
-        return json(200, {});
+  return edgeHandler(
+    {
+      '/oauth/token': {
+        POST: async (event) => json(200, await tokenEndpoint.token(formParams(event), presentedCredentials(event))),
+      },
+      '/oauth/revoke': {
+        POST: async (event) => {
+          await tokenEndpoint.revoke(formParams(event), presentedCredentials(event));
+          return json(200, {});
+        },
       },
     },
-  }, { realm: 'oauth', secure: httpsIssuer(oauth.config) });
+    { realm: 'oauth', secure: httpsIssuer(oauth.config) },
+  );
 }
 
-export const handler = lambdaHandler(tokenModules, createTokenHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });
+export const handler = lambdaHandler(tokenModules, createTokenHandler, {
+  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore),
+});

@@ -18,7 +18,12 @@ export function createUserInfoHandler({ oauth, userInfo }: Pick<Modules, 'oauth'
     const claims = await oauth.authenticateBearer(headerValues(event, 'authorization'));
     return json(200, await userInfo.forClaims(claims));
   }
-  return edgeHandler({ '/oauth/userinfo': { GET: handle, POST: handle } }, { realm: 'userinfo', secure: httpsIssuer(oauth.config) });
+  return edgeHandler(
+    { '/oauth/userinfo': { GET: handle, POST: handle } },
+    { realm: 'userinfo', secure: httpsIssuer(oauth.config) },
+  );
 }
 
-export const handler = lambdaHandler(userInfoModules, createUserInfoHandler, { store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore) });
+export const handler = lambdaHandler(userInfoModules, createUserInfoHandler, {
+  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore),
+});

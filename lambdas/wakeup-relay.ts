@@ -54,14 +54,20 @@ export interface WakeupRelayOptions {
 export function createWakeupRelay(engine: WakeupEngine, options: WakeupRelayOptions = {}) {
   const logger = createLogger(RELAY_SERVICE_NAME, options.telemetry);
   const countFailures = createEventCounter(WAKEUP_PUBLISH_FAILURES_METRIC, RELAY_SERVICE_NAME, [], options.telemetry);
-  const publisher = createEnginePublisher(engine, { logger, firstConnectMs: FIRST_CONNECT_MS, ...(options.credentials ? { credentials: options.credentials } : {}) });
+  const publisher = createEnginePublisher(engine, {
+    logger,
+    firstConnectMs: FIRST_CONNECT_MS,
+    ...(options.credentials ? { credentials: options.credentials } : {}),
+  });
   // The relay's own listeners are none: any id tells subscribers the wake-up is not theirs.
   const self = randomUUID();
   return {
     async handler(event: DynamoDBStreamEvent): Promise<void> {
       const highest = highestInserted(event.Records);
       if (highest.size === 0) return;
-      const results = await Promise.allSettled([...highest].map(([inboxId, seq]) => publisher.wakeup(inboxId, seq, self)));
+      const results = await Promise.allSettled(
+        [...highest].map(([inboxId, seq]) => publisher.wakeup(inboxId, seq, self)),
+      );
       const failed = results.filter((result): result is PromiseRejectedResult => result.status === 'rejected');
       if (failed.length === 0) return;
       const reason: unknown = failed[0]!.reason;

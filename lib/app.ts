@@ -53,7 +53,11 @@ export function createServiceApp(options: ServiceAppOptions = {}) {
     const config = firstDeploy ? { ...configured, deletionProtection: false } : configured;
     stacks[name] = new ServiceStack(app, { config });
     if (firstDeploy && configured.deletionProtection) {
-      Annotations.of(stacks[name]).addWarningV2('svcnum:first-deploy', `first deploy of ${name}: deletion and termination protection stay off until you deploy again without -c ${FIRST_DEPLOY_CONTEXT_KEY}=true`);
+      Annotations.of(stacks[name]).addWarningV2(
+        'svcnum:first-deploy',
+        `first deploy of ${name}: deletion and termination protection stay off until you deploy again without -c ` +
+          `${FIRST_DEPLOY_CONTEXT_KEY}=true`,
+      );
     }
   }
   // cdk-nag 3: a policy validation plugin; any unacknowledged finding fails the synth.

@@ -18,7 +18,18 @@ export interface BuiltLambdaBundle {
 
 export async function buildLambdaBundle(entry: string, outdir: string): Promise<BuiltLambdaBundle> {
   const {
-    format, platform, target, minify, keepNames, sourceMap, mainFields, banner, externalModules, outputFile, alias, ...unhandled
+    format,
+    platform,
+    target,
+    minify,
+    keepNames,
+    sourceMap,
+    mainFields,
+    banner,
+    externalModules,
+    outputFile,
+    alias,
+    ...unhandled
   } = lambdaBundle;
   // A new field of lambdaBundle fails to compile here until it is passed on below.
   const none: Record<string, never> = unhandled;
@@ -37,7 +48,9 @@ export async function buildLambdaBundle(entry: string, outdir: string): Promise<
     banner: { js: banner },
     external: [...externalModules],
     // Repository-relative replacements, made absolute as lib/http-api.ts does for the CLI.
-    alias: Object.fromEntries(Object.entries(alias).map(([module, replacement]) => [module, join(repoRoot, replacement)])),
+    alias: Object.fromEntries(
+      Object.entries(alias).map(([module, replacement]) => [module, join(repoRoot, replacement)]),
+    ),
     outfile,
     metafile: true,
     logLevel: 'silent',

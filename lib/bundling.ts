@@ -21,7 +21,9 @@ export const lambdaBundle = {
   keepNames: false,
   sourceMap: false,
   mainFields: ['module', 'main'],
-  banner: "import { createRequire as svcnumCreateRequire } from 'node:module'; const require = svcnumCreateRequire(import.meta.url);",
+  banner:
+    "import { createRequire as svcnumCreateRequire } from 'node:module'; const require = " +
+    'svcnumCreateRequire(import.meta.url);',
   /**
    * The AWS SDK is bundled at the version the tests run (package-lock.json), not whatever version
    * the Lambda runtime happens to carry. One part of it is left out: the event-stream codec (about

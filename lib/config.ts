@@ -40,7 +40,9 @@ export const outputNames = {
 } as const;
 
 /** CloudWatch Logs retention periods that CloudWatch accepts. */
-export const logRetentionDayValues = [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653] as const;
+export const logRetentionDayValues = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+] as const;
 export type LogRetentionDays = (typeof logRetentionDayValues)[number];
 
 export interface HostedZone {
@@ -190,12 +192,12 @@ export interface EnvironmentConfig {
   readonly lambdaReleases:
     | { readonly traffic: 'all-at-once' }
     | {
-      readonly traffic: 'canary';
-      /** Errors of the alias in one minute that roll a release back. */
-      readonly rollbackErrors: number;
-      /** p99 duration (ms) of each function's alias, in 2 of 3 minutes, that rolls a release back. */
-      readonly rollbackP99Ms: Record<RouteGroup, number>;
-    };
+        readonly traffic: 'canary';
+        /** Errors of the alias in one minute that roll a release back. */
+        readonly rollbackErrors: number;
+        /** p99 duration (ms) of each function's alias, in 2 of 3 minutes, that rolls a release back. */
+        readonly rollbackP99Ms: Record<RouteGroup, number>;
+      };
 
   /**
    * Fair shares of the number pool: default limits per owner (MASK_QUOTA: live masks,
@@ -225,7 +227,11 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
     ...(grpc.hostedZone ? { hostedZone: grpc.hostedZone } : {}),
     allowedCidrs: grpc.allowedCidrs,
   };
-  const alarmDestinations = { emails: destinations.emails ?? [], httpsEndpoints: destinations.httpsEndpoints ?? [], topicArns: destinations.topicArns ?? [] };
+  const alarmDestinations = {
+    emails: destinations.emails ?? [],
+    httpsEndpoints: destinations.httpsEndpoints ?? [],
+    topicArns: destinations.topicArns ?? [],
+  };
   const target = { account, region, ...(availabilityZones ? { availabilityZones } : {}) };
   const config: Record<EnvironmentName, () => EnvironmentConfig> = {
     sandbox: () => ({
@@ -243,11 +249,22 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
           token: { memoryMiB: 512, timeoutSeconds: 6 },
           userinfo: { memoryMiB: 256, timeoutSeconds: 5 },
           discovery: { memoryMiB: 256, timeoutSeconds: 5 },
-          public: { memoryMiB: 256, timeoutSeconds: 5, reservedConcurrency: settings.publicReservedConcurrency || undefined },
+          public: {
+            memoryMiB: 256,
+            timeoutSeconds: 5,
+            reservedConcurrency: settings.publicReservedConcurrency || undefined,
+          },
           messages: { memoryMiB: 512, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, signInPageRateLimit: 300, perIpRateLimit: 6000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: {
+        publicApiRateLimit: 1500,
+        signInRateLimit: 100,
+        signInPageRateLimit: 300,
+        perIpRateLimit: 6000,
+        evaluationWindowSeconds: 300,
+        retryAfterSeconds: 60,
+      },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         ...provisioningEndpoint,
@@ -289,7 +306,14 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
           messages: { memoryMiB: 1024, timeoutSeconds: 6 },
         },
       },
-      waf: { publicApiRateLimit: 1500, signInRateLimit: 100, signInPageRateLimit: 300, perIpRateLimit: 30000, evaluationWindowSeconds: 300, retryAfterSeconds: 60 },
+      waf: {
+        publicApiRateLimit: 1500,
+        signInRateLimit: 100,
+        signInPageRateLimit: 300,
+        perIpRateLimit: 30000,
+        evaluationWindowSeconds: 300,
+        retryAfterSeconds: 60,
+      },
       signingKeys: { active: 'v1', published: [] },
       provisioning: {
         ...provisioningEndpoint,
@@ -326,41 +350,63 @@ export function validate(config: EnvironmentConfig): EnvironmentConfig {
   const problems: string[] = [];
   const { provisioning: p, signingKeys: k } = config;
   if (!/^\d{12}$/.test(config.account)) problems.push(`account must be 12 digits, got '${config.account}'`);
-  if (p.drainSeconds >= p.stopTimeoutSeconds) problems.push('provisioning.drainSeconds must be below stopTimeoutSeconds (ECS kills the task at stopTimeout)');
+  if (p.drainSeconds >= p.stopTimeoutSeconds)
+    problems.push('provisioning.drainSeconds must be below stopTimeoutSeconds (ECS kills the task at stopTimeout)');
   if (p.stopTimeoutSeconds > 120) problems.push('provisioning.stopTimeoutSeconds is at most 120 on Fargate');
   if (p.minTasks < 1 || p.maxTasks < p.minTasks) problems.push('provisioning: need 1 <= minTasks <= maxTasks');
-  if (!/^[a-z0-9-]{1,20}$/.test(k.active)) problems.push(`signingKeys.active must be a short version label, got '${k.active}'`);
-  if (k.published.includes(k.active) || new Set(k.published).size !== k.published.length) problems.push('signingKeys.published must not repeat a version or the active one');
-  for (const version of k.published) if (!/^[a-z0-9-]{1,20}$/.test(version)) problems.push(`signing key version '${version}' is not a short label`);
-  if (!Number.isFinite(config.numberCoolOffDays) || config.numberCoolOffDays < 0) problems.push('numberCoolOffDays must be a non-negative number');
+  if (!/^[a-z0-9-]{1,20}$/.test(k.active))
+    problems.push(`signingKeys.active must be a short version label, got '${k.active}'`);
+  if (k.published.includes(k.active) || new Set(k.published).size !== k.published.length)
+    problems.push('signingKeys.published must not repeat a version or the active one');
+  for (const version of k.published)
+    if (!/^[a-z0-9-]{1,20}$/.test(version)) problems.push(`signing key version '${version}' is not a short label`);
+  if (!Number.isFinite(config.numberCoolOffDays) || config.numberCoolOffDays < 0)
+    problems.push('numberCoolOffDays must be a non-negative number');
   for (const [kind, quota] of Object.entries(config.agentQuotas)) {
     if (!Number.isInteger(quota) || quota < 0) problems.push(`agentQuotas.${kind} must be a whole number`);
   }
   const pool = config.numberPool;
   for (const [name, quota] of Object.entries({ maskQuota: pool.maskQuota, numberQuota: pool.numberQuota })) {
-    if (!Number.isInteger(quota) || quota < 0 || quota > 100_000) problems.push(`numberPool.${name} must be a whole number 0-100000`);
+    if (!Number.isInteger(quota) || quota < 0 || quota > 100_000)
+      problems.push(`numberPool.${name} must be a whole number 0-100000`);
   }
-  if (!Number.isInteger(pool.lowAlarm) || pool.lowAlarm < 1 || pool.lowAlarm > 100) problems.push('numberPool.lowAlarm must be a whole number 1-100 (a pool query counts up to 100 free numbers)');
-  if (!(logRetentionDayValues as readonly number[]).includes(config.logRetentionDays)) problems.push(`logRetentionDays ${config.logRetentionDays} is not a CloudWatch retention period`);
-  if (config.waf.publicApiRateLimit < 10 || config.waf.perIpRateLimit < 10) problems.push('WAF rate limits must be at least 10');
-  if (config.http.functions.browser.memoryMiB < 512) problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');
+  if (!Number.isInteger(pool.lowAlarm) || pool.lowAlarm < 1 || pool.lowAlarm > 100)
+    problems.push('numberPool.lowAlarm must be a whole number 1-100 (a pool query counts up to 100 free numbers)');
+  if (!(logRetentionDayValues as readonly number[]).includes(config.logRetentionDays))
+    problems.push(`logRetentionDays ${config.logRetentionDays} is not a CloudWatch retention period`);
+  if (config.waf.publicApiRateLimit < 10 || config.waf.perIpRateLimit < 10)
+    problems.push('WAF rate limits must be at least 10');
+  if (config.http.functions.browser.memoryMiB < 512)
+    problems.push('the browser function needs at least 512 MiB (scrypt uses 128 MiB per password check)');
   for (const [group, settings] of Object.entries(config.http.functions)) {
-    if (settings.timeoutSeconds > 29) problems.push(`${group}: API Gateway waits at most 29 s, so a longer timeout is pointless`);
+    if (settings.timeoutSeconds > 29)
+      problems.push(`${group}: API Gateway waits at most 29 s, so a longer timeout is pointless`);
   }
   if (config.lambdaReleases.traffic === 'canary') {
     for (const [group, p99Ms] of Object.entries(config.lambdaReleases.rollbackP99Ms)) {
-      if (p99Ms >= config.http.functions[group as RouteGroup].timeoutSeconds * 1000) problems.push(`lambdaReleases.rollbackP99Ms.${group} must be below the function's timeout`);
+      if (p99Ms >= config.http.functions[group as RouteGroup].timeoutSeconds * 1000)
+        problems.push(`lambdaReleases.rollbackP99Ms.${group} must be below the function's timeout`);
     }
   }
-  if (!Number.isInteger(config.wakeups.replicas) || config.wakeups.replicas < 0 || config.wakeups.replicas > 5) problems.push('wakeups.replicas must be a whole number 0-5');
-  for (const [what, domain] of [['api', config.http.customDomain], ['grpc', config.provisioning]] as const) {
+  if (!Number.isInteger(config.wakeups.replicas) || config.wakeups.replicas < 0 || config.wakeups.replicas > 5)
+    problems.push('wakeups.replicas must be a whole number 0-5');
+  for (const [what, domain] of [
+    ['api', config.http.customDomain],
+    ['grpc', config.provisioning],
+  ] as const) {
     const zone = domain?.hostedZone?.name.replace(/\.$/, '');
-    if (zone && domain && domain.domainName !== zone && !domain.domainName.endsWith(`.${zone}`)) problems.push(`${what}.domainName ${domain.domainName} is not in its hosted zone ${zone}`);
+    if (zone && domain && domain.domainName !== zone && !domain.domainName.endsWith(`.${zone}`))
+      problems.push(`${what}.domainName ${domain.domainName} is not in its hosted zone ${zone}`);
   }
-  if (config.name === 'production' && !config.http.customDomain) problems.push('production needs http.customDomain (people sign in there)');
+  if (config.name === 'production' && !config.http.customDomain)
+    problems.push('production needs http.customDomain (people sign in there)');
   const reserved = config.http.functions.public.reservedConcurrency;
-  if (reserved !== undefined && (!Number.isInteger(reserved) || reserved < 1)) problems.push('http.functions.public.reservedConcurrency must be a whole number of at least 1');
-  if (!/^cache\.[a-z0-9]+\.[a-z0-9]+$/.test(config.wakeups.nodeType)) problems.push(`wakeups.nodeType must be an ElastiCache node type (cache.<family>.<size>), got '${config.wakeups.nodeType}'`);
+  if (reserved !== undefined && (!Number.isInteger(reserved) || reserved < 1))
+    problems.push('http.functions.public.reservedConcurrency must be a whole number of at least 1');
+  if (!/^cache\.[a-z0-9]+\.[a-z0-9]+$/.test(config.wakeups.nodeType))
+    problems.push(
+      `wakeups.nodeType must be an ElastiCache node type (cache.<family>.<size>), got '${config.wakeups.nodeType}'`,
+    );
   if (problems.length) throw new Error(`configuration of ${config.name} is invalid:\n  ${problems.join('\n  ')}`);
   return config;
 }

@@ -15,16 +15,20 @@ export function grantTableAccess(grantee: IGrantable, unit: ComputeUnit, tables:
   for (const [key, tableAccess] of Object.entries(access[unit].tables)) {
     const table = tables[key as TableKey];
     if (tableAccess.actions.length > 0) {
-      grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({
-        actions: tableAccess.actions.map((action) => `dynamodb:${action}`),
-        resources: [table.tableArn],
-      }));
+      grantee.grantPrincipal.addToPrincipalPolicy(
+        new PolicyStatement({
+          actions: tableAccess.actions.map((action) => `dynamodb:${action}`),
+          resources: [table.tableArn],
+        }),
+      );
     }
     if (tableAccess.queryIndexes?.length) {
-      grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({
-        actions: ['dynamodb:Query'],
-        resources: tableAccess.queryIndexes.map((index) => `${table.tableArn}/index/${index}`),
-      }));
+      grantee.grantPrincipal.addToPrincipalPolicy(
+        new PolicyStatement({
+          actions: ['dynamodb:Query'],
+          resources: tableAccess.queryIndexes.map((index) => `${table.tableArn}/index/${index}`),
+        }),
+      );
     }
   }
 }

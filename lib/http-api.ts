@@ -1,7 +1,15 @@
 import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
-  AccessLogField, AccessLogFormat, DomainName, EndpointType, LambdaIntegration, LogGroupLogDestination, MethodLoggingLevel,
-  ResponseType, RestApi, SecurityPolicy,
+  AccessLogField,
+  AccessLogFormat,
+  DomainName,
+  EndpointType,
+  LambdaIntegration,
+  LogGroupLogDestination,
+  MethodLoggingLevel,
+  ResponseType,
+  RestApi,
+  SecurityPolicy,
 } from 'aws-cdk-lib/aws-apigateway';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
@@ -81,20 +89,22 @@ export class HttpApi extends Construct {
         stageName: config.http.stageName,
         accessLogDestination: new LogGroupLogDestination(accessLogs),
         // No query string, header or body: they may carry codes, tokens or personal data.
-        accessLogFormat: AccessLogFormat.custom(JSON.stringify({
-          requestId: AccessLogField.contextRequestId(),
-          extendedRequestId: AccessLogField.contextExtendedRequestId(),
-          ip: AccessLogField.contextIdentitySourceIp(),
-          requestTime: AccessLogField.contextRequestTimeEpoch(),
-          method: AccessLogField.contextHttpMethod(),
-          resource: AccessLogField.contextResourcePath(),
-          status: AccessLogField.contextStatus(),
-          responseLength: AccessLogField.contextResponseLength(),
-          responseLatency: AccessLogField.contextResponseLatency(),
-          integrationLatency: AccessLogField.contextIntegrationLatency(),
-          wafStatus: AccessLogField.contextWafResponseCode(),
-          userAgent: AccessLogField.contextIdentityUserAgent(),
-        })),
+        accessLogFormat: AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: AccessLogField.contextRequestId(),
+            extendedRequestId: AccessLogField.contextExtendedRequestId(),
+            ip: AccessLogField.contextIdentitySourceIp(),
+            requestTime: AccessLogField.contextRequestTimeEpoch(),
+            method: AccessLogField.contextHttpMethod(),
+            resource: AccessLogField.contextResourcePath(),
+            status: AccessLogField.contextStatus(),
+            responseLength: AccessLogField.contextResponseLength(),
+            responseLatency: AccessLogField.contextResponseLatency(),
+            integrationLatency: AccessLogField.contextIntegrationLatency(),
+            wafStatus: AccessLogField.contextWafResponseCode(),
+            userAgent: AccessLogField.contextIdentityUserAgent(),
+          }),
+        ),
         loggingLevel: MethodLoggingLevel.ERROR,
         dataTraceEnabled: false,
         metricsEnabled: false,
@@ -133,7 +143,12 @@ export class HttpApi extends Construct {
     const functions = {} as Record<RouteGroup, NodejsFunction>;
     const aliases = {} as Record<RouteGroup, Alias>;
     for (const group of routeGroupNames) {
-      const fn = this.routeGroupFunction(group, config, { ...environment, ...macKeyEnvironment(access[group], props.macKeys) }, removalPolicy);
+      const fn = this.routeGroupFunction(
+        group,
+        config,
+        { ...environment, ...macKeyEnvironment(access[group], props.macKeys) },
+        removalPolicy,
+      );
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
       grantMacKeys(fn, access[group], props.macKeys);
@@ -163,7 +178,10 @@ export class HttpApi extends Construct {
       });
       if (customDomain.hostedZone) {
         new ARecord(this, 'DomainRecord', {
-          zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', { hostedZoneId: customDomain.hostedZone.id, zoneName: customDomain.hostedZone.name }),
+          zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', {
+            hostedZoneId: customDomain.hostedZone.id,
+            zoneName: customDomain.hostedZone.name,
+          }),
           recordName: customDomain.domainName,
           target: RecordTarget.fromAlias(new ApiGatewayDomain(this.domain)),
         });
@@ -180,7 +198,12 @@ export class HttpApi extends Construct {
     }).webAcl;
   }
 
-  private routeGroupFunction(group: RouteGroup, config: EnvironmentConfig, environment: Record<string, string>, removalPolicy: RemovalPolicy) {
+  private routeGroupFunction(
+    group: RouteGroup,
+    config: EnvironmentConfig,
+    environment: Record<string, string>,
+    removalPolicy: RemovalPolicy,
+  ) {
     const name = `svcnum-${config.name}-${group}`;
     const settings = config.http.functions[group];
     const logGroup = new LogGroup(this, `${pascal(group)}Logs`, {
@@ -193,12 +216,20 @@ export class HttpApi extends Construct {
       assumedBy: new ServicePrincipal('lambda.amazonaws.com'),
       description: `svcnum ${config.name}: the ${group} route group function`,
     });
-    role.addToPolicy(new PolicyStatement({
-      actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-      resources: [logGroup.logGroupArn],
-    }));
+    role.addToPolicy(
+      new PolicyStatement({
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [logGroup.logGroupArn],
+      }),
+    );
     return new NodejsFunction(this, `${pascal(group)}Function`, {
-      ...nodejsFunctionProps({ entry: routeManifest[group].entry, memoryMiB: settings.memoryMiB, timeoutSeconds: settings.timeoutSeconds, role, logGroup }),
+      ...nodejsFunctionProps({
+        entry: routeManifest[group].entry,
+        memoryMiB: settings.memoryMiB,
+        timeoutSeconds: settings.timeoutSeconds,
+        role,
+        logGroup,
+      }),
       functionName: name,
       description: `svcnum ${config.name}: ${Object.keys(routeManifest[group].routes).join(', ')}`,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,

@@ -25,16 +25,39 @@ import { statefulRemovalPolicy } from './util';
  * RotateKeyOnDemand and the key-material actions do not apply to asymmetric and HMAC keys.
  */
 export const KEY_ADMIN_ACTIONS = [
-  'kms:DescribeKey', 'kms:GetKeyPolicy', 'kms:GetKeyRotationStatus', 'kms:ListGrants', 'kms:ListKeyPolicies', 'kms:ListResourceTags',
-  'kms:PutKeyPolicy', 'kms:UpdateKeyDescription', 'kms:EnableKey', 'kms:DisableKey', 'kms:EnableKeyRotation', 'kms:DisableKeyRotation', 'kms:RevokeGrant',
-  'kms:CreateAlias', 'kms:UpdateAlias', 'kms:DeleteAlias', 'kms:TagResource', 'kms:UntagResource',
-  'kms:ScheduleKeyDeletion', 'kms:CancelKeyDeletion',
+  'kms:DescribeKey',
+  'kms:GetKeyPolicy',
+  'kms:GetKeyRotationStatus',
+  'kms:ListGrants',
+  'kms:ListKeyPolicies',
+  'kms:ListResourceTags',
+  'kms:PutKeyPolicy',
+  'kms:UpdateKeyDescription',
+  'kms:EnableKey',
+  'kms:DisableKey',
+  'kms:EnableKeyRotation',
+  'kms:DisableKeyRotation',
+  'kms:RevokeGrant',
+  'kms:CreateAlias',
+  'kms:UpdateAlias',
+  'kms:DeleteAlias',
+  'kms:TagResource',
+  'kms:UntagResource',
+  'kms:ScheduleKeyDeletion',
+  'kms:CancelKeyDeletion',
 ] as const;
 
 /** A key policy that lets the account administer the key and nothing else; uses are added per grantee. */
-const adminOnlyKeyPolicy = () => new PolicyDocument({
-  statements: [new PolicyStatement({ principals: [new AccountRootPrincipal()], actions: [...KEY_ADMIN_ACTIONS], resources: ['*'] })],
-});
+const adminOnlyKeyPolicy = () =>
+  new PolicyDocument({
+    statements: [
+      new PolicyStatement({
+        principals: [new AccountRootPrincipal()],
+        actions: [...KEY_ADMIN_ACTIONS],
+        resources: ['*'],
+      }),
+    ],
+  });
 
 /**
  * Grants `actions` on `keys` in both places: the grantee's IAM policy (on the key ARNs) and each
@@ -49,10 +72,14 @@ function grantKeyUse(grantee: IGrantable, keys: readonly Key[], actions: readonl
   if (!(role instanceof Role)) throw new Error('key uses are granted to roles of this stack only');
   role.addToPrincipalPolicy(new PolicyStatement({ actions: [...actions], resources: keys.map((key) => key.keyArn) }));
   for (const key of keys) {
-    key.addToResourcePolicy(new PolicyStatement({
-      principals: [new AccountRootPrincipal()], actions: [...actions], resources: ['*'],
-      conditions: { ArnEquals: { 'aws:PrincipalArn': role.roleArn } },
-    }));
+    key.addToResourcePolicy(
+      new PolicyStatement({
+        principals: [new AccountRootPrincipal()],
+        actions: [...actions],
+        resources: ['*'],
+        conditions: { ArnEquals: { 'aws:PrincipalArn': role.roleArn } },
+      }),
+    );
   }
 }
 
@@ -81,14 +108,20 @@ export class SigningKeys extends Construct {
         removalPolicy: statefulRemovalPolicy(props.retain),
         pendingWindow: Duration.days(props.retain ? 30 : 7),
       });
-      new Alias(this, `Alias-${version}`, { aliasName: `alias/svcnum-${props.environment}/signing-${version}`, targetKey: key });
+      new Alias(this, `Alias-${version}`, {
+        aliasName: `alias/svcnum-${props.environment}/signing-${version}`,
+        targetKey: key,
+      });
       return key;
     };
     this.active = create(props.active);
     this.published = props.published.map(create);
     // The stable name operators look for; it follows the active key. Processes are given the key
     // ARN, not this alias: a cached public key (kid) must always belong to the key that signs.
-    this.activeAlias = new Alias(this, 'ActiveAlias', { aliasName: `alias/svcnum-${props.environment}/signing`, targetKey: this.active });
+    this.activeAlias = new Alias(this, 'ActiveAlias', {
+      aliasName: `alias/svcnum-${props.environment}/signing`,
+      targetKey: this.active,
+    });
   }
 
   /** Every key verifiers must accept: the active one first, then the published ones. */
@@ -143,10 +176,15 @@ export class HmacKey extends Construct {
       removalPolicy: statefulRemovalPolicy(props.retain),
       pendingWindow: Duration.days(props.retain ? 30 : 7),
     });
-    this.alias = new Alias(this, 'Alias', { aliasName: `alias/svcnum-${props.environment}/${props.name}`, targetKey: this.key });
+    this.alias = new Alias(this, 'Alias', {
+      aliasName: `alias/svcnum-${props.environment}/${props.name}`,
+      targetKey: this.key,
+    });
   }
 
-  /** Exactly `actions` (lib/access.ts `mac` or `pageTokenMac`) on this key only, in the grantee's policy and the key's. */
+  /**
+   * Exactly `actions` (lib/access.ts `mac` or `pageTokenMac`) on this key only, in the grantee's policy and the key's.
+   */
   grant(grantee: IGrantable, actions: readonly MacAction[]): void {
     grantKeyUse(grantee, [this.key], actions);
   }

@@ -1,8 +1,18 @@
 import { ArnFormat, AspectPriority, Aspects, Duration, Stack, type IAspect } from 'aws-cdk-lib';
 import type { RestApi } from 'aws-cdk-lib/aws-apigateway';
 import {
-  Alarm, AlarmStatusWidget, ComparisonOperator, CompositeAlarm, Dashboard, GraphWidget, MathExpression, Metric, TextWidget, TreatMissingData,
-  type IAlarmAction, type IMetric,
+  Alarm,
+  AlarmStatusWidget,
+  ComparisonOperator,
+  CompositeAlarm,
+  Dashboard,
+  GraphWidget,
+  MathExpression,
+  Metric,
+  TextWidget,
+  TreatMissingData,
+  type IAlarmAction,
+  type IMetric,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { Table } from 'aws-cdk-lib/aws-dynamodb';
@@ -49,12 +59,20 @@ export interface MonitoringProps {
     readonly engine: WakeupEngine;
     /** The wake-up relay function. */
     readonly relay: IFunction;
-    /** SERVICE_NAME of every process that publishes wake-ups (WakeupPublishFailures, core/adapters/valkey-wakeups.ts). */
+    /**
+     * SERVICE_NAME of every process that publishes wake-ups (WakeupPublishFailures, core/adapters/valkey-wakeups.ts).
+     */
     readonly publishers: readonly string[];
-    /** SERVICE_NAME of every process that sends derived messages (DerivedMessageFailures, core/adapters/derived-failures.ts). */
+    /**
+     * SERVICE_NAME of every process that sends derived messages (DerivedMessageFailures,
+     * core/adapters/derived-failures.ts).
+     */
     readonly derivedMessageSenders: readonly string[];
   };
-  /** SERVICE_NAME of the process that allocates numbers and reports the free pool (FreeNumbers, core/adapters/metrics.ts): the gRPC task. */
+  /**
+   * SERVICE_NAME of the process that allocates numbers and reports the free pool (FreeNumbers,
+   * core/adapters/metrics.ts): the gRPC task.
+   */
   readonly poolAllocator: string;
 }
 
@@ -68,7 +86,9 @@ export const DERIVED_MESSAGE_KINDS = ['auto_reply', 'forward'] as const;
  * the task's only through a metric filter per metric (test/infra/metric-producers.test.ts matches
  * every alarm's metric to its producer). A new metric the task writes and an alarm watches goes here.
  */
-export const TASK_EMF_METRICS: Readonly<Record<string, { readonly dimensions: readonly string[]; readonly gauge?: true }>> = {
+export const TASK_EMF_METRICS: Readonly<
+  Record<string, { readonly dimensions: readonly string[]; readonly gauge?: true }>
+> = {
   KmsThrottles: { dimensions: [] },
   WakeupPublishFailures: { dimensions: [] },
   DerivedMessageFailures: { dimensions: ['kind'] },
@@ -83,7 +103,14 @@ const ENGINE_MAX_CONNECTIONS = 65_000;
  * What ElastiCache sends EventBridge directly (failovers and node replacements arrive as "Cache
  * Updated"); not the snapshot events (the engine keeps none) nor CloudTrail's API calls.
  */
-export const ENGINE_EVENT_TYPES = ['Cache Created', 'Cache Creation Failed', 'Cache Updated', 'Cache Update Failed', 'Cache Deleted', 'Cache Limit Approaching'] as const;
+export const ENGINE_EVENT_TYPES = [
+  'Cache Created',
+  'Cache Creation Failed',
+  'Cache Updated',
+  'Cache Update Failed',
+  'Cache Deleted',
+  'Cache Limit Approaching',
+] as const;
 
 /**
  * Makes every CloudWatch alarm in `scope` notify `actions` on ALARM and on OK: the alarms of
@@ -126,33 +153,51 @@ export class Monitoring extends Construct {
     const stack = Stack.of(this);
     const fromOurAlarms = {
       StringEquals: { 'aws:SourceAccount': stack.account },
-      ArnLike: { 'aws:SourceArn': stack.formatArn({ service: 'cloudwatch', resource: 'alarm', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME }) },
+      ArnLike: {
+        'aws:SourceArn': stack.formatArn({
+          service: 'cloudwatch',
+          resource: 'alarm',
+          resourceName: '*',
+          arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+        }),
+      },
     };
     const topicKey = new Key(this, 'TopicKey', {
       description: `${prefix}: encrypts the alarm topic`,
       enableKeyRotation: true,
       removalPolicy: statefulRemovalPolicy(config.retainData),
     });
-    topicKey.addToResourcePolicy(new PolicyStatement({
-      principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
-      actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
-      resources: ['*'],
-      conditions: fromOurAlarms,
-    }));
-    this.topic = new Topic(this, 'AlarmTopic', { topicName: `${prefix}-alarms`, masterKey: topicKey, enforceSSL: true });
+    topicKey.addToResourcePolicy(
+      new PolicyStatement({
+        principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+        conditions: fromOurAlarms,
+      }),
+    );
+    this.topic = new Topic(this, 'AlarmTopic', {
+      topicName: `${prefix}-alarms`,
+      masterKey: topicKey,
+      enforceSSL: true,
+    });
     // The topic's policy replaces SNS's default one (which lets the account's principals publish):
     // without this statement no alarm could publish.
-    this.topic.addToResourcePolicy(new PolicyStatement({
-      principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
-      actions: ['sns:Publish'],
-      resources: [this.topic.topicArn],
-      conditions: fromOurAlarms,
-    }));
+    this.topic.addToResourcePolicy(
+      new PolicyStatement({
+        principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [this.topic.topicArn],
+        conditions: fromOurAlarms,
+      }),
+    );
     // SNS decrypts before it delivers: mail and HTTPS subscribers need no key access. Each
     // subscription waits for its confirmation (docs/deploying.md, "Alarms reach people").
     for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
-    for (const url of config.alarms.httpsEndpoints) this.topic.addSubscription(new UrlSubscription(url, { protocol: SubscriptionProtocol.HTTPS }));
-    const existingTopics = config.alarms.topicArns.map((arn, index) => Topic.fromTopicArn(this, `ExtraTopic${index}`, arn));
+    for (const url of config.alarms.httpsEndpoints)
+      this.topic.addSubscription(new UrlSubscription(url, { protocol: SubscriptionProtocol.HTTPS }));
+    const existingTopics = config.alarms.topicArns.map((arn, index) =>
+      Topic.fromTopicArn(this, `ExtraTopic${index}`, arn),
+    );
     this.actions = [this.topic, ...existingTopics].map((topic) => new SnsAction(topic));
     notifyOperators(Stack.of(this), this.actions);
 
@@ -167,7 +212,13 @@ export class Monitoring extends Construct {
       targets: [this.topic, ...existingTopics].map((topic) => new SnsTopic(topic, { authorizeUsingRole: true })),
     });
 
-    const alarm = (id: string, description: string, metric: IMetric, threshold: number, options: { periods?: number; datapoints?: number; below?: boolean; missing?: TreatMissingData } = {}) => {
+    const alarm = (
+      id: string,
+      description: string,
+      metric: IMetric,
+      threshold: number,
+      options: { periods?: number; datapoints?: number; below?: boolean; missing?: TreatMissingData } = {},
+    ) => {
       const created = new Alarm(this, id, {
         alarmName: `${prefix}-${id}`,
         alarmDescription: description,
@@ -175,8 +226,11 @@ export class Monitoring extends Construct {
         threshold,
         evaluationPeriods: options.periods ?? 1,
         datapointsToAlarm: options.datapoints ?? options.periods ?? 1,
-        comparisonOperator: options.below ? ComparisonOperator.LESS_THAN_THRESHOLD : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: options.missing ?? (options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING),
+        comparisonOperator: options.below
+          ? ComparisonOperator.LESS_THAN_THRESHOLD
+          : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData:
+          options.missing ?? (options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING),
       });
       this.alarms.push(created);
       return created;
@@ -189,22 +243,49 @@ export class Monitoring extends Construct {
       label: '5xx, % of requests',
       period: FIVE_MINUTES,
     });
-    alarm('Api5xxRate', `More than ${config.alarms.api5xxPercent}% of API requests answered 5xx`, api5xxPercent, config.alarms.api5xxPercent, { periods: 3, datapoints: 2 });
+    alarm(
+      'Api5xxRate',
+      `More than ${config.alarms.api5xxPercent}% of API requests answered 5xx`,
+      api5xxPercent,
+      config.alarms.api5xxPercent,
+      { periods: 3, datapoints: 2 },
+    );
     const tokenLatency = new Metric({
       namespace: 'AWS/ApiGateway',
       metricName: 'Latency',
-      dimensionsMap: { ApiName: api.restApiName, Stage: api.deploymentStage.stageName, Resource: '/oauth/token', Method: 'POST' },
+      dimensionsMap: {
+        ApiName: api.restApiName,
+        Stage: api.deploymentStage.stageName,
+        Resource: '/oauth/token',
+        Method: 'POST',
+      },
       statistic: 'p99',
       period: FIVE_MINUTES,
       label: 'POST /oauth/token p99 (ms)',
     });
-    alarm('TokenLatencyP99', `p99 latency of POST /oauth/token above ${config.alarms.tokenP99Ms} ms`, tokenLatency, config.alarms.tokenP99Ms, { periods: 3, datapoints: 2 });
+    alarm(
+      'TokenLatencyP99',
+      `p99 latency of POST /oauth/token above ${config.alarms.tokenP99Ms} ms`,
+      tokenLatency,
+      config.alarms.tokenP99Ms,
+      { periods: 3, datapoints: 2 },
+    );
 
     // Lambda: errors and throttles of every function.
     for (const [group, fn] of Object.entries(props.functions)) {
       const name = group[0]!.toUpperCase() + group.slice(1);
-      alarm(`${name}Errors`, `The ${group} function failed ${config.alarms.lambdaErrors}+ times in 5 minutes`, fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }), config.alarms.lambdaErrors);
-      alarm(`${name}Throttles`, `The ${group} function was throttled`, fn.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' }), 1);
+      alarm(
+        `${name}Errors`,
+        `The ${group} function failed ${config.alarms.lambdaErrors}+ times in 5 minutes`,
+        fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }),
+        config.alarms.lambdaErrors,
+      );
+      alarm(
+        `${name}Throttles`,
+        `The ${group} function was throttled`,
+        fn.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' }),
+        1,
+      );
     }
 
     // DynamoDB: throttled reads or writes on any table (on-demand tables throttle on hot
@@ -232,45 +313,113 @@ export class Monitoring extends Construct {
     const kmsThrottles = new MathExpression({
       // At most 10 metrics per alarm: 7 route groups and the task today.
       expression: props.kmsServices.map((_, index) => `FILL(kms${index}, 0)`).join(' + '),
-      usingMetrics: Object.fromEntries(props.kmsServices.map((service, index) => [`kms${index}`, new Metric({
-        namespace: props.metricsNamespace, metricName: 'KmsThrottles', dimensionsMap: { service }, statistic: 'Sum', period: FIVE_MINUTES,
-      })])),
+      usingMetrics: Object.fromEntries(
+        props.kmsServices.map((service, index) => [
+          `kms${index}`,
+          new Metric({
+            namespace: props.metricsNamespace,
+            metricName: 'KmsThrottles',
+            dimensionsMap: { service },
+            statistic: 'Sum',
+            period: FIVE_MINUTES,
+          }),
+        ]),
+      ),
       label: 'KMS throttles',
       period: FIVE_MINUTES,
     });
-    alarm('KmsThrottles', 'KMS throttled calls (signing near the account\'s KMS request quota; see docs/deploying.md)', kmsThrottles, 1);
+    alarm(
+      'KmsThrottles',
+      "KMS throttled calls (signing near the account's KMS request quota; see docs/deploying.md)",
+      kmsThrottles,
+      1,
+    );
 
     // Wake-ups: the engine's nodes (the busiest one counts), the relay, and what writers could not
     // publish or send. None of these loses a message (DynamoDB has it); they slow delivery to the
     // safety-net poll, or (derived messages) an auto-reply or forward was not stored.
     const { engine, relay } = props.wakeups;
-    const nodes = Array.from({ length: 1 + config.wakeups.replicas }, (_, index) => `${engine.replicationGroupId}-${String(index + 1).padStart(3, '0')}`);
+    const nodes = Array.from(
+      { length: 1 + config.wakeups.replicas },
+      (_, index) => `${engine.replicationGroupId}-${String(index + 1).padStart(3, '0')}`,
+    );
     // Ids unique per metric: the dashboard graphs several of these expressions together.
-    const busiestNode = (id: string, metricName: string, label: string, statistic = 'Average') => new MathExpression({
-      expression: nodes.length === 1 ? `${id}0` : `MAX([${nodes.map((_, index) => `${id}${index}`).join(', ')}])`,
-      usingMetrics: Object.fromEntries(nodes.map((node, index) => [`${id}${index}`, new Metric({
-        namespace: 'AWS/ElastiCache', metricName, dimensionsMap: { CacheClusterId: node }, statistic, period: FIVE_MINUTES,
-      })])),
-      label,
-      period: FIVE_MINUTES,
-    });
+    const busiestNode = (id: string, metricName: string, label: string, statistic = 'Average') =>
+      new MathExpression({
+        expression: nodes.length === 1 ? `${id}0` : `MAX([${nodes.map((_, index) => `${id}${index}`).join(', ')}])`,
+        usingMetrics: Object.fromEntries(
+          nodes.map((node, index) => [
+            `${id}${index}`,
+            new Metric({
+              namespace: 'AWS/ElastiCache',
+              metricName,
+              dimensionsMap: { CacheClusterId: node },
+              statistic,
+              period: FIVE_MINUTES,
+            }),
+          ]),
+        ),
+        label,
+        period: FIVE_MINUTES,
+      });
     const engineCpu = busiestNode('cpu', 'EngineCPUUtilization', 'engine CPU %');
     const engineMemory = busiestNode('memory', 'DatabaseMemoryUsagePercentage', 'engine memory %', 'Maximum');
     const engineConnections = busiestNode('connections', 'CurrConnections', 'engine connections', 'Maximum');
-    alarm('WakeupEngineCpu', 'The wake-up engine\'s busiest node uses 80%+ of its engine thread', engineCpu, 80, { periods: 3, datapoints: 2 });
-    alarm('WakeupEngineMemory', 'The wake-up engine uses 80%+ of its memory (it stores nothing: output buffers of slow subscribers?)', engineMemory, 80, { periods: 2 });
-    alarm('WakeupEngineConnections', `The wake-up engine nears its connection limit (${ENGINE_MAX_CONNECTIONS} per node)`, engineConnections, ENGINE_MAX_CONNECTIONS * 0.8);
-    alarm('WakeupRelayErrors', `The wake-up relay failed ${config.alarms.lambdaErrors}+ times in 5 minutes (its batches are retried twice, then dropped)`, relay.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }), config.alarms.lambdaErrors);
-    const iteratorAge = relay.metric('IteratorAge', { period: ONE_MINUTE, statistic: 'Maximum', label: 'relay iterator age (ms)' });
-    alarm('WakeupRelayIteratorAge', 'The wake-up relay lags the messages stream by 30 s+ (wake-ups of HTTP-sent messages arrive after the safety-net poll)', iteratorAge, 30_000, { periods: 3, datapoints: 2 });
-    const emfSum = (id: string, metricName: string, label: string, series: ReadonlyArray<Record<string, string>>) => new MathExpression({
-      expression: series.map((_, index) => `FILL(${id}${index}, 0)`).join(' + '),
-      usingMetrics: Object.fromEntries(series.map((dimensionsMap, index) => [`${id}${index}`, new Metric({
-        namespace: props.metricsNamespace, metricName, dimensionsMap, statistic: 'Sum', period: FIVE_MINUTES,
-      })])),
-      label,
-      period: FIVE_MINUTES,
+    alarm('WakeupEngineCpu', "The wake-up engine's busiest node uses 80%+ of its engine thread", engineCpu, 80, {
+      periods: 3,
+      datapoints: 2,
     });
+    alarm(
+      'WakeupEngineMemory',
+      'The wake-up engine uses 80%+ of its memory (it stores nothing: output buffers of slow subscribers?)',
+      engineMemory,
+      80,
+      { periods: 2 },
+    );
+    alarm(
+      'WakeupEngineConnections',
+      `The wake-up engine nears its connection limit (${ENGINE_MAX_CONNECTIONS} per node)`,
+      engineConnections,
+      ENGINE_MAX_CONNECTIONS * 0.8,
+    );
+    alarm(
+      'WakeupRelayErrors',
+      `The wake-up relay failed ${config.alarms.lambdaErrors}+ times in 5 minutes (its batches are retried twice, ` +
+        `then dropped)`,
+      relay.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }),
+      config.alarms.lambdaErrors,
+    );
+    const iteratorAge = relay.metric('IteratorAge', {
+      period: ONE_MINUTE,
+      statistic: 'Maximum',
+      label: 'relay iterator age (ms)',
+    });
+    alarm(
+      'WakeupRelayIteratorAge',
+      'The wake-up relay lags the messages stream by 30 s+ (wake-ups of HTTP-sent messages arrive after the ' +
+        'safety-net poll)',
+      iteratorAge,
+      30_000,
+      { periods: 3, datapoints: 2 },
+    );
+    const emfSum = (id: string, metricName: string, label: string, series: ReadonlyArray<Record<string, string>>) =>
+      new MathExpression({
+        expression: series.map((_, index) => `FILL(${id}${index}, 0)`).join(' + '),
+        usingMetrics: Object.fromEntries(
+          series.map((dimensionsMap, index) => [
+            `${id}${index}`,
+            new Metric({
+              namespace: props.metricsNamespace,
+              metricName,
+              dimensionsMap,
+              statistic: 'Sum',
+              period: FIVE_MINUTES,
+            }),
+          ]),
+        ),
+        label,
+        period: FIVE_MINUTES,
+      });
     // The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's.
     for (const [metricName, { dimensions, gauge }] of Object.entries(TASK_EMF_METRICS)) {
       new MetricFilter(this, `Task${metricName}`, {
@@ -282,62 +431,176 @@ export class Monitoring extends Construct {
         dimensions: Object.fromEntries(['service', ...dimensions].map((dimension) => [dimension, `$.${dimension}`])),
       });
     }
-    const publishFailures = emfSum('published', 'WakeupPublishFailures', 'wake-ups not published', props.wakeups.publishers.map((service) => ({ service })));
-    alarm('WakeupPublishFailures', 'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll', publishFailures, 1, { periods: 3, datapoints: 2 });
-    const derivedFailures = emfSum('derived', 'DerivedMessageFailures', 'derived messages failed', props.wakeups.derivedMessageSenders.flatMap((service) => DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind }))));
-    alarm('DerivedMessageFailures', 'An auto-reply or forward could not be stored (the original message was; see the log line "derived message failed")', derivedFailures, 1);
+    const publishFailures = emfSum(
+      'published',
+      'WakeupPublishFailures',
+      'wake-ups not published',
+      props.wakeups.publishers.map((service) => ({ service })),
+    );
+    alarm(
+      'WakeupPublishFailures',
+      'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll',
+      publishFailures,
+      1,
+      { periods: 3, datapoints: 2 },
+    );
+    const derivedFailures = emfSum(
+      'derived',
+      'DerivedMessageFailures',
+      'derived messages failed',
+      props.wakeups.derivedMessageSenders.flatMap((service) =>
+        DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind })),
+      ),
+    );
+    alarm(
+      'DerivedMessageFailures',
+      'An auto-reply or forward could not be stored (the original message was; see the log line "derived message ' +
+        'failed")',
+      derivedFailures,
+      1,
+    );
 
     // The free pool, as the task's pool queries see it (each allocation that needs a query reports
     // it): below the setting, every owner may soon be refused numbers. No reading means no
     // allocation, so the pool did not shrink: the alarm keeps its state. Its producer: the task's
     // metric filter (TASK_EMF_METRICS).
     const freeNumbers = new Metric({
-      namespace: props.metricsNamespace, metricName: 'FreeNumbers', dimensionsMap: { service: props.poolAllocator }, statistic: 'Minimum', period: FIVE_MINUTES,
+      namespace: props.metricsNamespace,
+      metricName: 'FreeNumbers',
+      dimensionsMap: { service: props.poolAllocator },
+      statistic: 'Minimum',
+      period: FIVE_MINUTES,
     });
-    alarm('FreeNumbersLow', `Fewer than ${config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) before creates fail with "no number is free"`,
-      freeNumbers, config.numberPool.lowAlarm, { below: true, missing: TreatMissingData.IGNORE });
+    alarm(
+      'FreeNumbersLow',
+      `Fewer than ${config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) before ` +
+        `creates fail with "no number is free"`,
+      freeNumbers,
+      config.numberPool.lowAlarm,
+      { below: true, missing: TreatMissingData.IGNORE },
+    );
 
     // gRPC: unhealthy targets, and no healthy target at all.
     const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });
     const healthy = props.targetGroup.metrics.healthyHostCount({ statistic: 'Minimum', period: ONE_MINUTE });
-    alarm('GrpcUnhealthyTargets', 'A gRPC task fails the NLB health check', unhealthy, 1, { periods: 3, datapoints: 2 });
-    alarm('GrpcNoHealthyTargets', 'No gRPC task is healthy: the provisioning API is down', healthy, 1, { periods: 2, below: true });
+    alarm('GrpcUnhealthyTargets', 'A gRPC task fails the NLB health check', unhealthy, 1, {
+      periods: 3,
+      datapoints: 2,
+    });
+    alarm('GrpcNoHealthyTargets', 'No gRPC task is healthy: the provisioning API is down', healthy, 1, {
+      periods: 2,
+      below: true,
+    });
 
     const fns = Object.entries(props.functions);
     this.dashboard = new Dashboard(this, 'Dashboard', {
       dashboardName: prefix,
       defaultInterval: Duration.hours(3),
       widgets: [
-        [new TextWidget({ markdown: `# svcnum ${config.name}\nHTTP (API Gateway → Lambda), gRPC (NLB → Fargate), DynamoDB, alarms.`, width: 24, height: 2 })],
+        [
+          new TextWidget({
+            markdown: `# svcnum ${config.name}\nHTTP (API Gateway → Lambda), gRPC (NLB → Fargate), DynamoDB, alarms.`,
+            width: 24,
+            height: 2,
+          }),
+        ],
         [new AlarmStatusWidget({ title: 'Alarms', alarms: this.alarms, width: 24, height: 4 })],
         [
-          new GraphWidget({ title: 'API requests', left: [api.metricCount({ period: ONE_MINUTE })], right: [api.metricClientError({ period: ONE_MINUTE }), api.metricServerError({ period: ONE_MINUTE })], width: 8 }),
+          new GraphWidget({
+            title: 'API requests',
+            left: [api.metricCount({ period: ONE_MINUTE })],
+            right: [api.metricClientError({ period: ONE_MINUTE }), api.metricServerError({ period: ONE_MINUTE })],
+            width: 8,
+          }),
           new GraphWidget({ title: 'API 5xx %', left: [api5xxPercent], width: 8 }),
-          new GraphWidget({ title: 'Token endpoint latency', left: [tokenLatency, tokenLatency.with({ statistic: 'p50', label: 'p50 (ms)' })], width: 8 }),
+          new GraphWidget({
+            title: 'Token endpoint latency',
+            left: [tokenLatency, tokenLatency.with({ statistic: 'p50', label: 'p50 (ms)' })],
+            width: 8,
+          }),
         ],
         [
-          new GraphWidget({ title: 'Lambda invocations', left: fns.map(([group, fn]) => fn.metricInvocations({ period: ONE_MINUTE, label: group })), width: 8 }),
-          new GraphWidget({ title: 'Lambda errors / throttles', left: fns.map(([group, fn]) => fn.metricErrors({ period: ONE_MINUTE, label: `${group} errors` })), right: fns.map(([group, fn]) => fn.metricThrottles({ period: ONE_MINUTE, label: `${group} throttles` })), width: 8 }),
-          new GraphWidget({ title: 'Lambda duration p99 (ms)', left: fns.map(([group, fn]) => fn.metricDuration({ period: ONE_MINUTE, statistic: 'p99', label: group })), width: 8 }),
+          new GraphWidget({
+            title: 'Lambda invocations',
+            left: fns.map(([group, fn]) => fn.metricInvocations({ period: ONE_MINUTE, label: group })),
+            width: 8,
+          }),
+          new GraphWidget({
+            title: 'Lambda errors / throttles',
+            left: fns.map(([group, fn]) => fn.metricErrors({ period: ONE_MINUTE, label: `${group} errors` })),
+            right: fns.map(([group, fn]) => fn.metricThrottles({ period: ONE_MINUTE, label: `${group} throttles` })),
+            width: 8,
+          }),
+          new GraphWidget({
+            title: 'Lambda duration p99 (ms)',
+            left: fns.map(([group, fn]) => fn.metricDuration({ period: ONE_MINUTE, statistic: 'p99', label: group })),
+            width: 8,
+          }),
         ],
         [
-          new GraphWidget({ title: 'gRPC targets', left: [healthy.with({ label: 'healthy' }), unhealthy.with({ label: 'unhealthy' })], width: 8 }),
-          new GraphWidget({ title: 'NLB flows', left: [props.loadBalancer.metrics.activeFlowCount({ period: ONE_MINUTE }), props.loadBalancer.metrics.newFlowCount({ period: ONE_MINUTE })], right: [props.loadBalancer.metrics.tcpTargetResetCount({ period: ONE_MINUTE })], width: 8 }),
-          new GraphWidget({ title: 'Fargate CPU / memory %', left: [props.service.metricCpuUtilization({ period: ONE_MINUTE }), props.service.metricMemoryUtilization({ period: ONE_MINUTE })], width: 8 }),
+          new GraphWidget({
+            title: 'gRPC targets',
+            left: [healthy.with({ label: 'healthy' }), unhealthy.with({ label: 'unhealthy' })],
+            width: 8,
+          }),
+          new GraphWidget({
+            title: 'NLB flows',
+            left: [
+              props.loadBalancer.metrics.activeFlowCount({ period: ONE_MINUTE }),
+              props.loadBalancer.metrics.newFlowCount({ period: ONE_MINUTE }),
+            ],
+            right: [props.loadBalancer.metrics.tcpTargetResetCount({ period: ONE_MINUTE })],
+            width: 8,
+          }),
+          new GraphWidget({
+            title: 'Fargate CPU / memory %',
+            left: [
+              props.service.metricCpuUtilization({ period: ONE_MINUTE }),
+              props.service.metricMemoryUtilization({ period: ONE_MINUTE }),
+            ],
+            width: 8,
+          }),
         ],
         [
-          new GraphWidget({ title: 'DynamoDB throttled requests', left: throttleMetrics, right: [kmsThrottles], width: 12 }),
+          new GraphWidget({
+            title: 'DynamoDB throttled requests',
+            left: throttleMetrics,
+            right: [kmsThrottles],
+            width: 12,
+          }),
           new GraphWidget({
             title: 'DynamoDB consumed capacity (hot tables)',
-            left: (['codes', 'grants', 'users', 'sessions'] as const).filter((key) => key in props.tables).map((key) => props.tables[key].metricConsumedReadCapacityUnits({ period: ONE_MINUTE, label: `${key} read` })),
-            right: (['codes', 'grants', 'users', 'sessions'] as const).filter((key) => key in props.tables).map((key) => props.tables[key].metricConsumedWriteCapacityUnits({ period: ONE_MINUTE, label: `${key} write` })),
+            left: (['codes', 'grants', 'users', 'sessions'] as const)
+              .filter((key) => key in props.tables)
+              .map((key) =>
+                props.tables[key].metricConsumedReadCapacityUnits({ period: ONE_MINUTE, label: `${key} read` }),
+              ),
+            right: (['codes', 'grants', 'users', 'sessions'] as const)
+              .filter((key) => key in props.tables)
+              .map((key) =>
+                props.tables[key].metricConsumedWriteCapacityUnits({ period: ONE_MINUTE, label: `${key} write` }),
+              ),
             width: 12,
           }),
         ],
         [
-          new GraphWidget({ title: 'Wake-up engine (busiest node)', left: [engineCpu, engineMemory], right: [engineConnections], width: 8 }),
-          new GraphWidget({ title: 'Wake-up relay', left: [relay.metricInvocations({ period: ONE_MINUTE }), relay.metricErrors({ period: ONE_MINUTE })], right: [iteratorAge], width: 8 }),
-          new GraphWidget({ title: 'Wake-ups not published / derived messages failed', left: [publishFailures, derivedFailures], width: 8 }),
+          new GraphWidget({
+            title: 'Wake-up engine (busiest node)',
+            left: [engineCpu, engineMemory],
+            right: [engineConnections],
+            width: 8,
+          }),
+          new GraphWidget({
+            title: 'Wake-up relay',
+            left: [relay.metricInvocations({ period: ONE_MINUTE }), relay.metricErrors({ period: ONE_MINUTE })],
+            right: [iteratorAge],
+            width: 8,
+          }),
+          new GraphWidget({
+            title: 'Wake-ups not published / derived messages failed',
+            left: [publishFailures, derivedFailures],
+            width: 8,
+          }),
         ],
       ],
     });

@@ -23,65 +23,87 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
     {
       path: 'Http/Api',
       id: 'AwsSolutions-APIG2',
-      reason: 'Every handler validates its own input and answers in the protocol\'s format (RFC 6749/6750 JSON errors, error pages); '
-        + 'an API Gateway validator would answer with its own non-OAuth body and cannot express the rules (repeated parameters, lengths, PKCE).',
+      reason:
+        "Every handler validates its own input and answers in the protocol's format (RFC 6749/6750 JSON errors, " +
+        'error pages); ' +
+        'an API Gateway validator would answer with its own non-OAuth body and cannot express the rules (repeated ' +
+        'parameters, lengths, PKCE).',
     },
     {
       path: 'Http/Api',
       id: 'AwsSolutions-APIG4',
-      reason: 'These are the OAuth 2.0 / OpenID Connect endpoints and the sign-in pages: they authenticate at the protocol level '
-        + '(PKCE, client secrets, bearer access tokens, session cookies) and must be reachable without an API Gateway authorizer. '
-        + '/api/resolve and /api/discover are public by specification and rate-limited per IP by the WAF.',
+      reason:
+        'These are the OAuth 2.0 / OpenID Connect endpoints and the sign-in pages: they authenticate at the ' +
+        'protocol level ' +
+        '(PKCE, client secrets, bearer access tokens, session cookies) and must be reachable without an API ' +
+        'Gateway authorizer. ' +
+        '/api/resolve and /api/discover are public by specification and rate-limited per IP by the WAF.',
     },
     {
       path: 'Http/Api',
       id: 'AwsSolutions-COG4',
-      reason: 'This service is itself the identity provider; a Cognito user pool authorizer does not apply to its OAuth endpoints (see APIG4).',
+      reason:
+        'This service is itself the identity provider; a Cognito user pool authorizer does not apply to its OAuth ' +
+        'endpoints (see APIG4).',
     },
     {
       path: 'Http/Api/CloudWatchRole',
       id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
-      reason: 'The account-level role API Gateway needs to write execution logs (ERROR level; APIG6). AWS documents this managed policy for it; '
-        + 'it grants CloudWatch Logs writes only.',
+      reason:
+        'The account-level role API Gateway needs to write execution logs (ERROR level; APIG6). AWS documents this ' +
+        'managed policy for it; ' +
+        'it grants CloudWatch Logs writes only.',
     },
     ...groups.map((name) => ({
       path: `Http/${name}Function`,
       id: 'AwsSolutions-L1',
-      reason: 'nodejs22.x is chosen deliberately: the design targets Node 22 in Lambda and in the Fargate image (node:22) '
-        + 'while CI runs Node 20, so one code base runs on all three. Moving to nodejs24.x is a separate, tested change.',
+      reason:
+        'nodejs22.x is chosen deliberately: the design targets Node 22 in Lambda and in the Fargate image (node:22) ' +
+        'while CI runs Node 20, so one code base runs on all three. Moving to nodejs24.x is a separate, tested change.',
     })),
     {
       path: 'PublicKeys/Function',
       id: 'AwsSolutions-L1',
-      reason: 'The deploy-time custom resource that publishes the signing keys\' public keys runs on nodejs22.x like the route group '
-        + 'functions (see their L1 acknowledgment); it runs once per deploy that changes the key set.',
+      reason:
+        "The deploy-time custom resource that publishes the signing keys' public keys runs on nodejs22.x like the " +
+        'route group ' +
+        'functions (see their L1 acknowledgment); it runs once per deploy that changes the key set.',
     },
     {
       path: 'Provisioning/Task/ExecutionRole',
       id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'ecr:GetAuthorizationToken has no resource-level permissions (IAM reference: resource type "*"); '
-        + 'the image pull itself (ecr:BatchGetImage, GetDownloadUrlForLayer, BatchCheckLayerAvailability) is limited to the asset repository.',
+      reason:
+        'ecr:GetAuthorizationToken has no resource-level permissions (IAM reference: resource type "*"); ' +
+        'the image pull itself (ecr:BatchGetImage, GetDownloadUrlForLayer, BatchCheckLayerAvailability) is limited ' +
+        'to the asset repository.',
     },
     {
       path: 'Provisioning/Task',
       id: 'AwsSolutions-ECS2',
-      reason: 'The environment holds configuration only (issuer URL, table prefix, KMS key ARNs, ports, log level), no secret: '
-        + 'the service has no secret of its own (signing is done by KMS, tables are reached with the task role).',
+      reason:
+        'The environment holds configuration only (issuer URL, table prefix, KMS key ARNs, ports, log level), no ' +
+        'secret: ' +
+        'the service has no secret of its own (signing is done by KMS, tables are reached with the task role).',
     },
     {
       path: 'Provisioning/NlbAccessLogs',
       id: 'AwsSolutions-S1',
-      reason: 'This bucket receives the NLB access logs; logging access to it into yet another bucket would only add a bucket without '
-        + 'an audit need (it is private, SSL-only, versionless, objects expire with the log retention).',
+      reason:
+        'This bucket receives the NLB access logs; logging access to it into yet another bucket would only add a ' +
+        'bucket without ' +
+        'an audit need (it is private, SSL-only, versionless, objects expire with the log retention).',
     },
   ];
   list.push(
     {
       path: 'Wakeups/ReplicationGroup',
       id: 'AwsSolutions-AEC6',
-      reason: 'The engine authenticates by IAM through RBAC (a user group whose only enabled user has authentication type iam; the default '
-        + 'user is off), which replaces the Redis AUTH token this rule looks for: no password exists to leak or rotate, and each connection is '
-        + 'signed by the task role or the relay role (elasticache:Connect on this replication group and user only).',
+      reason:
+        'The engine authenticates by IAM through RBAC (a user group whose only enabled user has authentication ' +
+        'type iam; the default ' +
+        'user is off), which replaces the Redis AUTH token this rule looks for: no password exists to leak or ' +
+        'rotate, and each connection is ' +
+        'signed by the task role or the relay role (elasticache:Connect on this replication group and user only).',
     },
     {
       path: 'WakeupRelay/Function',
@@ -91,32 +113,45 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
     {
       path: 'WakeupRelay/Role',
       id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'dynamodb:ListStreams, which the Lambda event source mapping needs, is granted on "*" by CDK\'s stream grant: it lists stream ARNs '
-        + 'and reads nothing; reading the stream (DescribeStream, GetRecords, GetShardIterator) is limited to the messages table\'s stream. '
-        + 'The EC2 network-interface actions Lambda needs for a function in a VPC are on "*": the Describe actions have no resource type and '
-        + 'the interfaces are Lambda\'s, unknown to the template (the EC2 part of AWSLambdaVPCAccessExecutionRole, without its logs actions on every log group).',
+      reason:
+        'dynamodb:ListStreams, which the Lambda event source mapping needs, is granted on "*" by CDK\'s stream ' +
+        'grant: it lists stream ARNs ' +
+        'and reads nothing; reading the stream (DescribeStream, GetRecords, GetShardIterator) is limited to the ' +
+        "messages table's stream. " +
+        'The EC2 network-interface actions Lambda needs for a function in a VPC are on "*": the Describe actions ' +
+        'have no resource type and ' +
+        "the interfaces are Lambda's, unknown to the template (the EC2 part of AWSLambdaVPCAccessExecutionRole, " +
+        'without its logs actions on every log group).',
     },
     {
       path: 'Monitoring/WakeupEngineEvents/EventsRole',
       id: 'AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
-      reason: 'The role EventBridge publishes ElastiCache events with: SNS encrypts each message with a data key of the topic\'s key '
-        + '(kms:GenerateDataKey* as the SNS documentation gives it), on that one key only.',
+      reason:
+        'The role EventBridge publishes ElastiCache events with: SNS encrypts each message with a data key of the ' +
+        "topic's key " +
+        '(kms:GenerateDataKey* as the SNS documentation gives it), on that one key only.',
     },
   );
   if (config.wakeups.replicas === 0) {
     list.push({
       path: 'Wakeups/ReplicationGroup',
       id: 'AwsSolutions-AEC4',
-      reason: 'One node in this environment by choice (lib/config.ts wakeups.replicas): the engine stores nothing, and while it is down or '
-        + 'replaced, wake-ups fall back to the streams\' safety-net poll (delivery slower, nothing lost). Production runs a replica in a second AZ.',
+      reason:
+        'One node in this environment by choice (lib/config.ts wakeups.replicas): the engine stores nothing, and ' +
+        'while it is down or ' +
+        "replaced, wake-ups fall back to the streams' safety-net poll (delivery slower, nothing lost). Production " +
+        'runs a replica in a second AZ.',
     });
   }
   if (config.lambdaReleases.traffic === 'canary') {
     list.push({
       path: 'Releases/DeployRole',
       id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited]',
-      reason: 'The role CodeDeploy assumes to shift the live aliases (lib/releases.ts). AWS documents this managed policy for Lambda deployments: '
-        + 'read and update aliases, read alarms, invoke hook functions named CodeDeployHook_*; it grants no data or key access.',
+      reason:
+        'The role CodeDeploy assumes to shift the live aliases (lib/releases.ts). AWS documents this managed ' +
+        'policy for Lambda deployments: ' +
+        'read and update aliases, read alarms, invoke hook functions named CodeDeployHook_*; it grants no data or ' +
+        'key access.',
     });
   }
   if (config.http.tracing) {
@@ -124,8 +159,10 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
       list.push({
         path: `Http/${name}Role`,
         id: 'AwsSolutions-IAM5[Resource::*]',
-        reason: 'X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level permissions, so '
-          + 'their resource is "*". Every other statement of this role names its log group, tables, indexes or keys.',
+        reason:
+          'X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level ' +
+          'permissions, so ' +
+          'their resource is "*". Every other statement of this role names its log group, tables, indexes or keys.',
       });
     }
   }
@@ -133,9 +170,12 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
     list.push({
       path: 'Provisioning/NlbSecurityGroup',
       id: 'AwsSolutions-EC23',
-      reason: 'The provisioning API is a public, internet-facing gRPC endpoint for partners\' backends: port 443 only, TLS at the NLB, '
-        + 'every call authenticated with a client-credentials bearer token. Restrict grpc.allowedCidrs in the settings file where '
-        + 'the callers\' addresses are known.',
+      reason:
+        "The provisioning API is a public, internet-facing gRPC endpoint for partners' backends: port 443 only, " +
+        'TLS at the NLB, ' +
+        'every call authenticated with a client-credentials bearer token. Restrict grpc.allowedCidrs in the ' +
+        'settings file where ' +
+        "the callers' addresses are known.",
     });
   }
   return list;
@@ -145,7 +185,10 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
 export function applyNagSuppressions(stack: Stack, config: EnvironmentConfig): void {
   for (const acknowledgment of acknowledgments(config)) {
     const target = findPath(stack, acknowledgment.path);
-    if (!target) throw new Error(`cdk-nag acknowledgment ${acknowledgment.id}: no construct ${stack.stackName}/${acknowledgment.path}`);
+    if (!target)
+      throw new Error(
+        `cdk-nag acknowledgment ${acknowledgment.id}: no construct ${stack.stackName}/${acknowledgment.path}`,
+      );
     Validations.of(target).acknowledge({ id: acknowledgment.id, reason: acknowledgment.reason });
   }
 }

@@ -1,15 +1,39 @@
 import { Duration, Stack } from 'aws-cdk-lib';
 import {
-  FlowLogDestination, FlowLogTrafficType, GatewayVpcEndpointAwsService, InterfaceVpcEndpointAwsService, IpAddresses, Peer, Port,
-  SecurityGroup, SubnetType, Vpc,
+  FlowLogDestination,
+  FlowLogTrafficType,
+  GatewayVpcEndpointAwsService,
+  InterfaceVpcEndpointAwsService,
+  IpAddresses,
+  Peer,
+  Port,
+  SecurityGroup,
+  SubnetType,
+  Vpc,
 } from 'aws-cdk-lib/aws-ec2';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import {
-  Cluster, ContainerImage, type ContainerDefinition, ContainerInsights, CpuArchitecture, FargatePlatformVersion, FargateService, FargateTaskDefinition,
-  LogDrivers, OperatingSystemFamily, PropagatedTagSource, Protocol as EcsProtocol,
+  Cluster,
+  ContainerImage,
+  type ContainerDefinition,
+  ContainerInsights,
+  CpuArchitecture,
+  FargatePlatformVersion,
+  FargateService,
+  FargateTaskDefinition,
+  LogDrivers,
+  OperatingSystemFamily,
+  PropagatedTagSource,
+  Protocol as EcsProtocol,
 } from 'aws-cdk-lib/aws-ecs';
 import {
-  AlpnPolicy, ListenerCertificate, NetworkLoadBalancer, NetworkTargetGroup, Protocol, SslPolicy, TargetType,
+  AlpnPolicy,
+  ListenerCertificate,
+  NetworkLoadBalancer,
+  NetworkTargetGroup,
+  Protocol,
+  SslPolicy,
+  TargetType,
 } from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import { AnyPrincipal, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
@@ -37,7 +61,10 @@ import type { WakeupEngine } from './wakeup-engine';
 // to anywhere else: a compromised task cannot reach the internet.
 
 export const GRPC_PORT = 50051;
-/** The task's HTTP health endpoint (HEALTH_PORT, grpc-service/health-endpoint.ts): 200 only while grpc.health.v1 says SERVING. */
+/**
+ * The task's HTTP health endpoint (HEALTH_PORT, grpc-service/health-endpoint.ts): 200 only while grpc.health.v1 says
+ * SERVING.
+ */
 export const HEALTH_PORT = 8081;
 /**
  * How the NLB checks each task: GET /health on HEALTH_PORT, 200 only. A task that answers 503
@@ -45,15 +72,24 @@ export const HEALTH_PORT = 8081;
  * given 5 s, take it out of service within 30 s. A bare TCP connect would still succeed: the kernel
  * accepts connections for a process that no longer runs its loop.
  */
-export const TARGET_HEALTH_CHECK = { path: '/health', port: HEALTH_PORT, intervalSeconds: 10, timeoutSeconds: 5, unhealthyThreshold: 2, healthyThreshold: 2 } as const;
+export const TARGET_HEALTH_CHECK = {
+  path: '/health',
+  port: HEALTH_PORT,
+  intervalSeconds: 10,
+  timeoutSeconds: 5,
+  unhealthyThreshold: 2,
+  healthyThreshold: 2,
+} as const;
 /**
  * The container's own health check (ECS replaces a task whose essential container turns
  * UNHEALTHY): the same endpoint, asked by the image's node (it has no curl), 2 failures 10 s apart.
  */
 export const containerHealthCommand = () => [
-  'CMD', 'node', '-e',
-  `require('http').get({host:'127.0.0.1',port:process.env.HEALTH_PORT,path:'${TARGET_HEALTH_CHECK.path}',timeout:${(TARGET_HEALTH_CHECK.timeoutSeconds - 1) * 1000}},`
-    + '(r)=>process.exit(r.statusCode===200?0:1)).on(\'timeout\',()=>process.exit(1)).on(\'error\',()=>process.exit(1))',
+  'CMD',
+  'node',
+  '-e',
+  `require('http').get({host:'127.0.0.1',port:process.env.HEALTH_PORT,path:'${TARGET_HEALTH_CHECK.path}',timeout:${(TARGET_HEALTH_CHECK.timeoutSeconds - 1) * 1000}},` +
+    "(r)=>process.exit(r.statusCode===200?0:1)).on('timeout',()=>process.exit(1)).on('error',()=>process.exit(1))",
 ];
 /** SERVICE_NAME of the task: the `service` of its log lines and the dimension of its metrics. */
 export const TASK_SERVICE_NAME = 'svcnum-provisioning';
@@ -88,7 +124,10 @@ export class Provisioning extends Construct {
     const prefix = `svcnum-${config.name}`;
     const removalPolicy = statefulRemovalPolicy(config.retainData);
 
-    const flowLogs = new LogGroup(this, 'FlowLogs', { retention: logRetention(config.logRetentionDays), removalPolicy });
+    const flowLogs = new LogGroup(this, 'FlowLogs', {
+      retention: logRetention(config.logRetentionDays),
+      removalPolicy,
+    });
     this.vpc = new Vpc(this, 'Vpc', {
       ipAddresses: IpAddresses.cidr('10.40.0.0/16'),
       // Two AZs from the stack (lib/service-stack.ts): configured, or Fn::GetAZs; never a lookup.
@@ -99,7 +138,9 @@ export class Provisioning extends Construct {
         { name: 'tasks', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 22 },
       ],
       restrictDefaultSecurityGroup: true,
-      flowLogs: { all: { destination: FlowLogDestination.toCloudWatchLogs(flowLogs), trafficType: FlowLogTrafficType.ALL } },
+      flowLogs: {
+        all: { destination: FlowLogDestination.toCloudWatchLogs(flowLogs), trafficType: FlowLogTrafficType.ALL },
+      },
     });
     const isolated = { subnetType: SubnetType.PRIVATE_ISOLATED };
 
@@ -132,25 +173,44 @@ export class Provisioning extends Construct {
       ['EcrDocker', InterfaceVpcEndpointAwsService.ECR_DOCKER],
       ['Logs', InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS],
     ] as const) {
-      this.vpc.addInterfaceEndpoint(name, { service, subnets: isolated, privateDnsEnabled: true, open: false, securityGroups: [endpointSecurityGroup] });
+      this.vpc.addInterfaceEndpoint(name, {
+        service,
+        subnets: isolated,
+        privateDnsEnabled: true,
+        open: false,
+        securityGroups: [endpointSecurityGroup],
+      });
     }
 
     // Gateway endpoints, each limited by its policy to what the tasks need.
-    const dynamo = this.vpc.addGatewayEndpoint('DynamoDb', { service: GatewayVpcEndpointAwsService.DYNAMODB, subnets: [isolated] });
-    dynamo.addToPolicy(new PolicyStatement({
-      principals: [new AnyPrincipal()],
-      // The union of what the task is granted (lib/access.ts), on this environment's tables only.
-      actions: [...new Set(Object.values(access.provisioning.tables).flatMap((table) => [...table.actions, ...(table.queryIndexes?.length ? ['Query'] : [])]))]
-        .map((action) => `dynamodb:${action}`),
-      resources: [stack.formatArn({ service: 'dynamodb', resource: 'table', resourceName: `${props.tablePrefix}*` })],
-    }));
+    const dynamo = this.vpc.addGatewayEndpoint('DynamoDb', {
+      service: GatewayVpcEndpointAwsService.DYNAMODB,
+      subnets: [isolated],
+    });
+    dynamo.addToPolicy(
+      new PolicyStatement({
+        principals: [new AnyPrincipal()],
+        // The union of what the task is granted (lib/access.ts), on this environment's tables only.
+        actions: [
+          ...new Set(
+            Object.values(access.provisioning.tables).flatMap((table) => [
+              ...table.actions,
+              ...(table.queryIndexes?.length ? ['Query'] : []),
+            ]),
+          ),
+        ].map((action) => `dynamodb:${action}`),
+        resources: [stack.formatArn({ service: 'dynamodb', resource: 'table', resourceName: `${props.tablePrefix}*` })],
+      }),
+    );
     const s3 = this.vpc.addGatewayEndpoint('S3', { service: GatewayVpcEndpointAwsService.S3, subnets: [isolated] });
-    s3.addToPolicy(new PolicyStatement({
-      principals: [new AnyPrincipal()],
-      actions: ['s3:GetObject'],
-      // Where ECR keeps image layers (AWS documentation: "Amazon ECR interface VPC endpoints").
-      resources: [`arn:${stack.partition}:s3:::prod-${stack.region}-starport-layer-bucket/*`],
-    }));
+    s3.addToPolicy(
+      new PolicyStatement({
+        principals: [new AnyPrincipal()],
+        actions: ['s3:GetObject'],
+        // Where ECR keeps image layers (AWS documentation: "Amazon ECR interface VPC endpoints").
+        resources: [`arn:${stack.partition}:s3:::prod-${stack.region}-starport-layer-bucket/*`],
+      }),
+    );
     this.cluster = new Cluster(this, 'Cluster', {
       vpc: this.vpc,
       clusterName: prefix,
@@ -176,7 +236,20 @@ export class Provisioning extends Construct {
         file: 'grpc-service/Dockerfile',
         platform: Platform.LINUX_ARM64,
         // On top of .dockerignore: what the image never needs, kept out of the asset hash.
-        exclude: ['cdk.out', 'test', 'bench', 'bin', 'lib', 'local', 'lambdas', 'README.md', 'docs', '.ci', 'coverage', '*.log'],
+        exclude: [
+          'cdk.out',
+          'test',
+          'bench',
+          'bin',
+          'lib',
+          'local',
+          'lambdas',
+          'README.md',
+          'docs',
+          '.ci',
+          'coverage',
+          '*.log',
+        ],
       }),
       logging: LogDrivers.awsLogs({ streamPrefix: 'grpc', logGroup: taskLogs }),
       environment: {
@@ -184,7 +257,8 @@ export class Provisioning extends Construct {
         ...macKeyEnvironment(access.provisioning, props.macKeys),
         GRPC_PORT: String(GRPC_PORT),
         HEALTH_PORT: String(HEALTH_PORT),
-        // Reflection only for provisioning clients' tokens: the NLB is reachable from allowedCidrs (docs/grpc-api.md#limits).
+        // Reflection only for provisioning clients' tokens: the NLB is reachable from allowedCidrs
+        // (docs/grpc-api.md#limits).
         GRPC_REFLECTION: 'token',
         DRAIN_SECONDS: String(p.drainSeconds),
         SERVICE_NAME: TASK_SERVICE_NAME,
@@ -292,7 +366,10 @@ export class Provisioning extends Construct {
 
     if (p.hostedZone) {
       new ARecord(this, 'GrpcRecord', {
-        zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', { hostedZoneId: p.hostedZone.id, zoneName: p.hostedZone.name }),
+        zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', {
+          hostedZoneId: p.hostedZone.id,
+          zoneName: p.hostedZone.name,
+        }),
         recordName: p.domainName,
         target: RecordTarget.fromAlias(new LoadBalancerTarget(this.loadBalancer)),
       });
@@ -305,7 +382,8 @@ export class Provisioning extends Construct {
    * publish what they store (owner wake-ups too), signed in by IAM with the task role.
    */
   useWakeupEngine(engine: WakeupEngine): void {
-    for (const [name, value] of Object.entries({ ...engine.environment, AWS_REGION: Stack.of(this).region })) this.container.addEnvironment(name, value);
+    for (const [name, value] of Object.entries({ ...engine.environment, AWS_REGION: Stack.of(this).region }))
+      this.container.addEnvironment(name, value);
     engine.grantConnect(this.service.taskDefinition.taskRole);
     engine.allowFrom(this.taskSecurityGroup, 'gRPC tasks (TLS)');
   }

@@ -12,7 +12,9 @@ async function publicKeys(keyIds) {
   for (const keyId of keyIds) {
     const response = await kms.send(new GetPublicKeyCommand({ KeyId: keyId }));
     if (response.KeySpec !== 'ECC_NIST_EDWARDS25519' || response.KeyUsage !== 'SIGN_VERIFY' || !response.PublicKey) {
-      throw new Error(`KMS key ${keyId} is ${response.KeySpec}/${response.KeyUsage}; expected ECC_NIST_EDWARDS25519/SIGN_VERIFY`);
+      throw new Error(
+        `KMS key ${keyId} is ${response.KeySpec}/${response.KeyUsage}; expected ECC_NIST_EDWARDS25519/SIGN_VERIFY`,
+      );
     }
     keys[keyId] = Buffer.from(response.PublicKey).toString('base64');
   }
@@ -20,14 +22,24 @@ async function publicKeys(keyIds) {
 }
 
 exports.handler = async (event) => {
-  const answer = { StackId: event.StackId, RequestId: event.RequestId, LogicalResourceId: event.LogicalResourceId, PhysicalResourceId: event.PhysicalResourceId || 'signing-public-keys' };
+  const answer = {
+    StackId: event.StackId,
+    RequestId: event.RequestId,
+    LogicalResourceId: event.LogicalResourceId,
+    PhysicalResourceId: event.PhysicalResourceId || 'signing-public-keys',
+  };
   try {
-    const data = event.RequestType === 'Delete' ? undefined : { PublicKeys: await publicKeys(event.ResourceProperties.KeyIds) };
+    const data =
+      event.RequestType === 'Delete' ? undefined : { PublicKeys: await publicKeys(event.ResourceProperties.KeyIds) };
     Object.assign(answer, { Status: 'SUCCESS', ...(data ? { Data: data } : {}) });
   } catch (error) {
     Object.assign(answer, { Status: 'FAILED', Reason: String(error?.message).slice(0, 500) });
   }
   // The pre-signed S3 URL of this request: CloudFormation waits for this PUT.
-  const response = await fetch(event.ResponseURL, { method: 'PUT', headers: { 'content-type': '' }, body: JSON.stringify(answer) });
+  const response = await fetch(event.ResponseURL, {
+    method: 'PUT',
+    headers: { 'content-type': '' },
+    body: JSON.stringify(answer),
+  });
   if (!response.ok) throw new Error(`CloudFormation response refused: HTTP ${response.status}`);
 };

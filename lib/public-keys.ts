@@ -39,7 +39,12 @@ export class PublishedPublicKeys extends Construct {
       assumedBy: new ServicePrincipal('lambda.amazonaws.com'),
       description: `svcnum ${config.name}: publishes the signing keys' public keys at deploy time`,
     });
-    role.addToPolicy(new PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }));
+    role.addToPolicy(
+      new PolicyStatement({
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [logGroup.logGroupArn],
+      }),
+    );
     props.keys.grant(role, 'verify');
     this.function = new LambdaFunction(this, 'Function', {
       functionName: name,

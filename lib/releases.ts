@@ -41,7 +41,17 @@ export class LambdaReleases extends Construct {
 
     for (const [group, alias] of Object.entries(props.aliases) as Array<[RouteGroup, Alias]>) {
       const name = `${group[0]!.toUpperCase()}${group.slice(1)}`;
-      const alarm = (alarmId: string, options: { description: string; metric: ReturnType<Alias['metricErrors']>; threshold: number; periods: number; datapoints: number; comparison: ComparisonOperator }) => {
+      const alarm = (
+        alarmId: string,
+        options: {
+          description: string;
+          metric: ReturnType<Alias['metricErrors']>;
+          threshold: number;
+          periods: number;
+          datapoints: number;
+          comparison: ComparisonOperator;
+        },
+      ) => {
         const created = new Alarm(this, alarmId, {
           alarmName: `${prefix}-${alarmId}`,
           alarmDescription: options.description,
@@ -58,12 +68,18 @@ export class LambdaReleases extends Construct {
         alarm(`${name}ReleaseErrors`, {
           description: `The ${group} function's live alias failed ${release.rollbackErrors}+ times in a minute (a release in progress rolls back)`,
           metric: alias.metricErrors({ period: minute, statistic: 'Sum' }),
-          threshold: release.rollbackErrors, periods: 1, datapoints: 1, comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          threshold: release.rollbackErrors,
+          periods: 1,
+          datapoints: 1,
+          comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         }),
         alarm(`${name}ReleaseLatencyP99`, {
           description: `The ${group} function's live alias took more than ${release.rollbackP99Ms[group]} ms at p99 (a release in progress rolls back)`,
           metric: alias.metricDuration({ period: minute, statistic: 'p99' }),
-          threshold: release.rollbackP99Ms[group], periods: 3, datapoints: 2, comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
+          threshold: release.rollbackP99Ms[group],
+          periods: 3,
+          datapoints: 2,
+          comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
         }),
       ];
       this.rollbackAlarms[group] = alarms;

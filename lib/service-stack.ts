@@ -46,13 +46,17 @@ export class ServiceStack extends Stack {
     });
     // Without configured AZs, the region's first two as resolved at deploy time (like an
     // environment-agnostic stack): no availability-zones context lookup, no credentials at synth.
-    this.zones = config.availabilityZones ? [...config.availabilityZones] : [0, 1].map((index) => Fn.select(index, Fn.getAzs()));
+    this.zones = config.availabilityZones
+      ? [...config.availabilityZones]
+      : [0, 1].map((index) => Fn.select(index, Fn.getAzs()));
     Tags.of(this).add('service', 'svcnum');
     Tags.of(this).add('environment', config.name);
 
     const prefix = tablePrefix(config.name);
     this.data = new Data(this, 'Data', {
-      tablePrefix: prefix, retain: config.retainData, deletionProtection: config.deletionProtection,
+      tablePrefix: prefix,
+      retain: config.retainData,
+      deletionProtection: config.deletionProtection,
       // The keys of each new message, for the wake-up relay.
       streams: { messages: StreamViewType.KEYS_ONLY },
     });
@@ -66,8 +70,18 @@ export class ServiceStack extends Stack {
     this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys });
 
     const retain = config.retainData;
-    this.signInMac = new HmacKey(this, 'SignInMac', { environment: config.name, retain, name: 'sign-in-mac', purpose: 'sign-in MAC key (sign-in CSRF token, device cookie)' });
-    this.pageTokenKey = new HmacKey(this, 'PageTokenKey', { environment: config.name, retain, name: 'page-token', purpose: 'page-token key (page tokens and resume cursors)' });
+    this.signInMac = new HmacKey(this, 'SignInMac', {
+      environment: config.name,
+      retain,
+      name: 'sign-in-mac',
+      purpose: 'sign-in MAC key (sign-in CSRF token, device cookie)',
+    });
+    this.pageTokenKey = new HmacKey(this, 'PageTokenKey', {
+      environment: config.name,
+      retain,
+      name: 'page-token',
+      purpose: 'page-token key (page tokens and resume cursors)',
+    });
     const macKeys: MacKeys = { signIn: this.signInMac, pageToken: this.pageTokenKey };
 
     // What every process in AWS reads (core/adapters/aws-environment.ts), except ISSUER.
@@ -86,7 +100,14 @@ export class ServiceStack extends Stack {
       METRICS_NAMESPACE: 'svcnum',
     };
 
-    this.http = new HttpApi(this, 'Http', { config, tables: this.data.tables, tablePrefix: prefix, keys: this.keys, macKeys, sharedEnvironment: shared });
+    this.http = new HttpApi(this, 'Http', {
+      config,
+      tables: this.data.tables,
+      tablePrefix: prefix,
+      keys: this.keys,
+      macKeys,
+      sharedEnvironment: shared,
+    });
     this.provisioning = new Provisioning(this, 'Provisioning', {
       config,
       tables: this.data.tables,
@@ -97,7 +118,12 @@ export class ServiceStack extends Stack {
     });
     this.wakeups = new WakeupEngine(this, 'Wakeups', { config, vpc: this.provisioning.vpc });
     this.provisioning.useWakeupEngine(this.wakeups);
-    this.wakeupRelay = new WakeupRelay(this, 'WakeupRelay', { config, vpc: this.provisioning.vpc, engine: this.wakeups, messages: this.data.tables.messages });
+    this.wakeupRelay = new WakeupRelay(this, 'WakeupRelay', {
+      config,
+      vpc: this.provisioning.vpc,
+      engine: this.wakeups,
+      messages: this.data.tables.messages,
+    });
 
     this.monitoring = new Monitoring(this, 'Monitoring', {
       config,
@@ -127,13 +153,26 @@ export class ServiceStack extends Stack {
     output(outputNames.region, this.region, 'Region of the tables, keys and endpoints');
     output(outputNames.issuer, this.http.issuer, 'OAuth issuer: discovery at /.well-known/openid-configuration');
     if (!this.http.domain) output(outputNames.apiUrl, this.http.api.url, 'The REST API stage URL');
-    if (this.http.domain) output(outputNames.apiDomainTarget, this.http.domain.domainNameAliasDomainName, `Point ${config.http.customDomain!.domainName} here (CNAME or alias)`);
+    if (this.http.domain)
+      output(
+        outputNames.apiDomainTarget,
+        this.http.domain.domainNameAliasDomainName,
+        `Point ${config.http.customDomain!.domainName} here (CNAME or alias)`,
+      );
     output(outputNames.grpcEndpoint, this.provisioning.endpoint, 'gRPC provisioning API (TLS, HTTP/2)');
-    output(outputNames.loadBalancerDnsName, this.provisioning.loadBalancer.loadBalancerDnsName, `Point ${config.provisioning.domainName} here (CNAME or alias)`);
+    output(
+      outputNames.loadBalancerDnsName,
+      this.provisioning.loadBalancer.loadBalancerDnsName,
+      `Point ${config.provisioning.domainName} here (CNAME or alias)`,
+    );
     output(outputNames.signingKeyArn, this.keys.active.keyArn, 'The KMS key that signs (KMS_KEY_ID)');
     output(outputNames.signingKeyAlias, this.keys.activeAlias.aliasName, 'Alias that follows the active signing key');
     output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key of sign-in tokens (MAC_KEY_ID)');
-    output(outputNames.pageTokenKeyArn, this.pageTokenKey.key.keyArn, 'The KMS HMAC key the page-token key is derived from (PAGE_TOKEN_KEY_ID)');
+    output(
+      outputNames.pageTokenKeyArn,
+      this.pageTokenKey.key.keyArn,
+      'The KMS HMAC key the page-token key is derived from (PAGE_TOKEN_KEY_ID)',
+    );
     output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
     output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
 
@@ -141,7 +180,11 @@ export class ServiceStack extends Stack {
     // settings refuse them outright (lib/settings.ts) unless they come from the committed example.
     const examples = exampleValues(config);
     if (examples.length) {
-      Annotations.of(this).addWarningV2('svcnum:example-settings', `settings of ${config.name} that look like examples: ${examples.join(', ')}; put real values in your settings file before cdk deploy`);
+      Annotations.of(this).addWarningV2(
+        'svcnum:example-settings',
+        `settings of ${config.name} that look like examples: ${examples.join(', ')}; put real values in your ` +
+          `settings file before cdk deploy`,
+      );
     }
 
     applyNagSuppressions(this, config);

@@ -32,7 +32,7 @@ const meaning: Record<string, string> = {
   'api.domainName': 'where people sign in, e.g. id.example.org',
   'api.certificateArn': 'ACM certificate in the region covering api.domainName',
   grpc: 'the gRPC endpoint: {"domainName", "certificateArn", "allowedCidrs", optional "hostedZone"}',
-  'grpc.domainName': 'the gRPC endpoint\'s name, e.g. grpc.example.org',
+  'grpc.domainName': "the gRPC endpoint's name, e.g. grpc.example.org",
   'grpc.certificateArn': 'ACM certificate in the region covering grpc.domainName',
   'grpc.allowedCidrs': 'who may reach the NLB on 443, e.g. ["203.0.113.0/24"] or ["0.0.0.0/0"]',
   alarms: 'where alarms go: {"emails": […], "httpsEndpoints": […], "topicArns": […]}, at least one',
@@ -58,26 +58,45 @@ export function readSettingsFile(path: string, cwd = process.cwd()): SettingsFil
   try {
     parsed = JSON.parse(readFileSync(absolute, 'utf8'));
   } catch (error) {
-    throw new SettingsError(`settings file ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (error as Error).message}`);
+    throw new SettingsError(
+      `settings file ${path}: ` +
+        `${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (error as Error).message}`,
+    );
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new SettingsError(`settings file ${path}: not a JSON object`);
-  const unknown = Object.keys(parsed).filter((key) => !key.startsWith('$') && !(environmentNames as readonly string[]).includes(key));
-  if (unknown.length) throw new SettingsError(`settings file ${path}: unknown section ${unknown.map((key) => `"${key}"`).join(', ')} (sections: ${environmentNames.join(', ')})`);
-  const sections = Object.fromEntries(environmentNames.filter((name) => name in parsed).map((name) => [name, (parsed as Record<string, unknown>)[name]]));
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new SettingsError(`settings file ${path}: not a JSON object`);
+  const unknown = Object.keys(parsed).filter(
+    (key) => !key.startsWith('$') && !(environmentNames as readonly string[]).includes(key),
+  );
+  if (unknown.length)
+    throw new SettingsError(
+      `settings file ${path}: unknown section ${unknown.map((key) => `"${key}"`).join(', ')} (sections: ${environmentNames.join(', ')})`,
+    );
+  const sections = Object.fromEntries(
+    environmentNames.filter((name) => name in parsed).map((name) => [name, (parsed as Record<string, unknown>)[name]]),
+  );
   return { path, isExample: absolute === repoFile(EXAMPLE_SETTINGS_FILE), sections };
 }
 
 const valueAt = (value: unknown, path: readonly PropertyKey[]) =>
-  path.reduce<unknown>((node, key) => (node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined), value);
+  path.reduce<unknown>(
+    (node, key) =>
+      node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined,
+    value,
+  );
 
 /** The settings of one environment, or one line per missing or invalid setting. */
-export function parseEnvironmentSettings(environment: EnvironmentName, section: unknown): { settings: EnvironmentSettings; problems: [] } | { settings?: undefined; problems: string[] } {
+export function parseEnvironmentSettings(
+  environment: EnvironmentName,
+  section: unknown,
+): { settings: EnvironmentSettings; problems: [] } | { settings?: undefined; problems: string[] } {
   const result = schemas[environment].safeParse(section ?? {});
   if (result.success) return { settings: result.data, problems: [] };
   const problems = result.error.issues.map((issue) => {
     const path = issue.path.join('.');
     const where = `${environment}${path ? `.${path}` : ''}`;
-    if (issue.code === 'unrecognized_keys') return `${where}: unknown setting ${issue.keys.map((key) => `"${key}"`).join(', ')}`;
+    if (issue.code === 'unrecognized_keys')
+      return `${where}: unknown setting ${issue.keys.map((key) => `"${key}"`).join(', ')}`;
     const generic = path.replace(/\.\d+(?=\.|$)/g, '');
     if (valueAt(section, issue.path) === undefined) return `${where}: missing: ${meaning[generic] ?? issue.message}`;
     return `${where}: ${issue.message}`;
@@ -101,12 +120,21 @@ export function exampleValues(config: EnvironmentConfig): string[] {
   check('account', config.account, (value) => EXAMPLE_ACCOUNTS.has(value));
   const domain = config.http.customDomain;
   check('api.domainName', domain?.domainName, exampleName);
-  check('api.certificateArn', domain?.certificateArn, (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn));
+  check(
+    'api.certificateArn',
+    domain?.certificateArn,
+    (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn),
+  );
   check('grpc.domainName', config.provisioning.domainName, exampleName);
-  check('grpc.certificateArn', config.provisioning.certificateArn, (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn));
+  check(
+    'grpc.certificateArn',
+    config.provisioning.certificateArn,
+    (arn) => arn.endsWith(`/${EXAMPLE_CERTIFICATE_ID}`) || arnAccount(arn),
+  );
   const exampleEmail = (value: string) => exampleName(value.split('@')[1] ?? '');
   for (const [index, email] of config.alarms.emails.entries()) check(`alarms.emails.${index}`, email, exampleEmail);
-  for (const [index, url] of config.alarms.httpsEndpoints.entries()) check(`alarms.httpsEndpoints.${index}`, url, exampleHost);
+  for (const [index, url] of config.alarms.httpsEndpoints.entries())
+    check(`alarms.httpsEndpoints.${index}`, url, exampleHost);
   for (const [index, arn] of config.alarms.topicArns.entries()) check(`alarms.topicArns.${index}`, arn, arnAccount);
   return found;
 }
@@ -120,7 +148,17 @@ export function settingsFileOfCdkJson(): string | undefined {
 
 /** Glob of the CDK CLI's stack selection (`*` within a path segment, `**` across). */
 const selects = (pattern: string, name: string) =>
-  new RegExp(`^${pattern.split('**').map((part) => part.split('*').map((text) => text.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')).join('.*')}$`).test(name);
+  new RegExp(
+    `^${pattern
+      .split('**')
+      .map((part) =>
+        part
+          .split('*')
+          .map((text) => text.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+          .join('[^/]*'),
+      )
+      .join('.*')}$`,
+  ).test(name);
 
 export interface ResolvedConfigs {
   readonly configs: Partial<Record<EnvironmentName, EnvironmentConfig>>;
@@ -137,10 +175,17 @@ export interface ResolvedConfigs {
  *   names stacks only with `--exclusively`; otherwise it is `**` and such a stack is just not built,
  *   so `cdk deploy svcnum-sandbox` needs no production settings).
  */
-export function resolveConfigs(settingsPath: string | undefined, selection: readonly string[] = ['**'], cwd = process.cwd()): ResolvedConfigs {
+export function resolveConfigs(
+  settingsPath: string | undefined,
+  selection: readonly string[] = ['**'],
+  cwd = process.cwd(),
+): ResolvedConfigs {
   if (!settingsPath) {
-    throw new SettingsError(`no settings: name the settings file with -c ${SETTINGS_CONTEXT_KEY}=<file> or "${SETTINGS_CONTEXT_KEY}" in cdk.json's context `
-      + `(docs/deploying.md, "2. Configure"; ${EXAMPLE_SETTINGS_FILE} shows the format)`);
+    throw new SettingsError(
+      `no settings: name the settings file with -c ${SETTINGS_CONTEXT_KEY}=<file> or "${SETTINGS_CONTEXT_KEY}" in ` +
+        `cdk.json's context ` +
+        `(docs/deploying.md, "2. Configure"; ${EXAMPLE_SETTINGS_FILE} shows the format)`,
+    );
   }
   const file = readSettingsFile(settingsPath, cwd);
   const problems: string[] = [];
@@ -149,7 +194,8 @@ export function resolveConfigs(settingsPath: string | undefined, selection: read
   const named = selection.filter((pattern) => pattern !== '**' && pattern !== '*');
   for (const environment of environmentNames) {
     if (!(environment in file.sections)) {
-      if (named.some((pattern) => selects(pattern, stackName(environment)))) problems.push(...parseEnvironmentSettings(environment, undefined).problems);
+      if (named.some((pattern) => selects(pattern, stackName(environment))))
+        problems.push(...parseEnvironmentSettings(environment, undefined).problems);
       else skipped.push(`${stackName(environment)}: not built, ${settingsPath} has no "${environment}" section`);
       continue;
     }
@@ -160,7 +206,11 @@ export function resolveConfigs(settingsPath: string | undefined, selection: read
     }
     const config = environmentConfig(environment, parsed.settings);
     if (environment === 'production' && !file.isExample) {
-      problems.push(...exampleValues(config).map((value) => `production.${value}: an example value; production takes real ones only`));
+      problems.push(
+        ...exampleValues(config).map(
+          (value) => `production.${value}: an example value; production takes real ones only`,
+        ),
+      );
     }
     configs[environment] = config;
   }
@@ -169,7 +219,10 @@ export function resolveConfigs(settingsPath: string | undefined, selection: read
 }
 
 /** The region of an environment as its settings file says (the admin CLI's `--env`), if one is named. */
-export function settingsRegion(environment: EnvironmentName, env: Record<string, string | undefined>): string | undefined {
+export function settingsRegion(
+  environment: EnvironmentName,
+  env: Record<string, string | undefined>,
+): string | undefined {
   const path = env[SETTINGS_VARIABLE] || settingsFileOfCdkJson();
   if (!path) return undefined;
   const region = valueAt(readSettingsFile(path).sections[environment], ['region']);

@@ -18,20 +18,36 @@ export const repoRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\
  * (CloudFormation `RetainExceptOnCreate`): a first deploy that rolls back leaves nothing behind
  * whose fixed name would make the retry fail with "already exists". The rest is deleted.
  */
-export const statefulRemovalPolicy = (retain: boolean) => (retain ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE : RemovalPolicy.DESTROY);
+export const statefulRemovalPolicy = (retain: boolean) =>
+  retain ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE : RemovalPolicy.DESTROY;
 
 /** RetentionDays' values are the day counts themselves; config.ts only allows valid ones. */
 export const logRetention = (days: LogRetentionDays) => days as unknown as RetentionDays;
 
 /** The log group of a function of ours (`name`), made before the function so that it owns it. */
-export const functionLogGroup = (scope: Construct, id: string, name: string, config: Pick<EnvironmentConfig, 'logRetentionDays' | 'retainData'>) => new LogGroup(scope, id, {
-  logGroupName: `/aws/lambda/${name}`,
-  retention: logRetention(config.logRetentionDays),
-  removalPolicy: statefulRemovalPolicy(config.retainData),
-});
+export const functionLogGroup = (
+  scope: Construct,
+  id: string,
+  name: string,
+  config: Pick<EnvironmentConfig, 'logRetentionDays' | 'retainData'>,
+) =>
+  new LogGroup(scope, id, {
+    logGroupName: `/aws/lambda/${name}`,
+    retention: logRetention(config.logRetentionDays),
+    removalPolicy: statefulRemovalPolicy(config.retainData),
+  });
 
-/** What every Node.js function of ours shares: Node 22 on arm64, bundled as lib/bundling.ts says, with its own role and log group. */
-export function nodejsFunctionProps(p: { entry: string; memoryMiB: number; timeoutSeconds: number; role: IRole; logGroup: LogGroup }): NodejsFunctionProps {
+/**
+ * What every Node.js function of ours shares: Node 22 on arm64, bundled as lib/bundling.ts says, with its own role and
+ * log group.
+ */
+export function nodejsFunctionProps(p: {
+  entry: string;
+  memoryMiB: number;
+  timeoutSeconds: number;
+  role: IRole;
+  logGroup: LogGroup;
+}): NodejsFunctionProps {
   return {
     entry: join(repoRoot, p.entry),
     handler: 'handler',
@@ -62,6 +78,10 @@ export function nodejsBundling(): BundlingOptions {
     externalModules: [...lambdaBundle.externalModules],
     // NodejsFunction has no alias option; its esbuild CLI runs with cwd projectRoot, and an
     // absolute replacement path does not depend on that.
-    esbuildArgs: { '--alias': Object.entries(lambdaBundle.alias).map(([module, replacement]) => `${module}=${join(repoRoot, replacement)}`) },
+    esbuildArgs: {
+      '--alias': Object.entries(lambdaBundle.alias).map(
+        ([module, replacement]) => `${module}=${join(repoRoot, replacement)}`,
+      ),
+    },
   };
 }

@@ -25,7 +25,11 @@ export class ApiFirewall extends Construct {
     super(scope, id);
     const { config } = props;
     const prefix = `svcnum-${config.name}`;
-    const visibility = (metricName: string) => ({ cloudWatchMetricsEnabled: true, sampledRequestsEnabled: true, metricName: `${prefix}-${metricName}` });
+    const visibility = (metricName: string) => ({
+      cloudWatchMetricsEnabled: true,
+      sampledRequestsEnabled: true,
+      metricName: `${prefix}-${metricName}`,
+    });
     const rateLimited = (customResponseBodyKey: 'rate-limited' | 'sign-in-rate-limited') => ({
       block: {
         customResponse: {
@@ -50,7 +54,12 @@ export class ApiFirewall extends Construct {
       },
     });
     const count = (name: string) => ({ name, actionToUse: { count: {} } });
-    const signInRule = (name: string, priority: number, method: 'GET' | 'POST', limit: number): CfnWebACL.RuleProperty => ({
+    const signInRule = (
+      name: string,
+      priority: number,
+      method: 'GET' | 'POST',
+      limit: number,
+    ): CfnWebACL.RuleProperty => ({
       name,
       priority,
       action: rateLimited('sign-in-rate-limited'),
@@ -63,7 +72,14 @@ export class ApiFirewall extends Construct {
             andStatement: {
               statements: [
                 pathContains('/login'),
-                { byteMatchStatement: { fieldToMatch: { method: {} }, positionalConstraint: 'EXACTLY', searchString: method, textTransformations: [{ priority: 0, type: 'NONE' }] } },
+                {
+                  byteMatchStatement: {
+                    fieldToMatch: { method: {} },
+                    positionalConstraint: 'EXACTLY',
+                    searchString: method,
+                    textTransformations: [{ priority: 0, type: 'NONE' }],
+                  },
+                },
               ],
             },
           },
@@ -85,8 +101,11 @@ export class ApiFirewall extends Construct {
         // A person sees this one: a page, not JSON (no style or script: WAF serves it as is).
         'sign-in-rate-limited': {
           contentType: 'TEXT_HTML',
-          content: '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Too many sign-in attempts</title></head>'
-            + '<body><h1>Too many sign-in attempts</h1><p>Too many sign-in attempts came from your network. Wait a few minutes, then go back and try again.</p></body></html>',
+          content:
+            '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Too many sign-in ' +
+            'attempts</title></head>' +
+            '<body><h1>Too many sign-in attempts</h1><p>Too many sign-in attempts came from your network. Wait a ' +
+            'few minutes, then go back and try again.</p></body></html>',
         },
       },
       rules: [
@@ -159,7 +178,8 @@ export class ApiFirewall extends Construct {
     });
     this.webAcl = acl;
 
-    // WAF logs: every request the ACL evaluates (there is no logging filter), without the credentials a request may carry.
+    // WAF logs: every request the ACL evaluates (there is no logging filter), without the credentials a request may
+    // carry.
     const wafLogs = new LogGroup(this, 'WafLogs', {
       logGroupName: `aws-waf-logs-${prefix}`,
       retention: logRetention(config.logRetentionDays),
@@ -168,7 +188,14 @@ export class ApiFirewall extends Construct {
     const logging = new CfnLoggingConfiguration(this, 'WafLogging', {
       resourceArn: acl.attrArn,
       // WAF wants the log group ARN without the `:*` suffix of Fn::GetAtt Arn.
-      logDestinationConfigs: [Stack.of(this).formatArn({ service: 'logs', resource: 'log-group', resourceName: wafLogs.logGroupName, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
+      logDestinationConfigs: [
+        Stack.of(this).formatArn({
+          service: 'logs',
+          resource: 'log-group',
+          resourceName: wafLogs.logGroupName,
+          arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+        }),
+      ],
       redactedFields: [
         { singleHeader: { Name: 'authorization' } },
         { singleHeader: { Name: 'cookie' } },

@@ -32,7 +32,9 @@ export const WAKEUP_ENGINE_VERSION = '8.0';
  * connecting (INFO for its ready check, CLIENT SETNAME, PING). test/wakeup-relay.test.ts runs the
  * adapter against a redis-server whose user has exactly this.
  */
-export const WAKEUP_USER_ACCESS_STRING = 'on ~head:* &inbox:* &owner:* -@all +spublish +ssubscribe +sunsubscribe +evalsha +eval +get +set +mget +ping +info +client|setname';
+export const WAKEUP_USER_ACCESS_STRING =
+  'on ~head:* &inbox:* &owner:* -@all +spublish +ssubscribe +sunsubscribe +evalsha +eval +get +set +mget +ping ' +
+  '+info +client|setname';
 
 export interface WakeupEngineProps {
   readonly config: EnvironmentConfig;
@@ -122,7 +124,10 @@ export class WakeupEngine extends Construct {
 
     this.url = `rediss://${this.replicationGroup.attrPrimaryEndPointAddress}:${WAKEUP_ENGINE_PORT}`;
     this.replicationGroupArn = Stack.of(this).formatArn({
-      service: 'elasticache', resource: 'replicationgroup', resourceName: this.replicationGroupId, arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      service: 'elasticache',
+      resource: 'replicationgroup',
+      resourceName: this.replicationGroupId,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
     });
   }
 
@@ -133,13 +138,18 @@ export class WakeupEngine extends Construct {
 
   /** IAM authentication: elasticache:Connect on this replication group and this user, nothing else. */
   grantConnect(grantee: IGrantable): void {
-    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({
-      actions: ['elasticache:Connect'],
-      resources: [this.replicationGroupArn, this.user.attrArn],
-    }));
+    grantee.grantPrincipal.addToPrincipalPolicy(
+      new PolicyStatement({
+        actions: ['elasticache:Connect'],
+        resources: [this.replicationGroupArn, this.user.attrArn],
+      }),
+    );
   }
 
-  /** What a process needs to sign in (core/adapters/runtime-config.ts); AWS_REGION is Lambda's own, the task's is set apart. */
+  /**
+   * What a process needs to sign in (core/adapters/runtime-config.ts); AWS_REGION is Lambda's own, the task's is set
+   * apart.
+   */
   get environment(): Partial<Record<AwsVariable, string>> {
     return { VALKEY_URL: this.url, VALKEY_USERNAME: this.userId, VALKEY_IAM_AUTH: this.replicationGroupId };
   }

@@ -24,13 +24,19 @@ import type { WakeupEngine } from './wakeup-engine';
 // has read them through its safety-net poll. Two batches per shard at once: order between batches
 // does not matter (each wake-up says "look now").
 
-/** SERVICE_NAME of the relay (lambdas/wakeup-relay.ts RELAY_SERVICE_NAME, not imported: synth loads no handler code). */
+/**
+ * SERVICE_NAME of the relay (lambdas/wakeup-relay.ts RELAY_SERVICE_NAME, not imported: synth loads no handler code).
+ */
 export const RELAY_SERVICE_NAME = 'svcnum-wakeup-relay';
 
 /** The EC2 actions Lambda needs of a function's role to manage the function's network interfaces in a VPC. */
 const VPC_FUNCTION_ENI_ACTIONS = [
-  'ec2:CreateNetworkInterface', 'ec2:DescribeNetworkInterfaces', 'ec2:DescribeSubnets', 'ec2:DeleteNetworkInterface',
-  'ec2:AssignPrivateIpAddresses', 'ec2:UnassignPrivateIpAddresses',
+  'ec2:CreateNetworkInterface',
+  'ec2:DescribeNetworkInterfaces',
+  'ec2:DescribeSubnets',
+  'ec2:DeleteNetworkInterface',
+  'ec2:AssignPrivateIpAddresses',
+  'ec2:UnassignPrivateIpAddresses',
 ] as const;
 
 export interface WakeupRelayProps {
@@ -58,7 +64,12 @@ export class WakeupRelay extends Construct {
       assumedBy: new ServicePrincipal('lambda.amazonaws.com'),
       description: `svcnum ${config.name}: the wake-up relay function`,
     });
-    role.addToPolicy(new PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }));
+    role.addToPolicy(
+      new PolicyStatement({
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [logGroup.logGroupArn],
+      }),
+    );
     // What Lambda does with the function's role to attach it to the VPC (the EC2 actions of
     // AWSLambdaVPCAccessExecutionRole): the Describe actions have no resource type, and the ENIs'
     // ids are Lambda's, unknown to the template.
@@ -74,7 +85,13 @@ export class WakeupRelay extends Construct {
     engine.allowFrom(this.securityGroup, 'Wake-up relay (TLS)');
 
     this.function = new NodejsFunction(this, 'Function', {
-      ...nodejsFunctionProps({ entry: wakeupRelayManifest.entry, memoryMiB: settings.memoryMiB, timeoutSeconds: settings.timeoutSeconds, role, logGroup }),
+      ...nodejsFunctionProps({
+        entry: wakeupRelayManifest.entry,
+        memoryMiB: settings.memoryMiB,
+        timeoutSeconds: settings.timeoutSeconds,
+        role,
+        logGroup,
+      }),
       functionName: name,
       description: `svcnum ${config.name}: messages table stream → inbox wake-ups on the engine`,
       tracing: Tracing.DISABLED,
@@ -82,18 +99,24 @@ export class WakeupRelay extends Construct {
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
       securityGroups: [this.securityGroup],
       allowPublicSubnet: false,
-      environment: { ...engine.environment, LOG_LEVEL: config.logLevel, METRICS_NAMESPACE: 'svcnum', SERVICE_NAME: RELAY_SERVICE_NAME },
+      environment: {
+        ...engine.environment,
+        LOG_LEVEL: config.logLevel,
+        METRICS_NAMESPACE: 'svcnum',
+        SERVICE_NAME: RELAY_SERVICE_NAME,
+      },
     });
-    this.function.addEventSource(new DynamoEventSource(props.messages, {
-      startingPosition: StartingPosition.LATEST,
-      batchSize: 100,
-      maxBatchingWindow: Duration.seconds(0),
-      bisectBatchOnError: false,
-      retryAttempts: 2,
-      maxRecordAge: Duration.seconds(60),
-      parallelizationFactor: 2,
-      filters: [FilterCriteria.filter({ eventName: FilterRule.isEqual('INSERT') })],
-    }));
+    this.function.addEventSource(
+      new DynamoEventSource(props.messages, {
+        startingPosition: StartingPosition.LATEST,
+        batchSize: 100,
+        maxBatchingWindow: Duration.seconds(0),
+        bisectBatchOnError: false,
+        retryAttempts: 2,
+        maxRecordAge: Duration.seconds(60),
+        parallelizationFactor: 2,
+        filters: [FilterCriteria.filter({ eventName: FilterRule.isEqual('INSERT') })],
+      }),
+    );
   }
 }
-

@@ -19,27 +19,37 @@ import type { EnvironmentName } from '../lib/config';
 /** Usage, per command group: `admin help [GROUP]` and `admin GROUP … --help` print it (exit 0). */
 const COMMANDS: Record<string, string[]> = {
   client: [
-    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email" [--refresh-response null|omit]',
+    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email" ' +
+      '[--refresh-response null|omit]',
     'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
   ],
-  'api-client': ['api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from the owner\'s numbers)'],
+  'api-client': [
+    'api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from ' +
+      "the owner's numbers)",
+  ],
   'prov-client': ['prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"'],
   user: [
-    'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type person|business|ai_agent]',
+    'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type ' +
+      'person|business|ai_agent]',
     'user list | user show SVCNUM_ID|EMAIL|NUMBER',
-    'user disable|enable SVCNUM_ID|EMAIL|NUMBER      disable: no sign-in, every grant revoked; enable: may sign in again',
-    'user grants SVCNUM_ID|EMAIL|NUMBER      the account\'s grants in force (one per consent chain: a refresh token)',
-    'user unthrottle SVCNUM_ID|EMAIL|NUMBER      forget failed sign-ins on the account\'s email, number and svcnum_id',
+    'user disable|enable SVCNUM_ID|EMAIL|NUMBER      disable: no sign-in, every grant revoked; enable: may sign in ' +
+      'again',
+    "user grants SVCNUM_ID|EMAIL|NUMBER      the account's grants in force (one per consent chain: a refresh token)",
+    "user unthrottle SVCNUM_ID|EMAIL|NUMBER      forget failed sign-ins on the account's email, number and svcnum_id",
   ],
   grant: [
     'grant revoke GRANT_ID      its refresh token stops working at once (as RFC 7009 revocation)',
-    'grant revoke --user SVCNUM_ID|EMAIL|NUMBER (--all | --client CLIENT_ID)      as the account page\'s "Revoke access": consent forgotten, grants revoked',
+    'grant revoke --user SVCNUM_ID|EMAIL|NUMBER (--all | --client CLIENT_ID)      as the account page\'s "Revoke ' +
+      'access": consent forgotten, grants revoked',
   ],
   number: [
     'number seed --from NUMBER --count N      add consecutive numbers to the pool',
     'number show|suspend|reactivate|deactivate NUMBER',
   ],
-  quota: ['quota set --owner SVCNUM_ID [--independent N] [--dependent N] [--masks N] [--numbers N]      agents, live masks, programmable numbers'],
+  quota: [
+    'quota set --owner SVCNUM_ID [--independent N] [--dependent N] [--masks N] [--numbers N]      agents, live ' +
+      'masks, programmable numbers',
+  ],
   alias: ['alias add --svcnum-id SVCNUM_ID --alias A | alias remove A | alias list --svcnum-id SVCNUM_ID'],
   key: ['key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)'],
 };
@@ -53,8 +63,13 @@ function usage(group?: string): string {
 }
 
 /** The commands of a group, as its usage lines name them (`client` → create, list, show, …). */
-const commandsOf = (group: string) => [...new Set((COMMANDS[group] ?? [])
-  .flatMap((line) => [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|'))))];
+const commandsOf = (group: string) => [
+  ...new Set(
+    (COMMANDS[group] ?? []).flatMap((line) =>
+      [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|')),
+    ),
+  ),
+];
 
 /** Help that was asked for: printed on stdout, exit 0. */
 export class HelpRequested {
@@ -70,18 +85,29 @@ const core = () => import('../core/accounts');
 async function clientJson(client: Client) {
   const shown = (await core()).publicClient(client);
   return {
-    client_id: shown.clientId, kind: shown.kind, name: shown.name,
+    client_id: shown.clientId,
+    kind: shown.kind,
+    name: shown.name,
     // Records from before the option have none: they answer `null`, the spec's default.
-    ...(client.kind === 'login' ? { redirect_uris: shown.redirectUris, refresh_response: client.refreshResponse ?? 'null' } : {}),
-    scope: shown.scopes.join(' '), ...(client.ownerId ? { owner: client.ownerId } : {}), disabled: shown.disabled, created_at: shown.createdAt,
+    ...(client.kind === 'login'
+      ? { redirect_uris: shown.redirectUris, refresh_response: client.refreshResponse ?? 'null' }
+      : {}),
+    scope: shown.scopes.join(' '),
+    ...(client.ownerId ? { owner: client.ownerId } : {}),
+    disabled: shown.disabled,
+    created_at: shown.createdAt,
   };
 }
 
 async function userJson(user: User) {
   const shown = (await core()).publicUser(user);
   return {
-    svcnum_id: shown.svcnumId, svcnum: shown.svcnum, ...(shown.email ? { email: shown.email } : {}),
-    status: shown.status, account_type: shown.accountType, created_at: shown.createdAt,
+    svcnum_id: shown.svcnumId,
+    svcnum: shown.svcnum,
+    ...(shown.email ? { email: shown.email } : {}),
+    status: shown.status,
+    account_type: shown.accountType,
+    created_at: shown.createdAt,
   };
 }
 
@@ -89,17 +115,22 @@ const iso = (time: number) => new Date(time).toISOString();
 
 /** A grant as `user grants` and `grant revoke` print it: never its secret's hash. */
 const grantJson = (grant: Grant, clients?: Map<string, Client | undefined>) => ({
-  grant_id: grant.grantId, client_id: grant.clientId,
+  grant_id: grant.grantId,
+  client_id: grant.clientId,
   ...(clients ? { client_name: clients.get(grant.clientId)?.name ?? null } : {}),
-  svcnum_id: grant.svcnumId, scope: grant.scopes.join(' '), created_at: iso(grant.createdAt),
+  svcnum_id: grant.svcnumId,
+  scope: grant.scopes.join(' '),
+  created_at: iso(grant.createdAt),
   // The sliding window is moved at most about once a day: a later time is a use on that day.
   ...(grant.lastUsedAt > grant.createdAt ? { last_used_at: iso(grant.lastUsedAt) } : {}),
   ...(grant.revokedAt !== undefined ? { revoked_at: iso(grant.revokedAt) } : {}),
 });
 
 /** The identifiers a person may sign in with, each with its own sign-in throttle count. */
-const signInIdentifiers = (user: User) => Object.entries({ email: user.email, number: user.svcnum, svcnum_id: user.svcnumId })
-  .filter((entry): entry is [string, string] => entry[1] !== undefined);
+const signInIdentifiers = (user: User) =>
+  Object.entries({ email: user.email, number: user.svcnum, svcnum_id: user.svcnumId }).filter(
+    (entry): entry is [string, string] => entry[1] !== undefined,
+  );
 
 /** Live throttle counts of an account's identifiers: `[{identifier, failures, blocked_until?}]`. */
 async function signInThrottle(store: Store, user: User) {
@@ -108,7 +139,12 @@ async function signInThrottle(store: Store, user: User) {
   const live = [];
   for (const [identifier, value] of signInIdentifiers(user)) {
     const state = await store.getSignInThrottle(identifierKey(value), now);
-    if (state) live.push({ identifier, failures: state.failures, ...(state.blockedUntil > now ? { blocked_until: iso(state.blockedUntil) } : {}) });
+    if (state)
+      live.push({
+        identifier,
+        failures: state.failures,
+        ...(state.blockedUntil > now ? { blocked_until: iso(state.blockedUntil) } : {}),
+      });
   }
   return live;
 }
@@ -116,12 +152,19 @@ async function signInThrottle(store: Store, user: User) {
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
-const localStoreModules = () => Promise.all([
-  import('./embedded-dynamo'), import('./running'), import('../core/adapters/dynamo-schema'), import('../core/adapters/dynamo-store'), import('../core/tables'),
-]);
+const localStoreModules = () =>
+  Promise.all([
+    import('./embedded-dynamo'),
+    import('./running'),
+    import('../core/adapters/dynamo-schema'),
+    import('../core/adapters/dynamo-store'),
+    import('../core/tables'),
+  ]);
 
 /** Runs `work` with a store on the tables a command acts on. */
 type WithStore = <T>(work: (store: Store) => Promise<T>) => Promise<T>;
@@ -130,8 +173,18 @@ type WithStore = <T>(work: (store: Store) => Promise<T>) => Promise<T>;
  * The local tables: DATA_DIR opened for this one command, or, while `npm start` holds it, through
  * the running service's embedded DynamoDB (its runner.json note says where; local/running.ts).
  */
-async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promise<T>, modules = localStoreModules()): Promise<T> {
-  const [{ DataInUseError, localDynamoClient, startEmbeddedDynamo }, { LOCAL_TABLE_PREFIX, runnerFile, runnerNote }, schema, { createDynamoStore }, { tableNames }] = await modules;
+async function withLocalStore<T>(
+  dataDir: string,
+  work: (store: Store) => Promise<T>,
+  modules = localStoreModules(),
+): Promise<T> {
+  const [
+    { DataInUseError, localDynamoClient, startEmbeddedDynamo },
+    { LOCAL_TABLE_PREFIX, runnerFile, runnerNote },
+    schema,
+    { createDynamoStore },
+    { tableNames },
+  ] = await modules;
   let embedded: Awaited<ReturnType<typeof startEmbeddedDynamo>> | undefined;
   let endpoint: string;
   try {
@@ -149,7 +202,10 @@ async function withLocalStore<T>(dataDir: string, work: (store: Store) => Promis
       await schema.ensureMissingTables(client, tables);
     } catch (error) {
       if (embedded || (error as { code?: string }).code !== 'ECONNREFUSED') throw error;
-      throw new LocalStartError(`${dataDir} is in use, but nothing answers at ${endpoint}, where ${runnerFile(dataDir)} says its service is; is \`npm start\` still starting?`);
+      throw new LocalStartError(
+        `${dataDir} is in use, but nothing answers at ${endpoint}, where ${runnerFile(dataDir)} says its service ` +
+          `is; is \`npm start\` still starting?`,
+      );
     }
     return await work(createDynamoStore(schema.documentClient(client), tables));
   } finally {
@@ -171,7 +227,14 @@ export interface AdminOptions {
  */
 function kidAsPositional(argv: string[]): string[] {
   const [noun, verb, kid, ...rest] = argv;
-  if (noun !== 'key' || (verb !== 'activate' && verb !== 'retire') || kid === undefined || !kid.startsWith('-') || kid.startsWith('--')) return argv;
+  if (
+    noun !== 'key' ||
+    (verb !== 'activate' && verb !== 'retire') ||
+    kid === undefined ||
+    !kid.startsWith('-') ||
+    kid.startsWith('--')
+  )
+    return argv;
   return [...rest, noun, verb, '--', kid];
 }
 
@@ -216,19 +279,25 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
   if (verb === undefined) throw new UsageError(`${noun} needs one of: ${commandsOf(noun).join(', ')}`);
   if (!commandsOf(noun).includes(verb)) throw new UsageError(`unknown command: ${noun} ${verb}`);
   const command = `${noun} ${verb}`;
-  if (values['refresh-response'] !== undefined && command !== 'client create') throw new UsageError('--refresh-response belongs to client create');
+  if (values['refresh-response'] !== undefined && command !== 'client create')
+    throw new UsageError('--refresh-response belongs to client create');
   for (const option of ['user', 'client', 'all'] as const) {
-    if (values[option] !== undefined && command !== 'grant revoke') throw new UsageError(`--${option} belongs to grant revoke`);
+    if (values[option] !== undefined && command !== 'grant revoke')
+      throw new UsageError(`--${option} belongs to grant revoke`);
   }
   if (command === 'grant revoke') {
     // Exactly one target: a grant, every grant of the account, or those of one application.
-    if (values.user === undefined && (values.all || values.client !== undefined)) throw new UsageError('--all and --client need --user');
-    if (values.user !== undefined && argument !== undefined) throw new UsageError('grant revoke takes a GRANT_ID or --user, not both');
-    if (values.user !== undefined && (values.all ?? false) === (values.client !== undefined)) throw new UsageError('grant revoke --user needs --all or --client CLIENT_ID');
+    if (values.user === undefined && (values.all || values.client !== undefined))
+      throw new UsageError('--all and --client need --user');
+    if (values.user !== undefined && argument !== undefined)
+      throw new UsageError('grant revoke takes a GRANT_ID or --user, not both');
+    if (values.user !== undefined && (values.all ?? false) === (values.client !== undefined))
+      throw new UsageError('grant revoke --user needs --all or --client CLIENT_ID');
   }
   if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
   if (values.env !== undefined) {
-    if (values.env !== 'sandbox' && values.env !== 'production') throw new UsageError('--env must be sandbox or production');
+    if (values.env !== 'sandbox' && values.env !== 'production')
+      throw new UsageError('--env must be sandbox or production');
   }
   // --env: the environment's real tables, named by its stack outputs (local/deployed.ts).
   const deployed = values.env as EnvironmentName | undefined;
@@ -240,41 +309,80 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
   const dataDir = () => import('./environment').then(({ localEnvironment }) => localEnvironment().dataDir);
 
   if (noun === 'key') {
-    if (deployed) throw new UsageError('key commands manage the local keys; a deployed environment signs with KMS keys (docs/deploying.md: "Rotate the signing key")');
+    if (deployed)
+      throw new UsageError(
+        'key commands manage the local keys; a deployed environment signs with KMS keys (docs/deploying.md: "Rotate ' +
+          'the signing key")',
+      );
     const { openLocalKeyStore } = await import('../core/adapters/local-keys');
     const keys = await openLocalKeyStore(join(await dataDir(), 'keys'));
     switch (verb) {
-      case 'list': return { keys: await keys.list() };
-      case 'add': return { kid: await keys.add(), active: false, keys: await keys.list() };
-      case 'activate': await keys.activate(need(argument, 'a KID')); return { keys: await keys.list() };
-      case 'retire': await keys.retire(need(argument, 'a KID')); return { keys: await keys.list() };
-      default: throw new UsageError(`unknown command: key ${verb ?? ''}`.trim());
+      case 'list':
+        return { keys: await keys.list() };
+      case 'add':
+        return { kid: await keys.add(), active: false, keys: await keys.list() };
+      case 'activate':
+        await keys.activate(need(argument, 'a KID'));
+        return { keys: await keys.list() };
+      case 'retire':
+        await keys.retire(need(argument, 'a KID'));
+        return { keys: await keys.list() };
+      default:
+        throw new UsageError(`unknown command: key ${verb ?? ''}`.trim());
     }
   }
 
   // The store's modules load alongside the core's, not after them.
   const opening: Promise<WithStore> = deployed
-    ? import('./deployed').then(({ withDeployedStore }) => (work) => withDeployedStore(deployed, work, options.deployed))
-    : Promise.all([dataDir(), localStoreModules()]).then(([folder, modules]) => (work) => withLocalStore(folder, work, Promise.resolve(modules)));
-  const [{ createAccountsModule, createRegistration }, { systemClock, systemRandom }, withStore] = await Promise.all([core(), import('../core/adapters/system'), opening]);
+    ? import('./deployed').then(
+        ({ withDeployedStore }) =>
+          (work) =>
+            withDeployedStore(deployed, work, options.deployed),
+      )
+    : Promise.all([dataDir(), localStoreModules()]).then(
+        ([folder, modules]) =>
+          (work) =>
+            withLocalStore(folder, work, Promise.resolve(modules)),
+      );
+  const [{ createAccountsModule, createRegistration }, { systemClock, systemRandom }, withStore] = await Promise.all([
+    core(),
+    import('../core/adapters/system'),
+    opening,
+  ]);
   return withStore(async (store) => {
     const registration = createRegistration(store, systemClock, systemRandom);
     const accounts = createAccountsModule({ store, clock: systemClock });
-    const userGrants = async () => (await import('../core/oauth/user-grants')).createUserGrants({ store, clock: systemClock });
+    const userGrants = async () =>
+      (await import('../core/oauth/user-grants')).createUserGrants({ store, clock: systemClock });
     // The provisioning lifecycle and the directory need no keys: a key ring that is never asked.
     const offlineCore = async () => {
-      const [{ buildModules, directoryModule, modulePorts, provisioningModule }, { serviceConfig }] = await Promise.all([import('../core/registry'), import('../core/kernel/config')]);
-      const noMac = { mac: () => Promise.reject(new Error('no MAC here')), verify: () => Promise.reject(new Error('no MAC here')) };
-      return buildModules(modulePorts({
-        store, clock: systemClock, random: systemRandom, config: serviceConfig('http://localhost'),
-        keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
-        macKey: noMac,
-        pageTokenKey: noMac,
-      }), [provisioningModule, directoryModule]);
+      const [{ buildModules, directoryModule, modulePorts, provisioningModule }, { serviceConfig }] = await Promise.all(
+        [import('../core/registry'), import('../core/kernel/config')],
+      );
+      const noMac = {
+        mac: () => Promise.reject(new Error('no MAC here')),
+        verify: () => Promise.reject(new Error('no MAC here')),
+      };
+      return buildModules(
+        modulePorts({
+          store,
+          clock: systemClock,
+          random: systemRandom,
+          config: serviceConfig('http://localhost'),
+          keys: { activeSigner: () => Promise.reject(new Error('no signing here')), publicKeys: async () => [] },
+          macKey: noMac,
+          pageTokenKey: noMac,
+        }),
+        [provisioningModule, directoryModule],
+      );
     };
     const lifecycle = async () => (await offlineCore()).provisioning.lifecycle;
     const aliases = async () => (await offlineCore()).directory.aliases;
-    const aliasJson = (alias: AliasView) => ({ alias: alias.alias, svcnum_id: alias.svcnumId, created_at: iso(alias.createTime) });
+    const aliasJson = (alias: AliasView) => ({
+      alias: alias.alias,
+      svcnum_id: alias.svcnumId,
+      created_at: iso(alias.createTime),
+    });
     const integer = (value: string | undefined, what: string) => {
       if (value === undefined) return undefined;
       if (!/^\d{1,6}$/.test(value)) throw new UsageError(`${what} must be a whole number`);
@@ -284,12 +392,21 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       if (value === undefined) throw new Error(`no ${what} ${identifier}`.trim());
       return value;
     };
-    /** The account a `user` command (or `grant revoke --user`) names: by svcnum_id, email or number, as sign-in finds it. */
+    /**
+     * The account a `user` command (or `grant revoke --user`) names: by svcnum_id, email or number, as sign-in finds
+     * it.
+     */
     const account = async (identifier: string | undefined) =>
       found(await accounts.findUser(need(identifier, 'a SVCNUM_ID, email or number')), 'user', identifier);
     /** The grants' applications, each read once, for their names. */
     const clientsOf = async (grants: Grant[]) =>
-      new Map(await Promise.all([...new Set(grants.map((grant) => grant.clientId))].map(async (clientId) => [clientId, await store.getClient(clientId)] as const)));
+      new Map(
+        await Promise.all(
+          [...new Set(grants.map((grant) => grant.clientId))].map(
+            async (clientId) => [clientId, await store.getClient(clientId)] as const,
+          ),
+        ),
+      );
     switch (command) {
       case 'client create': {
         const { isRefreshResponse, REFRESH_RESPONSES } = await import('../core/kernel/model');
@@ -298,28 +415,50 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
         }
         const { client } = await registration.createLoginClient({
-          name: need(values.name, '--name'), scope: need(values.scope, '--scope'), redirectUris: values['redirect-uri'] ?? [],
+          name: need(values.name, '--name'),
+          scope: need(values.scope, '--scope'),
+          redirectUris: values['redirect-uri'] ?? [],
           ...(refreshResponse !== undefined ? { refreshResponse } : {}),
         });
         return clientJson(client);
       }
       case 'api-client create': {
         const { client, clientSecret } = await registration.createApiClient({
-          name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ...(values.owner ? { ownerId: values.owner } : {}),
+          name: need(values.name, '--name'),
+          scope: need(values.scope, '--scope'),
+          ...(values.owner ? { ownerId: values.owner } : {}),
         });
-        return { ...await clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+        return {
+          ...(await clientJson(client)),
+          client_secret: clientSecret,
+          note: 'the client secret is shown only now; store it safely',
+        };
       }
       case 'prov-client create': {
         const { client, clientSecret } = await registration.createProvisioningClient({
-          name: need(values.name, '--name'), scope: need(values.scope, '--scope'), ownerId: need(values.owner, '--owner'),
+          name: need(values.name, '--name'),
+          scope: need(values.scope, '--scope'),
+          ownerId: need(values.owner, '--owner'),
         });
-        return { ...await clientJson(client), client_secret: clientSecret, note: 'the client secret is shown only now; store it safely' };
+        return {
+          ...(await clientJson(client)),
+          client_secret: clientSecret,
+          note: 'the client secret is shown only now; store it safely',
+        };
       }
-      case 'number seed': return (await lifecycle()).seed(need(values.from, '--from'), integer(need(values.count, '--count'), '--count')!);
-      case 'number show': return (await lifecycle()).show(need(argument, 'a NUMBER'));
-      case 'number suspend': return (await lifecycle()).suspend(need(argument, 'a NUMBER'));
-      case 'number reactivate': return (await lifecycle()).reactivate(need(argument, 'a NUMBER'));
-      case 'number deactivate': return (await lifecycle()).deactivate(need(argument, 'a NUMBER'));
+      case 'number seed':
+        return (await lifecycle()).seed(
+          need(values.from, '--from'),
+          integer(need(values.count, '--count'), '--count')!,
+        );
+      case 'number show':
+        return (await lifecycle()).show(need(argument, 'a NUMBER'));
+      case 'number suspend':
+        return (await lifecycle()).suspend(need(argument, 'a NUMBER'));
+      case 'number reactivate':
+        return (await lifecycle()).reactivate(need(argument, 'a NUMBER'));
+      case 'number deactivate':
+        return (await lifecycle()).deactivate(need(argument, 'a NUMBER'));
       case 'quota set': {
         const given = {
           independentAgentQuota: integer(values.independent, '--independent'),
@@ -328,17 +467,26 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           numberQuota: integer(values.numbers, '--numbers'),
         };
         const overrides = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined));
-        if (Object.keys(overrides).length === 0) throw new UsageError('quota set needs at least one of --independent, --dependent, --masks, --numbers');
+        if (Object.keys(overrides).length === 0)
+          throw new UsageError('quota set needs at least one of --independent, --dependent, --masks, --numbers');
         const owner = found(await store.setQuotaOverrides(need(values.owner, '--owner'), overrides), 'account');
         return {
-          svcnum_id: owner.svcnumId, independent_agent_quota: owner.independentAgentQuota ?? null, dependent_agent_quota: owner.dependentAgentQuota ?? null,
-          mask_quota: owner.maskQuota ?? null, number_quota: owner.numberQuota ?? null,
+          svcnum_id: owner.svcnumId,
+          independent_agent_quota: owner.independentAgentQuota ?? null,
+          dependent_agent_quota: owner.dependentAgentQuota ?? null,
+          mask_quota: owner.maskQuota ?? null,
+          number_quota: owner.numberQuota ?? null,
         };
       }
       // Operators may alias any entity (people included) and use reserved names.
       case 'alias add': {
         const { OPERATOR } = await import('../core/directory/aliases');
-        return aliasJson(await (await aliases()).create(OPERATOR, { svcnumId: need(values['svcnum-id'], '--svcnum-id'), alias: need(values.alias, '--alias') }));
+        return aliasJson(
+          await (await aliases()).create(OPERATOR, {
+            svcnumId: need(values['svcnum-id'], '--svcnum-id'),
+            alias: need(values.alias, '--alias'),
+          }),
+        );
       }
       case 'alias remove': {
         const { OPERATOR } = await import('../core/directory/aliases');
@@ -349,27 +497,42 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
         const svcnumId = need(values['svcnum-id'], '--svcnum-id');
         return { svcnum_id: svcnumId, aliases: (await (await aliases()).list(OPERATOR, svcnumId)).map(aliasJson) };
       }
-      case 'client list': return { clients: await Promise.all((await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson)) };
-      case 'client show': return clientJson(found(await store.getClient(need(argument, 'a CLIENT_ID')), 'client'));
+      case 'client list':
+        return {
+          clients: await Promise.all(
+            (await store.listClients()).sort((a, b) => a.createdAt - b.createdAt).map(clientJson),
+          ),
+        };
+      case 'client show':
+        return clientJson(found(await store.getClient(need(argument, 'a CLIENT_ID')), 'client'));
       case 'client disable':
       case 'client enable':
-        return clientJson(found(await store.setClientDisabled(need(argument, 'a CLIENT_ID'), verb === 'disable'), 'client'));
+        return clientJson(
+          found(await store.setClientDisabled(need(argument, 'a CLIENT_ID'), verb === 'disable'), 'client'),
+        );
       case 'user create': {
-        if (values.password !== undefined && values['password-stdin']) throw new UsageError('use --password or --password-stdin, not both');
+        if (values.password !== undefined && values['password-stdin'])
+          throw new UsageError('use --password or --password-stdin, not both');
         const password = values['password-stdin'] ? await readStdin() : values.password;
         const accountType = values['account-type'] ?? 'person';
-        if (!ACCOUNT_TYPES.includes(accountType as AccountType)) throw new UsageError(`--account-type must be one of ${ACCOUNT_TYPES.join(', ')}`);
+        if (!ACCOUNT_TYPES.includes(accountType as AccountType))
+          throw new UsageError(`--account-type must be one of ${ACCOUNT_TYPES.join(', ')}`);
         const user = await registration.createUser({
-          email: need(values.email, '--email'), password: need(password, '--password or --password-stdin'),
-          setupRequired: values['setup-required'] ?? false, accountType: accountType as AccountType,
+          email: need(values.email, '--email'),
+          password: need(password, '--password or --password-stdin'),
+          setupRequired: values['setup-required'] ?? false,
+          accountType: accountType as AccountType,
         });
         return userJson(user);
       }
-      case 'user list': return { users: await Promise.all((await store.listUsers()).sort((a, b) => a.createdAt - b.createdAt).map(userJson)) };
+      case 'user list':
+        return {
+          users: await Promise.all((await store.listUsers()).sort((a, b) => a.createdAt - b.createdAt).map(userJson)),
+        };
       case 'user show': {
         const user = await account(argument);
         const throttle = await signInThrottle(store, user);
-        return { ...await userJson(user), ...(throttle.length > 0 ? { sign_in_throttle: throttle } : {}) };
+        return { ...(await userJson(user)), ...(throttle.length > 0 ? { sign_in_throttle: throttle } : {}) };
       }
       case 'user unthrottle': {
         const user = await account(argument);
@@ -377,8 +540,10 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
         for (const [, value] of signInIdentifiers(user)) await store.deleteSignInThrottle(identifierKey(value));
         return userJson(user);
       }
-      case 'user disable': return userJson(found(await registration.disableUser((await account(argument)).svcnumId), 'user'));
-      case 'user enable': return userJson(found(await registration.enableUser((await account(argument)).svcnumId), 'user'));
+      case 'user disable':
+        return userJson(found(await registration.disableUser((await account(argument)).svcnumId), 'user'));
+      case 'user enable':
+        return userJson(found(await registration.enableUser((await account(argument)).svcnumId), 'user'));
       case 'user grants': {
         const user = await account(argument);
         const grants = await (await userGrants()).inForce(user.svcnumId);
@@ -392,11 +557,14 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           return { ...grantJson(found(await grants.revoke(grantId), 'grant', grantId)), revoked: true };
         }
         const user = await account(values.user);
-        const revoked = values.all ? await grants.revokeAll(user.svcnumId) : await grants.revokeClient(user.svcnumId, values.client!);
+        const revoked = values.all
+          ? await grants.revokeAll(user.svcnumId)
+          : await grants.revokeClient(user.svcnumId, values.client!);
         const clients = await clientsOf(revoked);
         return { svcnum_id: user.svcnumId, revoked: revoked.map((grant) => grantJson(grant, clients)) };
       }
-      default: throw new UsageError(`unknown command: ${positionals.join(' ')}`);
+      default:
+        throw new UsageError(`unknown command: ${positionals.join(' ')}`);
     }
   });
 }
@@ -409,7 +577,9 @@ export async function main(argv: string[] = process.argv.slice(2), options: Admi
   } catch (error) {
     const usageError = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
     // One line, always: node's parseArgs messages can run over several.
-    const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.replace(/\. To specify a positional argument.*$/, '');
+    const message = (error instanceof Error ? error.message : String(error))
+      .split('\n')[0]!
+      .replace(/\. To specify a positional argument.*$/, '');
     process.stderr.write(`${usageError ? `${message} (see: admin help)` : message}\n`);
     const expected = usageError || error instanceof DomainError || error instanceof LocalStartError;
     if (!expected && process.env.DEBUG) process.stderr.write(`${(error as Error).stack}\n`);

@@ -31,16 +31,26 @@ export interface DeployedOptions {
  * The region to look for an environment's stack in: AWS_REGION, else AWS_DEFAULT_REGION, else the
  * environment's region in the settings file that SVCNUM_SETTINGS or cdk.json's `settings` names.
  */
-export function deployedRegion(environment: EnvironmentName, env: Record<string, string | undefined> = process.env): string {
+export function deployedRegion(
+  environment: EnvironmentName,
+  env: Record<string, string | undefined> = process.env,
+): string {
   const region = env.AWS_REGION || env.AWS_DEFAULT_REGION || settingsRegion(environment, env);
-  if (!region) throw new Error(`--env ${environment}: which region? Set AWS_REGION, or name your settings file in ${SETTINGS_VARIABLE} (or "settings" in cdk.json)`);
+  if (!region)
+    throw new Error(
+      `--env ${environment}: which region? Set AWS_REGION, or name your settings file in ${SETTINGS_VARIABLE} (or ` +
+        `"settings" in cdk.json)`,
+    );
   return region;
 }
 
 const SETTLED = /_COMPLETE$/;
 
 /** Reads the stack's outputs and derives every physical table name from its TablePrefix. */
-export async function describeDeployedEnvironment(environment: EnvironmentName, options: DeployedOptions = {}): Promise<DeployedEnvironment> {
+export async function describeDeployedEnvironment(
+  environment: EnvironmentName,
+  options: DeployedOptions = {},
+): Promise<DeployedEnvironment> {
   const region = options.region ?? deployedRegion(environment);
   const client = options.cloudFormation ?? new CloudFormationClient({ region });
   const name = stackName(environment);
@@ -48,7 +58,10 @@ export async function describeDeployedEnvironment(environment: EnvironmentName, 
   try {
     stack = (await client.send(new DescribeStacksCommand({ StackName: name }))).Stacks?.[0];
   } catch (error) {
-    if ((error as { name?: string }).name === 'ValidationError' && /does not exist/.test(String((error as Error).message))) {
+    if (
+      (error as { name?: string }).name === 'ValidationError' &&
+      /does not exist/.test(String((error as Error).message))
+    ) {
       throw new Error(`--env ${environment}: no stack ${name} in ${region} (deploy it first, or set AWS_REGION)`);
     }
     throw error;
@@ -75,7 +88,11 @@ export async function describeDeployedEnvironment(environment: EnvironmentName, 
 }
 
 /** Runs `work` with a store on the environment's real tables. */
-export async function withDeployedStore<T>(environment: EnvironmentName, work: (store: Store) => Promise<T>, options: DeployedOptions = {}): Promise<T> {
+export async function withDeployedStore<T>(
+  environment: EnvironmentName,
+  work: (store: Store) => Promise<T>,
+  options: DeployedOptions = {},
+): Promise<T> {
   const deployed = await describeDeployedEnvironment(environment, options);
   const client = new DynamoDBClient({ region: deployed.region });
   try {

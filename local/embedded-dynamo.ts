@@ -14,7 +14,11 @@ import { explainListenError, LocalStartError } from './start-errors';
 // so its work (request parsing, LevelDB, response building) neither waits behind the service's
 // requests nor counts in the main thread's cost per request that the benchmarks measure.
 
-export interface EmbeddedDynamo { endpoint: string; port: number; close(): Promise<void> }
+export interface EmbeddedDynamo {
+  endpoint: string;
+  port: number;
+  close(): Promise<void>;
+}
 
 /** Another process holds DATA_DIR's embedded database (only one may open it). */
 export class DataInUseError extends LocalStartError {}
@@ -30,7 +34,10 @@ async function ensureNotInUse(dataDir: string, path: string): Promise<void> {
     await db.open();
   } catch (error) {
     if ((error as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') {
-      throw new DataInUseError(`the data in ${dataDir} is in use by another process (is \`npm start\` running with this DATA_DIR?); stop it or set DATA_DIR to another folder`);
+      throw new DataInUseError(
+        `the data in ${dataDir} is in use by another process (is \`npm start\` running with this DATA_DIR?); stop ` +
+          `it or set DATA_DIR to another folder`,
+      );
     }
     throw error;
   } finally {
@@ -39,7 +46,10 @@ async function ensureNotInUse(dataDir: string, path: string): Promise<void> {
 }
 
 /** What the worker says: listening on a port, failed to listen, or closed. */
-type WorkerReport = { listening: number } | { failed: { code?: string; errno?: number; syscall?: string; message: string } } | { closed: true };
+type WorkerReport =
+  | { listening: number }
+  | { failed: { code?: string; errno?: number; syscall?: string; message: string } }
+  | { closed: true };
 
 /**
  * The worker's code (plain CommonJS, so it runs the same under tsx, vitest and node): dynalite on
@@ -66,34 +76,59 @@ export async function startEmbeddedDynamo(dataDir: string, port: number): Promis
   await ensureNotInUse(dataDir, path);
   const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { dynalite: dynalitePath, path, port } });
   let exited = false;
-  worker.once('exit', () => { exited = true; });
-  /** The worker's next report; an error or exit meanwhile ends the wait (an exited worker says nothing more). */
-  const next = () => new Promise<WorkerReport>((resolve, reject) => {
-    if (exited) return reject(new Error('the embedded DynamoDB stopped'));
-    const settle = () => { worker.off('message', onMessage); worker.off('error', onError); worker.off('exit', onExit); };
-    const onError = (error: Error) => { settle(); reject(error); };
-    const onExit = () => { settle(); reject(new Error('the embedded DynamoDB stopped')); };
-    const onMessage = (report: WorkerReport) => { settle(); resolve(report); };
-    worker.once('message', onMessage);
-    worker.once('error', onError);
-    worker.once('exit', onExit);
+  worker.once('exit', () => {
+    exited = true;
   });
-  const started = await next().catch(async (error: unknown) => { await worker.terminate(); throw error; });
+  /** The worker's next report; an error or exit meanwhile ends the wait (an exited worker says nothing more). */
+  const next = () =>
+    new Promise<WorkerReport>((resolve, reject) => {
+      if (exited) return reject(new Error('the embedded DynamoDB stopped'));
+      const settle = () => {
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        worker.off('exit', onExit);
+      };
+      const onError = (error: Error) => {
+        settle();
+        reject(error);
+      };
+      const onExit = () => {
+        settle();
+        reject(new Error('the embedded DynamoDB stopped'));
+      };
+      const onMessage = (report: WorkerReport) => {
+        settle();
+        resolve(report);
+      };
+      worker.once('message', onMessage);
+      worker.once('error', onError);
+      worker.once('exit', onExit);
+    });
+  const started = await next().catch(async (error: unknown) => {
+    await worker.terminate();
+    throw error;
+  });
   if (!('listening' in started)) {
     await worker.terminate();
     const failure = 'failed' in started ? started.failed : { message: 'the embedded DynamoDB did not start' };
-    throw explainListenError(Object.assign(new Error(failure.message), failure) as NodeJS.ErrnoException, 'DYNAMODB_PORT', '127.0.0.1', port);
+    throw explainListenError(
+      Object.assign(new Error(failure.message), failure) as NodeJS.ErrnoException,
+      'DYNAMODB_PORT',
+      '127.0.0.1',
+      port,
+    );
   }
   let closing: Promise<void> | undefined;
   return {
     endpoint: `http://127.0.0.1:${started.listening}`,
     port: started.listening,
-    close: () => closing ??= (async () => {
-      const closed = next();
-      worker.postMessage('close');
-      await closed.catch(() => undefined);
-      await worker.terminate();
-    })(),
+    close: () =>
+      (closing ??= (async () => {
+        const closed = next();
+        worker.postMessage('close');
+        await closed.catch(() => undefined);
+        await worker.terminate();
+      })()),
   };
 }
 

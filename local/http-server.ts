@@ -12,7 +12,10 @@ import { listenOrExplain } from './start-errors';
 
 export type LambdaHandler = (event: HttpEvent, context: Context) => Promise<HttpResult>;
 
-export interface LocalRoute { handler: LambdaHandler; functionName: string }
+export interface LocalRoute {
+  handler: LambdaHandler;
+  functionName: string;
+}
 
 /** Requests larger than this are refused by the runner itself, as API Gateway would (10 MB there). */
 const MAX_REQUEST_BYTES = 1024 * 1024;
@@ -30,7 +33,9 @@ function readBody(request: IncomingMessage): Promise<Buffer | undefined> {
       size += chunk.length;
       if (size <= MAX_REQUEST_BYTES) chunks.push(chunk);
     });
-    request.on('end', () => resolve(size > MAX_REQUEST_BYTES ? undefined : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    request.on('end', () =>
+      resolve(size > MAX_REQUEST_BYTES ? undefined : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)),
+    );
     request.on('error', reject);
   });
 }
@@ -74,7 +79,9 @@ export function buildEvent(request: IncomingMessage, url: URL, body: Buffer, req
     (multiQuery[name] ??= []).push(value);
   }
   const hasQuery = Object.keys(query).length > 0;
-  const isText = body.length === 0 || /^(text\/|application\/(x-www-form-urlencoded|json))/i.test(request.headers['content-type'] ?? '');
+  const isText =
+    body.length === 0 ||
+    /^(text\/|application\/(x-www-form-urlencoded|json))/i.test(request.headers['content-type'] ?? '');
   return {
     resource: url.pathname,
     path: url.pathname,
@@ -104,9 +111,11 @@ function writeResult(response: ServerResponse, result: HttpResult) {
   // A name in both maps takes multiValueHeaders' values only, as API Gateway merges them.
   const multiNames = new Set(Object.keys(result.multiValueHeaders ?? {}).map((name) => name.toLowerCase()));
   const headers: string[] = [];
-  for (const [name, value] of Object.entries(result.headers ?? {})) if (!multiNames.has(name.toLowerCase())) headers.push(name, String(value));
-  for (const [name, values] of Object.entries(result.multiValueHeaders ?? {})) for (const value of values) headers.push(name, String(value));
-  const body = result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body ?? '';
+  for (const [name, value] of Object.entries(result.headers ?? {}))
+    if (!multiNames.has(name.toLowerCase())) headers.push(name, String(value));
+  for (const [name, values] of Object.entries(result.multiValueHeaders ?? {}))
+    for (const value of values) headers.push(name, String(value));
+  const body = result.isBase64Encoded ? Buffer.from(result.body, 'base64') : (result.body ?? '');
   // Given, since writeHead sends the head before the body is known (else it would be chunked);
   // never on answers that have no body by definition (RFC 9110 §8.6).
   const bodiless = result.statusCode < 200 || result.statusCode === 204 || result.statusCode === 304;
@@ -119,9 +128,19 @@ function writeResult(response: ServerResponse, result: HttpResult) {
  * The runner's own answers (no route, too large, its own failure), as API Gateway's own would
  * be: JSON, never cached, never sniffed as something else.
  */
-const runnerAnswer = (statusCode: number, error: string, description: string, extra: Record<string, string> = {}): HttpResult => ({
+const runnerAnswer = (
+  statusCode: number,
+  error: string,
+  description: string,
+  extra: Record<string, string> = {},
+): HttpResult => ({
   statusCode,
-  headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', ...extra },
+  headers: {
+    'Content-Type': 'application/json',
+    'Cache-Control': 'no-store',
+    'X-Content-Type-Options': 'nosniff',
+    ...extra,
+  },
   body: JSON.stringify({ error, error_description: description }),
 });
 
@@ -129,9 +148,17 @@ const runnerAnswer = (statusCode: number, error: string, description: string, ex
 const safePath = (target = '/') => target.split('?')[0]!.slice(0, 200);
 
 /** A started server: `close()` stops listening and drops open keep-alive connections, resolving once closed. */
-export interface RunningHttpServer { server: Server; port: number; close(): Promise<void> }
+export interface RunningHttpServer {
+  server: Server;
+  port: number;
+  close(): Promise<void>;
+}
 
-export async function startHttpServer(routes: Map<string, LocalRoute>, listen: { port: number; host: string }, extra?: LocalExtra): Promise<RunningHttpServer> {
+export async function startHttpServer(
+  routes: Map<string, LocalRoute>,
+  listen: { port: number; host: string },
+  extra?: LocalExtra,
+): Promise<RunningHttpServer> {
   const server = createServer(async (request, response) => {
     const requestId = randomUUID();
     try {
@@ -144,22 +171,35 @@ export async function startHttpServer(routes: Map<string, LocalRoute>, listen: {
       }
       const body = await readBody(request);
       if (!body) {
-        writeResult(response, runnerAnswer(413, 'invalid_request', 'the request body is too large', { Connection: 'close' }));
+        writeResult(
+          response,
+          runnerAnswer(413, 'invalid_request', 'the request body is too large', { Connection: 'close' }),
+        );
         return;
       }
-      writeResult(response, await route.handler(buildEvent(request, url, body, requestId), lambdaContext(route.functionName, requestId)));
+      writeResult(
+        response,
+        await route.handler(buildEvent(request, url, body, requestId), lambdaContext(route.functionName, requestId)),
+      );
     } catch (error) {
       // The Lambda wrapper (lambdas/edge.ts) answers and logs its own failures; this is the runner's.
-      logger.error('local request failed', { requestId, method: request.method, path: safePath(request.url), error: error as Error });
-      if (!response.headersSent) writeResult(response, runnerAnswer(500, 'server_error', 'the service failed; try again'));
+      logger.error('local request failed', {
+        requestId,
+        method: request.method,
+        path: safePath(request.url),
+        error: error as Error,
+      });
+      if (!response.headersSent)
+        writeResult(response, runnerAnswer(500, 'server_error', 'the service failed; try again'));
       else response.destroy();
     }
   });
   server.keepAliveTimeout = 5_000;
   await listenOrExplain(server, listen.port, listen.host, 'PORT');
-  const close = () => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   return { server, port: (server.address() as AddressInfo).port, close };
 }

@@ -10,7 +10,14 @@ import { engineWakeups, type ValkeyWakeupsOptions, type WakeupEngine } from '../
 import { serviceConfig } from '../core/kernel/config';
 import type { Clock, Random } from '../core/kernel/ports';
 import type { ProvisioningConfig } from '../core/provisioning/config';
-import { allModules, buildModules, modulePorts, pickModules, type Infrastructure, type Modules } from '../core/registry';
+import {
+  allModules,
+  buildModules,
+  modulePorts,
+  pickModules,
+  type Infrastructure,
+  type Modules,
+} from '../core/registry';
 import type { HubPolling } from '../core/messaging/hub-polling';
 import type { RateLimitConfig } from '../core/kernel/rate-limit';
 import type { SignInLimits } from '../core/oauth/sign-in-guard';
@@ -53,7 +60,9 @@ export interface LocalOptions {
   wakeupEngine?: WakeupEngine;
   /** The engine adapter's options (tests: its command timeout). */
   wakeupOptions?: Pick<ValkeyWakeupsOptions, 'commandTimeoutMs'>;
-  /** How open message streams poll, each interval not given at its default (core/messaging/hub-polling.ts HubPolling). */
+  /**
+   * How open message streams poll, each interval not given at its default (core/messaging/hub-polling.ts HubPolling).
+   */
   messagePolling?: Partial<HubPolling>;
   /** Wraps the store (tests inject failures between the steps of an operation). */
   wrapStore?: (store: Store) => Store;
@@ -113,7 +122,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     // routes are bound to modules built once the port is known.
     const routes = new Map<string, LocalRoute>();
     let extra: LocalExtra | undefined;
-    const started = await startHttpServer(routes, { port: options.port, host }, (request, url, response) => extra ? extra(request, url, response) : Promise.resolve(false));
+    const started = await startHttpServer(routes, { port: options.port, host }, (request, url, response) =>
+      extra ? extra(request, url, response) : Promise.resolve(false),
+    );
     server = started.server;
     const issuer = options.issuer ?? `http://localhost:${started.port}`;
     const store = createDynamoStore(documentClient(client), tables);
@@ -133,11 +144,18 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
     });
     for (const [group, definition] of Object.entries(routeGroups)) {
       // Only the public group takes options: its per-IP limit.
-      const handler = definition.create(modulesOf(group as keyof typeof routeGroups, core), options.publicRateLimit ? { rateLimit: options.publicRateLimit } : {}) as LambdaHandler;
+      const handler = definition.create(
+        modulesOf(group as keyof typeof routeGroups, core),
+        options.publicRateLimit ? { rateLimit: options.publicRateLimit } : {},
+      ) as LambdaHandler;
       for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: `local-${group}` });
     }
     extra = options.extra?.(core, issuer);
-    grpc = await startGrpcServer(modulesOfCore(core), { port: options.grpcPort, host, ...(options.grpcReflection ? { reflection: options.grpcReflection } : {}) });
+    grpc = await startGrpcServer(modulesOfCore(core), {
+      port: options.grpcPort,
+      host,
+      ...(options.grpcReflection ? { reflection: options.grpcReflection } : {}),
+    });
     const httpServer = started;
     const grpcServer = grpc;
     await announceRunning(options.dataDir, { pid: process.pid, dynamoEndpoint: dynamo.endpoint });

@@ -12,13 +12,26 @@ export type PortVariable = 'PORT' | 'GRPC_PORT' | 'DYNAMODB_PORT';
 export const hostPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
 
 /** A listen failure, told as what to change. Other failures are returned unchanged. */
-export function explainListenError(error: NodeJS.ErrnoException, variable: PortVariable, host: string, port: number): Error {
+export function explainListenError(
+  error: NodeJS.ErrnoException,
+  variable: PortVariable,
+  host: string,
+  port: number,
+): Error {
   switch (error.code) {
-    case 'EADDRINUSE': return new LocalStartError(`port ${port} on ${host} is already in use; set ${variable} to a free port (0 picks one)`);
-    case 'EACCES': return new LocalStartError(`port ${port} on ${host} needs privileges this process does not have; set ${variable} to a port above 1023`);
+    case 'EADDRINUSE':
+      return new LocalStartError(
+        `port ${port} on ${host} is already in use; set ${variable} to a free port (0 picks one)`,
+      );
+    case 'EACCES':
+      return new LocalStartError(
+        `port ${port} on ${host} needs privileges this process does not have; set ${variable} to a port above 1023`,
+      );
     case 'EADDRNOTAVAIL':
-    case 'ENOTFOUND': return new LocalStartError(`${host} is not an address of this machine; set HOST to one (default 127.0.0.1)`);
-    default: return error;
+    case 'ENOTFOUND':
+      return new LocalStartError(`${host} is not an address of this machine; set HOST to one (default 127.0.0.1)`);
+    default:
+      return error;
   }
 }
 
@@ -39,7 +52,11 @@ function listen(server: Server, port: number, host: string): Promise<void> {
   });
 }
 
-export interface Listener { port: number; host: string; variable: PortVariable }
+export interface Listener {
+  port: number;
+  host: string;
+  variable: PortVariable;
+}
 
 /** Why `port` on `host` cannot be listened on now (an errno error), if it cannot. */
 async function probe(port: number, host: string): Promise<NodeJS.ErrnoException | undefined> {
@@ -64,20 +81,32 @@ export async function ensurePortsFree(listeners: Listener[]): Promise<void> {
   const fixed = listeners.filter((listener) => listener.port !== 0);
   for (const [index, listener] of fixed.entries()) {
     const twin = fixed.slice(index + 1).find((other) => other.port === listener.port);
-    if (twin) throw new LocalStartError(`${listener.variable} and ${twin.variable} are both ${listener.port}; give each its own port (0 picks a free one)`);
+    if (twin)
+      throw new LocalStartError(
+        `${listener.variable} and ${twin.variable} are both ${listener.port}; give each its own port (0 picks a ` +
+          `free one)`,
+      );
   }
   const checks = fixed.flatMap((listener) => [
     { listener, host: listener.host },
-    ...(listener.variable === 'PORT' && listener.host === '127.0.0.1' ? [{ listener, host: '::1', optional: true }] : []),
+    ...(listener.variable === 'PORT' && listener.host === '127.0.0.1'
+      ? [{ listener, host: '::1', optional: true }]
+      : []),
   ]);
-  const failures = (await Promise.all(checks.map(async (check) => ({ ...check, error: await probe(check.listener.port, check.host) }))))
+  const failures = (
+    await Promise.all(checks.map(async (check) => ({ ...check, error: await probe(check.listener.port, check.host) })))
+  )
     // No IPv6 loopback on this machine: nothing can shadow us there.
-    .filter((check) => check.error && !(check.optional && ['EADDRNOTAVAIL', 'EAFNOSUPPORT'].includes(check.error.code ?? '')));
+    .filter(
+      (check) => check.error && !(check.optional && ['EADDRNOTAVAIL', 'EAFNOSUPPORT'].includes(check.error.code ?? '')),
+    );
   const taken = failures.filter((failure) => failure.error!.code === 'EADDRINUSE');
   if (taken.length > 1) {
     const names = taken.map(({ listener, host }) => `${listener.port} on ${host} (${listener.variable})`).join(', ');
     const variables = [...new Set(taken.map(({ listener }) => listener.variable))];
-    throw new LocalStartError(`ports already in use: ${names}; set ${variables.join(', ')} to free ports (0 picks one)`);
+    throw new LocalStartError(
+      `ports already in use: ${names}; set ${variables.join(', ')} to free ports (0 picks one)`,
+    );
   }
   const first = failures[0];
   if (first) throw explainListenError(first.error!, first.listener.variable, first.host, first.listener.port);

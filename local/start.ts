@@ -44,17 +44,20 @@ async function start(): Promise<LocalService> {
     `svcnum identity service is running (data in ${resolve(env.dataDir)})`,
     `  issuer            ${service.issuer}   (HTTP listens on ${hostPort(service.host, service.port)})`,
     `  discovery         ${service.issuer}/.well-known/openid-configuration`,
-    `  gRPC provisioning ${hostPort(service.host, service.grpcPort)} (plaintext; health, reflection${env.grpcReflection === 'token' ? ' with a provisioning token' : ''})`,
+    `  gRPC provisioning ${hostPort(service.host, service.grpcPort)} (plaintext; health, ` +
+      `reflection${env.grpcReflection === 'token' ? ' with a provisioning token' : ''})`,
     `  embedded DynamoDB ${service.dynamoEndpoint}`,
     '',
-    ...(demo ? [
-      'Try a sign-in:',
-      `  1. open ${service.issuer}/demo`,
-      `  2. sign in as ${demo.email} with password ${demo.password}`,
-      '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
-      `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
-      '',
-    ] : []),
+    ...(demo
+      ? [
+          'Try a sign-in:',
+          `  1. open ${service.issuer}/demo`,
+          `  2. sign in as ${demo.email} with password ${demo.password}`,
+          '  3. press Allow: the demo app swaps the code for tokens and shows UserInfo',
+          `  demo login client_id: ${demo.clientId} (redirect ${service.issuer}/demo/callback)`,
+          '',
+        ]
+      : []),
     'Register clients and users with: npm run --silent admin -- help',
     '',
   ];
@@ -70,7 +73,11 @@ try {
   service = await start();
 } catch (error) {
   // Something a person can fix gets one line; anything else its stack as well.
-  process.stderr.write(error instanceof LocalStartError ? `npm start: ${error.message}\n` : `npm start failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.stderr.write(
+    error instanceof LocalStartError
+      ? `npm start: ${error.message}\n`
+      : `npm start failed: ${(error as Error).stack ?? String(error)}\n`,
+  );
   process.exit(1);
 }
 
@@ -80,6 +87,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     if (stopping) return;
     stopping = true;
     process.stderr.write(`\n${signal}: shutting down\n`);
-    service.close().then(() => process.exit(0), () => process.exit(1));
+    service.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   });
 }

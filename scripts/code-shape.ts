@@ -15,12 +15,16 @@ const SKIPPED_FOLDERS = new Set(['node_modules', 'gen', 'dist', 'cdk.out', '.dat
 
 /** Files under `folders` (repository-relative, `/`-separated, sorted) whose names match `pattern`. */
 export function sourceFiles(folders: readonly string[], pattern = /\.ts$/): string[] {
-  const walk = (folder: string): string[] => readdirSync(join(root, folder)).flatMap((name) => {
-    const path = posix.join(folder, name);
-    if (statSync(join(root, path)).isDirectory()) return SKIPPED_FOLDERS.has(name) ? [] : walk(path);
-    return pattern.test(name) ? [path] : [];
-  });
-  return folders.filter((folder) => existsSync(join(root, folder))).flatMap(walk).sort();
+  const walk = (folder: string): string[] =>
+    readdirSync(join(root, folder)).flatMap((name) => {
+      const path = posix.join(folder, name);
+      if (statSync(join(root, path)).isDirectory()) return SKIPPED_FOLDERS.has(name) ? [] : walk(path);
+      return pattern.test(name) ? [path] : [];
+    });
+  return folders
+    .filter((folder) => existsSync(join(root, folder)))
+    .flatMap(walk)
+    .sort();
 }
 
 const parsed = new Map<string, ts.SourceFile>();
@@ -39,14 +43,23 @@ export function syntaxOf(file: string): ts.SourceFile {
 export function specifiersOf(file: string): string[] {
   const specifiers: string[] = [];
   const visit = (node: ts.Node) => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier
-      && ts.isStringLiteral(node.moduleSpecifier)) {
+    if (
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       specifiers.push(node.moduleSpecifier.text);
-    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)
-      && ts.isStringLiteral(node.moduleReference.expression)) {
+    } else if (
+      ts.isImportEqualsDeclaration(node) &&
+      ts.isExternalModuleReference(node.moduleReference) &&
+      ts.isStringLiteral(node.moduleReference.expression)
+    ) {
       specifiers.push(node.moduleReference.expression.text);
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)
-      && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       specifiers.push(node.argument.literal.text);
     }
     ts.forEachChild(node, visit);
@@ -70,9 +83,18 @@ export const packageOf = (specifier: string) =>
 /** Who imports whom among `files`: each file's resolved relative imports that are among them. */
 export function importGraph(files: readonly string[]): Map<string, string[]> {
   const known = new Set(files);
-  return new Map(files.map((file) => [file, [...new Set(specifiersOf(file)
-    .map((specifier) => resolveRelative(file, specifier))
-    .filter((target): target is string => target !== undefined && known.has(target)))].sort()]));
+  return new Map(
+    files.map((file) => [
+      file,
+      [
+        ...new Set(
+          specifiersOf(file)
+            .map((specifier) => resolveRelative(file, specifier))
+            .filter((target): target is string => target !== undefined && known.has(target)),
+        ),
+      ].sort(),
+    ]),
+  );
 }
 
 /** The strongly connected components of more than one file, or of a file importing itself (Tarjan). */
@@ -142,8 +164,13 @@ export function importCycles(graph: ReadonlyMap<string, readonly string[]>): str
 }
 
 const FUNCTION_KINDS = new Set([
-  ts.SyntaxKind.FunctionDeclaration, ts.SyntaxKind.FunctionExpression, ts.SyntaxKind.ArrowFunction,
-  ts.SyntaxKind.MethodDeclaration, ts.SyntaxKind.Constructor, ts.SyntaxKind.GetAccessor, ts.SyntaxKind.SetAccessor,
+  ts.SyntaxKind.FunctionDeclaration,
+  ts.SyntaxKind.FunctionExpression,
+  ts.SyntaxKind.ArrowFunction,
+  ts.SyntaxKind.MethodDeclaration,
+  ts.SyntaxKind.Constructor,
+  ts.SyntaxKind.GetAccessor,
+  ts.SyntaxKind.SetAccessor,
 ]);
 
 /** What a function-like node is called: its own name, the variable or property it is given to, or its call. */
@@ -153,8 +180,10 @@ function nameOf(node: ts.Node): string {
   if (own && (ts.isIdentifier(own) || ts.isStringLiteral(own) || ts.isPrivateIdentifier(own))) return own.text;
   if (ts.isConstructorDeclaration(node)) return 'constructor';
   const parent = node.parent;
-  if ((ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent))
-    && ts.isIdentifier(parent.name)) {
+  if (
+    (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) &&
+    ts.isIdentifier(parent.name)
+  ) {
     return parent.name.text;
   }
   if (ts.isCallExpression(parent)) return `${parent.expression.getText().slice(0, 40)}(…)`;
@@ -192,7 +221,9 @@ export function functionLengths(file: string): FunctionLength[] {
 
 /** The lines of `file` longer than `limit` characters: how many, and the longest. */
 export function longLines(file: string, limit: number): { count: number; longest: number } {
-  const lengths = readFileSync(join(root, file), 'utf8').split('\n').map((line) => line.length)
+  const lengths = readFileSync(join(root, file), 'utf8')
+    .split('\n')
+    .map((line) => line.length)
     .filter((length) => length > limit);
   return { count: lengths.length, longest: Math.max(0, ...lengths) };
 }

@@ -15,7 +15,7 @@ const WIDTH = 100;
 const LABEL = 18;
 
 /** The folder of core/ a file belongs to (a sub-folder belongs to its parent): `core` for the root files. */
-const folderOf = (file: string) => file.split('/').length > 2 ? file.split('/')[1]! : 'core';
+const folderOf = (file: string) => (file.split('/').length > 2 ? file.split('/')[1]! : 'core');
 
 /** A folder as the map names it among what another imports. */
 const shown = (folder: string) => (folder === 'core' ? 'core/*.ts' : `${folder}/`);
@@ -23,12 +23,15 @@ const shown = (folder: string) => (folder === 'core' ? 'core/*.ts' : `${folder}/
 /** What an index.ts exports: its names, and `* from x` for a re-exported module. */
 function exportsOf(file: string): string[] {
   const names: string[] = [];
-  const exported = (node: ts.Node) => ts.canHaveModifiers(node)
-    && ts.getModifiers(node)?.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword);
+  const exported = (node: ts.Node) =>
+    ts.canHaveModifiers(node) &&
+    ts.getModifiers(node)?.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword);
   for (const statement of syntaxOf(file).statements) {
     if (ts.isExportDeclaration(statement)) {
-      const from = statement.moduleSpecifier && ts.isStringLiteral(statement.moduleSpecifier)
-        ? posix.basename(statement.moduleSpecifier.text) : '';
+      const from =
+        statement.moduleSpecifier && ts.isStringLiteral(statement.moduleSpecifier)
+          ? posix.basename(statement.moduleSpecifier.text)
+          : '';
       const clause = statement.exportClause;
       if (clause && ts.isNamedExports(clause)) names.push(...clause.elements.map((element) => element.name.text));
       else names.push(`* from ${from}`);
@@ -88,8 +91,8 @@ export function moduleMap(): string {
   });
   return [
     MAP_START,
-    '<!-- generated from the code by `npm run docs:map` (scripts/module-map.ts); '
-      + 'test/architecture.test.ts checks it is current -->',
+    '<!-- generated from the code by `npm run docs:map` (scripts/module-map.ts); ' +
+      'test/architecture.test.ts checks it is current -->',
     '',
     '```text',
     paragraphs.join('\n\n'),

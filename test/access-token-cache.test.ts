@@ -6,7 +6,12 @@ import { openLocalKeyStore, type LocalKeyStore } from '../core/adapters/local-ke
 import { systemRandom } from '../core/adapters/system';
 import { serviceConfig } from '../core/kernel/config';
 import type { DomainError } from '../core/kernel/errors';
-import { createAccessTokenVerifier, createTokenIssuer, VERIFIED_TOKEN_MAX_LENGTH, VERIFIED_TOKENS_MAX } from '../core/oauth/tokens';
+import {
+  createAccessTokenVerifier,
+  createTokenIssuer,
+  VERIFIED_TOKEN_MAX_LENGTH,
+  VERIFIED_TOKENS_MAX,
+} from '../core/oauth/tokens';
 import { TestClock } from './support/clock';
 
 // The access-token verifier keeps the tokens that verified (issue 11): a client sends the same
@@ -36,20 +41,24 @@ function setup() {
   const clock = new TestClock();
   const issuer = createTokenIssuer(config, keys, clock, systemRandom);
   const verify = createAccessTokenVerifier(config, keys, clock);
-  const mint = async (act?: Record<string, unknown>) => (await issuer.accessToken({ subject: 'u1', clientId: 'c1', scopes: ['openid'], ...(act ? { act } : {}) })).token;
+  const mint = async (act?: Record<string, unknown>) =>
+    (await issuer.accessToken({ subject: 'u1', clientId: 'c1', scopes: ['openid'], ...(act ? { act } : {}) })).token;
   const signatureChecks = vi.spyOn(globalThis.crypto.subtle, 'verify');
   return { clock, verify, mint, signatureChecks };
 }
 
 async function refusal(promise: Promise<unknown>): Promise<string> {
-  const error = await promise.then(() => undefined, (caught: unknown) => caught as DomainError);
+  const error = await promise.then(
+    () => undefined,
+    (caught: unknown) => caught as DomainError,
+  );
   expect(error, 'expected a refusal').toBeDefined();
   expect(error!.oauth).toBe('invalid_token');
   return error!.message;
 }
 
 describe('verified access tokens', () => {
-  it('checks a token\'s signature once, whatever the number of uses; another token is checked on its own', async () => {
+  it("checks a token's signature once, whatever the number of uses; another token is checked on its own", async () => {
     const { verify, mint, signatureChecks } = setup();
     const token = await mint();
     const first = await verify(token);
@@ -59,7 +68,7 @@ describe('verified access tokens', () => {
     expect(signatureChecks).toHaveBeenCalledTimes(2);
   });
 
-  it('checks a token\'s signature once when its first uses arrive together', async () => {
+  it("checks a token's signature once when its first uses arrive together", async () => {
     const { verify, mint, signatureChecks } = setup();
     const token = await mint();
     const all = await Promise.all(Array.from({ length: 8 }, () => verify(token)));
@@ -71,10 +80,14 @@ describe('verified access tokens', () => {
     const { verify, mint } = setup();
     const claims = await verify(await mint({ sub: 'agent', act: { sub: 'owner' } }));
     expect(Object.isFrozen(claims)).toBe(true);
-    expect(() => { (claims as { scope: string }).scope = 'admin'; }).toThrow(TypeError);
+    expect(() => {
+      (claims as { scope: string }).scope = 'admin';
+    }).toThrow(TypeError);
     const act = claims.act as { act: { sub: string } };
     expect(Object.isFrozen(act) && Object.isFrozen(act.act)).toBe(true);
-    expect(() => { act.act.sub = 'someone else'; }).toThrow(TypeError);
+    expect(() => {
+      act.act.sub = 'someone else';
+    }).toThrow(TypeError);
   });
 
   it('keeps no token it refused: each use of a token for another audience is checked in full and refused', async () => {

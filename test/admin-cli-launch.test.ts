@@ -24,9 +24,14 @@ describe('the admin CLI bundle', () => {
     await mkdir(join(root, 'node_modules'), { recursive: true });
     await writeFile(join(root, 'node_modules', '.package-lock.json'), '{"lockfileVersion":3}\n');
     // It sees its own location, not the bundle's.
-    await writeFile(join(root, 'local', 'admin.ts'), "import { word } from './word';\nexport const main = (): string => `${word} ${import.meta.url}`;\n");
-    const setWord = (word: string) => writeFile(join(root, 'local', 'word.ts'), `export const word: string = '${word}';\n`);
-    const say = async (folder: string) => (await import(pathToFileURL(join(folder, 'admin.mjs')).href) as { main: () => string }).main();
+    await writeFile(
+      join(root, 'local', 'admin.ts'),
+      "import { word } from './word';\nexport const main = (): string => `${word} ${import.meta.url}`;\n",
+    );
+    const setWord = (word: string) =>
+      writeFile(join(root, 'local', 'word.ts'), `export const word: string = '${word}';\n`);
+    const say = async (folder: string) =>
+      ((await import(pathToFileURL(join(folder, 'admin.mjs')).href)) as { main: () => string }).main();
 
     await setWord('one');
     const first = await adminBundle({ root, cache });
@@ -51,16 +56,27 @@ describe('the admin CLI bundle', () => {
 describe('--env from the bundle', () => {
   it('loads the CloudFormation client from its chunk and reaches the endpoint it is given (a closed loopback port here, never AWS)', async () => {
     const outcome = await runAdmin(['user', 'grants', 'ops@example.com', '--env', 'sandbox'], {
-      AWS_ENDPOINT_URL: 'http://127.0.0.1:9', AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test',
-      AWS_MAX_ATTEMPTS: '1', AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_ENDPOINT_URL: 'http://127.0.0.1:9',
+      AWS_REGION: 'eu-west-1',
+      AWS_ACCESS_KEY_ID: 'test',
+      AWS_SECRET_ACCESS_KEY: 'test',
+      AWS_MAX_ATTEMPTS: '1',
+      AWS_EC2_METADATA_DISABLED: 'true',
     });
-    expect({ code: outcome.code, stdout: outcome.stdout, stderr: outcome.stderr }).toEqual({ code: 1, stdout: '', stderr: 'connect ECONNREFUSED 127.0.0.1:9\n' });
+    expect({ code: outcome.code, stdout: outcome.stdout, stderr: outcome.stderr }).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'connect ECONNREFUSED 127.0.0.1:9\n',
+    });
   }, 60_000);
 });
 
 describe('what a command loads', () => {
   /** Every module URL or path a run of the CLI loaded (test/support/module-log.mjs). */
-  async function modulesLoaded(name: string, run: (env: Record<string, string>) => Promise<{ code: number; stderr: string }>) {
+  async function modulesLoaded(
+    name: string,
+    run: (env: Record<string, string>) => Promise<{ code: number; stderr: string }>,
+  ) {
     const log = join(scratch, `${name}.log`);
     const dataDir = join(scratch, `${name}-data`);
     const outcome = await run({ DATA_DIR: dataDir, MODULE_LOG_FILE: log });
@@ -70,18 +86,25 @@ describe('what a command loads', () => {
   const preload = ['--import', join(process.cwd(), 'test/support/module-log.mjs')];
 
   it('help loads no AWS SDK; a local command loads neither KMS, CloudFormation nor the service (gRPC, Valkey, the registry)', async () => {
-    const help = await modulesLoaded('help', (env) => runScript('local/admin.ts', ['help'], { ...env, NODE_OPTIONS: preload.join(' ') }));
+    const help = await modulesLoaded('help', (env) =>
+      runScript('local/admin.ts', ['help'], { ...env, NODE_OPTIONS: preload.join(' ') }),
+    );
     expect(help.some((module) => module.includes('local/admin.ts'))).toBe(true);
     expect(help.filter((module) => module.includes('@aws-sdk') || module.includes('/core/accounts/'))).toEqual([]);
 
-    const show = await modulesLoaded('list', (env) => runScript('local/admin.ts', ['user', 'list'], { ...env, NODE_OPTIONS: preload.join(' ') }));
+    const show = await modulesLoaded('list', (env) =>
+      runScript('local/admin.ts', ['user', 'list'], { ...env, NODE_OPTIONS: preload.join(' ') }),
+    );
     expect(show.some((module) => module.includes('@aws-sdk/client-dynamodb'))).toBe(true);
-    const unneeded = /@aws-sdk\/client-kms|@aws-sdk\/client-cloudformation|@grpc\/grpc-js|ioredis|\/local\/runner\.ts|\/local\/deployed\.ts|\/core\/registry\.ts/;
+    const unneeded =
+      /@aws-sdk\/client-kms|@aws-sdk\/client-cloudformation|@grpc\/grpc-js|ioredis|\/local\/runner\.ts|\/local\/deployed\.ts|\/core\/registry\.ts/;
     expect(show.filter((module) => unneeded.test(module))).toEqual([]);
   }, 60_000);
 
-  it('through npm run admin\'s launcher: the bundle\'s chunks for --env and for numbers and aliases stay unloaded', async () => {
-    const loaded = await modulesLoaded('bundle', (env) => runAdmin(['user', 'list'], { ...env, NODE_OPTIONS: preload.join(' ') }));
+  it("through npm run admin's launcher: the bundle's chunks for --env and for numbers and aliases stay unloaded", async () => {
+    const loaded = await modulesLoaded('bundle', (env) =>
+      runAdmin(['user', 'list'], { ...env, NODE_OPTIONS: preload.join(' ') }),
+    );
     const chunks = loaded.filter((module) => module.includes('/node_modules/.cache/svcnum-admin/'));
     expect(chunks.some((module) => module.endsWith('/admin.mjs'))).toBe(true);
     expect(chunks.filter((module) => /\/(deployed|registry)-[A-Z0-9]+\.mjs$/.test(module))).toEqual([]);

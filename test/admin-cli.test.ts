@@ -4,14 +4,26 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from './support/browser';
 import type { Client } from '../core/kernel/model';
-import { authorizeInBrowser, authorizePath, createLoginClient, createUser, exchange, obtainCode, postForm } from './support/flow';
+import {
+  authorizeInBrowser,
+  authorizePath,
+  createLoginClient,
+  createUser,
+  exchange,
+  obtainCode,
+  postForm,
+} from './support/flow';
 import { pkcePair } from './support/browser';
 import { runAdmin } from './support/processes';
 import { startTestService, type TestService } from './support/service';
 
 const admin = runAdmin;
 const refreshWith = (client: Client, refreshToken: string) =>
-  postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId });
+  postForm(`${service.issuer}/oauth/token`, {
+    grant_type: 'refresh_token',
+    refresh_token: refreshToken,
+    client_id: client.clientId,
+  });
 
 let service: TestService;
 let env: Record<string, string>;
@@ -23,14 +35,37 @@ afterAll(() => service?.close());
 
 describe('admin CLI against the running local service', () => {
   it('registers a login client and a user that can sign in through the service', async () => {
-    const client = await admin(['client', 'create', '--name', 'Shop', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://localhost:8080/cb', '--scope', 'openid profile email'], env);
+    const client = await admin(
+      [
+        'client',
+        'create',
+        '--name',
+        'Shop',
+        '--redirect-uri',
+        'https://shop.example/cb',
+        '--redirect-uri',
+        'http://localhost:8080/cb',
+        '--scope',
+        'openid profile email',
+      ],
+      env,
+    );
     expect(client.code).toBe(0);
     expect(client.json).toMatchObject({
-      kind: 'login', name: 'Shop', redirect_uris: ['https://shop.example/cb', 'http://localhost:8080/cb'], scope: 'openid profile email', refresh_response: 'null', disabled: false,
+      kind: 'login',
+      name: 'Shop',
+      redirect_uris: ['https://shop.example/cb', 'http://localhost:8080/cb'],
+      scope: 'openid profile email',
+      refresh_response: 'null',
+      disabled: false,
     });
     expect(client.json).not.toHaveProperty('client_secret');
 
-    const user = await admin(['user', 'create', '--email', 'Shopper@Example.com', '--password-stdin'], env, 'a long enough password\n');
+    const user = await admin(
+      ['user', 'create', '--email', 'Shopper@Example.com', '--password-stdin'],
+      env,
+      'a long enough password\n',
+    );
     expect(user.code).toBe(0);
     expect(user.json).toMatchObject({ email: 'shopper@example.com', status: 'active', account_type: 'person' });
     expect(String(user.json!.svcnum_id)).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
@@ -38,7 +73,12 @@ describe('admin CLI against the running local service', () => {
     expect(user.stdout).not.toMatch(/scrypt|password/i);
 
     const registered = (await service.core.store.getClient(String(client.json!.client_id)))!;
-    const final = await authorizeInBrowser(new Browser(service.issuer), registered, { email: 'shopper@example.com', password: 'a long enough password' }, { code_challenge: pkcePair().challenge });
+    const final = await authorizeInBrowser(
+      new Browser(service.issuer),
+      registered,
+      { email: 'shopper@example.com', password: 'a long enough password' },
+      { code_challenge: pkcePair().challenge },
+    );
     expect(new URL(final.location!).searchParams.get('code')).toBeTruthy();
 
     const shown = await admin(['user', 'show', String(user.json!.svcnum)], env);
@@ -48,9 +88,16 @@ describe('admin CLI against the running local service', () => {
   it('creates an External API client whose secret is shown once and works with client_credentials', async () => {
     const created = await admin(['api-client', 'create', '--name', 'Messenger', '--scope', 'messaging'], env);
     expect(created.code).toBe(0);
-    const { client_id: clientId, client_secret: clientSecret } = created.json as { client_id: string; client_secret: string };
+    const { client_id: clientId, client_secret: clientSecret } = created.json as {
+      client_id: string;
+      client_secret: string;
+    };
     expect(clientSecret).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    const token = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret });
+    const token = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'client_credentials',
+      client_id: clientId,
+      client_secret: clientSecret,
+    });
     expect(token.status).toBe(200);
     expect(token.json.scope).toBe('messaging');
 
@@ -62,7 +109,21 @@ describe('admin CLI against the running local service', () => {
   });
 
   it('registers a login client with --refresh-response omit, shown by client show and client list; API clients have none', async () => {
-    const created = await admin(['client', 'create', '--name', 'Auth.js app', '--redirect-uri', 'https://authjs.example/cb', '--scope', 'openid email', '--refresh-response', 'omit'], env);
+    const created = await admin(
+      [
+        'client',
+        'create',
+        '--name',
+        'Auth.js app',
+        '--redirect-uri',
+        'https://authjs.example/cb',
+        '--scope',
+        'openid email',
+        '--refresh-response',
+        'omit',
+      ],
+      env,
+    );
     expect(created.code).toBe(0);
     expect(created.json).toMatchObject({ kind: 'login', refresh_response: 'omit' });
     const clientId = String(created.json!.client_id);
@@ -74,7 +135,10 @@ describe('admin CLI against the running local service', () => {
     // A record stored before the option existed shows the default; only login clients refresh.
     const { refreshResponse: _, ...older } = (await service.core.store.getClient(clientId))!;
     await service.core.store.createClient({ ...older, clientId: `legacy-${clientId}` });
-    const { client: apiClient } = await service.core.registration.createApiClient({ name: 'No refresh', scope: 'poll' });
+    const { client: apiClient } = await service.core.registration.createApiClient({
+      name: 'No refresh',
+      scope: 'poll',
+    });
     const listed = (await admin(['client', 'list'], env)).json!.clients as Array<Record<string, unknown>>;
     const listedAs = (id: string) => listed.find((c) => c.client_id === id);
     expect(listedAs(clientId)).toEqual(created.json);
@@ -83,20 +147,28 @@ describe('admin CLI against the running local service', () => {
   });
 
   it('disables a client so that the service refuses it', async () => {
-    const created = await admin(['client', 'create', '--name', 'Old app', '--redirect-uri', 'https://old.example/cb', '--scope', 'openid'], env);
+    const created = await admin(
+      ['client', 'create', '--name', 'Old app', '--redirect-uri', 'https://old.example/cb', '--scope', 'openid'],
+      env,
+    );
     const clientId = String(created.json!.client_id);
     const disabled = await admin(['client', 'disable', clientId], env);
     // On failure its stderr says why (it once failed on a loaded CI machine with no trace).
     expect(disabled.code, disabled.stderr).toBe(0);
     expect(disabled.json).toMatchObject({ client_id: clientId, disabled: true });
     const registered = (await service.core.store.getClient(clientId))!;
-    const page = await new Browser(service.issuer).request(authorizePath(registered, { scope: 'openid', code_challenge: pkcePair().challenge }));
+    const page = await new Browser(service.issuer).request(
+      authorizePath(registered, { scope: 'openid', code_challenge: pkcePair().challenge }),
+    );
     expect(page.status).toBe(400);
     expect(page.location).toBeUndefined();
   });
 
   it('disables a user named by email: sign-in refused and refresh tokens revoked; enable lets the account sign in and refresh again', async () => {
-    const user = await admin(['user', 'create', '--email', 'leaver@example.com', '--password', 'a long enough password'], env);
+    const user = await admin(
+      ['user', 'create', '--email', 'leaver@example.com', '--password', 'a long enough password'],
+      env,
+    );
     const client = await createLoginClient(service);
     const login = { email: 'leaver@example.com', password: 'a long enough password' };
     const { code, verifier } = await obtainCode(service, client, login);
@@ -109,11 +181,16 @@ describe('admin CLI against the running local service', () => {
 
     const refresh = await refreshWith(client, String(tokens.json.refresh_token));
     expect(refresh.json.error).toBe('invalid_grant');
-    const again = await authorizeInBrowser(new Browser(service.issuer), client, login, { code_challenge: pkcePair().challenge });
+    const again = await authorizeInBrowser(new Browser(service.issuer), client, login, {
+      code_challenge: pkcePair().challenge,
+    });
     expect(again.status).toBe(400);
     expect(again.body).toContain('not right');
     const listed = await admin(['user', 'list'], env);
-    expect((listed.json!.users as Array<{ email?: string; status: string }>).find((u) => u.email === 'leaver@example.com')?.status).toBe('disabled');
+    expect(
+      (listed.json!.users as Array<{ email?: string; status: string }>).find((u) => u.email === 'leaver@example.com')
+        ?.status,
+    ).toBe('disabled');
 
     // Named by number this time; the revoked refresh token stays revoked, a new sign-in works at once.
     const enabled = await admin(['user', 'enable', String(user.json!.svcnum)], env);
@@ -129,7 +206,7 @@ describe('admin CLI against the running local service', () => {
     expect((await admin(['user', 'enable', String(user.json!.svcnum_id)], env)).json).toEqual(user.json);
   });
 
-  it('lists an account\'s grants made through the code flow and revokes one: its refresh token fails with invalid_grant at once', async () => {
+  it("lists an account's grants made through the code flow and revokes one: its refresh token fails with invalid_grant at once", async () => {
     const { user, email, password } = await createUser(service);
     const client = await createLoginClient(service);
     const { code, verifier } = await obtainCode(service, client, { email, password });
@@ -138,20 +215,32 @@ describe('admin CLI against the running local service', () => {
 
     const listed = await admin(['user', 'grants', email], env);
     expect(listed.code, listed.stderr).toBe(0);
-    const [grant] = (await service.core.store.listGrants(user.svcnumId));
+    const [grant] = await service.core.store.listGrants(user.svcnumId);
     expect(listed.json).toEqual({
       svcnum_id: user.svcnumId,
-      grants: [{
-        grant_id: grant!.grantId, client_id: client.clientId, client_name: client.name, svcnum_id: user.svcnumId,
-        scope: 'openid profile email', created_at: new Date(grant!.createdAt).toISOString(),
-      }],
+      grants: [
+        {
+          grant_id: grant!.grantId,
+          client_id: client.clientId,
+          client_name: client.name,
+          svcnum_id: user.svcnumId,
+          scope: 'openid profile email',
+          created_at: new Date(grant!.createdAt).toISOString(),
+        },
+      ],
     });
     expect(String(tokens.json.refresh_token).startsWith(`${grant!.grantId}.`)).toBe(true);
     expect(listed.stdout).not.toContain(grant!.secretHash);
 
     const revoked = await admin(['grant', 'revoke', grant!.grantId], env);
     expect(revoked.code, revoked.stderr).toBe(0);
-    expect(revoked.json).toMatchObject({ grant_id: grant!.grantId, client_id: client.clientId, svcnum_id: user.svcnumId, revoked: true, revoked_at: expect.stringMatching(/^\d{4}-/) });
+    expect(revoked.json).toMatchObject({
+      grant_id: grant!.grantId,
+      client_id: client.clientId,
+      svcnum_id: user.svcnumId,
+      revoked: true,
+      revoked_at: expect.stringMatching(/^\d{4}-/),
+    });
     const refresh = await refreshWith(client, String(tokens.json.refresh_token));
     expect(refresh.status).toBe(400);
     expect(refresh.json.error).toBe('invalid_grant');
@@ -160,10 +249,13 @@ describe('admin CLI against the running local service', () => {
     expect((await admin(['grant', 'revoke', grant!.grantId], env)).json).toEqual(revoked.json);
     // A mistyped id is refused and leaves nothing behind.
     const unknown = await admin(['grant', 'revoke', 'AAAAAAAAAAAAAAAAAAAAAA'], env);
-    expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 1, stderr: 'no grant AAAAAAAAAAAAAAAAAAAAAA\n' });
+    expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({
+      code: 1,
+      stderr: 'no grant AAAAAAAAAAAAAAAAAAAAAA\n',
+    });
   });
 
-  it('revokes every grant of an account (--all), or those of one application (--client), as the account page\'s Revoke access does', async () => {
+  it("revokes every grant of an account (--all), or those of one application (--client), as the account page's Revoke access does", async () => {
     const { user, email, password } = await createUser(service);
     const [first, second] = [await createLoginClient(service), await createLoginClient(service)];
     const flow = async (client: typeof first) => {
@@ -171,12 +263,20 @@ describe('admin CLI against the running local service', () => {
       return String((await exchange(service, client, code, verifier)).json.refresh_token);
     };
     const [a1, a2, b] = [await flow(first), await flow(first), await flow(second)];
-    const grantIds = (await admin(['user', 'grants', user.svcnumId], env)).json!.grants as Array<{ grant_id: string; client_id: string }>;
+    const grantIds = (await admin(['user', 'grants', user.svcnumId], env)).json!.grants as Array<{
+      grant_id: string;
+      client_id: string;
+    }>;
     expect(grantIds.map((grant) => grant.client_id)).toEqual([first.clientId, first.clientId, second.clientId]);
 
     const one = await admin(['grant', 'revoke', '--user', email, '--client', first.clientId], env);
     expect(one.code, one.stderr).toBe(0);
-    expect((one.json!.revoked as Array<{ grant_id: string }>).map((grant) => grant.grant_id).sort()).toEqual(grantIds.slice(0, 2).map((grant) => grant.grant_id).sort());
+    expect((one.json!.revoked as Array<{ grant_id: string }>).map((grant) => grant.grant_id).sort()).toEqual(
+      grantIds
+        .slice(0, 2)
+        .map((grant) => grant.grant_id)
+        .sort(),
+    );
     for (const token of [a1, a2]) expect((await refreshWith(first, token)).json.error).toBe('invalid_grant');
     expect((await refreshWith(second, b)).status).toBe(200);
     // The consent is forgotten too: the application must ask again.
@@ -185,21 +285,32 @@ describe('admin CLI against the running local service', () => {
 
     const all = await admin(['grant', 'revoke', '--user', user.svcnum, '--all'], env);
     expect(all.code, all.stderr).toBe(0);
-    expect(all.json).toMatchObject({ svcnum_id: user.svcnumId, revoked: [{ grant_id: grantIds[2]!.grant_id, client_id: second.clientId, client_name: second.name }] });
+    expect(all.json).toMatchObject({
+      svcnum_id: user.svcnumId,
+      revoked: [{ grant_id: grantIds[2]!.grant_id, client_id: second.clientId, client_name: second.name }],
+    });
     expect((await refreshWith(second, b)).json.error).toBe('invalid_grant');
     expect(await service.core.store.listConsents(user.svcnumId)).toEqual([]);
     expect((await admin(['user', 'grants', email], env)).json!.grants).toEqual([]);
   });
 
-  it('shows an account\'s live sign-in throttle and forgets it with user unthrottle (no lockout to lift)', async () => {
-    const user = await admin(['user', 'create', '--email', 'attacked@example.com', '--password', 'a long enough password'], env);
+  it("shows an account's live sign-in throttle and forgets it with user unthrottle (no lockout to lift)", async () => {
+    const user = await admin(
+      ['user', 'create', '--email', 'attacked@example.com', '--password', 'a long enough password'],
+      env,
+    );
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
-    const attempt = (password: string) => browser.request('/login', { form: { csrf: Browser.field(page.body, 'csrf'), identifier: 'attacked@example.com', password } });
+    const attempt = (password: string) =>
+      browser.request('/login', {
+        form: { csrf: Browser.field(page.body, 'csrf'), identifier: 'attacked@example.com', password },
+      });
     for (let guess = 0; guess < 5; guess++) expect((await attempt(`guess ${guess}`)).status).toBe(400);
     expect((await attempt('a long enough password')).status).toBe(429);
     const shown = await admin(['user', 'show', String(user.json!.svcnum_id)], env);
-    expect(shown.json!.sign_in_throttle).toEqual([{ identifier: 'email', failures: 5, blocked_until: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+    expect(shown.json!.sign_in_throttle).toEqual([
+      { identifier: 'email', failures: 5, blocked_until: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) },
+    ]);
     expect((await admin(['user', 'unthrottle', 'attacked@example.com'], env)).json).toEqual(user.json);
     expect((await admin(['user', 'show', 'attacked@example.com'], env)).json).toEqual(user.json);
     expect((await attempt('a long enough password')).status).toBe(303);
@@ -207,9 +318,21 @@ describe('admin CLI against the running local service', () => {
 
   it('refuses bad input with one line on stderr and a non-zero exit', async () => {
     const cases: Array<[string[], number, RegExp]> = [
-      [['client', 'create', '--name', 'X', '--redirect-uri', 'http://evil.example/cb', '--scope', 'openid'], 1, /https/],
-      [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb#frag', '--scope', 'openid'], 1, /fragment/],
-      [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid messaging'], 1, /messaging/],
+      [
+        ['client', 'create', '--name', 'X', '--redirect-uri', 'http://evil.example/cb', '--scope', 'openid'],
+        1,
+        /https/,
+      ],
+      [
+        ['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb#frag', '--scope', 'openid'],
+        1,
+        /fragment/,
+      ],
+      [
+        ['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid messaging'],
+        1,
+        /messaging/,
+      ],
       [['client', 'create', '--name', 'X', '--scope', 'openid'], 1, /redirect URI/],
       [['api-client', 'create', '--name', 'X', '--scope', 'openid'], 1, /openid/],
       [['user', 'create', '--email', 'not-an-email', '--password', 'long enough pw'], 1, /email/],
@@ -217,7 +340,22 @@ describe('admin CLI against the running local service', () => {
       [['user', 'create', '--email', 'shopper@example.com', '--password', 'long enough pw'], 1, /already registered/],
       [['client', 'show', 'nope'], 1, /no client/],
       [['client', 'create', '--bogus'], 2, /Unknown option/],
-      [['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid', '--refresh-response', 'absent'], 2, /--refresh-response must be null or omit/],
+      [
+        [
+          'client',
+          'create',
+          '--name',
+          'X',
+          '--redirect-uri',
+          'https://x.example/cb',
+          '--scope',
+          'openid',
+          '--refresh-response',
+          'absent',
+        ],
+        2,
+        /--refresh-response must be null or omit/,
+      ],
       [['frobnicate'], 2, /unknown command/],
       [['client', 'list', '--env', 'staging'], 2, /sandbox or production/],
       [['user', 'disable', 'nobody@example.com'], 1, /no user nobody@example.com/],
@@ -245,7 +383,10 @@ describe('admin CLI without a running service', () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-admin-'));
     try {
       const coldEnv = { DATA_DIR: dataDir, DYNAMODB_PORT: '1' };
-      const user = await admin(['user', 'create', '--email', 'cold@example.com', '--password', 'long enough pw'], coldEnv);
+      const user = await admin(
+        ['user', 'create', '--email', 'cold@example.com', '--password', 'long enough pw'],
+        coldEnv,
+      );
       expect(user.code).toBe(0);
       const listed = await admin(['user', 'list'], coldEnv);
       expect(listed.json!.users).toHaveLength(1);
@@ -260,7 +401,10 @@ describe('admin CLI without a running service', () => {
       expect(retireActive.code).toBe(1);
       // A KID may begin with "-" (base64url): it is taken as the KID, not as an option (here: no such key, exit 1).
       const dashed = await admin(['key', 'retire', '-Xunknown'], coldEnv);
-      expect({ code: dashed.code, usage: dashed.stderr.includes('see: admin help') }).toStrictEqual({ code: 1, usage: false });
+      expect({ code: dashed.code, usage: dashed.stderr.includes('see: admin help') }).toStrictEqual({
+        code: 1,
+        usage: false,
+      });
       expect((await admin(['key', 'activate', kid], coldEnv)).stderr).toBe('');
       const retired = await admin(['key', 'retire', first!.kid], coldEnv);
       expect(retired.code, retired.stderr).toBe(0);

@@ -2,12 +2,19 @@ import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { User } from '../core/kernel/model';
 import {
-  CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, ListAgentsRequest,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  CreateDependentAgentRequest,
+  ListAgentsRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { NumberState } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import { CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import {
-  ConfigureProgrammableRequest, GetNumberRequest, ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber,
+  ConfigureProgrammableRequest,
+  GetNumberRequest,
+  ListNumbersRequest,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { runAdmin } from './support/processes';
@@ -57,13 +64,23 @@ describe('number seed and number show', () => {
     expect(seeded).toEqual({ added: 5, skipped: 0, first: '76000000000', last: '76000000004' });
 
     await Promise.all([
-      (async () => expect(await ok('number', 'seed', '--from', '76000000003', '--count', '4')).toEqual({ added: 2, skipped: 2, first: '76000000003', last: '76000000006' }))(),
+      (async () =>
+        expect(await ok('number', 'seed', '--from', '76000000003', '--count', '4')).toEqual({
+          added: 2,
+          skipped: 2,
+          first: '76000000003',
+          last: '76000000006',
+        }))(),
       (async () => {
         const shown = await ok('number', 'show', '76000000000');
         expect(shown).toEqual({ svcnum: '76000000000', state: 'available', updated_at: expect.any(String) });
         expect(Date.parse(String(shown.updated_at))).not.toBeNaN();
       })(),
-      refused(['number', 'seed', '--from', '123', '--count', '1'], 1, /--from must be a service number of 11 to 15 digits/),
+      refused(
+        ['number', 'seed', '--from', '123', '--count', '1'],
+        1,
+        /--from must be a service number of 11 to 15 digits/,
+      ),
       refused(['number', 'seed', '--from', '76000000000', '--count', 'lots'], 2, /--count must be a whole number/),
       refused(['number', 'show', '76999999999'], 1, /no number 76999999999/),
     ]);
@@ -76,16 +93,38 @@ describe('number seed and number show', () => {
 describe('number suspend | reactivate | deactivate', () => {
   it('walks the lifecycle active ⇄ suspended → deactivated (quarantined), refusing every other transition', async () => {
     await seedPool(service, '77', 4);
-    const provision = async () => call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Line' }), app.token);
+    const provision = async () =>
+      call<ProvisionNumberRequest, ProgrammableNumber>(
+        app.numbers,
+        'provisionNumber',
+        ProvisionNumberRequest.fromPartial({ displayName: 'Line' }),
+        app.token,
+      );
     const first = await provision();
     const second = await provision();
     const [a, b] = [first.svcnum, second.svcnum];
     const participants = [await account('person'), await account('person')];
-    const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
-      ttlSeconds: 3600, participantA: participants[0]!.svcnumId, participantB: participants[1]!.svcnumId, scope: 'delivery',
-    }), app.token);
+    const mask = await call<CreateMaskRequest, Mask>(
+      app.masks,
+      'createMask',
+      CreateMaskRequest.fromPartial({
+        ttlSeconds: 3600,
+        participantA: participants[0]!.svcnumId,
+        participantB: participants[1]!.svcnumId,
+        scope: 'delivery',
+      }),
+      app.token,
+    );
     const available = (await service.core.store.freeNumbers(service.clock.now(), 1))[0]!.svcnum;
-    const grpcState = async (svcnumId: string) => (await call<GetNumberRequest, ProgrammableNumber>(app.numbers, 'getNumber', GetNumberRequest.fromPartial({ svcnumId }), app.token)).state;
+    const grpcState = async (svcnumId: string) =>
+      (
+        await call<GetNumberRequest, ProgrammableNumber>(
+          app.numbers,
+          'getNumber',
+          GetNumberRequest.fromPartial({ svcnumId }),
+          app.token,
+        )
+      ).state;
 
     const [suspendedA, suspendedB] = await Promise.all([
       ok('number', 'suspend', a),
@@ -93,7 +132,12 @@ describe('number suspend | reactivate | deactivate', () => {
       refused(['number', 'suspend', available], 1, new RegExp(`number ${available} is available; it must be active`)),
       refused(['number', 'deactivate', mask.svcnum], 1, /mask numbers follow their mask/),
     ]);
-    expect(suspendedA).toMatchObject({ svcnum: a, state: 'suspended', holder: first.svcnumId, entity_type: 'programmable' });
+    expect(suspendedA).toMatchObject({
+      svcnum: a,
+      state: 'suspended',
+      holder: first.svcnumId,
+      entity_type: 'programmable',
+    });
     expect(suspendedB).toMatchObject({ svcnum: b, state: 'suspended' });
     // The holder sees the state over gRPC (mirrored onto the entity).
     expect(await grpcState(first.svcnumId)).toBe(NumberState.NUMBER_STATE_SUSPENDED);
@@ -111,13 +155,23 @@ describe('number suspend | reactivate | deactivate', () => {
       ok('number', 'deactivate', b),
     ]);
     const coolOff = Date.now() + 90 * 86_400_000;
-    for (const [shownNumber, svcnum] of [[deactivatedA, a], [deactivatedB, b]] as const) {
+    for (const [shownNumber, svcnum] of [
+      [deactivatedA, a],
+      [deactivatedB, b],
+    ] as const) {
       expect(shownNumber).toMatchObject({ svcnum, state: 'quarantined' });
       expect(shownNumber).not.toHaveProperty('holder');
       expect(Math.abs(Date.parse(String(shownNumber.cool_off_until)) - coolOff)).toBeLessThan(120_000);
     }
     expect(await grpcState(first.svcnumId)).toBe(NumberState.NUMBER_STATE_DEACTIVATED);
-    const configure = await failure(call(app.numbers, 'configureProgrammable', ConfigureProgrammableRequest.fromPartial({ svcnumId: first.svcnumId, config: { autoReply: 'hi' } }), app.token));
+    const configure = await failure(
+      call(
+        app.numbers,
+        'configureProgrammable',
+        ConfigureProgrammableRequest.fromPartial({ svcnumId: first.svcnumId, config: { autoReply: 'hi' } }),
+        app.token,
+      ),
+    );
     expect(configure.code).toBe(status.FAILED_PRECONDITION);
     // Not allocatable during the cool-off.
     const free = (await service.core.store.freeNumbers(service.clock.now(), 100)).map((number) => number.svcnum);
@@ -132,35 +186,122 @@ describe('number suspend | reactivate | deactivate', () => {
 });
 
 describe('prov-client create', () => {
-  it('grants only the scopes of the owner\'s account type (person: prov:agents; business: all three)', async () => {
-    const [person, business, disabled] = [await account('person'), await account('business'), await account('business')];
+  it("grants only the scopes of the owner's account type (person: prov:agents; business: all three)", async () => {
+    const [person, business, disabled] = [
+      await account('person'),
+      await account('business'),
+      await account('business'),
+    ];
     await service.core.registration.disableUser(disabled.svcnumId);
     await seedPool(service, '78', 2);
-    const agent = (await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Owner agent' }), app.token)).agent!;
+    const agent = (
+      await call<CreateAgentRequest, CreateAgentResponse>(
+        app.agents,
+        'createAgent',
+        CreateAgentRequest.fromPartial({ displayName: 'Owner agent' }),
+        app.token,
+      )
+    ).agent!;
 
     const [forPerson, forBusiness] = await Promise.all([
       ok('prov-client', 'create', '--name', 'Person app', '--owner', person.svcnumId, '--scope', 'prov:agents'),
-      ok('prov-client', 'create', '--name', 'Business app', '--owner', business.svcnumId, '--scope', 'prov:numbers prov:masks prov:agents'),
-      refused(['prov-client', 'create', '--name', 'Greedy', '--owner', person.svcnumId, '--scope', 'prov:agents prov:numbers'], 1, /a person account may not hold prov:numbers \(grantable: prov:agents\)/),
-      refused(['prov-client', 'create', '--name', 'Agent app', '--owner', agent.svcnumId, '--scope', 'prov:agents'], 1, /ai_agent account may not hold prov:agents \(grantable: none\)/),
+      ok(
+        'prov-client',
+        'create',
+        '--name',
+        'Business app',
+        '--owner',
+        business.svcnumId,
+        '--scope',
+        'prov:numbers prov:masks prov:agents',
+      ),
+      refused(
+        [
+          'prov-client',
+          'create',
+          '--name',
+          'Greedy',
+          '--owner',
+          person.svcnumId,
+          '--scope',
+          'prov:agents prov:numbers',
+        ],
+        1,
+        /a person account may not hold prov:numbers \(grantable: prov:agents\)/,
+      ),
+      refused(
+        ['prov-client', 'create', '--name', 'Agent app', '--owner', agent.svcnumId, '--scope', 'prov:agents'],
+        1,
+        /ai_agent account may not hold prov:agents \(grantable: none\)/,
+      ),
       refused(['prov-client', 'create', '--name', 'Nobody', '--scope', 'prov:agents'], 2, /needs --owner/),
-      refused(['prov-client', 'create', '--name', 'Ghost', '--owner', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--scope', 'prov:agents'], 1, /no account 01ARZ3NDEKTSV4RRFFQ69G5FAV/),
-      refused(['prov-client', 'create', '--name', 'Off', '--owner', disabled.svcnumId, '--scope', 'prov:agents'], 1, /is disabled/),
-      refused(['prov-client', 'create', '--name', 'Chat', '--owner', business.svcnumId, '--scope', 'messaging'], 1, /messaging is not available to provisioning clients/),
+      refused(
+        ['prov-client', 'create', '--name', 'Ghost', '--owner', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--scope', 'prov:agents'],
+        1,
+        /no account 01ARZ3NDEKTSV4RRFFQ69G5FAV/,
+      ),
+      refused(
+        ['prov-client', 'create', '--name', 'Off', '--owner', disabled.svcnumId, '--scope', 'prov:agents'],
+        1,
+        /is disabled/,
+      ),
+      refused(
+        ['prov-client', 'create', '--name', 'Chat', '--owner', business.svcnumId, '--scope', 'messaging'],
+        1,
+        /messaging is not available to provisioning clients/,
+      ),
     ]);
-    expect(forPerson).toMatchObject({ kind: 'provisioning', name: 'Person app', scope: 'prov:agents', owner: person.svcnumId, disabled: false });
-    expect(forBusiness).toMatchObject({ kind: 'provisioning', scope: 'prov:numbers prov:masks prov:agents', owner: business.svcnumId });
+    expect(forPerson).toMatchObject({
+      kind: 'provisioning',
+      name: 'Person app',
+      scope: 'prov:agents',
+      owner: person.svcnumId,
+      disabled: false,
+    });
+    expect(forBusiness).toMatchObject({
+      kind: 'provisioning',
+      scope: 'prov:numbers prov:masks prov:agents',
+      owner: business.svcnumId,
+    });
     for (const created of [forPerson, forBusiness]) {
       expect(String(created.client_secret)).toMatch(/^[A-Za-z0-9_-]{43}$/);
       expect(created).not.toHaveProperty('redirect_uris');
     }
 
     // The secrets work: client_credentials tokens that the gRPC services accept within their scopes.
-    const personToken = await clientCredentialsToken(service, String(forPerson.client_id), String(forPerson.client_secret));
-    const businessToken = await clientCredentialsToken(service, String(forBusiness.client_id), String(forBusiness.client_secret));
-    expect((await call<ListAgentsRequest, { agents: unknown[] }>(app.agents, 'listAgents', ListAgentsRequest.fromPartial({}), personToken)).agents).toEqual([]);
-    expect((await failure(call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), personToken))).code).toBe(status.PERMISSION_DENIED);
-    expect((await call<ListNumbersRequest, { numbers: unknown[] }>(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), businessToken)).numbers).toEqual([]);
+    const personToken = await clientCredentialsToken(
+      service,
+      String(forPerson.client_id),
+      String(forPerson.client_secret),
+    );
+    const businessToken = await clientCredentialsToken(
+      service,
+      String(forBusiness.client_id),
+      String(forBusiness.client_secret),
+    );
+    expect(
+      (
+        await call<ListAgentsRequest, { agents: unknown[] }>(
+          app.agents,
+          'listAgents',
+          ListAgentsRequest.fromPartial({}),
+          personToken,
+        )
+      ).agents,
+    ).toEqual([]);
+    expect(
+      (await failure(call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), personToken))).code,
+    ).toBe(status.PERMISSION_DENIED);
+    expect(
+      (
+        await call<ListNumbersRequest, { numbers: unknown[] }>(
+          app.numbers,
+          'listNumbers',
+          ListNumbersRequest.fromPartial({}),
+          businessToken,
+        )
+      ).numbers,
+    ).toEqual([]);
     // The secret is shown once: the stored record holds only its hash.
     const stored = (await service.core.store.getClient(String(forBusiness.client_id)))!;
     expect(JSON.stringify(stored)).not.toContain(String(forBusiness.client_secret));
@@ -168,20 +309,50 @@ describe('prov-client create', () => {
 });
 
 describe('quota set', () => {
-  it('overrides the owner\'s agent quotas, with effect on CreateAgent and CreateDependentAgent over gRPC', async () => {
+  it("overrides the owner's agent quotas, with effect on CreateAgent and CreateDependentAgent over gRPC", async () => {
     const owner = await provisioningApp(service);
     try {
       await seedPool(service, '79', 12);
-      const createAgent = () => call<CreateAgentRequest, CreateAgentResponse>(owner.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Quota agent' }), owner.token);
-      const createDependent = () => call(owner.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ displayName: 'Quota sub-agent' }), owner.token);
+      const createAgent = () =>
+        call<CreateAgentRequest, CreateAgentResponse>(
+          owner.agents,
+          'createAgent',
+          CreateAgentRequest.fromPartial({ displayName: 'Quota agent' }),
+          owner.token,
+        );
+      const createDependent = () =>
+        call(
+          owner.agents,
+          'createDependentAgent',
+          CreateDependentAgentRequest.fromPartial({ displayName: 'Quota sub-agent' }),
+          owner.token,
+        );
 
       const [set] = await Promise.all([
         ok('quota', 'set', '--owner', owner.owner.svcnumId, '--independent', '1', '--dependent', '1'),
-        refused(['quota', 'set', '--owner', owner.owner.svcnumId], 2, /needs at least one of --independent, --dependent, --masks, --numbers/),
-        refused(['quota', 'set', '--owner', owner.owner.svcnumId, '--masks', 'many'], 2, /--masks must be a whole number/),
-        refused(['quota', 'set', '--owner', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--independent', '3'], 1, /no account 01ARZ3NDEKTSV4RRFFQ69G5FAV/),
+        refused(
+          ['quota', 'set', '--owner', owner.owner.svcnumId],
+          2,
+          /needs at least one of --independent, --dependent, --masks, --numbers/,
+        ),
+        refused(
+          ['quota', 'set', '--owner', owner.owner.svcnumId, '--masks', 'many'],
+          2,
+          /--masks must be a whole number/,
+        ),
+        refused(
+          ['quota', 'set', '--owner', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--independent', '3'],
+          1,
+          /no account 01ARZ3NDEKTSV4RRFFQ69G5FAV/,
+        ),
       ]);
-      expect(set).toEqual({ svcnum_id: owner.owner.svcnumId, independent_agent_quota: 1, dependent_agent_quota: 1, mask_quota: null, number_quota: null });
+      expect(set).toEqual({
+        svcnum_id: owner.owner.svcnumId,
+        independent_agent_quota: 1,
+        dependent_agent_quota: 1,
+        mask_quota: null,
+        number_quota: null,
+      });
 
       await createAgent();
       const exhausted = await failure(createAgent());
@@ -192,34 +363,64 @@ describe('quota set', () => {
 
       // Raising one quota keeps the other override.
       expect(await ok('quota', 'set', '--owner', owner.owner.svcnumId, '--independent', '2')).toEqual({
-        svcnum_id: owner.owner.svcnumId, independent_agent_quota: 2, dependent_agent_quota: 1, mask_quota: null, number_quota: null,
+        svcnum_id: owner.owner.svcnumId,
+        independent_agent_quota: 2,
+        dependent_agent_quota: 1,
+        mask_quota: null,
+        number_quota: null,
       });
       await createAgent();
       expect((await failure(createAgent())).code).toBe(status.RESOURCE_EXHAUSTED);
       expect((await failure(createDependent())).code).toBe(status.RESOURCE_EXHAUSTED);
-      const listed = await call<ListAgentsRequest, { agents: unknown[] }>(owner.agents, 'listAgents', ListAgentsRequest.fromPartial({}), owner.token);
+      const listed = await call<ListAgentsRequest, { agents: unknown[] }>(
+        owner.agents,
+        'listAgents',
+        ListAgentsRequest.fromPartial({}),
+        owner.token,
+      );
       expect(listed.agents).toHaveLength(3);
     } finally {
       owner.close();
     }
   });
 
-  it('overrides the owner\'s limits on live masks and programmable numbers, with effect over gRPC; the agent quotas stay', async () => {
+  it("overrides the owner's limits on live masks and programmable numbers, with effect over gRPC; the agent quotas stay", async () => {
     const owner = await provisioningApp(service);
     try {
       await seedPool(service, '81', 8);
       const [a, b] = [await account('person'), await account('person')];
-      const createMask = () => call<CreateMaskRequest, Mask>(owner.masks, 'createMask', CreateMaskRequest.fromPartial({
-        ttlSeconds: 3600, participantA: a.svcnumId, participantB: b.svcnumId, scope: 'delivery',
-      }), owner.token);
-      const provision = () => call<ProvisionNumberRequest, ProgrammableNumber>(owner.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({}), owner.token);
+      const createMask = () =>
+        call<CreateMaskRequest, Mask>(
+          owner.masks,
+          'createMask',
+          CreateMaskRequest.fromPartial({
+            ttlSeconds: 3600,
+            participantA: a.svcnumId,
+            participantB: b.svcnumId,
+            scope: 'delivery',
+          }),
+          owner.token,
+        );
+      const provision = () =>
+        call<ProvisionNumberRequest, ProgrammableNumber>(
+          owner.numbers,
+          'provisionNumber',
+          ProvisionNumberRequest.fromPartial({}),
+          owner.token,
+        );
       expect(await ok('quota', 'set', '--owner', owner.owner.svcnumId, '--masks', '1', '--numbers', '2')).toEqual({
-        svcnum_id: owner.owner.svcnumId, independent_agent_quota: null, dependent_agent_quota: null, mask_quota: 1, number_quota: 2,
+        svcnum_id: owner.owner.svcnumId,
+        independent_agent_quota: null,
+        dependent_agent_quota: null,
+        mask_quota: 1,
+        number_quota: 2,
       });
       await createMask();
       const masksUsedUp = await failure(createMask());
       expect(masksUsedUp.code).toBe(status.RESOURCE_EXHAUSTED);
-      expect(masksUsedUp.details).toBe(`the quota of 1 live masks for ${owner.owner.svcnumId} is used up; higher quotas are available on request`);
+      expect(masksUsedUp.details).toBe(
+        `the quota of 1 live masks for ${owner.owner.svcnumId} is used up; higher quotas are available on request`,
+      );
       await provision();
       await provision();
       const numbersUsedUp = await failure(provision());
@@ -242,7 +443,13 @@ describe('quota set', () => {
     const owner = await provisioningApp(service);
     try {
       await seedPool(service, '80', 6);
-      const createAgent = () => call<CreateAgentRequest, CreateAgentResponse>(owner.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Early agent' }), owner.token);
+      const createAgent = () =>
+        call<CreateAgentRequest, CreateAgentResponse>(
+          owner.agents,
+          'createAgent',
+          CreateAgentRequest.fromPartial({ displayName: 'Early agent' }),
+          owner.token,
+        );
       // Math.random() is pinned so the test does not depend on how slots are chosen.
       const random = vi.spyOn(Math, 'random').mockReturnValue(0);
       try {

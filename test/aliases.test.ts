@@ -2,12 +2,22 @@ import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemRandom } from '../core/adapters/system';
 import { newUlid } from '../core/kernel/ids';
-import { CreateAgentRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import {
-  type Alias, CreateAliasRequest, DeleteAliasRequest, ListAliasesRequest, type ListAliasesResponse,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  type Alias,
+  CreateAliasRequest,
+  DeleteAliasRequest,
+  ListAliasesRequest,
+  type ListAliasesResponse,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
 import { CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { runAdmin } from './support/processes';
@@ -43,14 +53,34 @@ async function newApp(options: Parameters<typeof provisioningApp>[1] = {}) {
 }
 
 const provision = (owner: ProvisioningApp) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(owner.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Line' }), owner.token);
+  call<ProvisionNumberRequest, ProgrammableNumber>(
+    owner.numbers,
+    'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName: 'Line' }),
+    owner.token,
+  );
 const createAgent = async (owner: ProvisioningApp) =>
-  (await call<CreateAgentRequest, CreateAgentResponse>(owner.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Agent' }), owner.token)).agent!;
+  (
+    await call<CreateAgentRequest, CreateAgentResponse>(
+      owner.agents,
+      'createAgent',
+      CreateAgentRequest.fromPartial({ displayName: 'Agent' }),
+      owner.token,
+    )
+  ).agent!;
 const createAlias = (token: string, svcnumId: string, alias: string) =>
   call<CreateAliasRequest, Alias>(aliases, 'createAlias', CreateAliasRequest.fromPartial({ svcnumId, alias }), token);
-const deleteAlias = (token: string, alias: string) => call<DeleteAliasRequest, object>(aliases, 'deleteAlias', DeleteAliasRequest.fromPartial({ alias }), token);
+const deleteAlias = (token: string, alias: string) =>
+  call<DeleteAliasRequest, object>(aliases, 'deleteAlias', DeleteAliasRequest.fromPartial({ alias }), token);
 const listAliases = async (token: string, svcnumId: string) =>
-  (await call<ListAliasesRequest, ListAliasesResponse>(aliases, 'listAliases', ListAliasesRequest.fromPartial({ svcnumId }), token)).aliases.map((alias) => alias.alias);
+  (
+    await call<ListAliasesRequest, ListAliasesResponse>(
+      aliases,
+      'listAliases',
+      ListAliasesRequest.fromPartial({ svcnumId }),
+      token,
+    )
+  ).aliases.map((alias) => alias.alias);
 const code = async (promise: Promise<unknown>) => (await failure(promise)).code;
 
 describe('CreateAlias', () => {
@@ -62,7 +92,21 @@ describe('CreateAlias', () => {
     expect(created.createTime!.getTime()).toBeGreaterThanOrEqual(before);
     expect(await listAliases(app.token, number.svcnumId)).toEqual(['shop-1.x_y']);
 
-    const malformed = ['', 'ab', 'x'.repeat(33), '-abc', '.abc', 'abc def', 'abc/def', 'a+b', '12345', '1-2-3', 'über', '\u212Aelvin', 'caf\u00e9'];
+    const malformed = [
+      '',
+      'ab',
+      'x'.repeat(33),
+      '-abc',
+      '.abc',
+      'abc def',
+      'abc/def',
+      'a+b',
+      '12345',
+      '1-2-3',
+      'über',
+      '\u212Aelvin',
+      'caf\u00e9',
+    ];
     for (const alias of malformed) {
       const refused = await failure(createAlias(app.token, number.svcnumId, alias));
       expect(refused.code, alias).toBe(status.INVALID_ARGUMENT);
@@ -94,12 +138,19 @@ describe('CreateAlias', () => {
   it('ten owners racing for one alias: exactly one wins, and the alias resolves to its number', async () => {
     const racers = await Promise.all(Array.from({ length: 10 }, () => newApp()));
     const numbers = await Promise.all(racers.map((racer) => provision(racer)));
-    const results = await Promise.allSettled(racers.map((racer, index) => createAlias(racer.token, numbers[index]!.svcnumId, 'hot.alias')));
+    const results = await Promise.allSettled(
+      racers.map((racer, index) => createAlias(racer.token, numbers[index]!.svcnumId, 'hot.alias')),
+    );
     const winners = results.flatMap((result, index) => (result.status === 'fulfilled' ? [index] : []));
     expect(winners).toHaveLength(1);
-    for (const result of results) if (result.status === 'rejected') expect((result.reason as { code: number }).code).toBe(status.ALREADY_EXISTS);
+    for (const result of results)
+      if (result.status === 'rejected') expect((result.reason as { code: number }).code).toBe(status.ALREADY_EXISTS);
     const resolved = await publicGet(service, resolvePath('hot.alias'));
-    expect(resolved.json).toEqual({ svcnum: numbers[winners[0]!]!.svcnum, entity_type: 'programmable', state: 'active' });
+    expect(resolved.json).toEqual({
+      svcnum: numbers[winners[0]!]!.svcnum,
+      entity_type: 'programmable',
+      state: 'active',
+    });
   });
 
   it('gives an entity at most 5 aliases, exactly, also when 10 are asked for at once; deleting one makes room', async () => {
@@ -108,7 +159,9 @@ describe('CreateAlias', () => {
     const results = await Promise.allSettled(names.map((name) => createAlias(app.token, number.svcnumId, name)));
     const created = names.filter((_, index) => results[index]!.status === 'fulfilled');
     expect(created).toHaveLength(5);
-    for (const result of results) if (result.status === 'rejected') expect((result.reason as { code: number }).code).toBe(status.RESOURCE_EXHAUSTED);
+    for (const result of results)
+      if (result.status === 'rejected')
+        expect((result.reason as { code: number }).code).toBe(status.RESOURCE_EXHAUSTED);
     expect(await listAliases(app.token, number.svcnumId)).toEqual([...created].sort());
     // The refused names were freed at once: another entity may take one.
     const refusedName = names.find((name) => !created.includes(name))!;
@@ -142,17 +195,34 @@ describe('CreateAlias', () => {
 });
 
 describe('ownership and scopes', () => {
-  it('answers NOT_FOUND for entities and aliases that are not the caller\'s, as for ones that do not exist', async () => {
+  it("answers NOT_FOUND for entities and aliases that are not the caller's, as for ones that do not exist", async () => {
     const other = await newApp();
     const theirs = await provision(other);
     await createAlias(other.token, theirs.svcnumId, 'their.alias');
-    const person = await service.core.registration.createUser({ email: `alias-person-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({
+      email: `alias-person-${Date.now()}@example.com`,
+      password: 'a long password 1',
+    });
     const mine = await provision(app);
-    const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
-      ttlSeconds: 600, participantA: mine.svcnumId, participantB: person.svcnumId, scope: 'delivery',
-    }), app.token);
+    const mask = await call<CreateMaskRequest, Mask>(
+      app.masks,
+      'createMask',
+      CreateMaskRequest.fromPartial({
+        ttlSeconds: 600,
+        participantA: mine.svcnumId,
+        participantB: person.svcnumId,
+        scope: 'delivery',
+      }),
+      app.token,
+    );
     // Someone else's number, nobody, a person, the caller's own account, a mask id: all the same NOT_FOUND.
-    for (const svcnumId of [theirs.svcnumId, newUlid(service.clock, systemRandom), person.svcnumId, app.owner.svcnumId, mask.maskId]) {
+    for (const svcnumId of [
+      theirs.svcnumId,
+      newUlid(service.clock, systemRandom),
+      person.svcnumId,
+      app.owner.svcnumId,
+      mask.maskId,
+    ]) {
       const refused = await failure(createAlias(app.token, svcnumId, 'not.mine'));
       expect(refused.code, svcnumId).toBe(status.NOT_FOUND);
       expect(refused.details).toMatch(/in your account/);
@@ -177,7 +247,9 @@ describe('ownership and scopes', () => {
     expect(denied.details).toContain('prov:numbers or prov:agents');
     expect(await code(listAliases(masksOnly, number.svcnumId))).toBe(status.PERMISSION_DENIED);
     expect(await code(deleteAlias(masksOnly, 'masks.only'))).toBe(status.PERMISSION_DENIED);
-    expect(await code(call(aliases, 'listAliases', ListAliasesRequest.fromPartial({ svcnumId: number.svcnumId })))).toBe(status.UNAUTHENTICATED);
+    expect(
+      await code(call(aliases, 'listAliases', ListAliasesRequest.fromPartial({ svcnumId: number.svcnumId }))),
+    ).toBe(status.UNAUTHENTICATED);
 
     const numberWithAgentsScope = await failure(createAlias(agentsOnly, number.svcnumId, 'scoped.number'));
     expect(numberWithAgentsScope.code).toBe(status.PERMISSION_DENIED);
@@ -197,7 +269,11 @@ describe('ownership and scopes', () => {
     const person = await newApp({ accountType: 'person' });
     const personsAgent = await createAgent(person);
     expect((await createAlias(person.token, personsAgent.svcnumId, 'my.assistant')).alias).toBe('my.assistant');
-    expect((await publicGet(service, resolvePath('my.assistant'))).json).toEqual({ svcnum: personsAgent.svcnum, entity_type: 'ai_agent', state: 'active' });
+    expect((await publicGet(service, resolvePath('my.assistant'))).json).toEqual({
+      svcnum: personsAgent.svcnum,
+      entity_type: 'ai_agent',
+      state: 'active',
+    });
   });
 });
 
@@ -219,7 +295,13 @@ describe('DeleteAlias and interrupted writes', () => {
     const number = await provision(app);
     const now = service.clock.now();
     // What a process that died between claim and commit leaves behind.
-    await service.core.store.claimAlias({ alias: 'ghost.claim', svcnumId: number.svcnumId, claim: newUlid(service.clock, systemRandom), createdAt: now, leaseUntil: now + 60_000 });
+    await service.core.store.claimAlias({
+      alias: 'ghost.claim',
+      svcnumId: number.svcnumId,
+      claim: newUlid(service.clock, systemRandom),
+      createdAt: now,
+      leaseUntil: now + 60_000,
+    });
     expect((await publicGet(service, resolvePath('ghost.claim'))).status).toBe(404);
     expect(await listAliases(app.token, number.svcnumId)).toEqual([]);
     expect(await code(createAlias(app.token, number.svcnumId, 'ghost.claim'))).toBe(status.ALREADY_EXISTS);
@@ -252,17 +334,33 @@ describe('DeleteAlias and interrupted writes', () => {
 
 describe('admin CLI: alias add | list | remove', () => {
   // The operator's command as `npm run admin` runs it (its bundle: a start costs a fraction of tsx's).
-  const admin = (args: string[]) => runAdmin(args, { DATA_DIR: service.dataDir, DYNAMODB_PORT: new URL(service.dynamoEndpoint).port });
+  const admin = (args: string[]) =>
+    runAdmin(args, { DATA_DIR: service.dataDir, DYNAMODB_PORT: new URL(service.dynamoEndpoint).port });
 
   it('lets an operator alias any entity (people and businesses too, reserved names included), list and remove', async () => {
-    const person = await service.core.registration.createUser({ email: `cli-alias-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({
+      email: `cli-alias-${Date.now()}@example.com`,
+      password: 'a long password 1',
+    });
     const added = await admin(['alias', 'add', '--svcnum-id', person.svcnumId, '--alias', 'Support']);
     expect(added.code).toBe(0);
-    expect(added.json).toEqual({ alias: 'support', svcnum_id: person.svcnumId, created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
-    expect((await publicGet(service, resolvePath('support'))).json).toEqual({ svcnum: person.svcnum, entity_type: 'person', state: 'active' });
+    expect(added.json).toEqual({
+      alias: 'support',
+      svcnum_id: person.svcnumId,
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+    expect((await publicGet(service, resolvePath('support'))).json).toEqual({
+      svcnum: person.svcnum,
+      entity_type: 'person',
+      state: 'active',
+    });
 
     expect((await admin(['alias', 'add', '--svcnum-id', app.owner.svcnumId, '--alias', 'acme'])).code).toBe(0);
-    expect((await publicGet(service, resolvePath('acme'))).json).toEqual({ svcnum: app.owner.svcnum, entity_type: 'business', state: 'active' });
+    expect((await publicGet(service, resolvePath('acme'))).json).toEqual({
+      svcnum: app.owner.svcnum,
+      entity_type: 'business',
+      state: 'active',
+    });
 
     const listed = await admin(['alias', 'list', '--svcnum-id', person.svcnumId]);
     expect(listed.json).toEqual({ svcnum_id: person.svcnumId, aliases: [added.json] });
@@ -288,6 +386,9 @@ describe('admin CLI: alias add | list | remove', () => {
     const again = await admin(['alias', 'remove', 'support']);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/no alias support/);
-    expect((await admin(['alias', 'list', '--svcnum-id', person.svcnumId])).json).toEqual({ svcnum_id: person.svcnumId, aliases: [] });
+    expect((await admin(['alias', 'list', '--svcnum-id', person.svcnumId])).json).toEqual({
+      svcnum_id: person.svcnumId,
+      aliases: [],
+    });
   }, 90_000);
 });

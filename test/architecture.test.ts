@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
-  functionLengths, importCycles, importGraph, longLines, resolveRelative, root, sourceFiles, specifiersOf,
+  functionLengths,
+  importCycles,
+  importGraph,
+  longLines,
+  resolveRelative,
+  root,
+  sourceFiles,
+  specifiersOf,
 } from '../scripts/code-shape';
 import { currentMap, MAP_DOC, moduleMap } from '../scripts/module-map';
 
@@ -30,7 +37,8 @@ function domainViolations(): string[] {
   const violations: string[] = [];
   for (const file of coreFiles) {
     const from = partOf(file);
-    const targets = specifiersOf(file).map((specifier) => resolveRelative(file, specifier))
+    const targets = specifiersOf(file)
+      .map((specifier) => resolveRelative(file, specifier))
       .filter((target): target is string => target?.startsWith('core/') === true);
     for (const target of targets) {
       const to = partOf(target);
@@ -73,7 +81,11 @@ describe('import cycles', () => {
 
   it('the cycle check names a cycle when there is one (it is not vacuous)', () => {
     const graph = new Map([
-      ['a.ts', ['b.ts']], ['b.ts', ['c.ts', 'd.ts']], ['c.ts', ['a.ts']], ['d.ts', []], ['e.ts', ['e.ts']],
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts', 'd.ts']],
+      ['c.ts', ['a.ts']],
+      ['d.ts', []],
+      ['e.ts', ['e.ts']],
     ]);
     expect(importCycles(graph)).toEqual(['a.ts → b.ts → c.ts → a.ts', 'e.ts → e.ts']);
   });
@@ -93,43 +105,53 @@ function printAllowlist(measured: ReadonlyMap<string, number>, allowed: Allowlis
   const entries = Object.entries(allowed);
   const now = (key: string) => (measured.has(key) ? `now ${measured.get(key)}` : 'now within the limit');
   const shrunk = entries.filter(([key, limit]) => (measured.get(key) ?? 0) < limit).length;
-  console.log([
-    `allowlisted ${what} (may only shrink; the lead empties the list once they have):`,
-    ...entries.map(([key, limit]) => `  ${key}: ${limit} (${now(key)})`),
-    ...(shrunk > 0 ? [`${shrunk} of them shrank: lower or remove their entries`] : []),
-  ].join('\n'));
+  console.log(
+    [
+      `allowlisted ${what} (may only shrink; the lead empties the list once they have):`,
+      ...entries.map(([key, limit]) => `  ${key}: ${limit} (${now(key)})`),
+      ...(shrunk > 0 ? [`${shrunk} of them shrank: lower or remove their entries`] : []),
+    ].join('\n'),
+  );
 }
 
 /** The entries over their allowance: new offenders, and allowlisted ones that grew. */
 function overAllowance(measured: ReadonlyMap<string, number>, allowed: Allowlist, what: string) {
   printAllowlist(measured, allowed, what);
-  return [...measured].filter(([key, value]) => value > (allowed[key] ?? 0)).map(([key, value]) =>
-    key in allowed ? `${key}: ${value}, grew from ${allowed[key]}` : `${key}: ${value}`);
+  return [...measured]
+    .filter(([key, value]) => value > (allowed[key] ?? 0))
+    .map(([key, value]) => (key in allowed ? `${key}: ${value}, grew from ${allowed[key]}` : `${key}: ${value}`));
 }
 
 const LINE_FOLDERS = ['core', 'lambdas', 'grpc-service', 'lib', 'local', 'bench', 'bin'];
 
 describe('code shape', () => {
   it('no function in core/ over 80 lines (a factory of methods counts as one), but the allowlisted, shrinking', () => {
-    const measured = new Map(coreFiles.flatMap(functionLengths).filter(({ lines }) => lines > 80)
-      .map(({ key, lines }) => [key, lines] as const));
+    const measured = new Map(
+      coreFiles
+        .flatMap(functionLengths)
+        .filter(({ lines }) => lines > 80)
+        .map(({ key, lines }) => [key, lines] as const),
+    );
     const over = overAllowance(measured, LONG_FUNCTIONS, 'functions over 80 lines (file:function: lines)');
     expect(over, 'functions over 80 lines: split them').toEqual([]);
   });
 
   it(`no line over 120 characters in ${LINE_FOLDERS.join(', ')} (generated code aside), but allowlisted files`, () => {
     const files = sourceFiles(LINE_FOLDERS, /\.(ts|mts|cts|js|mjs|cjs)$/);
-    const measured = new Map(files.map((file) => [file, longLines(file, 120).count] as const)
-      .filter(([, count]) => count > 0));
+    const measured = new Map(
+      files.map((file) => [file, longLines(file, 120).count] as const).filter(([, count]) => count > 0),
+    );
     const over = overAllowance(measured, LONG_LINE_FILES, 'files with lines over 120 characters (file: how many)');
     expect(over, 'lines over 120 characters: wrap them').toEqual([]);
   });
 
   it('the measures measure (they are not vacuous)', () => {
-    expect(functionLengths('core/adapters/runtime-config.ts').map(({ key }) => key))
-      .toContain('core/adapters/runtime-config.ts:readRuntimeConfig');
-    expect(functionLengths('core/adapters/valkey-wakeups-subscriber.ts').map(({ key }) => key))
-      .toContain('core/adapters/valkey-wakeups-subscriber.ts:EngineSubscriber.want');
+    expect(functionLengths('core/adapters/runtime-config.ts').map(({ key }) => key)).toContain(
+      'core/adapters/runtime-config.ts:readRuntimeConfig',
+    );
+    expect(functionLengths('core/adapters/valkey-wakeups-subscriber.ts').map(({ key }) => key)).toContain(
+      'core/adapters/valkey-wakeups-subscriber.ts:EngineSubscriber.want',
+    );
     expect(longLines('core/oauth/authorization.ts', 0).count).toBeGreaterThan(100);
   });
 });

@@ -24,14 +24,19 @@ beforeAll(async () => {
 afterAll(() => service?.close());
 
 /** Appends raw (possibly repeated) parameters to a query built by authorizePath. */
-const withExtra = (path: string, extra: Array<[string, string]>) =>
-  `${path}&${new URLSearchParams(extra).toString()}`;
+const withExtra = (path: string, extra: Array<[string, string]>) => `${path}&${new URLSearchParams(extra).toString()}`;
 
-const valid = (params: Record<string, string | undefined> = {}) => authorizePath(client, { code_challenge: challenge, ...params });
+const valid = (params: Record<string, string | undefined> = {}) =>
+  authorizePath(client, { code_challenge: challenge, ...params });
 
 async function get(path: string) {
   const response = await fetch(`${service.issuer}${path}`, { redirect: 'manual' });
-  return { status: response.status, headers: response.headers, body: await response.text(), location: response.headers.get('location') };
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: await response.text(),
+    location: response.headers.get('location'),
+  };
 }
 
 /** The request was refused on a page, with nothing sent anywhere. */
@@ -50,7 +55,12 @@ async function expectErrorPage(path: string, message?: RegExp) {
 }
 
 /** The request was sent back to the client with an error. */
-async function expectRedirectError(path: string, error: string, state: string | null = 'st-123', redirectUri = REDIRECT_URI) {
+async function expectRedirectError(
+  path: string,
+  error: string,
+  state: string | null = 'st-123',
+  redirectUri = REDIRECT_URI,
+) {
   const response = await get(path);
   expect(response.status).toBe(302);
   expect(response.headers.get('cache-control')).toBe('no-store');
@@ -74,7 +84,10 @@ describe('GET /oauth/authorize: untrusted client or redirect URI → error page,
 
   it('refuses an unknown client_id, even when everything else is wrong too', async () => {
     await expectErrorPage(valid({ client_id: 'no-such-client' }), /not registered/);
-    await expectErrorPage(authorizePath(client, { client_id: 'no-such-client', response_type: 'token', code_challenge: undefined }), /not registered/);
+    await expectErrorPage(
+      authorizePath(client, { client_id: 'no-such-client', response_type: 'token', code_challenge: undefined }),
+      /not registered/,
+    );
   });
 
   it('refuses a client that is not a login client', async () => {
@@ -119,15 +132,24 @@ describe('GET /oauth/authorize: untrusted client or redirect URI → error page,
   });
 
   it('checks the redirect URI before anything else: a bad one with other errors is still a page', async () => {
-    await expectErrorPage(valid({ redirect_uri: 'https://evil.example/callback', response_type: undefined, scope: undefined }), /does not match/);
-    await expectErrorPage(withExtra(valid({ redirect_uri: 'https://evil.example/callback' }), [['request_uri', 'https://evil.example/r']]), /does not match/);
+    await expectErrorPage(
+      valid({ redirect_uri: 'https://evil.example/callback', response_type: undefined, scope: undefined }),
+      /does not match/,
+    );
+    await expectErrorPage(
+      withExtra(valid({ redirect_uri: 'https://evil.example/callback' }), [['request_uri', 'https://evil.example/r']]),
+      /does not match/,
+    );
   });
 
   it('refuses a repeated client_id or redirect_uri, even with the same value twice', async () => {
     await expectErrorPage(withExtra(valid(), [['client_id', client.clientId]]), /client_id must not be repeated/);
     await expectErrorPage(withExtra(valid(), [['client_id', 'other']]), /client_id must not be repeated/);
     await expectErrorPage(withExtra(valid(), [['redirect_uri', REDIRECT_URI]]), /redirect_uri must not be repeated/);
-    await expectErrorPage(withExtra(valid(), [['redirect_uri', 'https://evil.example/callback']]), /redirect_uri must not be repeated/);
+    await expectErrorPage(
+      withExtra(valid(), [['redirect_uri', 'https://evil.example/callback']]),
+      /redirect_uri must not be repeated/,
+    );
   });
 
   it('refuses an oversized client_id or redirect_uri with a page, not a 500', async () => {
@@ -154,7 +176,11 @@ describe('GET /oauth/authorize: other errors → 302 to the client with error, s
     ['code_challenge too short', { code_challenge: challenge.slice(0, 42) }, 'invalid_request'],
     ['code_challenge too long', { code_challenge: `${challenge}A` }, 'invalid_request'],
     ['code_challenge padded', { code_challenge: `${challenge.slice(0, 42)}=` }, 'invalid_request'],
-    ['code_challenge in base64 (not url) alphabet', { code_challenge: `${challenge.slice(0, 41)}+/` }, 'invalid_request'],
+    [
+      'code_challenge in base64 (not url) alphabet',
+      { code_challenge: `${challenge.slice(0, 41)}+/` },
+      'invalid_request',
+    ],
     ['code_challenge that is a plain verifier', { code_challenge: 'a'.repeat(64) }, 'invalid_request'],
     ['response_mode=fragment', { response_mode: 'fragment' }, 'invalid_request'],
     ['response_mode=form_post', { response_mode: 'form_post' }, 'invalid_request'],
@@ -191,7 +217,12 @@ describe('GET /oauth/authorize: other errors → 302 to the client with error, s
   });
 
   it('keeps the registered query of the redirect URI and appends to it', async () => {
-    const { location } = await expectRedirectError(valid({ redirect_uri: QUERY_REDIRECT_URI, response_type: 'token' }), 'unsupported_response_type', 'st-123', QUERY_REDIRECT_URI);
+    const { location } = await expectRedirectError(
+      valid({ redirect_uri: QUERY_REDIRECT_URI, response_type: 'token' }),
+      'unsupported_response_type',
+      'st-123',
+      QUERY_REDIRECT_URI,
+    );
     expect(location.searchParams.get('tenant')).toBe('a b');
   });
 
@@ -200,9 +231,30 @@ describe('GET /oauth/authorize: other errors → 302 to the client with error, s
     ['response_type', [['response_type', 'code']], 'st-123'],
     ['code_challenge', [['code_challenge', challenge]], 'st-123'],
     ['code_challenge_method', [['code_challenge_method', 'S256']], 'st-123'],
-    ['nonce', [['nonce', 'a'], ['nonce', 'b']], 'st-123'],
-    ['prompt', [['prompt', 'login'], ['prompt', 'consent']], 'st-123'],
-    ['max_age', [['max_age', '1'], ['max_age', '2']], 'st-123'],
+    [
+      'nonce',
+      [
+        ['nonce', 'a'],
+        ['nonce', 'b'],
+      ],
+      'st-123',
+    ],
+    [
+      'prompt',
+      [
+        ['prompt', 'login'],
+        ['prompt', 'consent'],
+      ],
+      'st-123',
+    ],
+    [
+      'max_age',
+      [
+        ['max_age', '1'],
+        ['max_age', '2'],
+      ],
+      'st-123',
+    ],
     // Two states: neither can be "the" value to echo.
     ['state', [['state', 'other']], null],
   ])('refuses a repeated %s with invalid_request', async (_name, extra, state) => {
@@ -224,7 +276,10 @@ describe('GET /oauth/authorize: other errors → 302 to the client with error, s
   it('does not reflect attacker-chosen text into error_description (clients show it to their users)', async () => {
     const lure = 'Your"account\\is_locked._Call_+1-555-0100_now_<b>é</b>';
     for (const params of [{ prompt: lure }, { scope: `openid ${lure.replace(/["\\é]/g, '')}` }]) {
-      const { description } = await expectRedirectError(valid(params), params.prompt ? 'invalid_request' : 'invalid_scope');
+      const { description } = await expectRedirectError(
+        valid(params),
+        params.prompt ? 'invalid_request' : 'invalid_scope',
+      );
       expect(description).not.toContain('Call_');
     }
   });
@@ -263,7 +318,9 @@ describe('prompt and max_age', () => {
 
   it('prompt=none signed in with consent → a code that works', async () => {
     const pkce = pkcePair();
-    const response = await browser().request(authorizePath(consentClient, { code_challenge: pkce.challenge, prompt: 'none' }));
+    const response = await browser().request(
+      authorizePath(consentClient, { code_challenge: pkce.challenge, prompt: 'none' }),
+    );
     expect(response.status).toBe(302);
     const location = new URL(response.location!);
     expect(location.searchParams.get('error')).toBeNull();
@@ -275,55 +332,83 @@ describe('prompt and max_age', () => {
 
   it('prompt=login shows the sign-in page despite a session; signing in then finishes the flow', async () => {
     const pkce = pkcePair();
-    const start = await browser().request(authorizePath(consentClient, { code_challenge: pkce.challenge, prompt: 'login' }));
+    const start = await browser().request(
+      authorizePath(consentClient, { code_challenge: pkce.challenge, prompt: 'login' }),
+    );
     expect(start.status).toBe(302);
     expect(start.location).toMatch(/^\/login\?request=/);
     const page = await browser().request(start.location!);
     expect(page.status).toBe(200);
     const done = await browser().request('/login', {
-      form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), identifier: login.email, password: login.password },
+      form: {
+        request: Browser.field(page.body, 'request'),
+        csrf: Browser.field(page.body, 'csrf'),
+        identifier: login.email,
+        password: login.password,
+      },
     });
     expect(done.status).toBe(303);
     const location = new URL(done.location!);
     expect(location.origin + location.pathname).toBe(REDIRECT_URI);
-    expect((await exchange(service, consentClient, location.searchParams.get('code')!, pkce.verifier)).status).toBe(200);
+    expect((await exchange(service, consentClient, location.searchParams.get('code')!, pkce.verifier)).status).toBe(
+      200,
+    );
   });
 
   it('prompt=consent shows the consent page despite remembered consent', async () => {
     const pkce = pkcePair();
-    const start = await browser().request(authorizePath(consentClient, { code_challenge: pkce.challenge, prompt: 'consent' }));
+    const start = await browser().request(
+      authorizePath(consentClient, { code_challenge: pkce.challenge, prompt: 'consent' }),
+    );
     expect(start.status).toBe(302);
     expect(start.location).toMatch(/^\/consent\?request=/);
     const page = await browser().request(start.location!);
     expect(page.status).toBe(200);
     expect(page.body).toContain('>Allow</button>');
-    const allowed = await browser().request('/consent', { form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), decision: 'allow' } });
+    const allowed = await browser().request('/consent', {
+      form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), decision: 'allow' },
+    });
     expect(allowed.status).toBe(303);
     const location = new URL(allowed.location!);
-    expect((await exchange(service, consentClient, location.searchParams.get('code')!, pkce.verifier)).status).toBe(200);
+    expect((await exchange(service, consentClient, location.searchParams.get('code')!, pkce.verifier)).status).toBe(
+      200,
+    );
   });
 
   it('max_age=0 after a sign-in forces a new sign-in, which then completes (no sign-in loop)', async () => {
     service.clock.advance(1000);
     const pkce = pkcePair();
-    const start = await browser().request(authorizePath(consentClient, { code_challenge: pkce.challenge, max_age: '0' }));
+    const start = await browser().request(
+      authorizePath(consentClient, { code_challenge: pkce.challenge, max_age: '0' }),
+    );
     expect(start.status).toBe(302);
     expect(start.location).toMatch(/^\/login\?request=/);
     const page = await browser().request(start.location!);
     const done = await browser().request('/login', {
-      form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), identifier: login.email, password: login.password },
+      form: {
+        request: Browser.field(page.body, 'request'),
+        csrf: Browser.field(page.body, 'csrf'),
+        identifier: login.email,
+        password: login.password,
+      },
     });
     expect(done.status).toBe(303);
     const location = new URL(done.location!, service.issuer);
     expect(location.origin + location.pathname).toBe(REDIRECT_URI);
-    expect((await exchange(service, consentClient, location.searchParams.get('code')!, pkce.verifier)).status).toBe(200);
+    expect((await exchange(service, consentClient, location.searchParams.get('code')!, pkce.verifier)).status).toBe(
+      200,
+    );
   });
 
   it('max_age honours the age of the sign-in: fresh enough → code, too old → login_required with prompt=none', async () => {
-    const fresh = await browser().request(authorizePath(consentClient, { code_challenge: challenge, max_age: '60', prompt: 'none' }));
+    const fresh = await browser().request(
+      authorizePath(consentClient, { code_challenge: challenge, max_age: '60', prompt: 'none' }),
+    );
     expect(new URL(fresh.location!).searchParams.get('code')).toBeTruthy();
     service.clock.advance(61_000);
-    const stale = await browser().request(authorizePath(consentClient, { code_challenge: challenge, max_age: '60', prompt: 'none' }));
+    const stale = await browser().request(
+      authorizePath(consentClient, { code_challenge: challenge, max_age: '60', prompt: 'none' }),
+    );
     const location = new URL(stale.location!);
     expect(location.searchParams.get('error')).toBe('login_required');
     expect(location.searchParams.get('state')).toBe('st-123');

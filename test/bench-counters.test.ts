@@ -1,7 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcessStats } from '../bench/child';
 import { serverMeter } from '../bench/server-meter';
-import { countersDelta, countingStore, methodCalls, snapshotCounters, type StoreCounters } from '../bench/store-counters';
+import {
+  countersDelta,
+  countingStore,
+  methodCalls,
+  snapshotCounters,
+  type StoreCounters,
+} from '../bench/store-counters';
 import { startTestService, type TestService } from './support/service';
 
 // The bench's counting store (bench/store-counters.ts) over the real store of a local runner, and
@@ -71,28 +77,63 @@ describe('countingStore', () => {
 });
 
 describe('serverMeter', () => {
-  const stats = (at: { activeMs: number; idleMs: number; mainCpu: number | null; cpu: number; calls: Record<string, number> }): ChildProcessStats & { store: StoreCounters } => ({
-    pid: 1, gcRun: false, memory: process.memoryUsage(),
+  const stats = (at: {
+    activeMs: number;
+    idleMs: number;
+    mainCpu: number | null;
+    cpu: number;
+    calls: Record<string, number>;
+  }): ChildProcessStats & { store: StoreCounters } => ({
+    pid: 1,
+    gcRun: false,
+    memory: process.memoryUsage(),
     eventLoop: { activeMs: at.activeMs, idleMs: at.idleMs },
     mainThreadCpuMicros: at.mainCpu,
     cpu: { userMicros: at.cpu, systemMicros: 0 },
-    store: { calls: Object.values(at.calls).reduce((sum, calls) => sum + calls, 0), byMethod: at.calls, inboxHeadsIds: 0, batchGetItems: 0, itemsRead: 0, itemsReadByMethod: {} },
+    store: {
+      calls: Object.values(at.calls).reduce((sum, calls) => sum + calls, 0),
+      byMethod: at.calls,
+      inboxHeadsIds: 0,
+      batchGetItems: 0,
+      itemsRead: 0,
+      itemsReadByMethod: {},
+    },
   });
 
   it('divides what the server did between two phase edges by the requests of that phase', async () => {
     const readings = [
       stats({ activeMs: 100, idleMs: 50, mainCpu: 80_000, cpu: 90_000, calls: { getClient: 5 } }),
-      stats({ activeMs: 300, idleMs: 50, mainCpu: 260_000, cpu: 300_000, calls: { getClient: 105 } }), // warm-up: 100 requests
+      // warm-up: 100 requests
       stats({ activeMs: 300, idleMs: 50, mainCpu: 260_000, cpu: 300_000, calls: { getClient: 105 } }),
-      stats({ activeMs: 1300, idleMs: 1050, mainCpu: 1_060_000, cpu: 1_500_000, calls: { getClient: 105, getGrant: 1000 } }), // measured: 1000 requests
+      stats({ activeMs: 300, idleMs: 50, mainCpu: 260_000, cpu: 300_000, calls: { getClient: 105 } }),
+      stats({
+        activeMs: 1300,
+        idleMs: 1050,
+        mainCpu: 1_060_000,
+        cpu: 1_500_000,
+        calls: { getClient: 105, getGrant: 1000 },
+      }), // measured: 1000 requests
     ];
     const meter = serverMeter(async () => readings.shift()!);
-    for (const edge of ['warmup-start', 'warmup-end', 'measured-start', 'measured-end'] as const) await meter.onPhase(edge);
+    for (const edge of ['warmup-start', 'warmup-end', 'measured-start', 'measured-end'] as const)
+      await meter.onPhase(edge);
     const cost = meter.cost({ warmupCount: 100, count: 1000 });
-    expect(cost.warmup).toMatchObject({ requests: 100, storeCallsPerRequest: 1, storeCalls: { getClient: 100 }, mainThreadMicrosPerRequest: 2000, mainThreadCpuMicrosPerRequest: 1800, processCpuMicrosPerRequest: 2100 });
+    expect(cost.warmup).toMatchObject({
+      requests: 100,
+      storeCallsPerRequest: 1,
+      storeCalls: { getClient: 100 },
+      mainThreadMicrosPerRequest: 2000,
+      mainThreadCpuMicrosPerRequest: 1800,
+      processCpuMicrosPerRequest: 2100,
+    });
     expect(cost.measured).toMatchObject({
-      requests: 1000, storeCallsPerRequest: 1, storeCalls: { getGrant: 1000 },
-      mainThreadMicrosPerRequest: 1000, mainThreadCpuMicrosPerRequest: 800, processCpuMicrosPerRequest: 1200, mainThreadBusyPercent: 50,
+      requests: 1000,
+      storeCallsPerRequest: 1,
+      storeCalls: { getGrant: 1000 },
+      mainThreadMicrosPerRequest: 1000,
+      mainThreadCpuMicrosPerRequest: 800,
+      processCpuMicrosPerRequest: 1200,
+      mainThreadBusyPercent: 50,
     });
   });
 
@@ -109,7 +150,15 @@ describe('serverMeter', () => {
     await meter.onPhase('measured-start');
     await meter.onPhase('measured-end');
     const cost = meter.cost({ warmupCount: 10, count: 20 });
-    expect(cost.warmup).toMatchObject({ requests: 10, storeCalls: { redeemCode: 10 }, mainThreadCpuMicrosPerRequest: null });
-    expect(cost.measured).toMatchObject({ requests: 20, storeCalls: { redeemCode: 20 }, mainThreadMicrosPerRequest: 1000 });
+    expect(cost.warmup).toMatchObject({
+      requests: 10,
+      storeCalls: { redeemCode: 10 },
+      mainThreadCpuMicrosPerRequest: null,
+    });
+    expect(cost.measured).toMatchObject({
+      requests: 20,
+      storeCalls: { redeemCode: 20 },
+      mainThreadMicrosPerRequest: 1000,
+    });
   });
 });

@@ -20,7 +20,9 @@ describe('public endpoints read by a page of another origin', () => {
   beforeAll(async () => {
     pageServer = createServer((_request, response) => {
       response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
-      response.end('<!doctype html><html lang="en"><head><title>Directory app</title><link rel="icon" href="data:,"></head><body></body></html>');
+      response.end(
+        '<!doctype html><html lang="en"><head><title>Directory app</title><link rel="icon" href="data:,"></head><body></body></html>',
+      );
     });
     await new Promise<void>((resolve) => pageServer.listen(0, '127.0.0.1', resolve));
     pageOrigin = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
@@ -41,15 +43,20 @@ describe('public endpoints read by a page of another origin', () => {
       await page.goto(`${pageOrigin}/`);
       const api = `http://127.0.0.1:${service.port}`;
       expect(new URL(api).origin).not.toBe(pageOrigin);
-      const read = (method: string, path: string) => page.evaluate(async (url, init) => {
-        try {
-          const response = await fetch(url, init);
-          const body = await response.json() as { error?: string };
-          return `${response.status} ${body.error ?? 'ok'}`;
-        } catch (error) {
-          return `unreadable (${(error as Error).name})`;
-        }
-      }, `${api}${path}`, { method });
+      const read = (method: string, path: string) =>
+        page.evaluate(
+          async (url, init) => {
+            try {
+              const response = await fetch(url, init);
+              const body = (await response.json()) as { error?: string };
+              return `${response.status} ${body.error ?? 'ok'}`;
+            } catch (error) {
+              return `unreadable (${(error as Error).name})`;
+            }
+          },
+          `${api}${path}`,
+          { method },
+        );
 
       faults.failOn('getNumber');
       const failed = await read('GET', '/api/resolve?alias=%2B1%20555%20010%200000');

@@ -13,7 +13,8 @@ import { button, clickAndWait, launchChromium, openTab, signInOnPage, watchFormP
 // (`Sec-Fetch-Site`) to such an origin: it is not potentially trustworthy. So here the form
 // check rests on `Origin`, which `Referrer-Policy: same-origin` makes our real one.
 
-const address = Object.values(networkInterfaces()).flat()
+const address = Object.values(networkInterfaces())
+  .flat()
   .find((candidate) => candidate?.family === 'IPv4' && !candidate.internal)?.address;
 
 /** A port free on `host` now (the issuer must name it before the service listens). */
@@ -43,8 +44,13 @@ describe('pages over plain http on a network address', () => {
       const query = new URL(request.url ?? '/', 'http://attacker').searchParams;
       const target = query.get('action') ?? '';
       // `?policy=no-referrer`: a page under which Chromium posts with `Origin: null`.
-      response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Referrer-Policy': query.get('policy') ?? 'strict-origin-when-cross-origin' });
-      response.end(`<!doctype html><html lang="en"><head><title>Win</title><link rel="icon" href="data:,"></head><body><form method="post" action="${target}"><input type="hidden" name="csrf" value="x"><button type="submit">Claim your prize</button></form></body></html>`);
+      response.writeHead(200, {
+        'Content-Type': 'text/html; charset=utf-8',
+        'Referrer-Policy': query.get('policy') ?? 'strict-origin-when-cross-origin',
+      });
+      response.end(
+        `<!doctype html><html lang="en"><head><title>Win</title><link rel="icon" href="data:,"></head><body><form method="post" action="${target}"><input type="hidden" name="csrf" value="x"><button type="submit">Claim your prize</button></form></body></html>`,
+      );
     });
     await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
     attackerOrigin = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}`;
@@ -81,7 +87,9 @@ describe('pages over plain http on a network address', () => {
     }
 
     const posts = formPosts();
-    expect(posts.map((post) => [new URL(post.url).pathname, post.headers.origin, post.headers['sec-fetch-site']])).toEqual([
+    expect(
+      posts.map((post) => [new URL(post.url).pathname, post.headers.origin, post.headers['sec-fetch-site']]),
+    ).toEqual([
       ['/login', service.issuer, undefined],
       ['/logout', service.issuer, undefined],
       ['/logout', attackerOrigin, undefined],

@@ -10,7 +10,16 @@ import { demoClient, ensureDemo, type DemoSetup } from '../local/demo';
 import type { LocalExtra } from '../local/http-server';
 import { startLocal, type LocalService } from '../local/runner';
 import { pkcePair } from './support/browser';
-import { button, clickAndWait, launchChromium, link, openTab, signInOnPage, watchFormPosts, type Tab } from './support/chromium';
+import {
+  button,
+  clickAndWait,
+  launchChromium,
+  link,
+  openTab,
+  signInOnPage,
+  watchFormPosts,
+  type Tab,
+} from './support/chromium';
 
 // The pages in a real Chromium, driven by their labels as a person would use them, with the
 // built-in demo login client as the application. Nothing is intercepted or rewritten. Every page
@@ -18,10 +27,14 @@ import { button, clickAndWait, launchChromium, link, openTab, signInOnPage, watc
 // A second loopback server plays another site (127.0.0.1 is cross-site to the issuer's
 // localhost; localhost on another port is same-site, so Lax cookies do reach us from there).
 
-interface Login { email: string; password: string }
+interface Login {
+  email: string;
+  password: string;
+}
 
 const GENERIC_FAILURE = 'The number, email or password is not right.';
-const THROTTLED = 'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
+const THROTTLED =
+  'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
 
 let service: LocalService;
 let dataDir: string;
@@ -35,8 +48,12 @@ beforeAll(async () => {
   let demoRoutes: LocalExtra | undefined;
   [service, chromium, elsewhere] = await Promise.all([
     startLocal({
-      dataDir, port: 0, dynamoPort: 0, grpcPort: 0,
-      extra: () => (request, url, response) => (demoRoutes ? demoRoutes(request, url, response) : Promise.resolve(false)),
+      dataDir,
+      port: 0,
+      dynamoPort: 0,
+      grpcPort: 0,
+      extra: () => (request, url, response) =>
+        demoRoutes ? demoRoutes(request, url, response) : Promise.resolve(false),
     }),
     launchChromium(),
     startOtherSite(),
@@ -62,21 +79,33 @@ afterEach(async () => {
   expect(tab.problems.list(), 'console errors, CSP violations or failed requests').toEqual([]);
 });
 
-/** Another site: a page with a form that posts `fields` to `action` (as an attacker would serve), and a page that breaks its own CSP. */
+/**
+ * Another site: a page with a form that posts `fields` to `action` (as an attacker would serve), and a page that breaks
+ * its own CSP.
+ */
 async function startOtherSite(): Promise<{ server: Server; port: number }> {
   const server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://other.example');
     if (url.pathname === '/csp-check') {
-      response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': "default-src 'none'; style-src 'self'" });
-      response.end('<!doctype html><html lang="en"><head><title>CSP check</title></head><body><p style="color: red">inline style</p></body></html>');
+      response.writeHead(200, {
+        'Content-Type': 'text/html; charset=utf-8',
+        'Content-Security-Policy': "default-src 'none'; style-src 'self'",
+      });
+      response.end(
+        '<!doctype html><html lang="en"><head><title>CSP check</title></head><body><p style="color: red">inline style</p></body></html>',
+      );
       return;
     }
     const action = url.searchParams.get('action') ?? '';
-    const fields = [...url.searchParams].filter(([name]) => name !== 'action')
-      .map(([name, value]) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`).join('');
+    const fields = [...url.searchParams]
+      .filter(([name]) => name !== 'action')
+      .map(([name, value]) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`)
+      .join('');
     response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
-    response.end(`<!doctype html><html lang="en"><head><title>You won</title><link rel="icon" href="data:,"></head><body>`
-      + `<form method="post" action="${escapeHtml(action)}">${fields}<button type="submit">Claim your prize</button></form></body></html>`);
+    response.end(
+      `<!doctype html><html lang="en"><head><title>You won</title><link rel="icon" href="data:,"></head><body>` +
+        `<form method="post" action="${escapeHtml(action)}">${fields}<button type="submit">Claim your prize</button></form></body></html>`,
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, port: (server.address() as AddressInfo).port };
@@ -90,19 +119,20 @@ async function newUser(): Promise<Login> {
 
 const heading = (target: Page) => target.$eval('h1', (element) => element.textContent ?? '');
 const mainText = (target: Page) => target.$eval('main', (element) => element.textContent ?? '');
-const field = (target: Page, name: string) => target.$eval(`input[name="${name}"]`, (element) => element.getAttribute('value') ?? '');
+const field = (target: Page, name: string) =>
+  target.$eval(`input[name="${name}"]`, (element) => element.getAttribute('value') ?? '');
 
 /**
  * The page's icon loads under its CSP as an image. (Headless Chromium fetches no favicons by
  * itself, so the page loads it the way the tab strip would; a 404 or CSP refusal fails here.)
  */
 async function expectIconLoads() {
-  const icon = await page.evaluate(`(async () => {
+  const icon = (await page.evaluate(`(async () => {
     const image = new Image();
     image.src = document.querySelector('link[rel="icon"]').href;
     await image.decode();
     return { src: image.src, width: image.naturalWidth };
-  })()`) as { src: string; width: number };
+  })()`)) as { src: string; width: number };
   expect(icon.src).toBe(`${service.issuer}/assets/favicon.svg`);
   expect(icon.width).toBeGreaterThan(0);
 }
@@ -142,7 +172,10 @@ describe('pages in Chromium', () => {
     expect(allowed?.status()).toBe(200);
     expect(page.url()).toMatch(new RegExp(`^${service.issuer}/demo/callback\\?code=`));
     expect(await heading(page)).toBe('Signed in');
-    const userInfo = JSON.parse(await page.$eval('h2 + pre', (element) => element.textContent ?? '')) as Record<string, unknown>;
+    const userInfo = JSON.parse(await page.$eval('h2 + pre', (element) => element.textContent ?? '')) as Record<
+      string,
+      unknown
+    >;
     expect(userInfo).toMatchObject({ email: demo.email, email_verified: true });
     expect(userInfo.sub).toMatch(/^[0-9A-Z]{26}$/);
     await expectIconLoads();
@@ -151,18 +184,32 @@ describe('pages in Chromium', () => {
     const posts = formPosts();
     expect(posts.map((post) => new URL(post.url).pathname)).toEqual(['/login', '/consent']);
     for (const post of posts) {
-      expect(post.headers).toMatchObject({ origin: service.issuer, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' });
+      expect(post.headers).toMatchObject({
+        origin: service.issuer,
+        'sec-fetch-site': 'same-origin',
+        'sec-fetch-mode': 'navigate',
+        'sec-fetch-dest': 'document',
+      });
     }
   });
 
   it('follows Allow to an application on another origin (the consent form may end there under its CSP)', async () => {
     const redirectUri = `http://127.0.0.1:${elsewhere.port}/callback`;
-    const { client } = await service.core.registration.createLoginClient({ name: 'Other-origin app', scope: 'openid email', redirectUris: [redirectUri] });
+    const { client } = await service.core.registration.createLoginClient({
+      name: 'Other-origin app',
+      scope: 'openid email',
+      redirectUris: [redirectUri],
+    });
     const { challenge } = pkcePair();
     const authorize = new URL(`${service.issuer}/oauth/authorize`);
     authorize.search = new URLSearchParams({
-      response_type: 'code', client_id: client.clientId, redirect_uri: redirectUri, scope: 'openid email', state: 'st-other',
-      code_challenge: challenge, code_challenge_method: 'S256',
+      response_type: 'code',
+      client_id: client.clientId,
+      redirect_uri: redirectUri,
+      scope: 'openid email',
+      state: 'st-other',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
     }).toString();
     await page.goto(authorize.href);
     await signIn(await newUser());
@@ -193,7 +240,9 @@ describe('pages in Chromium', () => {
     expect(await page.$$eval('ul.apps h3', (names) => names.map((name) => name.textContent))).toEqual(['Demo app']);
 
     // A secondary, danger-styled link, not the page's primary button.
-    expect(await page.$eval(link('Revoke access for Demo app'), (element) => element.className)).toBe('button danger secondary');
+    expect(await page.$eval(link('Revoke access for Demo app'), (element) => element.className)).toBe(
+      'button danger secondary',
+    );
     await clickAndWait(page, link('Revoke access for Demo app'));
     expect(await heading(page)).toBe('Revoke access for Demo app?');
     await clickAndWait(page, link('Cancel'));
@@ -251,7 +300,8 @@ describe('pages in Chromium', () => {
     const stranger = await openTab(chromium);
     try {
       await stranger.page.goto(`${service.issuer}/login`);
-      for (let attempt = 1; attempt <= 5; attempt++) expect((await signInOnPage(stranger.page, { ...login, password: `guess ${attempt}` }))?.status()).toBe(400);
+      for (let attempt = 1; attempt <= 5; attempt++)
+        expect((await signInOnPage(stranger.page, { ...login, password: `guess ${attempt}` }))?.status()).toBe(400);
       expect((await signInOnPage(stranger.page, login))?.status()).toBe(429);
       expect(await stranger.page.$eval('[role="alert"]', (element) => element.textContent)).toBe(THROTTLED);
       expect(stranger.problems.list()).toEqual([]);
@@ -272,10 +322,16 @@ describe('pages in Chromium', () => {
     const request = await field(page, 'request');
     const csrf = await field(page, 'csrf');
     const consentUrl = page.url();
-    const sites = { 'cross-site': `http://127.0.0.1:${elsewhere.port}`, 'same-site': `http://localhost:${elsewhere.port}` };
+    const sites = {
+      'cross-site': `http://127.0.0.1:${elsewhere.port}`,
+      'same-site': `http://localhost:${elsewhere.port}`,
+    };
 
     for (const origin of Object.values(sites)) {
-      for (const [path, fields] of [['/consent', { request, csrf, decision: 'allow' }], ['/logout', { csrf }]] as const) {
+      for (const [path, fields] of [
+        ['/consent', { request, csrf, decision: 'allow' }],
+        ['/logout', { csrf }],
+      ] as const) {
         const refused = await postFromElsewhere(origin, path, fields);
         expect(refused?.status(), `${path} from ${origin}`).toBe(403);
         expect(await heading(page)).toBe('Request refused');
@@ -297,7 +353,8 @@ describe('pages in Chromium', () => {
     // What Chromium sent from the other site: never same-origin, so the token was never the only defence.
     const fromElsewhere = formPosts().filter((post) => post.headers['sec-fetch-site'] !== 'same-origin');
     expect(fromElsewhere.map((post) => `${post.headers['sec-fetch-site']} ${post.headers.origin}`).sort()).toEqual([
-      ...Array(3).fill(`cross-site ${sites['cross-site']}`), ...Array(3).fill(`same-site ${sites['same-site']}`),
+      ...Array(3).fill(`cross-site ${sites['cross-site']}`),
+      ...Array(3).fill(`same-site ${sites['same-site']}`),
     ]);
   });
 

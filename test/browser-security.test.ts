@@ -13,10 +13,14 @@ import { startTestService, type TestService } from './support/service';
 // cookies are `session` and `csrf`, without the `__Host-` prefix.)
 
 type Response = Awaited<ReturnType<Browser['request']>>;
-interface Login { email: string; password: string }
+interface Login {
+  email: string;
+  password: string;
+}
 
 const GENERIC_FAILURE = 'The number, email or password is not right.';
-const THROTTLED = 'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
+const THROTTLED =
+  'Too many attempts to sign in with this number or email. Wait a few minutes and try again, or sign in from a browser you used before.';
 const SESSION_TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 let service: TestService;
@@ -25,7 +29,9 @@ let shared: Login;
 beforeAll(async () => {
   // Every request of this file comes from 127.0.0.1: a per-IP budget that the failures here do not
   // exhaust (test/sign-in-abuse.test.ts tests the per-IP limit), and room for parallel guesses.
-  service = await startTestService({ signIn: { concurrentChecks: 2, queuedChecks: 30, perIp: { burst: 1000, perMinute: 1000 } } });
+  service = await startTestService({
+    signIn: { concurrentChecks: 2, queuedChecks: 30, perIp: { burst: 1000, perMinute: 1000 } },
+  });
   shared = await createUser(service);
 });
 afterAll(() => service?.close());
@@ -65,7 +71,12 @@ const optionalField = (html: string, name: string) => {
 /** The sign-in form of `page`, filled in. */
 function signInForm(page: Response, login: Login): Record<string, string> {
   const request = optionalField(page.body, 'request');
-  return { ...(request ? { request } : {}), csrf: Browser.field(page.body, 'csrf'), identifier: login.email, password: login.password };
+  return {
+    ...(request ? { request } : {}),
+    csrf: Browser.field(page.body, 'csrf'),
+    identifier: login.email,
+    password: login.password,
+  };
 }
 
 /** Opens `path` (a sign-in page) and submits it. */
@@ -107,11 +118,29 @@ const ELSEWHERE: Record<string, Record<string, string | undefined>> = {
   'a cross-site page': { Origin: 'https://evil.example', 'Sec-Fetch-Site': 'cross-site' },
   'a same-site page on another port': { Origin: 'http://localhost:1', 'Sec-Fetch-Site': 'same-site' },
   'a sandboxed page': { Origin: 'null', 'Sec-Fetch-Site': 'cross-site' },
-  'a browser without Fetch Metadata, cross-site': { Origin: 'https://evil.example', 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined },
-  'a browser without Fetch Metadata, Origin null': { Origin: 'null', 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined },
+  'a browser without Fetch Metadata, cross-site': {
+    Origin: 'https://evil.example',
+    'Sec-Fetch-Site': undefined,
+    'Sec-Fetch-Mode': undefined,
+    'Sec-Fetch-Dest': undefined,
+    'Sec-Fetch-User': undefined,
+  },
+  'a browser without Fetch Metadata, Origin null': {
+    Origin: 'null',
+    'Sec-Fetch-Site': undefined,
+    'Sec-Fetch-Mode': undefined,
+    'Sec-Fetch-Dest': undefined,
+    'Sec-Fetch-User': undefined,
+  },
 };
 /** A client that is no browser (curl, a script): no Origin, no Fetch Metadata. */
-const NOT_A_BROWSER = { Origin: undefined, 'Sec-Fetch-Site': undefined, 'Sec-Fetch-Mode': undefined, 'Sec-Fetch-Dest': undefined, 'Sec-Fetch-User': undefined };
+const NOT_A_BROWSER = {
+  Origin: undefined,
+  'Sec-Fetch-Site': undefined,
+  'Sec-Fetch-Mode': undefined,
+  'Sec-Fetch-Dest': undefined,
+  'Sec-Fetch-User': undefined,
+};
 
 const expectForbidden = (response: Response) => {
   expect(response.status).toBe(403);
@@ -140,7 +169,9 @@ describe('page contract and security headers', () => {
     expect(page.body).toContain('<label for="identifier">Number or email</label>');
     expect(page.body).toMatch(/<input id="identifier" name="identifier" type="text" autocomplete="username" required/);
     expect(page.body).toContain('<label for="password">Password</label>');
-    expect(page.body).toMatch(/<input id="password" name="password" type="password" autocomplete="current-password" required/);
+    expect(page.body).toMatch(
+      /<input id="password" name="password" type="password" autocomplete="current-password" required/,
+    );
     expect(page.body).toContain('<button type="submit">Sign in</button>');
     expect(page.body).toContain('<form method="post" action="/login">');
     expect(page.body).toContain(`Sign in to continue to <strong>${client.name}</strong>`);
@@ -174,25 +205,53 @@ describe('page contract and security headers', () => {
     const { page: signInPage } = await startAuthorize(browser, client);
     pages.push(['sign-in', signInPage, 200]);
     pages.push(['standalone sign-in', await new Browser(service.issuer).request('/login'), 200]);
-    pages.push(['failed sign-in', await browser.request('/login', { form: signInForm(signInPage, { ...login, password: 'wrong password' }) }), 400]);
-    pages.push(['refused sign-in', await browser.request('/login', { form: { ...signInForm(signInPage, login), csrf: 'forged' } }), 403]);
+    pages.push([
+      'failed sign-in',
+      await browser.request('/login', { form: signInForm(signInPage, { ...login, password: 'wrong password' }) }),
+      400,
+    ]);
+    pages.push([
+      'refused sign-in',
+      await browser.request('/login', { form: { ...signInForm(signInPage, login), csrf: 'forged' } }),
+      403,
+    ]);
     pages.push(['expired sign-in', await browser.request('/login?request=not-a-request'), 400]);
     const signedIn = await browser.request('/login', { form: signInForm(signInPage, login) });
     const consent = await browser.request(signedIn.location!);
     pages.push(['consent', consent, 200]);
     // The page may post to the client's origin (the 303 after Allow lands there).
     expect(consent.headers.get('content-security-policy')).toContain("form-action 'self' https://client.example;");
-    pages.push(['consent without a decision', await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf') } }), 400]);
+    pages.push([
+      'consent without a decision',
+      await browser.request('/consent', {
+        form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf') },
+      }),
+      400,
+    ]);
     pages.push(['consent of an unknown request', await browser.request('/consent?request=nope'), 400]);
-    const allowed = await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf'), decision: 'allow' } });
+    const allowed = await browser.request('/consent', {
+      form: {
+        request: Browser.field(consent.body, 'request'),
+        csrf: Browser.field(consent.body, 'csrf'),
+        decision: 'allow',
+      },
+    });
     expect(allowed.status).toBe(303);
     const account = await browser.request('/account');
     pages.push(['account', account, 200]);
     pages.push(['revoke confirmation', await browser.request(`/account/revoke?client_id=${client.clientId}`), 200]);
     pages.push(['revoke of an app not connected', await browser.request('/account/revoke?client_id=unknown'), 404]);
-    pages.push(['refused revoke', await browser.request('/account/revoke', { form: { csrf: 'forged', client_id: client.clientId } }), 403]);
+    pages.push([
+      'refused revoke',
+      await browser.request('/account/revoke', { form: { csrf: 'forged', client_id: client.clientId } }),
+      403,
+    ]);
     pages.push(['authorize error', await browser.request(authorizePath(client, { client_id: 'unknown' })), 400]);
-    pages.push(['signed out', await browser.request('/logout', { form: { csrf: Browser.field(account.body, 'csrf') } }), 200]);
+    pages.push([
+      'signed out',
+      await browser.request('/logout', { form: { csrf: Browser.field(account.body, 'csrf') } }),
+      200,
+    ]);
 
     for (const [name, page, status] of pages) {
       expect.soft(page.status, name).toBe(status);
@@ -215,7 +274,11 @@ describe('page contract and security headers', () => {
   it('escapes a hostile client name on the sign-in, consent and account pages, and a hostile identifier', async () => {
     const hostile = '<script>alert(1)</script>';
     const escaped = '&#60;script&#62;alert(1)&#60;/script&#62;';
-    const { client } = await service.core.registration.createLoginClient({ name: hostile, scope: 'openid profile', redirectUris: [REDIRECT_URI] });
+    const { client } = await service.core.registration.createLoginClient({
+      name: hostile,
+      scope: 'openid profile',
+      redirectUris: [REDIRECT_URI],
+    });
     const login = shared;
     const browser = new Browser(service.issuer);
     const { page } = await startAuthorize(browser, client, { scope: 'openid profile' });
@@ -223,7 +286,9 @@ describe('page contract and security headers', () => {
     expectSecurePage(page);
 
     const injection = '"><script>alert(2)</script><input value="';
-    const refused = await browser.request('/login', { form: signInForm(page, { email: injection, password: 'whatever1' }) });
+    const refused = await browser.request('/login', {
+      form: signInForm(page, { email: injection, password: 'whatever1' }),
+    });
     expect(refused.status).toBe(400);
     expect(refused.body).toContain('value="&#34;&#62;&#60;script&#62;alert(2)&#60;/script&#62;&#60;input value=&#34;"');
     expectSecurePage(refused);
@@ -234,7 +299,13 @@ describe('page contract and security headers', () => {
     expect(consent.body).toContain(`<title>Allow ${escaped}?</title>`);
     expect(consent.body).toContain(`<h1>Allow <strong>${escaped}</strong> to use your account?</h1>`);
     expectSecurePage(consent);
-    await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf'), decision: 'allow' } });
+    await browser.request('/consent', {
+      form: {
+        request: Browser.field(consent.body, 'request'),
+        csrf: Browser.field(consent.body, 'csrf'),
+        decision: 'allow',
+      },
+    });
     const account = await browser.request('/account');
     expect(account.body).toContain(`<h3>${escaped}</h3>`);
     expect(account.body).toContain(`aria-label="Revoke access for ${escaped}"`);
@@ -254,8 +325,18 @@ describe('sign-in failures and throttling', () => {
     const wrong = await expectSignInRefused(browser, page, { ...login, password: 'not the password' }, GENERIC_FAILURE);
     // The identifier is kept so the person can fix the password; the password is not.
     expect(wrong.body).toContain(`value="${login.email}"`);
-    const unknown = await expectSignInRefused(browser, page, { email: 'nobody@example.com', password: login.password }, GENERIC_FAILURE);
-    const unknownNumber = await expectSignInRefused(browser, page, { email: '99999999999', password: login.password }, GENERIC_FAILURE);
+    const unknown = await expectSignInRefused(
+      browser,
+      page,
+      { email: 'nobody@example.com', password: login.password },
+      GENERIC_FAILURE,
+    );
+    const unknownNumber = await expectSignInRefused(
+      browser,
+      page,
+      { email: '99999999999', password: login.password },
+      GENERIC_FAILURE,
+    );
     const strip = (body: string) => body.replace(/value="[^"]*"/g, '');
     expect(strip(unknown.body)).toBe(strip(wrong.body));
     expect(strip(unknownNumber.body)).toBe(strip(wrong.body));
@@ -283,7 +364,9 @@ describe('sign-in failures and throttling', () => {
       service.clock.freeze(at + limits.signInFirstDelay);
       await expectSignInRefused(browser, page, { ...login, password: 'wrong password 6' }, GENERIC_FAILURE);
       // The sixth doubles the delay.
-      expect((await expectSignInRefused(browser, page, login, THROTTLED, 429)).headers.get('retry-after')).toBe(String((2 * limits.signInFirstDelay) / 1000));
+      expect((await expectSignInRefused(browser, page, login, THROTTLED, 429)).headers.get('retry-after')).toBe(
+        String((2 * limits.signInFirstDelay) / 1000),
+      );
       service.clock.freeze(at + 3 * limits.signInFirstDelay);
       before = checks();
       await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }));
@@ -301,7 +384,9 @@ describe('sign-in failures and throttling', () => {
         service.clock.freeze(service.clock.now() + limits.signInMaxDelay);
         await expectSignInRefused(other, again, { ...login, password: 'still wrong' }, GENERIC_FAILURE);
       }
-      expect((await expectSignInRefused(other, again, login, THROTTLED, 429)).headers.get('retry-after')).toBe(String(limits.signInMaxDelay / 1000));
+      expect((await expectSignInRefused(other, again, login, THROTTLED, 429)).headers.get('retry-after')).toBe(
+        String(limits.signInMaxDelay / 1000),
+      );
       service.clock.freeze(service.clock.now() + limits.signInMaxDelay);
       await expectSignedIn(other, await other.request('/login', { form: signInForm(again, login) }));
     } finally {
@@ -314,15 +399,22 @@ describe('sign-in failures and throttling', () => {
     const browser = new Browser(service.issuer);
     const page = await browser.request('/login');
     const before = service.core.authorization.passwordChecks;
-    const guesses = await Promise.all(Array.from({ length: 20 }, (_, index) =>
-      browser.request('/login', { form: signInForm(page, { ...login, password: `guess ${index}` }) })));
+    const guesses = await Promise.all(
+      Array.from({ length: 20 }, (_, index) =>
+        browser.request('/login', { form: signInForm(page, { ...login, password: `guess ${index}` }) }),
+      ),
+    );
     const checked = service.core.authorization.passwordChecks - before;
     expect(checked).toBeGreaterThanOrEqual(1);
     expect(checked).toBeLessThanOrEqual(limits.signInFreeFailures);
-    expect(guesses.filter((guess) => guess.status === 400 && guess.body.includes(GENERIC_FAILURE))).toHaveLength(checked);
+    expect(guesses.filter((guess) => guess.status === 400 && guess.body.includes(GENERIC_FAILURE))).toHaveLength(
+      checked,
+    );
     const throttled = guesses.filter((guess) => guess.status === 429);
     expect(throttled).toHaveLength(20 - checked);
-    expect(throttled.every((guess) => guess.body.includes(THROTTLED) && Number(guess.headers.get('retry-after')) >= 1)).toBe(true);
+    expect(
+      throttled.every((guess) => guess.body.includes(THROTTLED) && Number(guess.headers.get('retry-after')) >= 1),
+    ).toBe(true);
   });
 });
 
@@ -337,10 +429,20 @@ describe('malformed page requests', () => {
     const body = new URLSearchParams(signInForm(page, shared));
     body.append('identifier', 'second');
     const cookie = [...browser.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
-    const repeatedField = await fetch(`${service.issuer}/login`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', Cookie: cookie }, body: body.toString(), redirect: 'manual' });
+    const repeatedField = await fetch(`${service.issuer}/login`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded', Cookie: cookie },
+      body: body.toString(),
+      redirect: 'manual',
+    });
     expect(repeatedField.status).toBe(400);
     expect(repeatedField.headers.get('content-type')).toBe('text/html; charset=utf-8');
-    const wrongType = await fetch(`${service.issuer}/login`, { method: 'POST', headers: { 'Content-Type': 'application/json', Cookie: cookie }, body: '{}', redirect: 'manual' });
+    const wrongType = await fetch(`${service.issuer}/login`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Cookie: cookie },
+      body: '{}',
+      redirect: 'manual',
+    });
     expect(wrongType.status).toBe(400);
     expect(await wrongType.text()).toContain('application/x-www-form-urlencoded');
   });
@@ -354,8 +456,16 @@ describe('CSRF and cross-site posts', () => {
     expect(posted({ 'sec-fetch-site': 'same-origin' })).toBe(false);
     expect(posted({ Origin: ours })).toBe(false);
     expect(posted({})).toBe(false);
-    for (const site of ['cross-site', 'same-site', 'none', '']) expect(posted({ Origin: ours, 'Sec-Fetch-Site': site }), site).toBe(true);
-    for (const origin of ['null', 'https://evil.example', 'http://id.example', 'https://id.example:444', 'https://sub.id.example']) expect(posted({ Origin: origin }), origin).toBe(true);
+    for (const site of ['cross-site', 'same-site', 'none', ''])
+      expect(posted({ Origin: ours, 'Sec-Fetch-Site': site }), site).toBe(true);
+    for (const origin of [
+      'null',
+      'https://evil.example',
+      'http://id.example',
+      'https://id.example:444',
+      'https://sub.id.example',
+    ])
+      expect(posted({ Origin: origin }), origin).toBe(true);
   });
 
   it('refuses POST /login without the csrf cookie, with a mismatched or missing csrf field, or from another site', async () => {
@@ -367,23 +477,44 @@ describe('CSRF and cross-site posts', () => {
 
     // A victim's browser that never loaded our page has no csrf cookie.
     expectForbidden(await new Browser(service.issuer).request('/login', { form }));
-    expectForbidden(await browser.request('/login', { form: { ...form, csrf: `${form.csrf!.slice(0, -1)}${form.csrf!.endsWith('A') ? 'B' : 'A'}` } }));
+    expectForbidden(
+      await browser.request('/login', {
+        form: { ...form, csrf: `${form.csrf!.slice(0, -1)}${form.csrf!.endsWith('A') ? 'B' : 'A'}` },
+      }),
+    );
     expectForbidden(await browser.request('/login', { form: { ...form, csrf: '' } }));
     const { csrf: _csrf, ...withoutCsrf } = form;
     expectForbidden(await browser.request('/login', { form: withoutCsrf }));
     for (const headers of Object.values(ELSEWHERE)) expectForbidden(await browser.request('/login', { form, headers }));
     // Same host, other scheme: another origin (and, to a browser without Fetch Metadata, another site).
-    expectForbidden(await browser.request('/login', { form, headers: { ...NOT_A_BROWSER, Origin: service.issuer.replace('http:', 'https:') } }));
+    expectForbidden(
+      await browser.request('/login', {
+        form,
+        headers: { ...NOT_A_BROWSER, Origin: service.issuer.replace('http:', 'https:') },
+      }),
+    );
     expect(browser.cookies.has('session')).toBe(false);
 
     // The very same form as a browser posts it from our page works: the refusals above were about CSRF only.
-    expect(sameOriginFormHeaders(service.issuer)).toMatchObject({ Origin: service.issuer, 'Sec-Fetch-Site': 'same-origin' });
+    expect(sameOriginFormHeaders(service.issuer)).toMatchObject({
+      Origin: service.issuer,
+      'Sec-Fetch-Site': 'same-origin',
+    });
     await expectSignedIn(browser, await browser.request('/login', { form }), /^\/consent\?request=/);
     // A client that is no browser sends neither header: the CSRF token alone decides.
     const script = new Browser(service.issuer);
     const { page: scriptPage } = await startAuthorize(script, client);
-    expectForbidden(await script.request('/login', { form: { ...signInForm(scriptPage, login), csrf: 'forged' }, headers: NOT_A_BROWSER }));
-    await expectSignedIn(script, await script.request('/login', { form: signInForm(scriptPage, login), headers: NOT_A_BROWSER }), /^\/consent\?request=/);
+    expectForbidden(
+      await script.request('/login', {
+        form: { ...signInForm(scriptPage, login), csrf: 'forged' },
+        headers: NOT_A_BROWSER,
+      }),
+    );
+    await expectSignedIn(
+      script,
+      await script.request('/login', { form: signInForm(scriptPage, login), headers: NOT_A_BROWSER }),
+      /^\/consent\?request=/,
+    );
   });
 
   it('refuses POST /consent with a wrong csrf or from another site, and issues no code', async () => {
@@ -399,7 +530,9 @@ describe('CSRF and cross-site posts', () => {
     // Another signed-in session's (valid) csrf token does not fit this session.
     const attacker = new Browser(service.issuer);
     const { page: attackerPage } = await startAuthorize(attacker, client);
-    const attackerConsent = await attacker.request((await attacker.request('/login', { form: signInForm(attackerPage, login) })).location!);
+    const attackerConsent = await attacker.request(
+      (await attacker.request('/login', { form: signInForm(attackerPage, login) })).location!,
+    );
     const attackerCsrf = Browser.field(attackerConsent.body, 'csrf');
 
     const attempts: Array<{ form: Record<string, string>; headers?: Record<string, string | undefined> }> = [
@@ -415,7 +548,9 @@ describe('CSRF and cross-site posts', () => {
       expect(refused.location).toBeUndefined();
     }
     // Nothing was remembered either: a silent request still needs consent.
-    const silent = await browser.request(authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }));
+    const silent = await browser.request(
+      authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }),
+    );
     expect(new URL(silent.location!).searchParams.get('error')).toBe('consent_required');
 
     const approved = await browser.request('/consent', { form: { request, csrf, decision: 'allow' } });
@@ -437,7 +572,9 @@ describe('CSRF and cross-site posts', () => {
     expectForbidden(await browser.request('/account/revoke', { form: { client_id: client.clientId } }));
     expectForbidden(await browser.request('/logout', { form: { csrf: 'forged' } }));
     for (const headers of Object.values(ELSEWHERE)) {
-      expectForbidden(await browser.request('/account/revoke', { form: { csrf, client_id: client.clientId }, headers }));
+      expectForbidden(
+        await browser.request('/account/revoke', { form: { csrf, client_id: client.clientId }, headers }),
+      );
       expectForbidden(await browser.request('/logout', { form: { csrf }, headers }));
       // A cross-site post carries no Lax cookie; it must not get to clear one either.
       expectForbidden(await new Browser(service.issuer).request('/logout', { form: {}, headers }));
@@ -449,15 +586,23 @@ describe('CSRF and cross-site posts', () => {
     const refreshed = await fetch(`${service.issuer}/oauth/token`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId }),
+      body: new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: String(tokens.json.refresh_token),
+        client_id: client.clientId,
+      }),
     });
     expect(refreshed.status).toBe(200);
 
     // Without a session there is nothing to revoke: back to sign-in.
-    const anonymous = await new Browser(service.issuer).request('/account/revoke', { form: { csrf, client_id: client.clientId } });
+    const anonymous = await new Browser(service.issuer).request('/account/revoke', {
+      form: { csrf, client_id: client.clientId },
+    });
     expect(anonymous.status).toBe(303);
     expect(anonymous.location).toBe('/login');
-    expect((await new Browser(service.issuer).request(`/account/revoke?client_id=${client.clientId}`)).location).toBe('/login');
+    expect((await new Browser(service.issuer).request(`/account/revoke?client_id=${client.clientId}`)).location).toBe(
+      '/login',
+    );
     expect((await browser.request('/account')).body).toContain(`<h3>${client.name}</h3>`);
   });
 });
@@ -480,7 +625,11 @@ describe('sessions', () => {
     // Signing in again (prompt=login) gives yet another id.
     const { page } = await startAuthorize(browser, client, { prompt: 'login' });
     expect(page.body).toContain('<button type="submit">Sign in</button>');
-    await expectSignedIn(browser, await browser.request('/login', { form: signInForm(page, login) }), /^\/consent\?request=/);
+    await expectSignedIn(
+      browser,
+      await browser.request('/login', { form: signInForm(page, login) }),
+      /^\/consent\?request=/,
+    );
     const second = browser.cookies.get('session')!;
     expect(second).not.toBe(first);
     // The replaced session is ended, not left usable by whoever may hold it.
@@ -527,7 +676,9 @@ describe('sessions', () => {
     const replayed = await replay.request('/account');
     expect(replayed.status).toBe(302);
     expect(replayed.location).toBe('/login');
-    const silent = await replay.request(authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }));
+    const silent = await replay.request(
+      authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }),
+    );
     expect(new URL(silent.location!).searchParams.get('error')).toBe('login_required');
   });
 
@@ -560,14 +711,20 @@ describe('sessions', () => {
     expect(expiredConsentPage.status).toBe(400);
     expect(expiredConsentPage.body).toContain('<h1>This request has expired</h1>');
     const lateConsent = await atConsent.request('/consent', {
-      form: { request: Browser.field(consentPage.body, 'request'), csrf: Browser.field(consentPage.body, 'csrf'), decision: 'allow' },
+      form: {
+        request: Browser.field(consentPage.body, 'request'),
+        csrf: Browser.field(consentPage.body, 'csrf'),
+        decision: 'allow',
+      },
     });
     expect(lateConsent.status).toBe(400);
     expect(lateConsent.location).toBeUndefined();
     expectSecurePage(lateConsent);
     expect(lateConsent.body).toContain('<h1>This request has expired</h1>');
     // And no consent was recorded.
-    const silent = await atConsent.request(authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }));
+    const silent = await atConsent.request(
+      authorizePath(client, { code_challenge: pkcePair().challenge, prompt: 'none' }),
+    );
     expect(new URL(silent.location!).searchParams.get('error')).toBe('consent_required');
   });
 });

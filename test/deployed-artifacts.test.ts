@@ -11,8 +11,15 @@ import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import { systemClock, systemRandom } from '../core/adapters/system';
 import type { Client, User } from '../core/kernel/model';
 import { tableNames } from '../core/tables';
-import { HealthClient, healthCheckResponse_ServingStatusToJSON as statusName } from '../grpc-service/gen/grpc/health/v1/health';
-import { ListNumbersRequest, NumberServiceClient, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  HealthClient,
+  healthCheckResponse_ServingStatusToJSON as statusName,
+} from '../grpc-service/gen/grpc/health/v1/health';
+import {
+  ListNumbersRequest,
+  NumberServiceClient,
+  type ListNumbersResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { access } from '../lib/access';
 import { routeManifest, type RouteGroup } from '../lambdas/manifest';
 import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from '../local/embedded-dynamo';
@@ -21,8 +28,19 @@ import { buildLambdaBundle, type BuiltLambdaBundle } from '../lib/build-lambda';
 import { lambdaBundle } from '../lib/bundling';
 import { repoRoot } from '../lib/util';
 import {
-  awsRuntimeEnvironment, BLOCKED_MARK, buildGrpcBundle, lambdaRuntimeEnvironment, PUBLIC_KEYS_MARK, stackSettings, startGrpcTask, startLambdaHost, withPublicKeys,
-  type GrpcBundle, type GrpcTask, type LambdaHost, type StackSettings,
+  awsRuntimeEnvironment,
+  BLOCKED_MARK,
+  buildGrpcBundle,
+  lambdaRuntimeEnvironment,
+  PUBLIC_KEYS_MARK,
+  stackSettings,
+  startGrpcTask,
+  startLambdaHost,
+  withPublicKeys,
+  type GrpcBundle,
+  type GrpcTask,
+  type LambdaHost,
+  type StackSettings,
 } from './support/artifacts';
 import { Browser, pkcePair } from './support/browser';
 import { authorizeInBrowser, postForm, REDIRECT_URI, send } from './support/flow';
@@ -62,11 +80,16 @@ const secrets: string[] = [];
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'svcnum-artifacts-'));
   // esbuild works in its own process while the synthesis below keeps this one busy.
-  const building = Promise.all(groups.map((group) => buildLambdaBundle(join(repoRoot, routeManifest[group].entry), join(root, group))));
+  const building = Promise.all(
+    groups.map((group) => buildLambdaBundle(join(repoRoot, routeManifest[group].entry), join(root, group))),
+  );
   const buildingGrpc = buildGrpcBundle(join(root, 'grpc'));
   settings = stackSettings();
 
-  const prefixes = new Set([settings.task.TABLE_PREFIX, ...groups.map((group) => settings.lambdas[group].environment.TABLE_PREFIX)]);
+  const prefixes = new Set([
+    settings.task.TABLE_PREFIX,
+    ...groups.map((group) => settings.lambdas[group].environment.TABLE_PREFIX),
+  ]);
   expect(prefixes.size).toBe(1);
   const names = tableNames(settings.task.TABLE_PREFIX!);
   dynamo = await startEmbeddedDynamo(join(root, 'dynamodb'), 0);
@@ -83,19 +106,32 @@ beforeAll(async () => {
   expect(new Set(groups.map((group) => settings.lambdas[group].environment.ISSUER))).toEqual(new Set([issuer]));
   const runtime = awsRuntimeEnvironment(settings, { dynamodb: dynamo.endpoint, kms: kms.endpoint });
 
-  bundles = Object.fromEntries((await building).map((built, index) => [groups[index], built])) as Record<RouteGroup, BuiltLambdaBundle>;
-  await Promise.all(groups.map(async (group) => {
-    const function_ = settings.lambdas[group];
-    const directory = join(root, group);
-    hosts[group] = await startLambdaHost(directory, function_, {
-      ...withPublicKeys(function_.environment, settings, kms.publicKeyDer), ...runtime, ...lambdaRuntimeEnvironment(function_.functionName, directory),
-    });
-    for (const path of Object.keys(routeManifest[group].routes)) routes.set(path, { handler: hosts[group].invoke, functionName: function_.functionName });
-  }));
+  bundles = Object.fromEntries((await building).map((built, index) => [groups[index], built])) as Record<
+    RouteGroup,
+    BuiltLambdaBundle
+  >;
+  await Promise.all(
+    groups.map(async (group) => {
+      const function_ = settings.lambdas[group];
+      const directory = join(root, group);
+      hosts[group] = await startLambdaHost(directory, function_, {
+        ...withPublicKeys(function_.environment, settings, kms.publicKeyDer),
+        ...runtime,
+        ...lambdaRuntimeEnvironment(function_.functionName, directory),
+      });
+      for (const path of Object.keys(routeManifest[group].routes))
+        routes.set(path, { handler: hosts[group].invoke, functionName: function_.functionName });
+    }),
+  );
 
   grpcBundle = await buildingGrpc;
   // Free ports instead of the container's fixed 50051 and 8081: other tests run beside this one.
-  grpcTask = await startGrpcTask(grpcBundle, { ...withPublicKeys(settings.task, settings, kms.publicKeyDer), GRPC_PORT: '0', HEALTH_PORT: '0', ...runtime });
+  grpcTask = await startGrpcTask(grpcBundle, {
+    ...withPublicKeys(settings.task, settings, kms.publicKeyDer),
+    GRPC_PORT: '0',
+    HEALTH_PORT: '0',
+    ...runtime,
+  });
 }, 180_000);
 
 afterAll(async () => {
@@ -111,7 +147,11 @@ const kmsKeyId = () => settings.lambdas.token.environment.KMS_KEY_ID!;
 
 async function clientCredentials(client: { clientId: string }, clientSecret: string) {
   secrets.push(clientSecret);
-  const reply = await postForm(`${base}/oauth/token`, { grant_type: 'client_credentials', client_id: client.clientId, client_secret: clientSecret });
+  const reply = await postForm(`${base}/oauth/token`, {
+    grant_type: 'client_credentials',
+    client_id: client.clientId,
+    client_secret: clientSecret,
+  });
   expect(reply.status, reply.text).toBe(200);
   const token = String(reply.json.access_token);
   secrets.push(token);
@@ -120,7 +160,12 @@ async function clientCredentials(client: { clientId: string }, clientSecret: str
 
 async function verify(token: string, audience?: string) {
   const jwks = (await send(`${base}/.well-known/jwks.json`, { method: 'GET' })).json as { keys: never[] };
-  return jwtVerify(token, createLocalJWKSet({ keys: jwks.keys }), { algorithms: ['EdDSA'], issuer, typ: 'at+jwt', ...(audience ? { audience } : {}) });
+  return jwtVerify(token, createLocalJWKSet({ keys: jwks.keys }), {
+    algorithms: ['EdDSA'],
+    issuer,
+    typ: 'at+jwt',
+    ...(audience ? { audience } : {}),
+  });
 }
 
 let owner: User;
@@ -135,9 +180,16 @@ describe('the Lambda bundles, as deployed', () => {
       expect(`${handler.split('.')[0]}.mjs`, group).toBe(lambdaBundle.outputFile);
       const output = Object.values(bundles[group].metafile.outputs)[0]!;
       const external = output.imports.filter((entry) => entry.external);
-      expect(external.filter(({ path }) => !path.startsWith('node:') && !builtins.has(path) && !lambdaBundle.externalModules.includes(path)), group).toEqual([]);
+      expect(
+        external.filter(
+          ({ path }) =>
+            !path.startsWith('node:') && !builtins.has(path) && !lambdaBundle.externalModules.includes(path),
+        ),
+        group,
+      ).toEqual([]);
       // What lib/bundling.ts leaves out is only ever loaded on demand (never, for DynamoDB and KMS).
-      for (const left of external.filter(({ path }) => lambdaBundle.externalModules.includes(path))) expect(left.kind, group).toBe('dynamic-import');
+      for (const left of external.filter(({ path }) => lambdaBundle.externalModules.includes(path)))
+        expect(left.kind, group).toBe('dynamic-import');
       expect(hosts[group].output.stderr, group).not.toMatch(/Error|ERR_/);
       // What the stack configures, read from the template: each MAC key only where lib/access.ts grants it.
       expect('MAC_KEY_ID' in environment, group).toBe(access[group].mac !== undefined);
@@ -151,8 +203,10 @@ describe('the Lambda bundles, as deployed', () => {
 
   it('are each at most 300 KB minified, and hold only what their routes use', () => {
     // A file reached but tree-shaken away to nothing is not held.
-    const held = (group: RouteGroup, fragment: string) => Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs)
-      .some(([input, { bytesInOutput }]) => input.includes(fragment) && bytesInOutput > 0);
+    const held = (group: RouteGroup, fragment: string) =>
+      Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs).some(
+        ([input, { bytesInOutput }]) => input.includes(fragment) && bytesInOutput > 0,
+      );
     for (const group of groups) {
       const output = Object.values(bundles[group].metafile.outputs)[0]!;
       expect(output.bytes, `${group}: ${output.bytes} bytes`).toBeLessThanOrEqual(MAX_BUNDLE_BYTES);
@@ -164,10 +218,17 @@ describe('the Lambda bundles, as deployed', () => {
     }
     // The SDK clients each holds: DynamoDB and KMS, none streaming events (so the event-stream codec
     // lib/bundling.ts leaves out is never loaded). A new client here must be checked for that.
-    const clients = (group: RouteGroup) => [...new Set(Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs)
-      .filter(([, { bytesInOutput }]) => bytesInOutput > 0)
-      .map(([input]) => /@aws-sdk\/(client-[a-z0-9-]+)\//.exec(input)?.[1]).filter((name) => name !== undefined))].sort();
-    for (const group of groups) expect(clients(group), group).toEqual(group === 'discovery' ? ['client-kms'] : ['client-dynamodb', 'client-kms']);
+    const clients = (group: RouteGroup) =>
+      [
+        ...new Set(
+          Object.entries(Object.values(bundles[group].metafile.outputs)[0]!.inputs)
+            .filter(([, { bytesInOutput }]) => bytesInOutput > 0)
+            .map(([input]) => /@aws-sdk\/(client-[a-z0-9-]+)\//.exec(input)?.[1])
+            .filter((name) => name !== undefined),
+        ),
+      ].sort();
+    for (const group of groups)
+      expect(clients(group), group).toEqual(group === 'discovery' ? ['client-kms'] : ['client-dynamodb', 'client-kms']);
     // Discovery reads no store; only the browser has the sign-in flow; only the token endpoint runs
     // its grants (discovery holds the table of grants, whose names it lists, but not the endpoint).
     expect(held('discovery', '@aws-sdk/client-dynamodb')).toBe(false);
@@ -178,10 +239,14 @@ describe('the Lambda bundles, as deployed', () => {
     }
   });
 
-  it('discovery: the OpenID configuration names this issuer; the JWKS publishes the KMS key\'s public key', async () => {
+  it("discovery: the OpenID configuration names this issuer; the JWKS publishes the KMS key's public key", async () => {
     const configuration = await send(`${base}/.well-known/openid-configuration`, { method: 'GET' });
     expect(configuration.status).toBe(200);
-    expect(configuration.json).toMatchObject({ issuer, jwks_uri: `${issuer}/.well-known/jwks.json`, token_endpoint: `${issuer}/oauth/token` });
+    expect(configuration.json).toMatchObject({
+      issuer,
+      jwks_uri: `${issuer}/.well-known/jwks.json`,
+      token_endpoint: `${issuer}/oauth/token`,
+    });
     const jwks = await send(`${base}/.well-known/jwks.json`, { method: 'GET' });
     expect(jwks.status).toBe(200);
     const keys = jwks.json.keys as Array<Record<string, string>>;
@@ -190,14 +255,24 @@ describe('the Lambda bundles, as deployed', () => {
     expect(keys[0]!.kid).toMatch(/^[A-Za-z0-9_-]{20,}$/);
   });
 
-  it('token: a client_credentials token, signed by KMS Sign with the stack\'s key, verifies against the JWKS', async () => {
-    owner = await registration.createUser({ email: `owner-${Date.now()}@example.com`, password: 'owner password 1', accountType: 'business' });
-    const { client, clientSecret } = await registration.createApiClient({ name: 'Artifacts app', scope: 'messaging', ownerId: owner.svcnumId });
+  it("token: a client_credentials token, signed by KMS Sign with the stack's key, verifies against the JWKS", async () => {
+    owner = await registration.createUser({
+      email: `owner-${Date.now()}@example.com`,
+      password: 'owner password 1',
+      accountType: 'business',
+    });
+    const { client, clientSecret } = await registration.createApiClient({
+      name: 'Artifacts app',
+      scope: 'messaging',
+      ownerId: owner.svcnumId,
+    });
     const signsBefore = kms.requests.filter((request) => request.operation === 'Sign').length;
     const token = await clientCredentials(client, clientSecret!);
     const { payload } = await verify(token);
     expect(payload).toMatchObject({ client_id: client.clientId, sub: client.clientId, scope: 'messaging' });
-    expect(kms.requests.filter((request) => request.operation === 'Sign').slice(signsBefore)).toEqual([{ operation: 'Sign', keyId: kmsKeyId(), signed: true, status: 200 }]);
+    expect(kms.requests.filter((request) => request.operation === 'Sign').slice(signsBefore)).toEqual([
+      { operation: 'Sign', keyId: kmsKeyId(), signed: true, status: 200 },
+    ]);
   });
 
   it('browser, token, userinfo: a person signs in through the pages (CSRF by KMS GenerateMac/VerifyMac), the code is redeemed, UserInfo answers', async () => {
@@ -205,7 +280,13 @@ describe('the Lambda bundles, as deployed', () => {
     const password = 'correct horse battery staple';
     person = { user: await registration.createUser({ email, password }), email, password };
     secrets.push(password);
-    loginClient = (await registration.createLoginClient({ name: 'Artifacts login', scope: 'openid profile email', redirectUris: [REDIRECT_URI] })).client;
+    loginClient = (
+      await registration.createLoginClient({
+        name: 'Artifacts login',
+        scope: 'openid profile email',
+        redirectUris: [REDIRECT_URI],
+      })
+    ).client;
 
     const browser = new Browser(base);
     const login = await browser.request('/login');
@@ -224,20 +305,32 @@ describe('the Lambda bundles, as deployed', () => {
     const code = redirect.searchParams.get('code')!;
     secrets.push(code, pkce.verifier);
     const macKey = settings.lambdas.browser.environment.MAC_KEY_ID;
-    const macCalls = kms.requests.filter((request) => request.operation === 'GenerateMac' || request.operation === 'VerifyMac');
+    const macCalls = kms.requests.filter(
+      (request) => request.operation === 'GenerateMac' || request.operation === 'VerifyMac',
+    );
     expect(macCalls.map((request) => request.operation)).toEqual(expect.arrayContaining(['GenerateMac', 'VerifyMac']));
     expect(macCalls.every((request) => request.keyId === macKey && request.status === 200)).toBe(true);
 
     const tokens = await postForm(`${base}/oauth/token`, {
-      grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: loginClient.clientId, code_verifier: pkce.verifier,
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT_URI,
+      client_id: loginClient.clientId,
+      code_verifier: pkce.verifier,
     });
     expect(tokens.status, tokens.text).toBe(200);
     expect(tokens.headers.get('cache-control')).toBe('no-store');
     const accessToken = String(tokens.json.access_token);
     secrets.push(accessToken, String(tokens.json.id_token), String(tokens.json.refresh_token));
-    expect((await verify(accessToken, issuer)).payload).toMatchObject({ sub: person.user.svcnumId, client_id: loginClient.clientId });
+    expect((await verify(accessToken, issuer)).payload).toMatchObject({
+      sub: person.user.svcnumId,
+      client_id: loginClient.clientId,
+    });
 
-    const userinfo = await send(`${base}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${accessToken}` } });
+    const userinfo = await send(`${base}/oauth/userinfo`, {
+      method: 'GET',
+      headers: { Authorization: `Bearer ${accessToken}` },
+    });
     expect(userinfo.status, userinfo.text).toBe(200);
     expect(userinfo.json).toMatchObject({ sub: person.user.svcnumId, email: person.email });
     const anonymous = await send(`${base}/oauth/userinfo`, { method: 'GET' });
@@ -246,7 +339,11 @@ describe('the Lambda bundles, as deployed', () => {
   });
 
   it('messages: an External API client of the business sends to the person; the message is accepted', async () => {
-    const { client, clientSecret } = await registration.createApiClient({ name: 'Artifacts sender', scope: 'messaging', ownerId: owner.svcnumId });
+    const { client, clientSecret } = await registration.createApiClient({
+      name: 'Artifacts sender',
+      scope: 'messaging',
+      ownerId: owner.svcnumId,
+    });
     const token = await clientCredentials(client, clientSecret!);
     const sent = await send(`${base}/api/messages`, {
       headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
@@ -256,7 +353,7 @@ describe('the Lambda bundles, as deployed', () => {
     expect(sent.json).toMatchObject({ from: owner.svcnum, to: person.user.svcnum });
   });
 
-  it('public: /api/resolve answers a person\'s number with its public state only', async () => {
+  it("public: /api/resolve answers a person's number with its public state only", async () => {
     const resolved = await send(`${base}/api/resolve?alias=${person.user.svcnum}`, { method: 'GET' });
     expect(resolved.status, resolved.text).toBe(200);
     expect(resolved.json).toEqual({ svcnum: person.user.svcnum, entity_type: 'person', state: 'active' });
@@ -265,29 +362,58 @@ describe('the Lambda bundles, as deployed', () => {
 
 describe('the gRPC bundle, as the image runs it', () => {
   it('is built only from what the Dockerfile copies and imports only production dependencies', () => {
-    const packageJson = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const packageJson = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
     const builtins = new Set(builtinModules);
     const inputs = Object.keys(grpcBundle.metafile.inputs);
-    expect(inputs.filter((input) => !grpcBundle.dockerBuildContext.some((copied) => input === copied || input.startsWith(`${copied}/`)))).toEqual([]);
-    const packageOf = (path: string) => path.split('/').slice(0, path.startsWith('@') ? 2 : 1).join('/');
-    const imported = Object.values(grpcBundle.metafile.outputs).flatMap((output) => output.imports.filter((entry) => entry.external).map((entry) => entry.path));
-    const outside = imported.filter((path) => !path.startsWith('node:') && !builtins.has(path) && !(packageOf(path) in packageJson.dependencies));
+    expect(
+      inputs.filter(
+        (input) => !grpcBundle.dockerBuildContext.some((copied) => input === copied || input.startsWith(`${copied}/`)),
+      ),
+    ).toEqual([]);
+    const packageOf = (path: string) =>
+      path
+        .split('/')
+        .slice(0, path.startsWith('@') ? 2 : 1)
+        .join('/');
+    const imported = Object.values(grpcBundle.metafile.outputs).flatMap((output) =>
+      output.imports.filter((entry) => entry.external).map((entry) => entry.path),
+    );
+    const outside = imported.filter(
+      (path) => !path.startsWith('node:') && !builtins.has(path) && !(packageOf(path) in packageJson.dependencies),
+    );
     expect(outside).toEqual([]);
     expect(grpcBundle.imageEnvironment).toMatchObject({ NODE_ENV: 'production' });
   });
 
-  it('answers grpc.health.v1 Check and ListNumbers for a provisioning client\'s token', async () => {
+  it("answers grpc.health.v1 Check and ListNumbers for a provisioning client's token", async () => {
     const target = `127.0.0.1:${grpcTask!.port}`;
     const health = new HealthClient(target, credentials.createInsecure());
     const numbers = new NumberServiceClient(target, credentials.createInsecure());
     try {
-      const serving = await new Promise<string>((resolve, reject) => health.check({ service: '' }, (error, response) => (error ? reject(error) : resolve(statusName(response.status)))));
+      const serving = await new Promise<string>((resolve, reject) =>
+        health.check({ service: '' }, (error, response) =>
+          error ? reject(error) : resolve(statusName(response.status)),
+        ),
+      );
       expect(serving).toBe('SERVING');
-      const { client, clientSecret } = await registration.createProvisioningClient({ name: 'Artifacts provisioning', scope: 'prov:numbers', ownerId: owner.svcnumId });
+      const { client, clientSecret } = await registration.createProvisioningClient({
+        name: 'Artifacts provisioning',
+        scope: 'prov:numbers',
+        ownerId: owner.svcnumId,
+      });
       const token = await clientCredentials(client, clientSecret!);
-      const listed = await call<ListNumbersRequest, ListNumbersResponse>(numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), token);
+      const listed = await call<ListNumbersRequest, ListNumbersResponse>(
+        numbers,
+        'listNumbers',
+        ListNumbersRequest.fromPartial({}),
+        token,
+      );
       expect(listed.numbers).toEqual([]);
-      const refused = await call(numbers, 'listNumbers', ListNumbersRequest.fromPartial({})).catch((error: ServiceError) => error);
+      const refused = await call(numbers, 'listNumbers', ListNumbersRequest.fromPartial({})).catch(
+        (error: ServiceError) => error,
+      );
       expect((refused as ServiceError).code).toBe(status.UNAUTHENTICATED);
     } finally {
       health.close();
@@ -297,8 +423,11 @@ describe('the gRPC bundle, as the image runs it', () => {
 });
 
 describe('what the artifacts did', () => {
-  it('reached nothing beyond loopback; every KMS call was signed, to the stack\'s keys, and answered; none was GetPublicKey (KMS_PUBLIC_KEYS)', () => {
-    const outputs = [...groups.map((group) => [group, hosts[group].output] as const), ['grpc', grpcTask!.output] as const];
+  it("reached nothing beyond loopback; every KMS call was signed, to the stack's keys, and answered; none was GetPublicKey (KMS_PUBLIC_KEYS)", () => {
+    const outputs = [
+      ...groups.map((group) => [group, hosts[group].output] as const),
+      ['grpc', grpcTask!.output] as const,
+    ];
     for (const [name, output] of outputs) expect(output.stderr, name).not.toContain(BLOCKED_MARK);
     const operations = new Set(kms.requests.map((request) => request.operation));
     expect([...operations].sort()).toEqual(['GenerateMac', 'Sign', 'VerifyMac']);
@@ -309,7 +438,10 @@ describe('what the artifacts did', () => {
   });
 
   it('logged no secret, token, code or password', () => {
-    const outputs = [...groups.map((group) => [group, hosts[group].output] as const), ['grpc', grpcTask!.output] as const];
+    const outputs = [
+      ...groups.map((group) => [group, hosts[group].output] as const),
+      ['grpc', grpcTask!.output] as const,
+    ];
     expect(secrets.length).toBeGreaterThan(8);
     for (const [name, output] of outputs) {
       const text = output.stdout + output.stderr;
@@ -319,7 +451,11 @@ describe('what the artifacts did', () => {
   });
 
   it('logged and measured as the service the stack names (SERVICE_NAME), the first request of a function as its cold start', () => {
-    const lines = (output: { stdout: string }) => output.stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = (output: { stdout: string }) =>
+      output.stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
     for (const group of groups) {
       const logged = lines(hosts[group].output);
       const requests = logged.filter((line) => line.message === 'request');
@@ -328,7 +464,10 @@ describe('what the artifacts did', () => {
       expect(metrics.length, group).toBe(requests.length);
       const service = settings.lambdas[group].environment.SERVICE_NAME;
       expect(new Set([...requests, ...metrics].map((line) => line.service)), group).toEqual(new Set([service]));
-      expect(requests.map((line) => line.cold_start), group).toEqual([true, ...requests.slice(1).map(() => false)]);
+      expect(
+        requests.map((line) => line.cold_start),
+        group,
+      ).toEqual([true, ...requests.slice(1).map(() => false)]);
     }
     expect(new Set(lines(grpcTask!.output).map((line) => line.service))).toEqual(new Set([settings.task.SERVICE_NAME]));
   });

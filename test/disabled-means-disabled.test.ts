@@ -2,11 +2,20 @@ import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECORD_CACHE_TTL } from '../core/accounts';
 import {
-  type Agent, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, ExchangeTokenRequest, type ExchangeTokenResponse,
+  type Agent,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  CreateDependentAgentRequest,
+  ExchangeTokenRequest,
+  type ExchangeTokenResponse,
   IssueAgentTokenRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  ListNumbersRequest,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import type { Client } from '../core/kernel/model';
 import * as exchangeTokenTypes from '../core/provisioning/exchange';
 import { TOKEN_EXCHANGE } from '../core/provisioning/token-exchange-grant';
@@ -50,20 +59,37 @@ const PARTIES = {
   apiClient: client('API client', () => api.clientId),
   provisioningClient: client('provisioning client', () => app.clientId),
   owner: account('owner account', () => app.owner.svcnumId),
-  agentClient: client('agent\'s client', () => agentA.clientId),
+  agentClient: client("agent's client", () => agentA.clientId),
   agent: account('agent', () => agentA.agent!.svcnumId),
   number: account('lent number', () => numberN.svcnumId),
   dependent: account('dependent', () => dependentD.svcnumId),
 };
 
-const agents = <Req, Res>(method: string, request: Req, token = app.token) => call<Req, Res>(app.agents, method, request, token);
+const agents = <Req, Res>(method: string, request: Req, token = app.token) =>
+  call<Req, Res>(app.agents, method, request, token);
 const agentOwnToken = async () => clientCredentialsToken(service, agentA.clientId, agentA.clientSecret);
-const lend = async (actorToken: string) => agents<ExchangeTokenRequest, ExchangeTokenResponse>('exchangeToken', ExchangeTokenRequest.fromPartial({
-  subjectToken: numberN.svcnumId, subjectTokenType: SVCNUM_ID, actorToken, actorTokenType: ACCESS_TOKEN, scope: 'messaging',
-}));
-const dependentToken = async (actorToken?: string) => (await agents<ExchangeTokenRequest, ExchangeTokenResponse>('exchangeToken', ExchangeTokenRequest.fromPartial({
-  subjectToken: dependentD.svcnumId, subjectTokenType: SVCNUM_ID, ...(actorToken ? { actorToken, actorTokenType: ACCESS_TOKEN } : {}),
-}))).accessToken;
+const lend = async (actorToken: string) =>
+  agents<ExchangeTokenRequest, ExchangeTokenResponse>(
+    'exchangeToken',
+    ExchangeTokenRequest.fromPartial({
+      subjectToken: numberN.svcnumId,
+      subjectTokenType: SVCNUM_ID,
+      actorToken,
+      actorTokenType: ACCESS_TOKEN,
+      scope: 'messaging',
+    }),
+  );
+const dependentToken = async (actorToken?: string) =>
+  (
+    await agents<ExchangeTokenRequest, ExchangeTokenResponse>(
+      'exchangeToken',
+      ExchangeTokenRequest.fromPartial({
+        subjectToken: dependentD.svcnumId,
+        subjectTokenType: SVCNUM_ID,
+        ...(actorToken ? { actorToken, actorTokenType: ACCESS_TOKEN } : {}),
+      }),
+    )
+  ).accessToken;
 
 /** Tokens of each kind, fetched before the parties are disabled (they stay within their lifetime). */
 const tokens: Record<string, string> = {};
@@ -79,7 +105,11 @@ async function userInfo(token: string): Promise<Outcome> {
 }
 
 async function messages(token: string, from?: string): Promise<Outcome> {
-  const reply = await sendMessage(service, token, { to: app.owner.svcnum, text: 'still here?', ...(from ? { from } : {}) });
+  const reply = await sendMessage(service, token, {
+    to: app.owner.svcnum,
+    text: 'still here?',
+    ...(from ? { from } : {}),
+  });
   if (reply.status === 202) return 'ok';
   if (reply.status === 401) expect(reply.headers.get('www-authenticate')).toMatch(/^Bearer .*error="invalid_token"/);
   return `${reply.status} ${reply.json.error}`;
@@ -111,78 +141,177 @@ interface Case {
 
 const CASES: Case[] = [
   // UserInfo: every kind of token that may carry `openid`.
-  { path: 'UserInfo', token: 'login', parties: [PARTIES.loginClient, PARTIES.user], attempt: () => userInfo(tokens.login!), refused: '401 invalid_token' },
-  { path: 'UserInfo', token: 'agent', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.owner], attempt: () => userInfo(tokens.agent!), refused: '401 invalid_token' },
   {
-    path: 'UserInfo', token: 'dependent (through its owner agent)', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
-    attempt: () => userInfo(tokens.dependentThroughAgent!), refused: '401 invalid_token',
+    path: 'UserInfo',
+    token: 'login',
+    parties: [PARTIES.loginClient, PARTIES.user],
+    attempt: () => userInfo(tokens.login!),
+    refused: '401 invalid_token',
   },
   {
-    path: 'UserInfo', token: 'dependent (by the provisioning client)', parties: [PARTIES.provisioningClient, PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
-    attempt: () => userInfo(tokens.dependentByApp!), refused: '401 invalid_token',
+    path: 'UserInfo',
+    token: 'agent',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.owner],
+    attempt: () => userInfo(tokens.agent!),
+    refused: '401 invalid_token',
+  },
+  {
+    path: 'UserInfo',
+    token: 'dependent (through its owner agent)',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
+    attempt: () => userInfo(tokens.dependentThroughAgent!),
+    refused: '401 invalid_token',
+  },
+  {
+    path: 'UserInfo',
+    token: 'dependent (by the provisioning client)',
+    parties: [PARTIES.provisioningClient, PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
+    attempt: () => userInfo(tokens.dependentByApp!),
+    refused: '401 invalid_token',
   },
   // POST /api/messages: every kind of token that may carry `messaging`.
-  { path: '/api/messages', token: 'API client', parties: [PARTIES.apiClient, PARTIES.owner], attempt: () => messages(tokens.api!, numberN.svcnum), refused: '401 invalid_token' },
-  { path: '/api/messages', token: 'agent', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.owner], attempt: () => messages(tokens.agent!), refused: '401 invalid_token' },
   {
-    path: '/api/messages', token: 'lent number', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number, PARTIES.owner],
-    attempt: () => messages(tokens.lent!), refused: '401 invalid_token',
+    path: '/api/messages',
+    token: 'API client',
+    parties: [PARTIES.apiClient, PARTIES.owner],
+    attempt: () => messages(tokens.api!, numberN.svcnum),
+    refused: '401 invalid_token',
   },
   {
-    path: '/api/messages', token: 'dependent (through its owner agent)', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
-    attempt: () => messages(tokens.dependentThroughAgent!), refused: '401 invalid_token',
+    path: '/api/messages',
+    token: 'agent',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.owner],
+    attempt: () => messages(tokens.agent!),
+    refused: '401 invalid_token',
   },
   {
-    path: '/api/messages', token: 'dependent (by the provisioning client)', parties: [PARTIES.provisioningClient, PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
-    attempt: () => messages(tokens.dependentByApp!), refused: '401 invalid_token',
+    path: '/api/messages',
+    token: 'lent number',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number, PARTIES.owner],
+    attempt: () => messages(tokens.lent!),
+    refused: '401 invalid_token',
+  },
+  {
+    path: '/api/messages',
+    token: 'dependent (through its owner agent)',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
+    attempt: () => messages(tokens.dependentThroughAgent!),
+    refused: '401 invalid_token',
+  },
+  {
+    path: '/api/messages',
+    token: 'dependent (by the provisioning client)',
+    parties: [PARTIES.provisioningClient, PARTIES.agentClient, PARTIES.agent, PARTIES.dependent, PARTIES.owner],
+    attempt: () => messages(tokens.dependentByApp!),
+    refused: '401 invalid_token',
   },
   // gRPC: a provisioning client's own token.
   {
-    path: 'gRPC ListNumbers', token: 'provisioning client', parties: [PARTIES.provisioningClient, PARTIES.owner],
-    attempt: () => grpcOutcome(() => call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), tokens.provisioning!)), refused: 'UNAUTHENTICATED',
+    path: 'gRPC ListNumbers',
+    token: 'provisioning client',
+    parties: [PARTIES.provisioningClient, PARTIES.owner],
+    attempt: () =>
+      grpcOutcome(() => call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({}), tokens.provisioning!)),
+    refused: 'UNAUTHENTICATED',
   },
   // Issuing: no token is issued that its first use would refuse.
   {
-    path: 'ExchangeToken (lend a number)', token: 'agent as actor', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number],
-    attempt: () => grpcOutcome(() => lend(tokens.agent!)), refused: 'FAILED_PRECONDITION invalid_request',
+    path: 'ExchangeToken (lend a number)',
+    token: 'agent as actor',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number],
+    attempt: () => grpcOutcome(() => lend(tokens.agent!)),
+    refused: 'FAILED_PRECONDITION invalid_request',
   },
   {
-    path: 'token exchange at /oauth/token (lend a number)', token: 'agent as actor', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number],
-    attempt: () => tokenEndpoint({
-      grant_type: TOKEN_EXCHANGE, client_id: app.clientId, client_secret: app.clientSecret,
-      subject_token: numberN.svcnumId, subject_token_type: SVCNUM_ID, actor_token: tokens.agent!, actor_token_type: ACCESS_TOKEN,
-    }),
+    path: 'token exchange at /oauth/token (lend a number)',
+    token: 'agent as actor',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.number],
+    attempt: () =>
+      tokenEndpoint({
+        grant_type: TOKEN_EXCHANGE,
+        client_id: app.clientId,
+        client_secret: app.clientSecret,
+        subject_token: numberN.svcnumId,
+        subject_token_type: SVCNUM_ID,
+        actor_token: tokens.agent!,
+        actor_token_type: ACCESS_TOKEN,
+      }),
     refused: '400 invalid_request',
   },
   {
-    path: 'ExchangeToken (a dependent\'s token)', token: 'no actor token', parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent],
-    attempt: () => grpcOutcome(() => dependentToken()), refused: 'FAILED_PRECONDITION invalid_request',
+    path: "ExchangeToken (a dependent's token)",
+    token: 'no actor token',
+    parties: [PARTIES.agentClient, PARTIES.agent, PARTIES.dependent],
+    attempt: () => grpcOutcome(() => dependentToken()),
+    refused: 'FAILED_PRECONDITION invalid_request',
   },
   {
-    path: 'IssueAgentToken', token: 'provisioning client', parties: [PARTIES.agentClient, PARTIES.agent],
-    attempt: () => grpcOutcome(() => agents('issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId: agentA.agent!.svcnumId }), tokens.provisioning!)),
+    path: 'IssueAgentToken',
+    token: 'provisioning client',
+    parties: [PARTIES.agentClient, PARTIES.agent],
+    attempt: () =>
+      grpcOutcome(() =>
+        agents(
+          'issueAgentToken',
+          IssueAgentTokenRequest.fromPartial({ svcnumId: agentA.agent!.svcnumId }),
+          tokens.provisioning!,
+        ),
+      ),
     refused: 'FAILED_PRECONDITION',
   },
   {
-    path: 'IssueAgentToken / ExchangeToken', token: 'provisioning client', parties: [PARTIES.provisioningClient, PARTIES.owner],
-    attempt: () => grpcOutcome(() => agents('issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId: agentA.agent!.svcnumId }), tokens.provisioning!)),
+    path: 'IssueAgentToken / ExchangeToken',
+    token: 'provisioning client',
+    parties: [PARTIES.provisioningClient, PARTIES.owner],
+    attempt: () =>
+      grpcOutcome(() =>
+        agents(
+          'issueAgentToken',
+          IssueAgentTokenRequest.fromPartial({ svcnumId: agentA.agent!.svcnumId }),
+          tokens.provisioning!,
+        ),
+      ),
     refused: 'UNAUTHENTICATED',
   },
   {
-    path: 'client_credentials', token: 'agent', parties: [PARTIES.agent, PARTIES.owner],
-    attempt: () => tokenEndpoint({ grant_type: 'client_credentials', client_id: agentA.clientId, client_secret: agentA.clientSecret }), refused: '400 invalid_grant',
+    path: 'client_credentials',
+    token: 'agent',
+    parties: [PARTIES.agent, PARTIES.owner],
+    attempt: () =>
+      tokenEndpoint({
+        grant_type: 'client_credentials',
+        client_id: agentA.clientId,
+        client_secret: agentA.clientSecret,
+      }),
+    refused: '400 invalid_grant',
   },
   {
-    path: 'client_credentials', token: 'agent', parties: [PARTIES.agentClient],
-    attempt: () => tokenEndpoint({ grant_type: 'client_credentials', client_id: agentA.clientId, client_secret: agentA.clientSecret }), refused: '401 invalid_client',
+    path: 'client_credentials',
+    token: 'agent',
+    parties: [PARTIES.agentClient],
+    attempt: () =>
+      tokenEndpoint({
+        grant_type: 'client_credentials',
+        client_id: agentA.clientId,
+        client_secret: agentA.clientSecret,
+      }),
+    refused: '401 invalid_client',
   },
   {
-    path: 'client_credentials', token: 'API client', parties: [PARTIES.owner],
-    attempt: () => tokenEndpoint({ grant_type: 'client_credentials', client_id: api.clientId, client_secret: api.secret }), refused: '400 invalid_grant',
+    path: 'client_credentials',
+    token: 'API client',
+    parties: [PARTIES.owner],
+    attempt: () =>
+      tokenEndpoint({ grant_type: 'client_credentials', client_id: api.clientId, client_secret: api.secret }),
+    refused: '400 invalid_grant',
   },
   {
-    path: 'refresh_token', token: 'login', parties: [PARTIES.loginClient],
-    attempt: () => tokenEndpoint({ grant_type: 'refresh_token', refresh_token: tokens.refresh!, client_id: login.client.clientId }), refused: '401 invalid_client',
+    path: 'refresh_token',
+    token: 'login',
+    parties: [PARTIES.loginClient],
+    attempt: () =>
+      tokenEndpoint({ grant_type: 'refresh_token', refresh_token: tokens.refresh!, client_id: login.client.clientId }),
+    refused: '401 invalid_client',
   },
 ];
 
@@ -190,15 +319,37 @@ beforeAll(async () => {
   service = await startTestService();
   await seedPool(service, '64', 20);
   app = await provisioningApp(service);
-  numberN = await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'N' }), app.token);
-  agentA = await agents<CreateAgentRequest, CreateAgentResponse>('createAgent', CreateAgentRequest.fromPartial({ displayName: 'A', scope: 'openid messaging' }));
-  dependentD = await agents<CreateDependentAgentRequest, Agent>('createDependentAgent', CreateDependentAgentRequest.fromPartial({
-    displayName: 'D', ownerSvcnumId: agentA.agent!.svcnumId, scope: 'openid messaging',
-  }));
-  const created = await service.core.registration.createApiClient({ name: 'Partner of B', scope: 'messaging', ownerId: app.owner.svcnumId });
+  numberN = await call<ProvisionNumberRequest, ProgrammableNumber>(
+    app.numbers,
+    'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName: 'N' }),
+    app.token,
+  );
+  agentA = await agents<CreateAgentRequest, CreateAgentResponse>(
+    'createAgent',
+    CreateAgentRequest.fromPartial({ displayName: 'A', scope: 'openid messaging' }),
+  );
+  dependentD = await agents<CreateDependentAgentRequest, Agent>(
+    'createDependentAgent',
+    CreateDependentAgentRequest.fromPartial({
+      displayName: 'D',
+      ownerSvcnumId: agentA.agent!.svcnumId,
+      scope: 'openid messaging',
+    }),
+  );
+  const created = await service.core.registration.createApiClient({
+    name: 'Partner of B',
+    scope: 'messaging',
+    ownerId: app.owner.svcnumId,
+  });
   api = { clientId: created.client.clientId, secret: created.clientSecret! };
   const person = await createUser(service);
-  login = { client: await createLoginClient(service), email: person.email, password: person.password, svcnumId: person.user.svcnumId };
+  login = {
+    client: await createLoginClient(service),
+    email: person.email,
+    password: person.password,
+    svcnumId: person.user.svcnumId,
+  };
 
   const { code, verifier } = await obtainCode(service, login.client, login);
   const redeemed = await redeemCode(service, login.client, code, verifier);

@@ -6,7 +6,12 @@ import { describe, expect, it } from 'vitest';
 // renamed, a heading reworded or a file moved must not leave a dead link behind: every relative
 // link and anchor here points at an existing file and, for an anchor, an existing heading.
 
-const pages = ['README.md', ...readdirSync('docs').filter((name) => name.endsWith('.md')).map((name) => join('docs', name))];
+const pages = [
+  'README.md',
+  ...readdirSync('docs')
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => join('docs', name)),
+];
 
 /** Lines outside fenced code blocks (where `#` starts a shell comment, not a heading). */
 function prose(markdown: string): string[] {
@@ -20,7 +25,9 @@ function prose(markdown: string): string[] {
   });
 }
 
-/** GitHub's heading anchor: the rendered text, lower case, punctuation dropped, spaces to dashes; repeats get -1, -2, … */
+/**
+ * GitHub's heading anchor: the rendered text, lower case, punctuation dropped, spaces to dashes; repeats get -1, -2, …
+ */
 function anchors(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const result = new Set<string>();
@@ -28,7 +35,11 @@ function anchors(markdown: string): Set<string> {
     const heading = /^#{1,6} (.+)$/.exec(line);
     if (!heading) continue;
     const text = heading[1]!.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/`/g, '');
-    const slug = text.trim().toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replace(/ /g, '-');
+    const slug = text
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+      .replace(/ /g, '-');
     const count = seen.get(slug) ?? 0;
     seen.set(slug, count + 1);
     result.add(count === 0 ? slug : `${slug}-${count}`);
@@ -59,23 +70,31 @@ describe('documentation links', () => {
         continue;
       }
       if (anchor === undefined) continue;
-      if (!file.endsWith('.md') || statSync(file).isDirectory()) broken.push(`${target}: an anchor into something that is not a page`);
-      else if (!anchors(readFileSync(file, 'utf8')).has(anchor)) broken.push(`${target}: ${file} has no heading #${anchor}`);
+      if (!file.endsWith('.md') || statSync(file).isDirectory())
+        broken.push(`${target}: an anchor into something that is not a page`);
+      else if (!anchors(readFileSync(file, 'utf8')).has(anchor))
+        broken.push(`${target}: ${file} has no heading #${anchor}`);
     }
     expect(broken).toEqual([]);
   });
 
   it('every page in docs/ is linked from the README', () => {
-    const linked = new Set(links(readFileSync('README.md', 'utf8')).map((target) => relative('.', target.split('#')[0]!)));
+    const linked = new Set(
+      links(readFileSync('README.md', 'utf8')).map((target) => relative('.', target.split('#')[0]!)),
+    );
     expect(pages.filter((page) => page !== 'README.md' && !linked.has(page))).toEqual([]);
   });
 
   it('finds the anchors and links it checks', () => {
     // The checker itself: a dead link must not pass because nothing was parsed.
-    expect(anchors('# A `code` title\n## Sending: `POST /api/messages`\n```sh\n# not a heading\n```\n## Sending: `POST /api/messages`'))
-      .toEqual(new Set(['a-code-title', 'sending-post-apimessages', 'sending-post-apimessages-1']));
-    expect(links('[a](docs/x.md#y) `[b](no.md)` [c](https://example.com) <http://localhost:3000>\n```\n[d](no.md)\n```'))
-      .toEqual(['docs/x.md#y']);
+    expect(
+      anchors(
+        '# A `code` title\n## Sending: `POST /api/messages`\n```sh\n# not a heading\n```\n## Sending: `POST /api/messages`',
+      ),
+    ).toEqual(new Set(['a-code-title', 'sending-post-apimessages', 'sending-post-apimessages-1']));
+    expect(
+      links('[a](docs/x.md#y) `[b](no.md)` [c](https://example.com) <http://localhost:3000>\n```\n[d](no.md)\n```'),
+    ).toEqual(['docs/x.md#y']);
     expect(pages.length).toBeGreaterThan(10);
   });
 });

@@ -1,7 +1,12 @@
 import { Sha256Js } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { describe, expect, it } from 'vitest';
-import { createIamTokens, elasticacheIamToken, IAM_TOKEN_EXPIRES_SECONDS, type AwsCredentials } from '../core/adapters/elasticache-iam';
+import {
+  createIamTokens,
+  elasticacheIamToken,
+  IAM_TOKEN_EXPIRES_SECONDS,
+  type AwsCredentials,
+} from '../core/adapters/elasticache-iam';
 
 // core/adapters/elasticache-iam.ts: the IAM auth token an ElastiCache user of authentication type
 // `iam` signs in with. Its form is AWS's ("Authenticating with IAM": a SigV4 presigned
@@ -22,10 +27,17 @@ const signedAt = new Date('2025-03-04T05:06:07.890Z');
 /** What the SDK's signer makes of the same request: the query it would send, signature included. */
 async function sdkPresigned(creds: AwsCredentials, at: Date): Promise<Record<string, string>> {
   const signer = new SignatureV4({ service: 'elasticache', region: auth.region, credentials: creds, sha256: Sha256Js });
-  const presigned = await signer.presign({
-    method: 'GET', protocol: 'http:', hostname: auth.replicationGroupId, path: '/',
-    query: { Action: 'connect', User: auth.userId }, headers: { host: auth.replicationGroupId },
-  }, { signingDate: at, expiresIn: IAM_TOKEN_EXPIRES_SECONDS });
+  const presigned = await signer.presign(
+    {
+      method: 'GET',
+      protocol: 'http:',
+      hostname: auth.replicationGroupId,
+      path: '/',
+      query: { Action: 'connect', User: auth.userId },
+      headers: { host: auth.replicationGroupId },
+    },
+    { signingDate: at, expiresIn: IAM_TOKEN_EXPIRES_SECONDS },
+  );
   return presigned.query as Record<string, string>;
 }
 
@@ -42,7 +54,11 @@ describe('the ElastiCache IAM auth token', () => {
     const { host, path, query, rawQuery } = parse(token);
     expect(host).toBe('svcnum-sandbox-wakeups');
     expect(path).toBe('/');
-    expect(token.startsWith('svcnum-sandbox-wakeups/?Action=connect&User=svcnum-wakeups-sandbox&X-Amz-Algorithm=AWS4-HMAC-SHA256&')).toBe(true);
+    expect(
+      token.startsWith(
+        'svcnum-sandbox-wakeups/?Action=connect&User=svcnum-wakeups-sandbox&X-Amz-Algorithm=AWS4-HMAC-SHA256&',
+      ),
+    ).toBe(true);
     expect(Object.fromEntries(query)).toStrictEqual({
       Action: 'connect',
       User: 'svcnum-wakeups-sandbox',
@@ -56,12 +72,17 @@ describe('the ElastiCache IAM auth token', () => {
     });
     // Percent-encoded as SigV4 wants (the session token's / + =), each parameter once.
     expect(rawQuery).toContain('X-Amz-Security-Token=IQoJb3JpZ2luX2VjE%2Fw%2Bsession%3D%3D');
-    expect(rawQuery).toContain('X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20250304%2Feu-central-1%2Felasticache%2Faws4_request');
+    expect(rawQuery).toContain(
+      'X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20250304%2Feu-central-1%2Felasticache%2Faws4_request',
+    );
     expect(new Set(query.map(([name]) => name)).size).toBe(query.length);
   });
 
-  it('carries the signature the AWS SDK\'s signer computes for that request, with and without a session token', async () => {
-    for (const creds of [credentials, { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretAccessKey }]) {
+  it("carries the signature the AWS SDK's signer computes for that request, with and without a session token", async () => {
+    for (const creds of [
+      credentials,
+      { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretAccessKey },
+    ]) {
       for (const at of [signedAt, new Date('2031-12-31T23:59:59.000Z')]) {
         const ours = Object.fromEntries(parse(elasticacheIamToken(auth, creds, at)).query);
         expect(ours).toStrictEqual(await sdkPresigned(creds, at));
@@ -85,11 +106,19 @@ describe('the ElastiCache IAM auth token', () => {
   it('is signed at each read from credentials fetched ahead, and fetched again once they near their expiry', async () => {
     let now = signedAt.getTime();
     let fetches = 0;
-    const tokens = createIamTokens(auth, () => {
-      fetches++;
-      // Temporary credentials good for one hour from the fetch.
-      return Promise.resolve({ ...credentials, accessKeyId: `AKIA${fetches}`, expiration: new Date(now + 3_600_000) });
-    }, () => new Date(now));
+    const tokens = createIamTokens(
+      auth,
+      () => {
+        fetches++;
+        // Temporary credentials good for one hour from the fetch.
+        return Promise.resolve({
+          ...credentials,
+          accessKeyId: `AKIA${fetches}`,
+          expiration: new Date(now + 3_600_000),
+        });
+      },
+      () => new Date(now),
+    );
     try {
       // Before any credentials: an empty password (refused by the engine), and they are fetched.
       expect(tokens.token()).toBe('');
@@ -105,7 +134,10 @@ describe('the ElastiCache IAM auth token', () => {
       now += 5 * 60_000;
       await tokens.ready();
       expect(fetches).toBe(2);
-      expect(parse(tokens.token()).query).toContainEqual(['X-Amz-Credential', 'AKIA2/20250304/eu-central-1/elasticache/aws4_request']);
+      expect(parse(tokens.token()).query).toContainEqual([
+        'X-Amz-Credential',
+        'AKIA2/20250304/eu-central-1/elasticache/aws4_request',
+      ]);
     } finally {
       tokens.close();
     }

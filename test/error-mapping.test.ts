@@ -52,7 +52,10 @@ describe('the mapping table', () => {
     expect(result.headers?.['WWW-Authenticate']).toBeUndefined();
     expect(result.headers?.['Retry-After']).toBeUndefined();
     const mapped = grpcError(error, 'Test.Call');
-    expect({ code: status[mapped.code], details: mapped.details }).toEqual({ code: status[grpcStatus], details: 'what went wrong' });
+    expect({ code: status[mapped.code], details: mapped.details }).toEqual({
+      code: status[grpcStatus],
+      details: 'what went wrong',
+    });
     expect(trailer(mapped)).toEqual([]);
   });
 
@@ -72,28 +75,47 @@ describe('the mapping table', () => {
     ['server_error', 500, status.UNAVAILABLE],
   ];
 
-  it.each(codes)('%s: HTTP %i with the code as error; gRPC %s with the code in the message and the oauth-error trailer', (code, httpStatus, grpcStatus) => {
-    const error = oauthError(code, 'refused');
-    const result = errorResult(error, 'test');
-    expect(result.statusCode).toBe(httpStatus);
-    expect(body(result)).toEqual({ error: code, error_description: 'refused' });
-    expect(result.headers?.['WWW-Authenticate']).toBeUndefined();
-    const mapped = grpcError(error, 'Test.Call');
-    expect({ code: status[mapped.code], details: mapped.details }).toEqual({ code: status[grpcStatus], details: `${code}: refused` });
-    expect(trailer(mapped)).toEqual([code]);
-  });
+  it.each(codes)(
+    '%s: HTTP %i with the code as error; gRPC %s with the code in the message and the oauth-error trailer',
+    (code, httpStatus, grpcStatus) => {
+      const error = oauthError(code, 'refused');
+      const result = errorResult(error, 'test');
+      expect(result.statusCode).toBe(httpStatus);
+      expect(body(result)).toEqual({ error: code, error_description: 'refused' });
+      expect(result.headers?.['WWW-Authenticate']).toBeUndefined();
+      const mapped = grpcError(error, 'Test.Call');
+      expect({ code: status[mapped.code], details: mapped.details }).toEqual({
+        code: status[grpcStatus],
+        details: `${code}: refused`,
+      });
+      expect(trailer(mapped)).toEqual([code]);
+    },
+  );
 
   it('an OAuth code wins over the kind for the HTTP status; the kind gives the gRPC status (token exchange)', () => {
     const error = new DomainError('not_found', 'subject_token names nothing of yours', { oauth: 'invalid_request' });
     expect(errorResult(error, 'oauth').statusCode).toBe(400);
     const mapped = grpcError(error, 'AgentService.ExchangeToken');
-    expect({ code: mapped.code, trailer: trailer(mapped) }).toEqual({ code: status.NOT_FOUND, trailer: ['invalid_request'] });
+    expect({ code: mapped.code, trailer: trailer(mapped) }).toEqual({
+      code: status.NOT_FOUND,
+      trailer: ['invalid_request'],
+    });
   });
 
-  it('a documented code is the body\'s error; Retry-After travels with exhausted', () => {
-    const suspended = errorResult(new DomainError('failed_precondition', 'number 1 is suspended', { code: 'not_in_service' }), 'messaging');
-    expect({ status: suspended.statusCode, body: body(suspended) }).toEqual({ status: 409, body: { error: 'not_in_service', error_description: 'number 1 is suspended' } });
-    const limited = errorResult(new DomainError('exhausted', 'slow down', { code: 'rate_limited', retryAfterSeconds: 7 }), 'public', { 'Access-Control-Allow-Origin': '*' });
+  it("a documented code is the body's error; Retry-After travels with exhausted", () => {
+    const suspended = errorResult(
+      new DomainError('failed_precondition', 'number 1 is suspended', { code: 'not_in_service' }),
+      'messaging',
+    );
+    expect({ status: suspended.statusCode, body: body(suspended) }).toEqual({
+      status: 409,
+      body: { error: 'not_in_service', error_description: 'number 1 is suspended' },
+    });
+    const limited = errorResult(
+      new DomainError('exhausted', 'slow down', { code: 'rate_limited', retryAfterSeconds: 7 }),
+      'public',
+      { 'Access-Control-Allow-Origin': '*' },
+    );
     expect(limited.statusCode).toBe(429);
     expect(body(limited).error).toBe('rate_limited');
     expect(limited.headers).toMatchObject({ 'Retry-After': '7', 'Access-Control-Allow-Origin': '*' });
@@ -101,26 +123,46 @@ describe('the mapping table', () => {
 
   it('Bearer refusals: the bare challenge without an OAuth code, the code and scope in the challenge otherwise, and no trailer on gRPC', () => {
     const bare = errorResult(new DomainError('unauthenticated', 'send a token', { challenge: 'Bearer' }), 'userinfo');
-    expect({ status: bare.statusCode, body: bare.body, challenge: bare.headers?.['WWW-Authenticate'] })
-      .toEqual({ status: 401, body: '{}', challenge: 'Bearer realm="userinfo"' });
+    expect({ status: bare.statusCode, body: bare.body, challenge: bare.headers?.['WWW-Authenticate'] }).toEqual({
+      status: 401,
+      body: '{}',
+      challenge: 'Bearer realm="userinfo"',
+    });
 
     const expired = errorResult(invalidToken('the access token expired'), 'messaging');
     expect(expired.statusCode).toBe(401);
-    expect(expired.headers?.['WWW-Authenticate']).toBe('Bearer realm="messaging", error="invalid_token", error_description="the access token expired"');
+    expect(expired.headers?.['WWW-Authenticate']).toBe(
+      'Bearer realm="messaging", error="invalid_token", error_description="the access token expired"',
+    );
 
     const claims = { sub: 's', client_id: 'c', scope: 'poll' } as AccessTokenClaims;
     const scope = refusal(() => requireScope(claims, 'messaging'));
     const forbidden = errorResult(scope, 'messaging');
-    expect({ status: forbidden.statusCode, error: body(forbidden).error }).toEqual({ status: 403, error: 'insufficient_scope' });
-    expect(forbidden.headers?.['WWW-Authenticate']).toBe('Bearer realm="messaging", error="insufficient_scope", error_description="this call needs a token with the messaging scope", scope="messaging"');
+    expect({ status: forbidden.statusCode, error: body(forbidden).error }).toEqual({
+      status: 403,
+      error: 'insufficient_scope',
+    });
+    expect(forbidden.headers?.['WWW-Authenticate']).toBe(
+      'Bearer realm="messaging", error="insufficient_scope", error_description="this call needs a token with the messaging scope", scope="messaging"',
+    );
 
     // Quotes and backslashes cannot appear inside an auth-param's quoted-string (RFC 6750 §3).
-    const quoted = errorResult(new DomainError('unauthenticated', 'send one "Bearer" \\ header', { oauth: 'invalid_request', challenge: 'Bearer' }), 'userinfo');
+    const quoted = errorResult(
+      new DomainError('unauthenticated', 'send one "Bearer" \\ header', {
+        oauth: 'invalid_request',
+        challenge: 'Bearer',
+      }),
+      'userinfo',
+    );
     expect(quoted.statusCode).toBe(400);
     expect(quoted.headers?.['WWW-Authenticate']).toMatch(/^Bearer( [a-z_]+="[^"\\]*",?)+$/);
     expect(body(quoted).error_description).toBe('send one "Bearer" \\ header');
 
-    for (const error of [new DomainError('unauthenticated', 'send a token', { challenge: 'Bearer' }), invalidToken('expired'), scope]) {
+    for (const error of [
+      new DomainError('unauthenticated', 'send a token', { challenge: 'Bearer' }),
+      invalidToken('expired'),
+      scope,
+    ]) {
       const mapped = grpcError(error, 'Test.Call');
       expect(trailer(mapped)).toEqual([]);
       expect(mapped.details).toBe(error.message);
@@ -129,17 +171,30 @@ describe('the mapping table', () => {
   });
 
   it('invalid_client: 401, with a Basic challenge only when the client tried Basic', () => {
-    const viaBasic = errorResult(oauthError('invalid_client', 'client authentication failed', { challenge: 'Basic' }), 'oauth');
-    expect({ status: viaBasic.statusCode, challenge: viaBasic.headers?.['WWW-Authenticate'] }).toEqual({ status: 401, challenge: 'Basic realm="oauth", charset="UTF-8"' });
+    const viaBasic = errorResult(
+      oauthError('invalid_client', 'client authentication failed', { challenge: 'Basic' }),
+      'oauth',
+    );
+    expect({ status: viaBasic.statusCode, challenge: viaBasic.headers?.['WWW-Authenticate'] }).toEqual({
+      status: 401,
+      challenge: 'Basic realm="oauth", charset="UTF-8"',
+    });
     const posted = errorResult(oauthError('invalid_client', 'client authentication failed'), 'oauth');
-    expect({ status: posted.statusCode, challenge: posted.headers?.['WWW-Authenticate'] }).toEqual({ status: 401, challenge: undefined });
+    expect({ status: posted.statusCode, challenge: posted.headers?.['WWW-Authenticate'] }).toEqual({
+      status: 401,
+      challenge: undefined,
+    });
   });
 
   it('anything that is not a DomainError is INTERNAL with a generic message, logged on the server only', () => {
     const logged = vi.spyOn(logger, 'error').mockImplementation(() => undefined);
     try {
       const mapped = grpcError(new Error('table local-users at 10.0.0.7'), 'Test.Call');
-      expect({ code: mapped.code, details: mapped.details, trailer: trailer(mapped) }).toEqual({ code: status.INTERNAL, details: 'the service failed; retry the call', trailer: [] });
+      expect({ code: mapped.code, details: mapped.details, trailer: trailer(mapped) }).toEqual({
+        code: status.INTERNAL,
+        details: 'the service failed; retry the call',
+        trailer: [],
+      });
       expect(logged).toHaveBeenCalledWith('call failed', expect.objectContaining({ method: 'Test.Call' }));
     } finally {
       logged.mockRestore();
@@ -161,22 +216,37 @@ describe('the same fault gets the same answer at every edge', () => {
     await service?.close();
   });
 
-  const http = (path: string, authorization?: string) => send(`${service.issuer}${path}`, {
-    method: 'POST',
-    headers: { ...(authorization !== undefined ? { Authorization: authorization } : {}), 'Content-Type': 'application/json' },
-    body: JSON.stringify({ to: '10000000000', text: 'x' }),
-  });
+  const http = (path: string, authorization?: string) =>
+    send(`${service.issuer}${path}`, {
+      method: 'POST',
+      headers: {
+        ...(authorization !== undefined ? { Authorization: authorization } : {}),
+        'Content-Type': 'application/json',
+      },
+      body: JSON.stringify({ to: '10000000000', text: 'x' }),
+    });
   const grpc = (authorization?: string, client = app) => {
     const metadata = new Metadata();
     if (authorization !== undefined) metadata.set('authorization', authorization);
-    return failure(new Promise((resolve, reject) => {
-      client.numbers.listNumbers(ListNumbersRequest.fromPartial({}), metadata, (error, response) => (error ? reject(error) : resolve(response)));
-    }));
+    return failure(
+      new Promise((resolve, reject) => {
+        client.numbers.listNumbers(ListNumbersRequest.fromPartial({}), metadata, (error, response) =>
+          error ? reject(error) : resolve(response),
+        );
+      }),
+    );
   };
-  const answer = (reply: Reply) => ({ status: reply.status, body: reply.json, challenge: reply.headers.get('www-authenticate') });
+  const answer = (reply: Reply) => ({
+    status: reply.status,
+    body: reply.json,
+    challenge: reply.headers.get('www-authenticate'),
+  });
 
   /** The HTTP answer at both Bearer routes, each in its own realm; the gRPC refusal with the same message. */
-  async function sameEverywhere(authorization: string | undefined, expected: { status: number; error?: string; grpc: status }) {
+  async function sameEverywhere(
+    authorization: string | undefined,
+    expected: { status: number; error?: string; grpc: status },
+  ) {
     const userinfo = answer(await http('/oauth/userinfo', authorization));
     const messages = answer(await http('/api/messages', authorization));
     const refused = await grpc(authorization);
@@ -206,43 +276,80 @@ describe('the same fault gets the same answer at every edge', () => {
 
   it('a malformed Bearer header: 400 invalid_request (also at /api/messages, which answered 401 before), UNAUTHENTICATED', async () => {
     for (const authorization of ['Bearer', 'Bearer a b', `Bearer ${app.token} extra`]) {
-      const { userinfo } = await sameEverywhere(authorization, { status: 400, error: 'invalid_request', grpc: status.UNAUTHENTICATED });
+      const { userinfo } = await sameEverywhere(authorization, {
+        status: 400,
+        error: 'invalid_request',
+        grpc: status.UNAUTHENTICATED,
+      });
       expect(userinfo.body.error_description).toBe('the authorization header must be: Bearer <access token>');
     }
   });
 
   it('two Authorization headers (RFC 6750 §3.1), same or different case, even both valid: 400 invalid_request, as on gRPC', async () => {
-    /** Raw HTTP/1.1 on a socket: header lines exactly as given (node:http would merge names that differ in case only). */
-    const raw = (path: string, headerLines: string[]) => new Promise<{ status: number; body: Record<string, unknown>; challenge?: string }>((resolve, reject) => {
-      const payload = JSON.stringify({ to: '10000000000', text: 'x' });
-      const socket = connect(service.port, service.host);
-      let text = '';
-      socket.setEncoding('utf8').on('data', (chunk: string) => { text += chunk; }).on('error', reject).on('end', () => {
-        const [head, body = ''] = text.split('\r\n\r\n');
-        const lines = head!.split('\r\n');
-        const challenge = lines.find((line) => /^www-authenticate:/i.test(line))?.replace(/^[^:]+:\s*/, '');
-        resolve({ status: Number(lines[0]!.split(' ')[1]), body: JSON.parse(body) as Record<string, unknown>, ...(challenge ? { challenge } : {}) });
+    /**
+     * Raw HTTP/1.1 on a socket: header lines exactly as given (node:http would merge names that differ in case only).
+     */
+    const raw = (path: string, headerLines: string[]) =>
+      new Promise<{ status: number; body: Record<string, unknown>; challenge?: string }>((resolve, reject) => {
+        const payload = JSON.stringify({ to: '10000000000', text: 'x' });
+        const socket = connect(service.port, service.host);
+        let text = '';
+        socket
+          .setEncoding('utf8')
+          .on('data', (chunk: string) => {
+            text += chunk;
+          })
+          .on('error', reject)
+          .on('end', () => {
+            const [head, body = ''] = text.split('\r\n\r\n');
+            const lines = head!.split('\r\n');
+            const challenge = lines.find((line) => /^www-authenticate:/i.test(line))?.replace(/^[^:]+:\s*/, '');
+            resolve({
+              status: Number(lines[0]!.split(' ')[1]),
+              body: JSON.parse(body) as Record<string, unknown>,
+              ...(challenge ? { challenge } : {}),
+            });
+          });
+        // Written, not ended: the server closes the connection after its answer (Connection: close).
+        socket.write(
+          [
+            `POST ${path} HTTP/1.1`,
+            `Host: ${service.host}:${service.port}`,
+            ...headerLines,
+            'Content-Type: application/json',
+            `Content-Length: ${Buffer.byteLength(payload)}`,
+            'Connection: close',
+            '',
+            payload,
+          ].join('\r\n'),
+        );
       });
-      // Written, not ended: the server closes the connection after its answer (Connection: close).
-      socket.write([`POST ${path} HTTP/1.1`, `Host: ${service.host}:${service.port}`, ...headerLines, 'Content-Type: application/json',
-        `Content-Length: ${Buffer.byteLength(payload)}`, 'Connection: close', '', payload].join('\r\n'));
-    });
     const token = `Bearer ${app.token}`;
     // gRPC: grpc-js will not send two `authorization` values (test/grpc-server.test.ts), so the call's
     // authentication is given them directly.
     const metadata = new Metadata();
     metadata.add('authorization', token);
     metadata.add('authorization', token);
-    const refused = await authenticate(service.core, metadata, 'prov:numbers').then(() => undefined, (error: ServiceError) => error);
+    const refused = await authenticate(service.core, metadata, 'prov:numbers').then(
+      () => undefined,
+      (error: ServiceError) => error,
+    );
     expect(refused?.code).toBe(status.UNAUTHENTICATED);
     for (const headerLines of [
       [`Authorization: ${token}`, `Authorization: ${token}`],
       [`Authorization: ${token}`, 'Authorization: Bearer garbage'],
       [`Authorization: ${token}`, `authorization: ${token}`],
     ]) {
-      for (const [path, realm] of [['/oauth/userinfo', 'userinfo'], ['/api/messages', 'messaging']] as const) {
+      for (const [path, realm] of [
+        ['/oauth/userinfo', 'userinfo'],
+        ['/api/messages', 'messaging'],
+      ] as const) {
         const reply = await raw(path, headerLines);
-        expect({ path, status: reply.status, body: reply.body }).toEqual({ path, status: 400, body: { error: 'invalid_request', error_description: refused?.details } });
+        expect({ path, status: reply.status, body: reply.body }).toEqual({
+          path,
+          status: 400,
+          body: { error: 'invalid_request', error_description: refused?.details },
+        });
         expect(reply.challenge).toMatch(new RegExp(`^Bearer realm="${realm}", error="invalid_request"`));
       }
     }
@@ -251,10 +358,18 @@ describe('the same fault gets the same answer at every edge', () => {
   });
 
   it('a garbage or expired token: 401 invalid_token, UNAUTHENTICATED, with the same message', async () => {
-    const { userinfo: garbage } = await sameEverywhere('Bearer garbage', { status: 401, error: 'invalid_token', grpc: status.UNAUTHENTICATED });
+    const { userinfo: garbage } = await sameEverywhere('Bearer garbage', {
+      status: 401,
+      error: 'invalid_token',
+      grpc: status.UNAUTHENTICATED,
+    });
     expect(garbage.body.error_description).toBe('the access token is invalid');
     service.clock.advance(61 * 60_000);
-    const { userinfo: expired } = await sameEverywhere(`Bearer ${app.token}`, { status: 401, error: 'invalid_token', grpc: status.UNAUTHENTICATED });
+    const { userinfo: expired } = await sameEverywhere(`Bearer ${app.token}`, {
+      status: 401,
+      error: 'invalid_token',
+      grpc: status.UNAUTHENTICATED,
+    });
     expect(expired.body.error_description).toBe('the access token expired');
   });
 
@@ -265,14 +380,23 @@ describe('the same fault gets the same answer at every edge', () => {
       const userinfo = answer(await http('/oauth/userinfo', token));
       const messages = answer(await http('/api/messages', token));
       const refused = await grpc(token, agentsOnly);
-      for (const [reply, scope] of [[userinfo, 'openid'], [messages, 'messaging']] as const) {
-        expect({ status: reply.status, error: reply.body.error, description: reply.body.error_description })
-          .toEqual({ status: 403, error: 'insufficient_scope', description: `this call needs a token with the ${scope} scope` });
+      for (const [reply, scope] of [
+        [userinfo, 'openid'],
+        [messages, 'messaging'],
+      ] as const) {
+        expect({ status: reply.status, error: reply.body.error, description: reply.body.error_description }).toEqual({
+          status: 403,
+          error: 'insufficient_scope',
+          description: `this call needs a token with the ${scope} scope`,
+        });
         expect(reply.challenge).toContain(`error="insufficient_scope"`);
         expect(reply.challenge).toContain(`scope="${scope}"`);
       }
-      expect({ code: refused.code, details: refused.details, trailer: trailer(refused) })
-        .toEqual({ code: status.PERMISSION_DENIED, details: 'this call needs a token with the prov:numbers scope', trailer: [] });
+      expect({ code: refused.code, details: refused.details, trailer: trailer(refused) }).toEqual({
+        code: status.PERMISSION_DENIED,
+        details: 'this call needs a token with the prov:numbers scope',
+        trailer: [],
+      });
     } finally {
       agentsOnly.close();
     }

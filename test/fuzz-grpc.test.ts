@@ -1,12 +1,30 @@
-import { createFileRegistry, fromBinary, ScalarType, type DescField, type DescMessage, type DescMethod } from '@bufbuild/protobuf';
+import {
+  createFileRegistry,
+  fromBinary,
+  ScalarType,
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+} from '@bufbuild/protobuf';
 import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readDescriptorSet } from '../grpc-service/reflection';
 import { MAX_REQUEST_BYTES, SERVICE_NAMES } from '../grpc-service/server';
-import { AgentKind, CreateAgentRequest, ListAgentsRequest, RotateAgentSvcnumRequest, type Agent, type CreateAgentResponse, type ListAgentsResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  AgentKind,
+  CreateAgentRequest,
+  ListAgentsRequest,
+  RotateAgentSvcnumRequest,
+  type Agent,
+  type CreateAgentResponse,
+  type ListAgentsResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, failure, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
 import { fuzzSeed, oddValue, Prng, PROPERTY_NAMES, runConcurrently } from './support/fuzz';
 import { startTestService, type TestService } from './support/service';
@@ -24,7 +42,12 @@ const CONCURRENCY = 8;
 const STREAM_LISTEN_MS = 150;
 
 const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, readDescriptorSet()));
-const servedServices = [...SERVICE_NAMES, 'grpc.health.v1.Health', 'grpc.reflection.v1.ServerReflection', 'grpc.reflection.v1alpha.ServerReflection'];
+const servedServices = [
+  ...SERVICE_NAMES,
+  'grpc.health.v1.Health',
+  'grpc.reflection.v1.ServerReflection',
+  'grpc.reflection.v1alpha.ServerReflection',
+];
 const methods: DescMethod[] = servedServices.flatMap((name) => registry.getService(name)!.methods);
 
 const identity = (bytes: Buffer) => bytes;
@@ -46,17 +69,39 @@ function isProtobuf(bytes: Uint8Array): boolean {
   }
 }
 
-interface Built { bytes: Uint8Array; misfit?: string; kind: string }
+interface Built {
+  bytes: Uint8Array;
+  misfit?: string;
+  kind: string;
+}
 
-const INT64_IN_RANGE = ['0', '1', '-1', '60', '3600', '86400', String(Number.MAX_SAFE_INTEGER), String(-Number.MAX_SAFE_INTEGER)];
-const INT64_OUT_OF_RANGE = ['9007199254740992', '9007199254740993', '9223372036854775807', '-9223372036854775808', '-9007199254740993'];
+const INT64_IN_RANGE = [
+  '0',
+  '1',
+  '-1',
+  '60',
+  '3600',
+  '86400',
+  String(Number.MAX_SAFE_INTEGER),
+  String(-Number.MAX_SAFE_INTEGER),
+];
+const INT64_OUT_OF_RANGE = [
+  '9007199254740992',
+  '9007199254740993',
+  '9223372036854775807',
+  '-9223372036854775808',
+  '-9007199254740993',
+];
 const INT32_VALUES = [0, 1, -1, 10, 100, 101, 1000, 2 ** 31 - 1, -(2 ** 31)];
 
 class RequestBuilder {
   /** Whether the message being built may get deliberate misfits (half do not, so calls reach the core). */
   private spoil = true;
 
-  constructor(private readonly random: Prng, private readonly knownIds: string[]) {}
+  constructor(
+    private readonly random: Prng,
+    private readonly knownIds: string[],
+  ) {}
 
   private chanceToSpoil(probability: number) {
     return this.spoil && this.random.chance(probability);
@@ -126,7 +171,8 @@ class RequestBuilder {
   private expectedWireType(field: DescField): WireType {
     const kind = field.fieldKind === 'list' ? field.listKind : field.fieldKind;
     if (kind === 'enum') return WireType.Varint;
-    if (kind === 'message' || field.scalar === ScalarType.STRING || field.scalar === ScalarType.BYTES) return WireType.LengthDelimited;
+    if (kind === 'message' || field.scalar === ScalarType.STRING || field.scalar === ScalarType.BYTES)
+      return WireType.LengthDelimited;
     return WireType.Varint;
   }
 
@@ -138,8 +184,9 @@ class RequestBuilder {
         const expected = this.expectedWireType(field);
         if (this.chanceToSpoil(0.08)) {
           // The field's number with another wire type (a packed list is a legal form of a varint list).
-          const others = [WireType.Varint, WireType.Bit64, WireType.LengthDelimited, WireType.Bit32]
-            .filter((wire) => wire !== expected && !(field.fieldKind === 'list' && wire === WireType.LengthDelimited));
+          const others = [WireType.Varint, WireType.Bit64, WireType.LengthDelimited, WireType.Bit32].filter(
+            (wire) => wire !== expected && !(field.fieldKind === 'list' && wire === WireType.LengthDelimited),
+          );
           const wire = this.random.pick(others);
           writer.tag(field.number, wire);
           if (wire === WireType.Varint) writer.uint32(this.random.int(1000));
@@ -169,20 +216,26 @@ class RequestBuilder {
     const writer = new BinaryWriter();
     this.fields(writer, method.input, 0, built);
     const bytes = writer.finish();
-    if (mode === 2 && bytes.length > 1) return { bytes: bytes.subarray(0, this.random.int(bytes.length - 1) + 1), kind: 'truncated' };
+    if (mode === 2 && bytes.length > 1)
+      return { bytes: bytes.subarray(0, this.random.int(bytes.length - 1) + 1), kind: 'truncated' };
     return { bytes, kind: 'schema', ...(built.misfit ? { misfit: built.misfit } : {}) };
   }
 }
 
-interface Outcome { code: status; details: string }
+interface Outcome {
+  code: status;
+  details: string;
+}
 
 function oddMetadata(random: Prng, token: string): Metadata {
   const metadata = new Metadata();
   const choice = random.int(10);
   if (choice < 7) metadata.set('authorization', `Bearer ${token}`);
-  else if (choice === 7) metadata.set('authorization', random.pick(['Bearer', 'Bearer x.y.z', 'Basic Y29uc3RydWN0b3I6MQ==', 'bearer  ']));
+  else if (choice === 7)
+    metadata.set('authorization', random.pick(['Bearer', 'Bearer x.y.z', 'Basic Y29uc3RydWN0b3I6MQ==', 'bearer  ']));
   // (Two authorization values: the grpc-js client itself refuses to send them.)
-  for (const name of PROPERTY_NAMES) if (random.chance(0.2)) metadata.set(name.toLowerCase(), random.pick(PROPERTY_NAMES));
+  for (const name of PROPERTY_NAMES)
+    if (random.chance(0.2)) metadata.set(name.toLowerCase(), random.pick(PROPERTY_NAMES));
   return metadata;
 }
 
@@ -191,12 +244,20 @@ function oddMetadata(random: Prng, token: string): Metadata {
  * STREAM_LISTEN_MS but waited on until its status (on a loaded machine the refusal may come later).
  * The deadline only guards against a hang.
  */
-function invoke(client: Client, method: DescMethod, bytes: Uint8Array, metadata: Metadata, random: Prng, refusal = false): Promise<Outcome> {
+function invoke(
+  client: Client,
+  method: DescMethod,
+  bytes: Uint8Array,
+  metadata: Metadata,
+  random: Prng,
+  refusal = false,
+): Promise<Outcome> {
   const path = `/${method.parent.typeName}/${method.name}`;
   const request = Buffer.from(bytes);
   const deadline = Date.now() + 60_000;
   return new Promise((resolve) => {
-    const done = (error: ServiceError | null) => resolve(error ? { code: error.code, details: error.details } : { code: status.OK, details: '' });
+    const done = (error: ServiceError | null) =>
+      resolve(error ? { code: error.code, details: error.details } : { code: status.OK, details: '' });
     if (method.methodKind === 'unary') {
       client.makeUnaryRequest(path, identity, identity, request, metadata, { deadline }, (error) => done(error));
       return;
@@ -233,9 +294,24 @@ beforeAll(async () => {
   service = await startTestService();
   await seedPool(service, '77', 40);
   app = await provisioningApp(service);
-  const number = await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ requestId: 'fuzz-number', displayName: 'Fuzz' }), app.token);
-  const agent = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ requestId: 'fuzz-agent', displayName: 'Fuzz agent' }), app.token);
-  knownIds.push(number.svcnumId, agent.agent!.svcnumId, app.owner.svcnumId, 'svcnum.provisioning.v1alpha1.AgentService');
+  const number = await call<ProvisionNumberRequest, ProgrammableNumber>(
+    app.numbers,
+    'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ requestId: 'fuzz-number', displayName: 'Fuzz' }),
+    app.token,
+  );
+  const agent = await call<CreateAgentRequest, CreateAgentResponse>(
+    app.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial({ requestId: 'fuzz-agent', displayName: 'Fuzz agent' }),
+    app.token,
+  );
+  knownIds.push(
+    number.svcnumId,
+    agent.agent!.svcnumId,
+    app.owner.svcnumId,
+    'svcnum.provisioning.v1alpha1.AgentService',
+  );
   client = new Client(`127.0.0.1:${service.grpcPort}`, credentials.createInsecure());
 });
 
@@ -246,7 +322,13 @@ afterAll(async () => {
 });
 
 async function healthy(): Promise<Outcome> {
-  return invoke(client, registry.getService('grpc.health.v1.Health')!.methods.find((each) => each.name === 'Check')!, new Uint8Array(), new Metadata(), new Prng(0));
+  return invoke(
+    client,
+    registry.getService('grpc.health.v1.Health')!.methods.find((each) => each.name === 'Check')!,
+    new Uint8Array(),
+    new Metadata(),
+    new Prng(0),
+  );
 }
 
 describe('gRPC fuzz', () => {
@@ -257,7 +339,12 @@ describe('gRPC fuzz', () => {
     // Built up front, in order, so the same seed gives the same calls whatever the timing.
     const plan = Array.from({ length: CALLS }, (_, index) => {
       const method = methods[index % methods.length]!;
-      return { method, built: builder.build(method), metadata: oddMetadata(random, app.token), random: new Prng(seed + index) };
+      return {
+        method,
+        built: builder.build(method),
+        metadata: oddMetadata(random, app.token),
+        random: new Prng(seed + index),
+      };
     });
     const failures: string[] = [];
     const codes = new Map<string, number>();
@@ -266,16 +353,32 @@ describe('gRPC fuzz', () => {
       const protobuf = isProtobuf(built.bytes);
       // A request over the server's limit is refused before it is read, whatever it holds.
       const oversized = built.bytes.length > MAX_REQUEST_BYTES;
-      const outcome = await invoke(client, method, built.bytes, metadata, callRandom, oversized || (protobuf && built.misfit !== undefined));
+      const outcome = await invoke(
+        client,
+        method,
+        built.bytes,
+        metadata,
+        callRandom,
+        oversized || (protobuf && built.misfit !== undefined),
+      );
       codes.set(status[outcome.code], (codes.get(status[outcome.code]) ?? 0) + 1);
-      const wrong = outcome.code === status.UNKNOWN || (outcome.code === status.INTERNAL && protobuf)
-        || (oversized ? outcome.code !== status.RESOURCE_EXHAUSTED : protobuf && built.misfit !== undefined && outcome.code !== status.INVALID_ARGUMENT);
+      const wrong =
+        outcome.code === status.UNKNOWN ||
+        (outcome.code === status.INTERNAL && protobuf) ||
+        (oversized
+          ? outcome.code !== status.RESOURCE_EXHAUSTED
+          : protobuf && built.misfit !== undefined && outcome.code !== status.INVALID_ARGUMENT);
       if (wrong) {
-        failures.push(`seed ${seed} call ${index} ${method.parent.name}.${method.name} (${built.kind}${built.misfit ? `, ${built.misfit}` : ''}) `
-          + `bytes ${Buffer.from(built.bytes).toString('hex').slice(0, 400)} -> ${status[outcome.code]}: ${outcome.details}`);
+        failures.push(
+          `seed ${seed} call ${index} ${method.parent.name}.${method.name} (${built.kind}${built.misfit ? `, ${built.misfit}` : ''}) ` +
+            `bytes ${Buffer.from(built.bytes).toString('hex').slice(0, 400)} -> ${status[outcome.code]}: ${outcome.details}`,
+        );
       }
     });
-    console.info(`gRPC fuzz seed ${seed}: ${plan.length} calls over ${methods.length} methods`, Object.fromEntries(codes));
+    console.info(
+      `gRPC fuzz seed ${seed}: ${plan.length} calls over ${methods.length} methods`,
+      Object.fromEntries(codes),
+    );
     expect(failures, `FUZZ_SEED=${seed} reproduces this run`).toEqual([]);
     expect(await healthy()).toEqual({ code: status.OK, details: '' });
   }, 120_000);
@@ -286,53 +389,111 @@ describe('gRPC fuzz', () => {
     const method = registry.getService(path.split('/')[1]!)!.methods.find((each) => each.name === path.split('/')[2])!;
     return invoke(client, method, bytes, metadata, new Prng(1));
   };
-  const ttlRequest = (ttl: string) => new BinaryWriter().tag(1, WireType.LengthDelimited).string('ttl-edge').tag(2, WireType.Varint).int64(ttl).finish();
+  const ttlRequest = (ttl: string) =>
+    new BinaryWriter().tag(1, WireType.LengthDelimited).string('ttl-edge').tag(2, WireType.Varint).int64(ttl).finish();
 
   it('an int64 beyond 2^53 or at the int64 minimum is INVALID_ARGUMENT naming the field; in range, the core judges it', async () => {
     expect(createMask.fields.find((field) => field.name === 'ttl_seconds')?.scalar).toBe(ScalarType.INT64);
     for (const ttl of ['9007199254740993', '9223372036854775807', '-9223372036854775808', '-9007199254740992']) {
       const outcome = await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', ttlRequest(ttl));
-      expect(outcome).toEqual({ code: status.INVALID_ARGUMENT, details: expect.stringMatching(new RegExp(`ttl_seconds ${ttl} is out of range`)) });
+      expect(outcome).toEqual({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(new RegExp(`ttl_seconds ${ttl} is out of range`)),
+      });
     }
     for (const ttl of ['-1', '9007199254740991']) {
       const outcome = await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', ttlRequest(ttl));
-      expect(outcome).toEqual({ code: status.INVALID_ARGUMENT, details: expect.stringMatching(/^ttl_seconds must be an integer from/) });
+      expect(outcome).toEqual({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/^ttl_seconds must be an integer from/),
+      });
     }
   });
 
   it('an int32 beyond its range is INVALID_ARGUMENT (not silently wrapped)', async () => {
     const bytes = new BinaryWriter().tag(1, WireType.Varint).int64('4294967297').finish();
-    expect(await rawCall('/svcnum.provisioning.v1alpha1.NumberService/ListNumbers', bytes))
-      .toEqual({ code: status.INVALID_ARGUMENT, details: expect.stringMatching(/page_size 4294967297 is out of range/) });
+    expect(await rawCall('/svcnum.provisioning.v1alpha1.NumberService/ListNumbers', bytes)).toEqual({
+      code: status.INVALID_ARGUMENT,
+      details: expect.stringMatching(/page_size 4294967297 is out of range/),
+    });
   });
 
   it('ListAgents with an unknown kind is INVALID_ARGUMENT; UNSPECIFIED still lists every kind', async () => {
-    await rejects(call(app.agents, 'listAgents', ListAgentsRequest.fromPartial({ kind: 99 as AgentKind }), app.token), status.INVALID_ARGUMENT, /kind 99 is not a value of AgentKind/);
-    await rejects(call(app.agents, 'listAgents', ListAgentsRequest.fromPartial({ kind: -1 as AgentKind }), app.token), status.INVALID_ARGUMENT, /kind -1 is not a value of AgentKind/);
-    const all = await call<ListAgentsRequest, ListAgentsResponse>(app.agents, 'listAgents', ListAgentsRequest.fromPartial({ kind: AgentKind.AGENT_KIND_UNSPECIFIED }), app.token);
+    await rejects(
+      call(app.agents, 'listAgents', ListAgentsRequest.fromPartial({ kind: 99 as AgentKind }), app.token),
+      status.INVALID_ARGUMENT,
+      /kind 99 is not a value of AgentKind/,
+    );
+    await rejects(
+      call(app.agents, 'listAgents', ListAgentsRequest.fromPartial({ kind: -1 as AgentKind }), app.token),
+      status.INVALID_ARGUMENT,
+      /kind -1 is not a value of AgentKind/,
+    );
+    const all = await call<ListAgentsRequest, ListAgentsResponse>(
+      app.agents,
+      'listAgents',
+      ListAgentsRequest.fromPartial({ kind: AgentKind.AGENT_KIND_UNSPECIFIED }),
+      app.token,
+    );
     expect(all.agents.length).toBeGreaterThan(0);
-    const independent = await call<ListAgentsRequest, ListAgentsResponse>(app.agents, 'listAgents', ListAgentsRequest.fromPartial({ kind: AgentKind.AGENT_KIND_INDEPENDENT }), app.token);
-    expect(independent.agents.map((agent) => agent.kind)).toEqual(all.agents.filter((agent) => agent.kind === AgentKind.AGENT_KIND_INDEPENDENT).map((agent) => agent.kind));
+    const independent = await call<ListAgentsRequest, ListAgentsResponse>(
+      app.agents,
+      'listAgents',
+      ListAgentsRequest.fromPartial({ kind: AgentKind.AGENT_KIND_INDEPENDENT }),
+      app.token,
+    );
+    expect(independent.agents.map((agent) => agent.kind)).toEqual(
+      all.agents.filter((agent) => agent.kind === AgentKind.AGENT_KIND_INDEPENDENT).map((agent) => agent.kind),
+    );
     expect(independent.agents.length).toBeGreaterThan(0);
   });
 
   it('a known field with another wire type is INVALID_ARGUMENT naming it; bytes that are not protobuf are INTERNAL and nothing breaks', async () => {
     const mistyped = new BinaryWriter().tag(2, WireType.LengthDelimited).string('3600').finish();
-    expect(await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', mistyped))
-      .toEqual({ code: status.INVALID_ARGUMENT, details: 'the request is not a valid CreateMask request: ttl_seconds (field 2) must be sent as varint, not as length-delimited' });
-    const garbageConfig = new BinaryWriter().tag(2, WireType.LengthDelimited).bytes(Buffer.from([0x0f, 0xff])).finish();
-    expect(await rawCall('/svcnum.provisioning.v1alpha1.NumberService/ConfigureProgrammable', garbageConfig))
-      .toEqual({ code: status.INVALID_ARGUMENT, details: expect.stringMatching(/config is not a ProgrammableConfig message/) });
+    expect(await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', mistyped)).toEqual({
+      code: status.INVALID_ARGUMENT,
+      details:
+        'the request is not a valid CreateMask request: ttl_seconds (field 2) must be sent as varint, not as length-delimited',
+    });
+    const garbageConfig = new BinaryWriter()
+      .tag(2, WireType.LengthDelimited)
+      .bytes(Buffer.from([0x0f, 0xff]))
+      .finish();
+    expect(await rawCall('/svcnum.provisioning.v1alpha1.NumberService/ConfigureProgrammable', garbageConfig)).toEqual({
+      code: status.INVALID_ARGUMENT,
+      details: expect.stringMatching(/config is not a ProgrammableConfig message/),
+    });
     const truncated = Buffer.from([0x0a, 0x10, 0x61]);
     expect(isProtobuf(truncated)).toBe(false);
-    expect(await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', truncated)).toEqual({ code: status.INTERNAL, details: 'Error deserializing request' });
+    expect(await rawCall('/svcnum.provisioning.v1alpha1.MaskService/CreateMask', truncated)).toEqual({
+      code: status.INTERNAL,
+      details: 'Error deserializing request',
+    });
     expect(await healthy()).toEqual({ code: status.OK, details: '' });
   });
 
   it('concurrent RotateAgentSvcnum calls on one agent (found by this fuzz test): one at a time wins, the others are ABORTED, never INTERNAL', async () => {
-    const created = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Rotated in parallel' }), app.token);
-    const rotate = () => call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId: created.agent!.svcnumId }), app.token);
-    const outcomes = await Promise.all(Array.from({ length: 6 }, () => rotate().then(() => 'OK', async (error: ServiceError) => status[(await failure(Promise.reject(error))).code])));
+    const created = await call<CreateAgentRequest, CreateAgentResponse>(
+      app.agents,
+      'createAgent',
+      CreateAgentRequest.fromPartial({ displayName: 'Rotated in parallel' }),
+      app.token,
+    );
+    const rotate = () =>
+      call<RotateAgentSvcnumRequest, Agent>(
+        app.agents,
+        'rotateAgentSvcnum',
+        RotateAgentSvcnumRequest.fromPartial({ svcnumId: created.agent!.svcnumId }),
+        app.token,
+      );
+    const outcomes = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        rotate().then(
+          () => 'OK',
+          async (error: ServiceError) => status[(await failure(Promise.reject(error))).code],
+        ),
+      ),
+    );
     expect(outcomes).toContain('OK');
     expect(outcomes.filter((outcome) => outcome !== 'OK' && outcome !== 'ABORTED')).toEqual([]);
     // The agent is whole: its number and fallback are its own, and it rotates again.

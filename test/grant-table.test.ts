@@ -60,15 +60,21 @@ beforeAll(async () => {
   const tables = tableNames('grant-table-');
   await ensureTables(client, tables);
   const ports = modulePorts({
-    store: createDynamoStore(documentClient(client), tables), keys: await openLocalKeyStore(keysDir),
-    macKey: await openLocalMacKey(keysDir), pageTokenKey: await openLocalMacKey(keysDir, PAGE_TOKEN_KEY_FILE),
-    clock: new TestClock(), random: systemRandom, config: serviceConfig(ISSUER),
+    store: createDynamoStore(documentClient(client), tables),
+    keys: await openLocalKeyStore(keysDir),
+    macKey: await openLocalMacKey(keysDir),
+    pageTokenKey: await openLocalMacKey(keysDir, PAGE_TOKEN_KEY_FILE),
+    clock: new TestClock(),
+    random: systemRandom,
+    config: serviceConfig(ISSUER),
   });
   modules = buildModules(ports, testRegistry);
   const created = await modules.registration.createApiClient({ name: 'Echo caller', scope: 'messaging poll' });
   api = { clientId: created.client.clientId, secret: created.clientSecret! };
   const loginClient = await modules.registration.createLoginClient({
-    name: 'Login', scope: 'openid', redirectUris: ['https://app.example/cb'],
+    name: 'Login',
+    scope: 'openid',
+    redirectUris: ['https://app.example/cb'],
   });
   login = { clientId: loginClient.client.clientId };
 }, 60_000);
@@ -78,16 +84,19 @@ afterAll(async () => {
   if (keysDir) await rm(keysDir, { recursive: true, force: true });
 });
 
-const token = (form: [string, string][]) => modules.tokenEndpoint.token(
-  paramsFrom([['grant_type', TEST_GRANT], ...form]),
-  { basic: { clientId: api.clientId, clientSecret: api.secret } },
-);
+const token = (form: [string, string][]) =>
+  modules.tokenEndpoint.token(paramsFrom([['grant_type', TEST_GRANT], ...form]), {
+    basic: { clientId: api.clientId, clientSecret: api.secret },
+  });
 const invalidRequest = (message: string) => ({ oauth: 'invalid_request', message });
 
 describe('a grant type added by a module through its definition', () => {
-  it('is listed after OAuth\'s own, by the endpoint and by discovery alike', () => {
+  it("is listed after OAuth's own, by the endpoint and by discovery alike", () => {
     const names = [
-      'authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:token-exchange',
+      'authorization_code',
+      'refresh_token',
+      'client_credentials',
+      'urn:ietf:params:oauth:grant-type:token-exchange',
       TEST_GRANT,
     ];
     expect(modules.tokenEndpoint.grantTypes).toEqual(names);
@@ -96,9 +105,17 @@ describe('a grant type added by a module through its definition', () => {
   });
 
   it('is dispatched to its handler, given its module as built and the parameters it declares only', async () => {
-    const response = await token([['word', 'hello'], ['scope', 'poll'], ['other', 'x'], ['other', 'y']]);
+    const response = await token([
+      ['word', 'hello'],
+      ['scope', 'poll'],
+      ['other', 'x'],
+      ['other', 'y'],
+    ]);
     expect(response).toEqual({
-      access_token: `${api.clientId}:hello`, token_type: 'Bearer', expires_in: 1, scope: 'poll',
+      access_token: `${api.clientId}:hello`,
+      token_type: 'Bearer',
+      expires_in: 1,
+      scope: 'poll',
     });
     expect(modules.echo.seen.at(-1)).toEqual({ word: 'hello', scope: 'poll' });
   });
@@ -107,15 +124,28 @@ describe('a grant type added by a module through its definition', () => {
     const before = modules.echo.seen.length;
     await expect(token([])).rejects.toMatchObject(invalidRequest('word is required'));
     await expect(token([['word', '']])).rejects.toMatchObject(invalidRequest('word is required'));
-    await expect(token([['word', 'a'], ['word', 'a']]))
-      .rejects.toMatchObject(invalidRequest('word must not be repeated'));
-    await expect(token([['word', 'a'], ['scope', 'poll'], ['scope', 'poll']]))
-      .rejects.toMatchObject(invalidRequest('scope must not be repeated'));
+    await expect(
+      token([
+        ['word', 'a'],
+        ['word', 'a'],
+      ]),
+    ).rejects.toMatchObject(invalidRequest('word must not be repeated'));
+    await expect(
+      token([
+        ['word', 'a'],
+        ['scope', 'poll'],
+        ['scope', 'poll'],
+      ]),
+    ).rejects.toMatchObject(invalidRequest('scope must not be repeated'));
     expect(modules.echo.seen.length).toBe(before);
   });
 
-  it('serves only the client kinds it names; the registry\'s own endpoint does not serve it', async () => {
-    const form = paramsFrom([['grant_type', TEST_GRANT], ['client_id', login.clientId], ['word', 'a']]);
+  it("serves only the client kinds it names; the registry's own endpoint does not serve it", async () => {
+    const form = paramsFrom([
+      ['grant_type', TEST_GRANT],
+      ['client_id', login.clientId],
+      ['word', 'a'],
+    ]);
     const refused = modules.tokenEndpoint.token(form, {});
     await expect(refused).rejects.toMatchObject({ oauth: 'unauthorized_client' });
     expect(grantTypesOf(tokenEndpointModule.needs)).not.toContain(TEST_GRANT);

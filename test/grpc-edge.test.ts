@@ -3,7 +3,11 @@ import { readFileSync } from 'node:fs';
 import { connect, type ClientHttp2Session, type Settings } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HealthClient } from '../grpc-service/gen/grpc/health/v1/health';
-import { ServerReflectionClient, ServerReflectionRequest, type ServerReflectionResponse } from '../grpc-service/gen/grpc/reflection/v1/reflection';
+import {
+  ServerReflectionClient,
+  ServerReflectionRequest,
+  type ServerReflectionResponse,
+} from '../grpc-service/gen/grpc/reflection/v1/reflection';
 import { CreateAgentRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { MAX_UNREAD_REFLECTION_BYTES } from '../grpc-service/reflection';
 import { MAX_STREAMS_PER_CONNECTION } from '../grpc-service/server';
@@ -35,7 +39,9 @@ function frame(message: Uint8Array): Buffer {
 
 function healthCheck(port: number): Promise<void> {
   const client = new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure());
-  return new Promise<void>((resolve, reject) => client.check({ service: '' }, (error) => (error ? reject(error) : resolve()))).finally(() => client.close());
+  return new Promise<void>((resolve, reject) =>
+    client.check({ service: '' }, (error) => (error ? reject(error) : resolve())),
+  ).finally(() => client.close());
 }
 
 interface Flood {
@@ -57,7 +63,12 @@ function flood(port: number, path: string, message: Uint8Array, streams: number,
   const statuses: Array<number | undefined> = [];
   for (let index = 0; index < streams; index++) {
     statuses.push(undefined);
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers' });
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
     stream.on('error', () => undefined);
     const ended = (headers: Record<string, unknown>) => {
       if (headers['grpc-status'] !== undefined) statuses[index] = Number(headers['grpc-status']);
@@ -93,7 +104,10 @@ let guarded: SecondProcess;
 beforeAll(async () => {
   service = await startTestService();
   const env = { NODE_OPTIONS: [grpcImageNodeOptions(), process.env.NODE_OPTIONS ?? ''].join(' ').trim() };
-  [open, guarded] = await Promise.all([startSecondProcess(service, env), startSecondProcess(service, { ...env, GRPC_REFLECTION: 'token' })]);
+  [open, guarded] = await Promise.all([
+    startSecondProcess(service, env),
+    startSecondProcess(service, { ...env, GRPC_REFLECTION: 'token' }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([open?.stop(), guarded?.stop()]);
@@ -102,7 +116,9 @@ afterAll(async () => {
 
 const REFLECTION_INFO = '/grpc.reflection.v1.ServerReflection/ServerReflectionInfo';
 const CREATE_AGENT = '/svcnum.provisioning.v1alpha1.AgentService/CreateAgent';
-const statusNames = (flood: Flood) => [...new Set(flood.statuses.map((code) => (code === undefined ? 'open' : status[code])))];
+const statusNames = (flood: Flood) => [
+  ...new Set(flood.statuses.map((code) => (code === undefined ? 'open' : status[code]))),
+];
 
 describe('a client that never reads', () => {
   it('advertises at most 100 concurrent streams per connection', async () => {
@@ -121,8 +137,20 @@ describe('a client that never reads', () => {
     const before = rssMegabytes(open.child.pid!);
     const big = 'x'.repeat(900_000);
     const floods = [
-      flood(open.grpcPort, REFLECTION_INFO, ServerReflectionRequest.encode({ host: '', fileContainingSymbol: big }).finish(), 40, 10),
-      flood(open.grpcPort, CREATE_AGENT, CreateAgentRequest.encode(CreateAgentRequest.fromPartial({ displayName: big })).finish(), 40, 10),
+      flood(
+        open.grpcPort,
+        REFLECTION_INFO,
+        ServerReflectionRequest.encode({ host: '', fileContainingSymbol: big }).finish(),
+        40,
+        10,
+      ),
+      flood(
+        open.grpcPort,
+        CREATE_AGENT,
+        CreateAgentRequest.encode(CreateAgentRequest.fromPartial({ displayName: big })).finish(),
+        40,
+        10,
+      ),
     ];
     await settled(floods, open.grpcPort);
     const grown = rssMegabytes(open.child.pid!) - before;
@@ -138,7 +166,10 @@ describe('a client that never reads', () => {
     await healthCheck(open.grpcPort);
     const before = rssMegabytes(open.child.pid!);
     // agent_service.proto and its imports: about 30 KB, the largest answer (after the first, the file alone: 19 KB).
-    const request = ServerReflectionRequest.encode({ host: '', fileByFilename: 'svcnum/provisioning/v1alpha1/agent_service.proto' }).finish();
+    const request = ServerReflectionRequest.encode({
+      host: '',
+      fileByFilename: 'svcnum/provisioning/v1alpha1/agent_service.proto',
+    }).finish();
     const held = flood(open.grpcPort, REFLECTION_INFO, request, MAX_STREAMS_PER_CONNECTION, 1_000);
     await settled([held], open.grpcPort);
     const grown = rssMegabytes(open.child.pid!) - before;
@@ -151,15 +182,24 @@ describe('a client that never reads', () => {
   it(`8 such connections, one request per stream: answers unread stay within ${MAX_UNREAD_REFLECTION_BYTES / 2 ** 20} MB per process, further ones are refused, and a client that goes gives its share back`, async () => {
     await healthCheck(open.grpcPort);
     const before = rssMegabytes(open.child.pid!);
-    const request = ServerReflectionRequest.encode({ host: '', fileByFilename: 'svcnum/provisioning/v1alpha1/agent_service.proto' }).finish();
-    const floods = Array.from({ length: 8 }, () => flood(open.grpcPort, REFLECTION_INFO, request, MAX_STREAMS_PER_CONNECTION, 1));
+    const request = ServerReflectionRequest.encode({
+      host: '',
+      fileByFilename: 'svcnum/provisioning/v1alpha1/agent_service.proto',
+    }).finish();
+    const floods = Array.from({ length: 8 }, () =>
+      flood(open.grpcPort, REFLECTION_INFO, request, MAX_STREAMS_PER_CONNECTION, 1),
+    );
     await settled(floods, open.grpcPort);
     const grown = rssMegabytes(open.child.pid!) - before;
     const codes = floods.flatMap((each) => each.statuses);
     // Streams left open: those whose answer the budget holds (about 30 KB each: some 570), and
     // those whose answer went out into the client's flow-control window (64 KB per connection: two each).
-    expect(new Set(codes.map((code) => (code === undefined ? 'open' : status[code])))).toEqual(new Set(['open', 'RESOURCE_EXHAUSTED']));
-    expect(codes.filter((code) => code === undefined).length).toBeLessThanOrEqual(Math.floor(MAX_UNREAD_REFLECTION_BYTES / (29 * 1024)) + floods.length * 2);
+    expect(new Set(codes.map((code) => (code === undefined ? 'open' : status[code])))).toEqual(
+      new Set(['open', 'RESOURCE_EXHAUSTED']),
+    );
+    expect(codes.filter((code) => code === undefined).length).toBeLessThanOrEqual(
+      Math.floor(MAX_UNREAD_REFLECTION_BYTES / (29 * 1024)) + floods.length * 2,
+    );
     expect(grown).toBeLessThanOrEqual(64);
     for (const each of floods) each.session.destroy();
     // Their streams are cancelled and their answers let go (by the time the server has answered
@@ -188,8 +228,12 @@ describe('reflection with GRPC_REFLECTION=token (as in AWS)', () => {
     try {
       const stream = client.serverReflectionInfo(metadata);
       const services: string[] = [];
-      stream.on('data', (answer: ServerReflectionResponse) => services.push(...(answer.listServicesResponse?.service ?? []).map((each) => each.name)));
-      const code = new Promise<number>((resolve) => stream.on('status', (final: { code: number }) => resolve(final.code)));
+      stream.on('data', (answer: ServerReflectionResponse) =>
+        services.push(...(answer.listServicesResponse?.service ?? []).map((each) => each.name)),
+      );
+      const code = new Promise<number>((resolve) =>
+        stream.on('status', (final: { code: number }) => resolve(final.code)),
+      );
       stream.on('error', () => undefined);
       stream.write({ host: '', listServices: '*' });
       stream.end();
@@ -213,10 +257,25 @@ describe('reflection with GRPC_REFLECTION=token (as in AWS)', () => {
     expect(refused.code).not.toBe(0);
     // buf says a refused reflection request in its own words (its registry's login hint).
     expect(refused.stderr).toMatch(/not authenticated/);
-    const listed = await bufCurl(['-H', `authorization: Bearer ${app.token}`, '--reflect-header', '*', '--list-services', base]);
+    const listed = await bufCurl([
+      '-H',
+      `authorization: Bearer ${app.token}`,
+      '--reflect-header',
+      '*',
+      '--list-services',
+      base,
+    ]);
     expect(listed).toMatchObject({ code: 0, stderr: '' });
     expect(listed.stdout.trim().split('\n')).toContain('svcnum.provisioning.v1alpha1.AgentService');
-    const agents = await bufCurl(['-H', `authorization: Bearer ${app.token}`, '--reflect-header', '*', '-d', '{}', `${base}/svcnum.provisioning.v1alpha1.AgentService/ListAgents`]);
+    const agents = await bufCurl([
+      '-H',
+      `authorization: Bearer ${app.token}`,
+      '--reflect-header',
+      '*',
+      '-d',
+      '{}',
+      `${base}/svcnum.provisioning.v1alpha1.AgentService/ListAgents`,
+    ]);
     expect(agents).toMatchObject({ code: 0, stderr: '' });
     await healthCheck(guarded.grpcPort);
   });

@@ -142,10 +142,7 @@ describe('createKmsKeyRing', () => {
   it('uses the RFC 7638 thumbprint of the KMS public key as kid', async () => {
     const ring = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
     const exported = keys.get(ACTIVE_KEY_ID)!.publicKey.export({ format: 'jwk' });
-    const expectedKid = await calculateJwkThumbprint(
-      { kty: 'OKP', crv: 'Ed25519', x: exported.x! },
-      'sha256',
-    );
+    const expectedKid = await calculateJwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: exported.x! }, 'sha256');
 
     const [jwk] = await ring.publicKeys();
     const signer = await ring.activeSigner();
@@ -269,7 +266,15 @@ describe('createKmsKeyRing', () => {
   it('takes published public keys (KMS_PUBLIC_KEYS) without GetPublicKey; a ring key not published is fetched once', async () => {
     keys.set(NEXT_KEY_ID, ed25519Key());
     const der = (keyId: string) => new Uint8Array(keys.get(keyId)!.publicKey.export({ format: 'der', type: 'spki' }));
-    const published = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID], publicKeys: new Map([[ACTIVE_KEY_ID, der(ACTIVE_KEY_ID)], [NEXT_KEY_ID, der(NEXT_KEY_ID)]]) });
+    const published = createKmsKeyRing({
+      client,
+      activeKeyId: ACTIVE_KEY_ID,
+      additionalKeyIds: [NEXT_KEY_ID],
+      publicKeys: new Map([
+        [ACTIVE_KEY_ID, der(ACTIVE_KEY_ID)],
+        [NEXT_KEY_ID, der(NEXT_KEY_ID)],
+      ]),
+    });
     const fetched = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID] });
     const jwks = await published.publicKeys();
     await published.activeSigner();
@@ -278,7 +283,12 @@ describe('createKmsKeyRing', () => {
 
     kmsMock.resetHistory();
     // A key added to the configuration without the deploy that publishes it.
-    const partly = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, additionalKeyIds: [NEXT_KEY_ID], publicKeys: new Map([[ACTIVE_KEY_ID, der(ACTIVE_KEY_ID)]]) });
+    const partly = createKmsKeyRing({
+      client,
+      activeKeyId: ACTIVE_KEY_ID,
+      additionalKeyIds: [NEXT_KEY_ID],
+      publicKeys: new Map([[ACTIVE_KEY_ID, der(ACTIVE_KEY_ID)]]),
+    });
     expect(await partly.publicKeys()).toEqual(jwks);
     await partly.publicKeys();
     expect(kmsMock.commandCalls(GetPublicKeyCommand).map((call) => call.args[0].input.KeyId)).toEqual([NEXT_KEY_ID]);
@@ -286,9 +296,16 @@ describe('createKmsKeyRing', () => {
 
   it('answers a Sign still throttled after the retries as temporarily_unavailable with Retry-After, never as a fault', async () => {
     const signer = await createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID }).activeSigner();
-    kmsMock.on(SignCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException', $metadata: { httpStatusCode: 400 } }));
+    kmsMock
+      .on(SignCommand)
+      .rejects(
+        Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException', $metadata: { httpStatusCode: 400 } }),
+      );
     await expect(signer.sign(ascii('header.payload'))).rejects.toMatchObject({
-      name: 'DomainError', kind: 'unavailable', oauth: 'temporarily_unavailable', retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS,
+      name: 'DomainError',
+      kind: 'unavailable',
+      oauth: 'temporarily_unavailable',
+      retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS,
     });
     kmsMock.on(SignCommand).rejects(Object.assign(new Error('no such key'), { name: 'NotFoundException' }));
     await expect(signer.sign(ascii('header.payload'))).rejects.toMatchObject({ name: 'NotFoundException' });
@@ -299,7 +316,13 @@ describe('kmsRetryStrategy', () => {
   const policy = { maxAttempts: 4, baseDelayMs: 100, maxDelayMs: 250 };
   const run = async (errorType: 'THROTTLING' | 'TRANSIENT' | 'SERVER_ERROR' | 'CLIENT_ERROR', random: () => number) => {
     let throttles = 0;
-    const strategy = kmsRetryStrategy(policy, () => { throttles += 1; }, random);
+    const strategy = kmsRetryStrategy(
+      policy,
+      () => {
+        throttles += 1;
+      },
+      random,
+    );
     let token = await strategy.acquireInitialRetryToken('');
     const delays: number[] = [];
     for (;;) {

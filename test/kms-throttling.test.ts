@@ -38,19 +38,39 @@ beforeAll(async () => {
   dynamo = await startEmbeddedDynamo(join(root, 'dynamodb'), 0);
   const dynamoClient = localDynamoClient(dynamo.endpoint);
   await ensureTables(dynamoClient, tableNames(PREFIX));
-  const registration = createRegistration(createDynamoStore(documentClient(dynamoClient), tableNames(PREFIX)), systemClock, systemRandom);
-  const owner = await registration.createUser({ email: 'owner@example.com', password: 'owner password 1', accountType: 'business' });
-  const created = await registration.createApiClient({ name: 'Throttled app', scope: 'messaging', ownerId: owner.svcnumId });
+  const registration = createRegistration(
+    createDynamoStore(documentClient(dynamoClient), tableNames(PREFIX)),
+    systemClock,
+    systemRandom,
+  );
+  const owner = await registration.createUser({
+    email: 'owner@example.com',
+    password: 'owner password 1',
+    accountType: 'business',
+  });
+  const created = await registration.createApiClient({
+    name: 'Throttled app',
+    scope: 'messaging',
+    ownerId: owner.svcnumId,
+  });
   client = { clientId: created.client.clientId, clientSecret: created.clientSecret! };
   kms = await startKmsStandIn({ signing: [KEY_ID], mac: [] });
 
   // What the stack gives the token function, and what AWS adds (region, credentials; here the endpoints).
   for (const [name, value] of Object.entries({
-    ISSUER, TABLE_PREFIX: PREFIX, KMS_KEY_ID: KEY_ID, KMS_PUBLIC_KEYS: JSON.stringify({ [KEY_ID]: kms.publicKeyDer(KEY_ID) }),
-    METRICS_NAMESPACE: 'svcnum', SERVICE_NAME: 'svcnum-token',
-    AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIAIOSFODNN7EXAMPLE', AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
-    AWS_ENDPOINT_URL_KMS: kms.endpoint, AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
-  })) vi.stubEnv(name, value);
+    ISSUER,
+    TABLE_PREFIX: PREFIX,
+    KMS_KEY_ID: KEY_ID,
+    KMS_PUBLIC_KEYS: JSON.stringify({ [KEY_ID]: kms.publicKeyDer(KEY_ID) }),
+    METRICS_NAMESPACE: 'svcnum',
+    SERVICE_NAME: 'svcnum-token',
+    AWS_REGION: 'eu-west-1',
+    AWS_ACCESS_KEY_ID: 'AKIAIOSFODNN7EXAMPLE',
+    AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+    AWS_ENDPOINT_URL_KMS: kms.endpoint,
+    AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
+  }))
+    vi.stubEnv(name, value);
   // Telemetry settings are read once per process: a fresh module graph reads them with the above.
   vi.resetModules();
   const { handler } = await import('../lambdas/token');
@@ -58,7 +78,10 @@ beforeAll(async () => {
     lines.push(String(chunk));
     return true;
   });
-  gateway = await startHttpServer(new Map([['/oauth/token', { handler, functionName: 'svcnum-token' }]]), { port: 0, host: '127.0.0.1' });
+  gateway = await startHttpServer(new Map([['/oauth/token', { handler, functionName: 'svcnum-token' }]]), {
+    port: 0,
+    host: '127.0.0.1',
+  });
   base = `http://127.0.0.1:${gateway.port}`;
 });
 
@@ -71,7 +94,12 @@ afterAll(async () => {
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
-const grant = () => postForm(`${base}/oauth/token`, { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
+const grant = () =>
+  postForm(`${base}/oauth/token`, {
+    grant_type: 'client_credentials',
+    client_id: client.clientId,
+    client_secret: client.clientSecret,
+  });
 
 /** What the stand-in received from here on, and the KmsThrottles lines written. */
 function observe() {
@@ -79,12 +107,20 @@ function observe() {
   const written = lines.length;
   return {
     requests: () => kms.requests.slice(requests),
-    throttles: () => lines.slice(written).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => 'KmsThrottles' in line),
+    throttles: () =>
+      lines
+        .slice(written)
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => 'KmsThrottles' in line),
   };
 }
 
 const sign = (status: number): KmsRequest => ({
-  operation: 'Sign', keyId: KEY_ID, signed: true, status, ...(status === 200 ? {} : { error: 'ThrottlingException' }),
+  operation: 'Sign',
+  keyId: KEY_ID,
+  signed: true,
+  status,
+  ...(status === 200 ? {} : { error: 'ThrottlingException' }),
 });
 
 describe('a throttled KMS Sign', () => {
@@ -94,14 +130,22 @@ describe('a throttled KMS Sign', () => {
     const reply = await grant();
     expect(reply.status, reply.text).toBe(200);
     const published = await ed25519PublicJwk(Buffer.from(kms.publicKeyDer(KEY_ID), 'base64'));
-    const { payload } = await jwtVerify(String(reply.json.access_token), createLocalJWKSet({ keys: [published] }), { algorithms: ['EdDSA'], issuer: ISSUER, typ: 'at+jwt' });
+    const { payload } = await jwtVerify(String(reply.json.access_token), createLocalJWKSet({ keys: [published] }), {
+      algorithms: ['EdDSA'],
+      issuer: ISSUER,
+      typ: 'at+jwt',
+    });
     expect(payload.client_id).toBe(client.clientId);
     expect(seen.requests()).toEqual([sign(400), sign(400), sign(200)]);
     const throttles = seen.throttles();
     expect(throttles).toHaveLength(2);
     for (const line of throttles) {
       expect(line).toMatchObject({ service: 'svcnum-token', KmsThrottles: 1 });
-      expect(line._aws).toMatchObject({ CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'KmsThrottles', Unit: 'Count' }] }] });
+      expect(line._aws).toMatchObject({
+        CloudWatchMetrics: [
+          { Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'KmsThrottles', Unit: 'Count' }] },
+        ],
+      });
     }
   });
 

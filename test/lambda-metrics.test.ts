@@ -13,10 +13,23 @@ beforeAll(async () => {
 });
 afterAll(() => service?.close());
 
-const context = { functionName: 'discovery', awsRequestId: 'r-1', getRemainingTimeInMillis: () => 1000 } as unknown as Context;
+const context = {
+  functionName: 'discovery',
+  awsRequestId: 'r-1',
+  getRemainingTimeInMillis: () => 1000,
+} as unknown as Context;
 const event = (path: string): HttpEvent => ({
-  resource: path, path, httpMethod: 'GET', headers: {}, multiValueHeaders: {}, queryStringParameters: null,
-  multiValueQueryStringParameters: null, pathParameters: null, stageVariables: null, body: null, isBase64Encoded: false,
+  resource: path,
+  path,
+  httpMethod: 'GET',
+  headers: {},
+  multiValueHeaders: {},
+  queryStringParameters: null,
+  multiValueQueryStringParameters: null,
+  pathParameters: null,
+  stageVariables: null,
+  body: null,
+  isBase64Encoded: false,
   requestContext: { requestId: 'r-1' } as HttpEvent['requestContext'],
 });
 
@@ -43,17 +56,30 @@ describe('Lambda metrics', () => {
       vi.unstubAllEnvs();
       vi.resetModules();
     }
-    const emf = lines.flatMap((line) => line.split('\n')).filter((line) => line.includes('"_aws"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const emf = lines
+      .flatMap((line) => line.split('\n'))
+      .filter((line) => line.includes('"_aws"'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(emf).toHaveLength(2);
     const [ok, missing] = emf;
-    expect(ok).toMatchObject({ route: '/.well-known/jwks.json', Requests: 1, Successes: 1, service: 'svcnum-identity' });
+    expect(ok).toMatchObject({
+      route: '/.well-known/jwks.json',
+      Requests: 1,
+      Successes: 1,
+      service: 'svcnum-identity',
+    });
     expect(missing).toMatchObject({ route: '/nowhere', Requests: 1, ClientErrors: 1 });
-    const directive = (ok!._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][] }> }).CloudWatchMetrics[0]!;
+    const directive = (ok!._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][] }> })
+      .CloudWatchMetrics[0]!;
     expect(directive.Namespace).toBe('svcnum-test');
     expect(directive.Dimensions.flat()).toContain('route');
     // The dimensions the deployed metrics have always had (service, route): dashboards and alarms keep working.
     expect(directive.Dimensions).toEqual([['service', 'route']]);
-    expect((missing!._aws as { CloudWatchMetrics: Array<{ Metrics: unknown[] }> }).CloudWatchMetrics[0]!.Metrics)
-      .toEqual([{ Name: 'Requests', Unit: 'Count' }, { Name: 'ClientErrors', Unit: 'Count' }]);
+    expect(
+      (missing!._aws as { CloudWatchMetrics: Array<{ Metrics: unknown[] }> }).CloudWatchMetrics[0]!.Metrics,
+    ).toEqual([
+      { Name: 'Requests', Unit: 'Count' },
+      { Name: 'ClientErrors', Unit: 'Count' },
+    ]);
   });
 });

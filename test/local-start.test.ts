@@ -10,7 +10,6 @@ import { startRunnerProcess, type RunnerProcess } from './support/runner-process
 // `npm start` and the admin CLI as a person meets them: run as processes, with the environment
 // variables of docs/configuration.md, next to each other and next to things that already hold a port.
 
-
 /** A start that must fail: its exit code and what it printed. */
 async function failedStart(env: Record<string, string>) {
   const outcome = await runScript('local/start.ts', [], env);
@@ -20,11 +19,15 @@ async function failedStart(env: Record<string, string>) {
 
 const admin = runAdmin;
 
-const reachable = (host: string, port: number) => new Promise<boolean>((resolve) => {
-  const socket = connect({ host, port });
-  socket.once('connect', () => { socket.destroy(); resolve(true); });
-  socket.once('error', () => resolve(false));
-});
+const reachable = (host: string, port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect({ host, port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 
 /** One line on stderr, naming what to change; no stack trace. */
 function expectOneLine(stderr: string, pattern: RegExp) {
@@ -59,7 +62,9 @@ describe('npm start', () => {
     expect(runner.output).toContain(`HTTP listens on 127.0.0.1:${port}`);
     expect(await reachable('127.0.0.1', port)).toBe(true);
     expect(await reachable('127.0.0.1', runner.grpcPort)).toBe(true);
-    const external = Object.values(networkInterfaces()).flat().find((address) => address && address.family === 'IPv4' && !address.internal);
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((address) => address && address.family === 'IPv4' && !address.internal);
     if (external) {
       expect(await reachable(external.address, port)).toBe(false);
       expect(await reachable(external.address, runner.grpcPort)).toBe(false);
@@ -69,19 +74,44 @@ describe('npm start', () => {
   it('names the variable to change when a port is taken, every taken port in one line', async () => {
     const other = await freshDir();
     const httpPort = new URL(runner.issuer).port;
-    expectOneLine((await failedStart({ DATA_DIR: other, PORT: httpPort, GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, /port \d+ on 127\.0\.0\.1 is already in use; set PORT /);
-    expectOneLine((await failedStart({ DATA_DIR: other, PORT: '0', GRPC_PORT: String(runner.grpcPort), DYNAMODB_PORT: '0' })).stderr, /set GRPC_PORT /);
-    const result = await failedStart({ DATA_DIR: other, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: String(runner.dynamoPort) });
+    expectOneLine(
+      (await failedStart({ DATA_DIR: other, PORT: httpPort, GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr,
+      /port \d+ on 127\.0\.0\.1 is already in use; set PORT /,
+    );
+    expectOneLine(
+      (await failedStart({ DATA_DIR: other, PORT: '0', GRPC_PORT: String(runner.grpcPort), DYNAMODB_PORT: '0' }))
+        .stderr,
+      /set GRPC_PORT /,
+    );
+    const result = await failedStart({
+      DATA_DIR: other,
+      PORT: '0',
+      GRPC_PORT: '0',
+      DYNAMODB_PORT: String(runner.dynamoPort),
+    });
     expect(result.code).toBe(1);
     expectOneLine(result.stderr, /set DYNAMODB_PORT /);
     // A second `npm start` with the defaults of the first: all three at once, not one per try.
-    const all = await failedStart({ DATA_DIR: other, PORT: httpPort, GRPC_PORT: String(runner.grpcPort), DYNAMODB_PORT: String(runner.dynamoPort) });
-    expectOneLine(all.stderr, new RegExp(`ports already in use: ${httpPort} on 127\\.0\\.0\\.1 \\(PORT\\), ${runner.grpcPort} on 127\\.0\\.0\\.1 \\(GRPC_PORT\\), ${runner.dynamoPort} on 127\\.0\\.0\\.1 \\(DYNAMODB_PORT\\); set PORT, GRPC_PORT, DYNAMODB_PORT to free ports`));
+    const all = await failedStart({
+      DATA_DIR: other,
+      PORT: httpPort,
+      GRPC_PORT: String(runner.grpcPort),
+      DYNAMODB_PORT: String(runner.dynamoPort),
+    });
+    expectOneLine(
+      all.stderr,
+      new RegExp(
+        `ports already in use: ${httpPort} on 127\\.0\\.0\\.1 \\(PORT\\), ${runner.grpcPort} on 127\\.0\\.0\\.1 \\(GRPC_PORT\\), ${runner.dynamoPort} on 127\\.0\\.0\\.1 \\(DYNAMODB_PORT\\); set PORT, GRPC_PORT, DYNAMODB_PORT to free ports`,
+      ),
+    );
   }, 60_000);
 
   it('refuses one port for two variables, and a port another server holds on ::1 (where clients may look for localhost)', async () => {
     const other = await freshDir();
-    expectOneLine((await failedStart({ DATA_DIR: other, PORT: '4567', GRPC_PORT: '4567', DYNAMODB_PORT: '0' })).stderr, /PORT and GRPC_PORT are both 4567; give each its own port/);
+    expectOneLine(
+      (await failedStart({ DATA_DIR: other, PORT: '4567', GRPC_PORT: '4567', DYNAMODB_PORT: '0' })).stderr,
+      /PORT and GRPC_PORT are both 4567; give each its own port/,
+    );
     const shadow: Server = createServer();
     const listening = await new Promise<boolean>((resolve) => {
       shadow.once('error', () => resolve(false));
@@ -90,7 +120,10 @@ describe('npm start', () => {
     if (!listening) return; // no IPv6 loopback here: nothing can shadow the service on it
     try {
       const port = (shadow.address() as { port: number }).port;
-      expectOneLine((await failedStart({ DATA_DIR: other, PORT: String(port), GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, new RegExp(`port ${port} on ::1 is already in use; set PORT `));
+      expectOneLine(
+        (await failedStart({ DATA_DIR: other, PORT: String(port), GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr,
+        new RegExp(`port ${port} on ::1 is already in use; set PORT `),
+      );
     } finally {
       await new Promise<void>((resolve) => shadow.close(() => resolve()));
     }
@@ -99,7 +132,13 @@ describe('npm start', () => {
   it('starts without the demo app for an issuer no login client may redirect to, and keeps the demo user for later', async () => {
     const dir = await freshDir();
     // What HOST=0.0.0.0 with ISSUER set to the machine's address looks like: plain http, not loopback.
-    const open = await startRunnerProcess({ DATA_DIR: dir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: 'http://192.0.2.10:3000' });
+    const open = await startRunnerProcess({
+      DATA_DIR: dir,
+      PORT: '0',
+      GRPC_PORT: '0',
+      DYNAMODB_PORT: '0',
+      ISSUER: 'http://192.0.2.10:3000',
+    });
     try {
       expect(open.output).toMatch(/demo app not available: redirect URI .* must use https/);
       expect(open.output).not.toContain('Try a sign-in');
@@ -107,7 +146,13 @@ describe('npm start', () => {
     } finally {
       await open.stop();
     }
-    const local = await startRunnerProcess({ DATA_DIR: dir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0', ISSUER: '' });
+    const local = await startRunnerProcess({
+      DATA_DIR: dir,
+      PORT: '0',
+      GRPC_PORT: '0',
+      DYNAMODB_PORT: '0',
+      ISSUER: '',
+    });
     try {
       expect(local.output).toMatch(/sign in as demo@example\.com with password \S+/);
     } finally {
@@ -116,7 +161,10 @@ describe('npm start', () => {
   }, 60_000);
 
   it('refuses a data folder another runner holds, and a malformed variable, in one line', async () => {
-    expectOneLine((await failedStart({ DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr, /data in .* is in use by another process.*DATA_DIR/);
+    expectOneLine(
+      (await failedStart({ DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', DYNAMODB_PORT: '0' })).stderr,
+      /data in .* is in use by another process.*DATA_DIR/,
+    );
     expectOneLine((await failedStart({ DATA_DIR: dataDir, PORT: 'eighty' })).stderr, /PORT must be a port number/);
   }, 60_000);
 });
@@ -125,7 +173,9 @@ describe('admin CLI next to npm start', () => {
   it('finds the running service through DATA_DIR alone, whatever DYNAMODB_PORT says', async () => {
     const listed = await admin(['user', 'list'], { DATA_DIR: dataDir, DYNAMODB_PORT: '8000' });
     expect(listed.code, listed.stderr).toBe(0);
-    expect((JSON.parse(listed.stdout) as { users: Array<{ email?: string }> }).users.map((user) => user.email)).toContain('demo@example.com');
+    expect(
+      (JSON.parse(listed.stdout) as { users: Array<{ email?: string }> }).users.map((user) => user.email),
+    ).toContain('demo@example.com');
   });
 
   it('says in one line what to do when the data is held by a process that is not a runner', async () => {
@@ -154,7 +204,10 @@ describe('admin CLI next to npm start', () => {
     const port = (decoy.address() as { port: number }).port;
     try {
       // Left by a runner killed with -9 (its pid may even be alive again), or committed to a clone.
-      await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: process.pid, dynamoEndpoint: `http://127.0.0.1:${port}` }));
+      await writeFile(
+        join(dir, 'runner.json'),
+        JSON.stringify({ pid: process.pid, dynamoEndpoint: `http://127.0.0.1:${port}` }),
+      );
       const result = await admin(['user', 'list'], { DATA_DIR: dir });
       expect(result.code, result.stderr).toBe(0);
       expect(JSON.parse(result.stdout)).toEqual({ users: [] });
@@ -169,17 +222,26 @@ describe('admin CLI next to npm start', () => {
     const held = new Level(join(dir, 'dynamodb'));
     await held.open();
     try {
-      await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: process.pid, dynamoEndpoint: 'http://example.com:8000' }));
+      await writeFile(
+        join(dir, 'runner.json'),
+        JSON.stringify({ pid: process.pid, dynamoEndpoint: 'http://example.com:8000' }),
+      );
       expectOneLine((await admin(['user', 'list'], { DATA_DIR: dir })).stderr, /in use by another process/);
 
       const closed = createServer();
       await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
       const port = (closed.address() as { port: number }).port;
       await new Promise<void>((resolve) => closed.close(() => resolve()));
-      await writeFile(join(dir, 'runner.json'), JSON.stringify({ pid: process.pid, dynamoEndpoint: `http://127.0.0.1:${port}` }));
+      await writeFile(
+        join(dir, 'runner.json'),
+        JSON.stringify({ pid: process.pid, dynamoEndpoint: `http://127.0.0.1:${port}` }),
+      );
       const result = await admin(['user', 'list'], { DATA_DIR: dir });
       expect(result.code).toBe(1);
-      expectOneLine(result.stderr, new RegExp(`nothing answers at http://127\\.0\\.0\\.1:${port}, where .*runner\\.json says its service is`));
+      expectOneLine(
+        result.stderr,
+        new RegExp(`nothing answers at http://127\\.0\\.0\\.1:${port}, where .*runner\\.json says its service is`),
+      );
     } finally {
       await held.close();
     }
@@ -201,9 +263,15 @@ describe('admin CLI help', () => {
     expect(all.code).toBe(0);
     expect(all.stderr).toBe('');
     expect(all.stdout).toMatch(/^usage: npm run --silent admin -- <command>/);
-    for (const group of ['client create', 'user create', 'prov-client create', 'number seed', 'key list']) expect(all.stdout).toContain(group);
+    for (const group of ['client create', 'user create', 'prov-client create', 'number seed', 'key list'])
+      expect(all.stdout).toContain(group);
 
-    for (const args of [['help', 'user'], ['user', '--help'], ['user', 'create', '--help'], ['user', 'create', '-h']]) {
+    for (const args of [
+      ['help', 'user'],
+      ['user', '--help'],
+      ['user', 'create', '--help'],
+      ['user', 'create', '-h'],
+    ]) {
       const one = await admin(args, env);
       expect(one.code, args.join(' ')).toBe(0);
       expect(one.stdout).toContain('user create --email E');
@@ -212,7 +280,15 @@ describe('admin CLI help', () => {
   });
 
   it('answers argument errors with one line on stderr and exit 2', async () => {
-    for (const args of [[], ['frobnicate'], ['client'], ['client', 'frob'], ['user', 'create', '--bogus'], ['user', 'create', '--email'], ['prov-client', 'create', '--refresh-response', 'omit']]) {
+    for (const args of [
+      [],
+      ['frobnicate'],
+      ['client'],
+      ['client', 'frob'],
+      ['user', 'create', '--bogus'],
+      ['user', 'create', '--email'],
+      ['prov-client', 'create', '--refresh-response', 'omit'],
+    ]) {
       const result = await admin(args, env);
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stdout).toBe('');

@@ -77,7 +77,9 @@ describe('createKmsMacKey', () => {
   beforeEach(() => {
     kmsMock.reset();
     // Behaves like KMS: GenerateMac answers the HMAC; VerifyMac throws KMSInvalidMacException for a wrong one.
-    kmsMock.on(GenerateMacCommand).callsFake((input) => ({ KeyId: input.KeyId, MacAlgorithm: input.MacAlgorithm, Mac: hmac(input.Message) }));
+    kmsMock
+      .on(GenerateMacCommand)
+      .callsFake((input) => ({ KeyId: input.KeyId, MacAlgorithm: input.MacAlgorithm, Mac: hmac(input.Message) }));
     kmsMock.on(VerifyMacCommand).callsFake((input) => {
       const expected = hmac(input.Message);
       if (input.Mac.length !== expected.length || !timingSafeEqual(expected, input.Mac)) {
@@ -104,7 +106,12 @@ describe('createKmsMacKey', () => {
     expect(await key.verify(message, mac)).toBe(true);
     const calls = kmsMock.commandCalls(VerifyMacCommand);
     expect(calls).toHaveLength(1);
-    expect(calls[0]!.args[0].input).toEqual({ KeyId: KEY_ID, Message: message, Mac: mac, MacAlgorithm: 'HMAC_SHA_256' });
+    expect(calls[0]!.args[0].input).toEqual({
+      KeyId: KEY_ID,
+      Message: message,
+      Mac: mac,
+      MacAlgorithm: 'HMAC_SHA_256',
+    });
     const wrong = mac.slice();
     wrong[0] = wrong[0]! ^ 1;
     expect(await key.verify(message, wrong)).toBe(false);
@@ -121,7 +128,14 @@ describe('createKmsMacKey', () => {
     expect(await openToken(key, 'device', token.replace('deviceid', 'deviceie'), NOW)).toBeUndefined();
     // Malformed tokens never reach KMS.
     const before = kmsMock.commandCalls(VerifyMacCommand).length;
-    for (const malformed of ['', 'x', 'a.b', 'a.123.short', `a.b.${'9'.repeat(13)}.${'A'.repeat(43)}`, 'x'.repeat(401)]) {
+    for (const malformed of [
+      '',
+      'x',
+      'a.b',
+      'a.123.short',
+      `a.b.${'9'.repeat(13)}.${'A'.repeat(43)}`,
+      'x'.repeat(401),
+    ]) {
       expect(await openToken(key, 'device', malformed, NOW)).toBeUndefined();
     }
     expect(kmsMock.commandCalls(VerifyMacCommand).length - before).toBe(0);
@@ -136,13 +150,19 @@ describe('createKmsMacKey', () => {
     it('is derived with exactly one GenerateMac of "svcnum page-token key v1" per process, lazily and single flight; then tokens cost no KMS call', async () => {
       const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       expect(kmsMock.commandCalls(GenerateMacCommand)).toHaveLength(0);
-      const tokens = await Promise.all(Array.from({ length: 20 }, (_, index) => codec.seal(numbers, { ...position, n: index })));
+      const tokens = await Promise.all(
+        Array.from({ length: 20 }, (_, index) => codec.seal(numbers, { ...position, n: index })),
+      );
       const opened = await Promise.all(tokens.map((token) => codec.open(numbers, token)));
       expect(opened).toEqual(tokens.map((_, index) => ({ ...position, n: index })));
       await expect(codec.open(numbers, tokens[0]!.slice(0, -2))).rejects.toBeInstanceOf(DomainError);
       const calls = kmsMock.commandCalls(GenerateMacCommand);
       expect(calls).toHaveLength(1);
-      expect(calls[0]!.args[0].input).toEqual({ KeyId: PAGE_TOKEN_KEY_ID, Message: ascii('svcnum page-token key v1'), MacAlgorithm: 'HMAC_SHA_256' });
+      expect(calls[0]!.args[0].input).toEqual({
+        KeyId: PAGE_TOKEN_KEY_ID,
+        Message: ascii('svcnum page-token key v1'),
+        MacAlgorithm: 'HMAC_SHA_256',
+      });
       expect(kmsMock.commandCalls(VerifyMacCommand)).toHaveLength(0);
     });
 
@@ -157,7 +177,10 @@ describe('createKmsMacKey', () => {
     });
 
     it('remembers a failed derivation for 5 s: meanwhile every token is unavailable (Retry-After) without a KMS call; then it asks KMS again', async () => {
-      const token = await createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID })).seal(numbers, position);
+      const token = await createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID })).seal(
+        numbers,
+        position,
+      );
       let now = NOW;
       const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }), { now: () => now });
       const kmsCalls = () => kmsMock.commandCalls(GenerateMacCommand).length;
@@ -165,12 +188,21 @@ describe('createKmsMacKey', () => {
       kmsMock.on(GenerateMacCommand).rejects(new Error('ThrottlingException: Rate exceeded'));
 
       // The calls waiting for the one derivation get its failure (the edge logs it as a fault).
-      const waiting = await Promise.all([codec.open(numbers, token), codec.seal(numbers, position)].map((pending) => pending.catch((error: unknown) => error)));
+      const waiting = await Promise.all(
+        [codec.open(numbers, token), codec.seal(numbers, position)].map((pending) =>
+          pending.catch((error: unknown) => error),
+        ),
+      );
       for (const error of waiting) expect(String(error)).toMatch(/ThrottlingException/);
       expect(kmsCalls() - before).toBe(1);
 
       // For 5 s: unavailable at once, with the seconds left, for opening and sealing alike; KMS is not asked.
-      for (const [elapsed, seconds] of [[0, 5], [1000, 4], [4001, 1], [4999, 1]] as const) {
+      for (const [elapsed, seconds] of [
+        [0, 5],
+        [1000, 4],
+        [4001, 1],
+        [4999, 1],
+      ] as const) {
         now = NOW + elapsed;
         for (const attempt of [() => codec.open(numbers, token), () => codec.seal(numbers, position)]) {
           const refused = await attempt().catch((error: unknown) => error);
@@ -182,7 +214,9 @@ describe('createKmsMacKey', () => {
       expect(kmsCalls() - before).toBe(1);
 
       // KMS is back; after the 5 s the next token derives the key (one call) and works.
-      kmsMock.on(GenerateMacCommand).callsFake((input) => ({ KeyId: input.KeyId, MacAlgorithm: input.MacAlgorithm, Mac: hmac(input.Message) }));
+      kmsMock
+        .on(GenerateMacCommand)
+        .callsFake((input) => ({ KeyId: input.KeyId, MacAlgorithm: input.MacAlgorithm, Mac: hmac(input.Message) }));
       now = NOW + 5000;
       expect(await codec.open(numbers, token)).toEqual(position);
       expect(await codec.seal(numbers, position)).toBe(token);
@@ -192,7 +226,10 @@ describe('createKmsMacKey', () => {
     it('refuses, as invalid_argument naming the field, a token under another key, list, filter or caller', async () => {
       const codec = createPageTokenCodec(createKmsMacKey({ client, keyId: PAGE_TOKEN_KEY_ID }));
       const token = await codec.seal({ ...numbers, filter: 'all' }, position);
-      const otherKey = createPageTokenCodec({ mac: async (message) => new Uint8Array(createHmac('sha256', 'another environment').update(message).digest()), verify: async () => false });
+      const otherKey = createPageTokenCodec({
+        mac: async (message) => new Uint8Array(createHmac('sha256', 'another environment').update(message).digest()),
+        verify: async () => false,
+      });
       for (const [binding, opener] of [
         [{ ...numbers, filter: 'all' }, otherKey],
         [{ ...numbers, list: 'masks', filter: 'all' }, codec],
@@ -202,7 +239,10 @@ describe('createKmsMacKey', () => {
       ] as const) {
         const refused = await opener.open(binding, token, 'resume_cursor').catch((error: unknown) => error);
         expect(refused).toBeInstanceOf(DomainError);
-        expect(refused).toMatchObject({ kind: 'invalid_argument', message: 'resume_cursor is not valid for this call; start again without it' });
+        expect(refused).toMatchObject({
+          kind: 'invalid_argument',
+          message: 'resume_cursor is not valid for this call; start again without it',
+        });
       }
       expect(await codec.open({ ...numbers, filter: 'all' }, token)).toEqual(position);
       expect(await codec.open(numbers, '')).toBeUndefined();

@@ -24,12 +24,21 @@ beforeAll(async () => {
   await seedPool(service, '85', NUMBERS + 10);
   app = await provisioningApp(service);
   for (let next = 0; next < NUMBERS; next += 20) {
-    numbers.push(...await Promise.all(Array.from({ length: Math.min(20, NUMBERS - next) }, (_, index) =>
-      service.core.provisioning.numbers.provision(callerOf(app), { displayName: `Line ${next + index}` }))));
+    numbers.push(
+      ...(await Promise.all(
+        Array.from({ length: Math.min(20, NUMBERS - next) }, (_, index) =>
+          service.core.provisioning.numbers.provision(callerOf(app), { displayName: `Line ${next + index}` }),
+        ),
+      )),
+    );
   }
   numbers = numbers.map(({ svcnumId, svcnum }) => ({ svcnumId, svcnum }));
   const other = await provisioningApp(service);
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Sender', scope: 'messaging', ownerId: other.owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createApiClient({
+    name: 'Sender',
+    scope: 'messaging',
+    ownerId: other.owner.svcnumId,
+  });
   sender = { number: other.owner.svcnum, token: () => clientCredentialsToken(service, client.clientId, clientSecret!) };
   other.close();
 }, 120_000);
@@ -44,11 +53,15 @@ async function sendTo(targets: typeof numbers, text: string): Promise<string[]> 
   const token = await sender.token();
   const ids: string[] = [];
   for (let next = 0; next < targets.length; next += 8) {
-    ids.push(...await Promise.all(targets.slice(next, next + 8).map(async ({ svcnum }) => {
-      const reply = await sendMessage(service, token, { from: sender.number, to: svcnum, text });
-      expect(reply.status, JSON.stringify(reply.json)).toBe(202);
-      return String(reply.json.message_id);
-    })));
+    ids.push(
+      ...(await Promise.all(
+        targets.slice(next, next + 8).map(async ({ svcnum }) => {
+          const reply = await sendMessage(service, token, { from: sender.number, to: svcnum, text });
+          expect(reply.status, JSON.stringify(reply.json)).toBe(202);
+          return String(reply.json.message_id);
+        }),
+      )),
+    );
   }
   return ids;
 }
@@ -61,7 +74,8 @@ async function stream(cursor = ''): Promise<OpenStream> {
 }
 
 /** The cursor's JSON (readable, not secret): positions by inbox, and `w`, the watermark, if any. */
-const cursorBody = (cursor: string) => JSON.parse(Buffer.from(cursor, 'base64url').subarray(0, -32).toString('utf8')) as Record<string, number>;
+const cursorBody = (cursor: string) =>
+  JSON.parse(Buffer.from(cursor, 'base64url').subarray(0, -32).toString('utf8')) as Record<string, number>;
 
 describe('the resume cursor of an owner with 300 numbers', () => {
   it(`stays under ${MAX_CURSOR_CHARS} characters, and a resume delivers everything after it; repeats only unnamed inboxes' messages from its watermark on`, async () => {
@@ -111,4 +125,3 @@ describe('the resume cursor of an owner with 300 numbers', () => {
     for (const message of fromOld.messages) expect(message.cursor.length).toBeLessThanOrEqual(MAX_CURSOR_CHARS);
   }, 180_000);
 });
-

@@ -45,13 +45,14 @@ const stored = async (inboxId: string) => (await service.core.store.readInbox(in
 /** The JSON lines written from here on: the derived-failure log lines and the DerivedMessageFailures counts. */
 function observe() {
   const from = lines.length;
-  const written = () => lines.slice(from).flatMap((line) => {
-    try {
-      return [JSON.parse(line) as Record<string, unknown>];
-    } catch {
-      return [];
-    }
-  });
+  const written = () =>
+    lines.slice(from).flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
   return {
     logged: () => written().filter((line) => line.message === 'derived message failed'),
     counted: () => written().filter((line) => 'DerivedMessageFailures' in line),
@@ -60,8 +61,19 @@ function observe() {
 }
 
 const countLine = (kind: string) => ({
-  service: 'svcnum', kind, DerivedMessageFailures: 1,
-  _aws: { Timestamp: expect.any(Number), CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service', 'kind']], Metrics: [{ Name: 'DerivedMessageFailures', Unit: 'Count' }] }] },
+  service: 'svcnum',
+  kind,
+  DerivedMessageFailures: 1,
+  _aws: {
+    Timestamp: expect.any(Number),
+    CloudWatchMetrics: [
+      {
+        Namespace: 'svcnum',
+        Dimensions: [['service', 'kind']],
+        Metrics: [{ Name: 'DerivedMessageFailures', Unit: 'Count' }],
+      },
+    ],
+  },
 });
 
 describe('a derived message that fails', () => {
@@ -72,7 +84,11 @@ describe('a derived message that fails', () => {
     const seen = observe();
     // The 1st append is the original, the 2nd the forwarded copy.
     faults.failOn('appendMessage', 2);
-    const reply = await sendMessage(service, sender.api, { from: sender.app.owner.svcnum!, to: forwarder.svcnum, text: 'secret words to pass on' });
+    const reply = await sendMessage(service, sender.api, {
+      from: sender.app.owner.svcnum!,
+      to: forwarder.svcnum,
+      text: 'secret words to pass on',
+    });
 
     expect(reply.status, JSON.stringify(reply.json)).toBe(202);
     expect(faults.fired).toEqual(['appendMessage#2']);
@@ -81,7 +97,13 @@ describe('a derived message that fails', () => {
     const logged = seen.logged();
     expect(logged).toHaveLength(1);
     expect(logged[0]).toMatchObject({
-      level: 'ERROR', service: 'svcnum', kind: 'forward', inboxId: forwarder.svcnumId, seq: 1, messageId: reply.json.message_id, target: target.svcnumId,
+      level: 'ERROR',
+      service: 'svcnum',
+      kind: 'forward',
+      inboxId: forwarder.svcnumId,
+      seq: 1,
+      messageId: reply.json.message_id,
+      target: target.svcnumId,
       error: { name: 'Error', message: 'injected failure in appendMessage' },
     });
     expect(seen.counted()).toEqual([countLine('forward')]);
@@ -98,7 +120,15 @@ describe('a derived message that fails', () => {
     expect(reply.status, JSON.stringify(reply.json)).toBe(202);
     expect(faults.fired).toEqual(['appendMessage#2']);
     expect((await stored(replier.svcnumId)).map((message) => message.messageId)).toEqual([reply.json.message_id]);
-    expect(seen.logged()).toEqual([expect.objectContaining({ level: 'ERROR', kind: 'auto_reply', inboxId: replier.svcnumId, messageId: reply.json.message_id, target: from })]);
+    expect(seen.logged()).toEqual([
+      expect.objectContaining({
+        level: 'ERROR',
+        kind: 'auto_reply',
+        inboxId: replier.svcnumId,
+        messageId: reply.json.message_id,
+        target: from,
+      }),
+    ]);
     expect(seen.counted()).toEqual([countLine('auto_reply')]);
 
     // The number replied to is found out of service meanwhile (getNumber: the sender's number, the
@@ -109,9 +139,17 @@ describe('a derived message that fails', () => {
     const second = await sendMessage(service, sender.api, { from, to: replier.svcnum, text: 'hello again' });
     expect(second.status, JSON.stringify(second.json)).toBe(202);
     expect(faults.fired).toEqual(['getNumber#3=answer']);
-    expect(refused.logged()).toEqual([expect.objectContaining({
-      level: 'WARN', kind: 'auto_reply', inboxId: replier.svcnumId, seq: 2, messageId: second.json.message_id, target: from, refusal: 'not_found',
-    })]);
+    expect(refused.logged()).toEqual([
+      expect.objectContaining({
+        level: 'WARN',
+        kind: 'auto_reply',
+        inboxId: replier.svcnumId,
+        seq: 2,
+        messageId: second.json.message_id,
+        target: from,
+        refusal: 'not_found',
+      }),
+    ]);
     expect(refused.counted()).toEqual([countLine('auto_reply')]);
     expect(seen.text()).not.toMatch(/private auto reply|hello there|hello again/);
   });

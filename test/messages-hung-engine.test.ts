@@ -2,7 +2,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { Redis } from 'ioredis';
 import { createValkeyWakeups, inboxChannel, inboxHeadKey, ownerChannel } from '../core/adapters/valkey-wakeups';
 import { seedPool, type ProvisioningApp } from './support/grpc';
-import { messagingAccount, openStream, provisionNumber, sendMessage, type MessagingAccount, type OpenStream } from './support/messages';
+import {
+  messagingAccount,
+  openStream,
+  provisionNumber,
+  sendMessage,
+  type MessagingAccount,
+  type OpenStream,
+} from './support/messages';
 import { startRedis, type TestRedis } from './support/redis';
 import { startSecondProcess, type SecondProcess } from './support/second-service';
 import { startTestService, type TestService } from './support/service';
@@ -27,9 +34,17 @@ const engines: Redis[] = [];
 
 beforeAll(async () => {
   redis = await startRedis();
-  service = await startTestService({ wakeupEngine: redis.engine, wakeupOptions: { commandTimeoutMs: HUNG_FOR_THE_TEST_MS } });
+  service = await startTestService({
+    wakeupEngine: redis.engine,
+    wakeupOptions: { commandTimeoutMs: HUNG_FOR_THE_TEST_MS },
+  });
   await seedPool(service, '86', 20);
-  second = await startSecondProcess(service, { VALKEY_URL: redis.url, MESSAGE_SAFETY_POLL_MS: '3600000', MESSAGE_RELIST_MS: '1000', LOG_LEVEL: 'INFO' });
+  second = await startSecondProcess(service, {
+    VALKEY_URL: redis.url,
+    MESSAGE_SAFETY_POLL_MS: '3600000',
+    MESSAGE_RELIST_MS: '1000',
+    LOG_LEVEL: 'INFO',
+  });
 });
 afterEach(() => {
   redis.resume();
@@ -43,9 +58,13 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const until = (condition: () => boolean | Promise<boolean>, what: string, timeout = 20_000) => vi.waitFor(async () => {
-  if (!(await condition())) throw new Error(`still waiting for ${what}`);
-}, { timeout, interval: 10 });
+const until = (condition: () => boolean | Promise<boolean>, what: string, timeout = 20_000) =>
+  vi.waitFor(
+    async () => {
+      if (!(await condition())) throw new Error(`still waiting for ${what}`);
+    },
+    { timeout, interval: 10 },
+  );
 
 /** A client of the engine of our own (closed after the test). */
 function engineClient(): Redis {
@@ -72,9 +91,15 @@ describe('a hung engine costs nothing', () => {
     // Healthy first: process 1's publisher is connected (its wake-ups reach the engine).
     const number = await provisionNumber(owner, 'Before the stop');
     await listener.ssubscribe(inboxChannel(number.svcnumId));
-    await until(() => heard.some(([channel]) => channel === ownerChannel(owner.app.owner.svcnumId)), 'the owner wake-up of the healthy engine');
+    await until(
+      () => heard.some(([channel]) => channel === ownerChannel(owner.app.owner.svcnumId)),
+      'the owner wake-up of the healthy engine',
+    );
     await sent(owner, number.svcnum, 'healthy');
-    await until(() => heard.some(([channel, message]) => channel === inboxChannel(number.svcnumId) && message.startsWith('1 ')), 'the inbox wake-up of the healthy engine');
+    await until(
+      () => heard.some(([channel, message]) => channel === inboxChannel(number.svcnumId) && message.startsWith('1 ')),
+      'the inbox wake-up of the healthy engine',
+    );
     const before = heard.length;
 
     redis.pause();
@@ -86,10 +111,12 @@ describe('a hung engine costs nothing', () => {
 
     // Their wake-ups were in flight all along: the engine handles them now, after the answers.
     await until(() => heard.length >= before + 2, 'the wake-ups written while the engine was stopped');
-    expect(heard.slice(before).sort()).toEqual([
-      [inboxChannel(number.svcnumId), expect.stringMatching(/^2 /)],
-      [ownerChannel(owner.app.owner.svcnumId), expect.stringMatching(new RegExp(` ${added.svcnumId}$`))],
-    ].sort());
+    expect(heard.slice(before).sort()).toEqual(
+      [
+        [inboxChannel(number.svcnumId), expect.stringMatching(/^2 /)],
+        [ownerChannel(owner.app.owner.svcnumId), expect.stringMatching(new RegExp(` ${added.svcnumId}$`))],
+      ].sort(),
+    );
   });
 
   it('while the engine is lost, a stream that slept on the ready interval re-lists at the lost interval: a number provisioned elsewhere joins it', async () => {
@@ -119,15 +146,31 @@ describe('the engine adapter with a hung engine (core/adapters/valkey-wakeups.ts
   it('a publish that times out drops the connection; publishes until a new one is ready fail at once, counted, and are never sent behind it', async () => {
     const engine = engineClient();
     const capture = stdoutCapture();
-    const adapter = createValkeyWakeups(redis.engine, { telemetry: { logLevel: 'INFO', metricsNamespace: 'svcnum', serviceName: 'svcnum-task' }, commandTimeoutMs: 300 });
-    const lines = () => capture.written().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const adapter = createValkeyWakeups(redis.engine, {
+      telemetry: { logLevel: 'INFO', metricsNamespace: 'svcnum', serviceName: 'svcnum-task' },
+      commandTimeoutMs: 300,
+    });
+    const lines = () =>
+      capture
+        .written()
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
     try {
       adapter.publish('hung-a', 1);
       await until(async () => (await engine.get(inboxHeadKey('hung-a'))) === '1', 'the healthy publish');
 
       redis.pause();
       adapter.publish('hung-b', 1);
-      await until(() => lines().some((line) => line.message === 'inbox wake-ups: the engine does not answer, publishing stops until a new connection is ready'), 'the timed-out publish');
+      await until(
+        () =>
+          lines().some(
+            (line) =>
+              line.message ===
+              'inbox wake-ups: the engine does not answer, publishing stops until a new connection is ready',
+          ),
+        'the timed-out publish',
+      );
       adapter.publish('hung-c', 1);
       adapter.publish('hung-d', 1);
       adapter.publishNumbersChanged('hung-owner', ['hung-e']);
@@ -137,10 +180,15 @@ describe('the engine adapter with a hung engine (core/adapters/valkey-wakeups.ts
       capture.restore();
       redis.resume();
     }
-    const failures = lines().filter((line) => 'WakeupPublishFailures' in line).map((line) => line.WakeupPublishFailures);
+    const failures = lines()
+      .filter((line) => 'WakeupPublishFailures' in line)
+      .map((line) => line.WakeupPublishFailures);
     expect(failures).toEqual([1, 3]);
     // The timed-out one was written before the drop (the engine handles it on SIGCONT); those after never were.
-    await until(async () => (await engine.get(inboxHeadKey('hung-b'))) === '1', 'the engine to handle what was written before it stopped');
+    await until(
+      async () => (await engine.get(inboxHeadKey('hung-b'))) === '1',
+      'the engine to handle what was written before it stopped',
+    );
     expect(await engine.mget(inboxHeadKey('hung-c'), inboxHeadKey('hung-d'))).toEqual([null, null]);
   });
 });

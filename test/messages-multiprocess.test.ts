@@ -2,12 +2,16 @@ import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { POLL_INTERVAL_MS } from '../core/messaging/hub-polling';
 import { EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import {
-  MessageKind, type ProgrammableNumber,
-} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { MessageKind, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
-import { messagingAccount, openStream, provisionNumber, type MessagingAccount, type OpenStream } from './support/messages';
+import {
+  messagingAccount,
+  openStream,
+  provisionNumber,
+  type MessagingAccount,
+  type OpenStream,
+} from './support/messages';
 import { startSecondProcess, type SecondProcess } from './support/second-service';
 import { startTestService, type TestService } from './support/service';
 
@@ -58,7 +62,10 @@ type Process = 1 | 2;
 
 /** A stream of the account on process 1 or 2 (cancelled after the test). */
 function streamOn(process: Process, owner: Account, cursor = ''): OpenStream {
-  const opened = openStream({ numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token }, cursor);
+  const opened = openStream(
+    { numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token },
+    cursor,
+  );
   streams.push(opened);
   return opened;
 }
@@ -67,9 +74,11 @@ function streamOn(process: Process, owner: Account, cursor = ''): OpenStream {
 async function sendVia(process: Process, token: string, body: Record<string, unknown>) {
   const base = process === 1 ? service.issuer : `http://127.0.0.1:${second.httpPort}`;
   const response = await fetch(`${base}/api/messages`, {
-    method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
   });
-  const json = await response.json() as { message_id: string };
+  const json = (await response.json()) as { message_id: string };
   expect(response.status, JSON.stringify(json)).toBe(202);
   return json;
 }
@@ -78,7 +87,11 @@ async function sendVia(process: Process, token: string, body: Record<string, unk
 async function oneByOne(opened: OpenStream, via: Process, owner: Account, to: ProgrammableNumber, count: number) {
   for (let index = 0; index < count; index++) {
     const before = opened.messages.length;
-    const sent = await sendVia(via, owner.api, { from: owner.app.owner.svcnum, to: to.svcnum, text: `p${via} #${index}` });
+    const sent = await sendVia(via, owner.api, {
+      from: owner.app.owner.svcnum,
+      to: to.svcnum,
+      text: `p${via} #${index}`,
+    });
     const [received] = (await opened.waitFor(before + 1, CROSS_PROCESS_DEADLINE_MS)).slice(before);
     expect(received!.messageId).toBe(sent.message_id);
     await sleep(Math.random() * POLL_INTERVAL_MS); // land at different points of the poll cycle
@@ -98,7 +111,10 @@ describe('two processes sharing one DynamoDB', () => {
     await oneByOne(opened, 1, owner, number, 5);
     expect(opened.messages.map((message) => message.text)).toEqual(['p1 #0', 'p1 #1', 'p1 #2', 'p1 #3', 'p1 #4']);
     expect(opened.messages[0]).toMatchObject({
-      toSvcnumId: number.svcnumId, fromSvcnum: owner.app.owner.svcnum, senderEntityType: EntityType.ENTITY_TYPE_BUSINESS, kind: MessageKind.MESSAGE_KIND_MESSAGE,
+      toSvcnumId: number.svcnumId,
+      fromSvcnum: owner.app.owner.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_BUSINESS,
+      kind: MessageKind.MESSAGE_KIND_MESSAGE,
     });
   });
 
@@ -115,32 +131,50 @@ describe('two processes sharing one DynamoDB', () => {
     const [first, other] = [await provision(owner, 'N1'), await provision(owner, 'N2')];
     const [on1, on2] = [streamOn(1, owner), streamOn(2, owner)];
     // Concurrent senders through both processes, to both numbers.
-    await Promise.all(([1, 2] as const).map(async (via) => {
-      for (let index = 0; index < 10; index++) {
-        await sendVia(via, owner.api, { from: owner.app.owner.svcnum, to: (index % 2 ? first : other)!.svcnum, text: `via ${via} #${index}` });
-      }
-    }));
+    await Promise.all(
+      ([1, 2] as const).map(async (via) => {
+        for (let index = 0; index < 10; index++) {
+          await sendVia(via, owner.api, {
+            from: owner.app.owner.svcnum,
+            to: (index % 2 ? first : other)!.svcnum,
+            text: `via ${via} #${index}`,
+          });
+        }
+      }),
+    );
     await Promise.all([on1.waitFor(20), on2.waitFor(20)]);
     await sleep(2 * POLL_INTERVAL_MS + 200);
     expect(on1.messages).toHaveLength(20);
     expect(on2.messages).toHaveLength(20);
     for (const number of [first!, other!]) {
-      const order = (opened: OpenStream) => opened.messages.filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.messageId);
-      const stored = (await service.core.store.readInbox(number.svcnumId, 0, 100)).map((entry) => ('messageId' in entry ? entry.messageId : 'tombstone'));
+      const order = (opened: OpenStream) =>
+        opened.messages.filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.messageId);
+      const stored = (await service.core.store.readInbox(number.svcnumId, 0, 100)).map((entry) =>
+        'messageId' in entry ? entry.messageId : 'tombstone',
+      );
       expect(order(on1)).toEqual(stored);
       expect(order(on2)).toEqual(stored);
     }
   });
 
-  it('an auto-reply produced by process 2 reaches the sender\'s stream on process 1', async () => {
+  it("an auto-reply produced by process 2 reaches the sender's stream on process 1", async () => {
     const [ownerA, ownerB] = await Promise.all([account(), account()]);
     const a = await provision(ownerA, 'A', { autoReply: 'A answers' });
     const b = await provision(ownerB, 'B');
     const [streamA, streamB] = [streamOn(1, ownerA), streamOn(1, ownerB)];
     await sendVia(2, ownerB.api, { from: b.svcnum, to: a.svcnum, text: 'question' });
     const [reply] = await streamB.waitFor(1, CROSS_PROCESS_DEADLINE_MS);
-    expect(reply).toMatchObject({ kind: MessageKind.MESSAGE_KIND_AUTO_REPLY, fromSvcnum: a.svcnum, toSvcnumId: b.svcnumId, text: 'A answers' });
-    expect((await streamA.waitFor(1, CROSS_PROCESS_DEADLINE_MS))[0]).toMatchObject({ kind: MessageKind.MESSAGE_KIND_MESSAGE, fromSvcnum: b.svcnum, text: 'question' });
+    expect(reply).toMatchObject({
+      kind: MessageKind.MESSAGE_KIND_AUTO_REPLY,
+      fromSvcnum: a.svcnum,
+      toSvcnumId: b.svcnumId,
+      text: 'A answers',
+    });
+    expect((await streamA.waitFor(1, CROSS_PROCESS_DEADLINE_MS))[0]).toMatchObject({
+      kind: MessageKind.MESSAGE_KIND_MESSAGE,
+      fromSvcnum: b.svcnum,
+      text: 'question',
+    });
   });
 
   it('a message written after the other process saw its sequence counted is still delivered there', async () => {
@@ -181,6 +215,13 @@ describe('two processes sharing one DynamoDB', () => {
     const resumed = streamOn(1, owner, on2.messages.at(-1)!.cursor);
     await resumed.waitFor(3);
     await sleep(500);
-    expect([...on2.messages, ...resumed.messages].map((message) => message.text)).toEqual(['m0', 'm1', 'm2', 'm3', 'm4', 'm5']);
+    expect([...on2.messages, ...resumed.messages].map((message) => message.text)).toEqual([
+      'm0',
+      'm1',
+      'm2',
+      'm3',
+      'm4',
+      'm5',
+    ]);
   });
 });

@@ -6,9 +6,16 @@ import { DAY } from '../core/kernel/config';
 import { MESSAGE_RETENTION_MS } from '../core/messaging/send';
 import { isTombstone } from '../core/messaging/store';
 import { tableNames } from '../core/tables';
-import { CreateAgentRequest, IssueAgentTokenRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  CreateAgentRequest,
+  IssueAgentTokenRequest,
+  type CreateAgentResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { localDynamoClient } from '../local/embedded-dynamo';
 import { LOCAL_TABLE_PREFIX } from '../local/runner';
 import { call, currentToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
@@ -32,15 +39,34 @@ afterAll(async () => {
 
 async function sender() {
   const token = await currentToken(service, app);
-  const agent = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Sender' }), token);
-  return async () => (await call<IssueAgentTokenRequest, AccessToken>(app.agents, 'issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }), await currentToken(service, app))).accessToken;
+  const agent = await call<CreateAgentRequest, CreateAgentResponse>(
+    app.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial({ displayName: 'Sender' }),
+    token,
+  );
+  return async () =>
+    (
+      await call<IssueAgentTokenRequest, AccessToken>(
+        app.agents,
+        'issueAgentToken',
+        IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }),
+        await currentToken(service, app),
+      )
+    ).accessToken;
 }
 
 describe('message retention', () => {
   it('passes over expired messages, and skips a swept hole at once without writing tombstones', async () => {
-    const number = await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Inbox' }), await currentToken(service, app));
+    const number = await call<ProvisionNumberRequest, ProgrammableNumber>(
+      app.numbers,
+      'provisionNumber',
+      ProvisionNumberRequest.fromPartial({ displayName: 'Inbox' }),
+      await currentToken(service, app),
+    );
     const agentToken = await sender();
-    for (const text of ['old 1', 'old 2', 'old 3']) expect((await sendMessage(service, await agentToken(), { to: number.svcnum, text })).status).toBe(202);
+    for (const text of ['old 1', 'old 2', 'old 3'])
+      expect((await sendMessage(service, await agentToken(), { to: number.svcnum, text })).status).toBe(202);
     service.clock.advance(MESSAGE_RETENTION_MS + DAY);
     expect((await sendMessage(service, await agentToken(), { to: number.svcnum, text: 'fresh' })).status).toBe(202);
 
@@ -52,7 +78,13 @@ describe('message retention', () => {
 
     // The sweeper removes the first two (as DynamoDB TTL would): a hole before old 3.
     const db = documentClient(localDynamoClient(service.dynamoEndpoint));
-    for (const seq of [1, 2]) await db.send(new DeleteCommand({ TableName: tableNames(LOCAL_TABLE_PREFIX).messages, Key: { inboxId: number.svcnumId, seq: seqKey(seq) } }));
+    for (const seq of [1, 2])
+      await db.send(
+        new DeleteCommand({
+          TableName: tableNames(LOCAL_TABLE_PREFIX).messages,
+          Key: { inboxId: number.svcnumId, seq: seqKey(seq) },
+        }),
+      );
     db.destroy();
     // The test clock stands still: were the hole taken for a gap, its grace would never pass, and
     // `fresh` would never come (nor would a tombstone be written for it).

@@ -1,8 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateAgentRequest, IssueAgentTokenRequest, type CreateAgentResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  CreateAgentRequest,
+  IssueAgentTokenRequest,
+  type CreateAgentResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import { EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { MessageKind, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  MessageKind,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { openStream, sendMessage } from './support/messages';
 import { startTestService, type TestService } from './support/service';
@@ -20,10 +28,25 @@ afterAll(async () => {
 });
 
 describe('message flow (smoke)', () => {
-  it('an agent sends to a programmable number; the owner\'s stream receives it, and a resume cursor skips it', async () => {
-    const number = await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Inbox' }), app.token);
-    const agent = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Sender' }), app.token);
-    const agentToken = await call<IssueAgentTokenRequest, AccessToken>(app.agents, 'issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }), app.token);
+  it("an agent sends to a programmable number; the owner's stream receives it, and a resume cursor skips it", async () => {
+    const number = await call<ProvisionNumberRequest, ProgrammableNumber>(
+      app.numbers,
+      'provisionNumber',
+      ProvisionNumberRequest.fromPartial({ displayName: 'Inbox' }),
+      app.token,
+    );
+    const agent = await call<CreateAgentRequest, CreateAgentResponse>(
+      app.agents,
+      'createAgent',
+      CreateAgentRequest.fromPartial({ displayName: 'Sender' }),
+      app.token,
+    );
+    const agentToken = await call<IssueAgentTokenRequest, AccessToken>(
+      app.agents,
+      'issueAgentToken',
+      IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }),
+      app.token,
+    );
 
     const stream = openStream(app);
     const sent = await sendMessage(service, agentToken.accessToken, { to: number.svcnum, text: 'hello' });
@@ -31,8 +54,13 @@ describe('message flow (smoke)', () => {
     expect(sent.json).toMatchObject({ from: agent.agent!.svcnum, to: number.svcnum });
     const [received] = await stream.waitFor(1);
     expect(received).toMatchObject({
-      messageId: sent.json.message_id, toSvcnumId: number.svcnumId, toSvcnum: number.svcnum, fromSvcnum: agent.agent!.svcnum,
-      senderEntityType: EntityType.ENTITY_TYPE_AI_AGENT, kind: MessageKind.MESSAGE_KIND_MESSAGE, text: 'hello',
+      messageId: sent.json.message_id,
+      toSvcnumId: number.svcnumId,
+      toSvcnum: number.svcnum,
+      fromSvcnum: agent.agent!.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_AI_AGENT,
+      kind: MessageKind.MESSAGE_KIND_MESSAGE,
+      text: 'hello',
     });
     stream.cancel();
 

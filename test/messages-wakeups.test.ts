@@ -9,7 +9,13 @@ import { latestWakeups, type InboxWakeups } from '../core/messaging/wakeups';
 import type { ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
-import { messagingAccount, openStream, provisionNumber, type MessagingAccount, type OpenStream } from './support/messages';
+import {
+  messagingAccount,
+  openStream,
+  provisionNumber,
+  type MessagingAccount,
+  type OpenStream,
+} from './support/messages';
 import { startRedis, type TestRedis } from './support/redis';
 import { startSecondProcess, type SecondProcess } from './support/second-service';
 import { startTestService, type TestService } from './support/service';
@@ -34,9 +40,18 @@ const streams: OpenStream[] = [];
 beforeAll(async () => {
   redis = await startRedis();
   // Streams re-list their owner's numbers only every hour: a new number that joins was announced.
-  service = await startTestService({ wrapStore: inbox.wrap, wakeupEngine: redis.engine, messagePolling: { safetyPollMs: 3_600_000, relistMs: 3_600_000, engineCheckMs: ENGINE_CHECK_MS } });
+  service = await startTestService({
+    wrapStore: inbox.wrap,
+    wakeupEngine: redis.engine,
+    messagePolling: { safetyPollMs: 3_600_000, relistMs: 3_600_000, engineCheckMs: ENGINE_CHECK_MS },
+  });
   await seedPool(service, '85', 40);
-  second = await startSecondProcess(service, { VALKEY_URL: redis.url, MESSAGE_SAFETY_POLL_MS: '1000', MESSAGE_RELIST_MS: '3600000', LOG_LEVEL: 'INFO' });
+  second = await startSecondProcess(service, {
+    VALKEY_URL: redis.url,
+    MESSAGE_SAFETY_POLL_MS: '1000',
+    MESSAGE_RELIST_MS: '3600000',
+    LOG_LEVEL: 'INFO',
+  });
 });
 afterEach(() => {
   for (const stream of streams.splice(0)) stream.cancel();
@@ -62,10 +77,14 @@ async function until(condition: () => boolean, what: string, timeoutMs = 15_000)
 type Account = MessagingAccount;
 const account = () => messagingAccount(service, apps);
 
-const provision = (owner: Account, displayName: string, on: 1 | 2 = 1) => provisionNumber(owner, displayName, {}, on === 1 ? owner.app.numbers : second.numbers);
+const provision = (owner: Account, displayName: string, on: 1 | 2 = 1) =>
+  provisionNumber(owner, displayName, {}, on === 1 ? owner.app.numbers : second.numbers);
 
 function streamOn(process: 1 | 2, owner: Account, cursor = ''): OpenStream {
-  const opened = openStream({ numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token }, cursor);
+  const opened = openStream(
+    { numbers: process === 1 ? owner.app.numbers : second.numbers, token: owner.app.token },
+    cursor,
+  );
   streams.push(opened);
   return opened;
 }
@@ -74,10 +93,11 @@ function streamOn(process: 1 | 2, owner: Account, cursor = ''): OpenStream {
 async function sendVia(process: 1 | 2, owner: Account, to: ProgrammableNumber, text: string) {
   const base = process === 1 ? service.issuer : `http://127.0.0.1:${second.httpPort}`;
   const response = await fetch(`${base}/api/messages`, {
-    method: 'POST', headers: { Authorization: `Bearer ${owner.api}`, 'Content-Type': 'application/json' },
+    method: 'POST',
+    headers: { Authorization: `Bearer ${owner.api}`, 'Content-Type': 'application/json' },
     body: JSON.stringify({ from: owner.app.owner.svcnum, to: to.svcnum, text }),
   });
-  const json = await response.json() as { message_id: string };
+  const json = (await response.json()) as { message_id: string };
   expect(response.status, JSON.stringify(json)).toBe(202);
   return json.message_id;
 }
@@ -89,18 +109,34 @@ async function subscribed(number: ProgrammableNumber) {
   await until(() => wakeups().ready(), 'the subscriber to be ready');
 }
 /** Stores a message in `number`'s inbox as a writer would, and tells no one (its wake-up lost); returns its id. */
-async function storeUnannounced(owner: Account, number: ProgrammableNumber, text: string): Promise<{ seq: number; messageId: string }> {
+async function storeUnannounced(
+  owner: Account,
+  number: ProgrammableNumber,
+  text: string,
+): Promise<{ seq: number; messageId: string }> {
   const seq = await inbox.raw.nextSeq(number.svcnumId);
   const acceptedAt = Date.now();
   const messageId = newUlid({ now: () => acceptedAt }, systemRandom);
-  await inbox.raw.appendMessage({
-    inboxId: number.svcnumId, seq, messageId, acceptedAt, fromSvcnum: owner.app.owner.svcnum, senderEntityType: 'business',
-    toSvcnum: number.svcnum, text, kind: 'message', hops: 0,
-  }, acceptedAt + MESSAGE_RETENTION_MS);
+  await inbox.raw.appendMessage(
+    {
+      inboxId: number.svcnumId,
+      seq,
+      messageId,
+      acceptedAt,
+      fromSvcnum: owner.app.owner.svcnum,
+      senderEntityType: 'business',
+      toSvcnum: number.svcnum,
+      text,
+      kind: 'message',
+      hops: 0,
+    },
+    acceptedAt + MESSAGE_RETENTION_MS,
+  );
   return { seq, messageId };
 }
 /** The message ids stored in an inbox, in order (what a stream must deliver, exactly). */
-const stored = async (inboxId: string) => (await inbox.raw.readInbox(inboxId, 0, 100)).flatMap((entry) => ('messageId' in entry ? [entry.messageId] : []));
+const stored = async (inboxId: string) =>
+  (await inbox.raw.readInbox(inboxId, 0, 100)).flatMap((entry) => ('messageId' in entry ? [entry.messageId] : []));
 /** Process 2's log lines with this message. */
 const logged = (message: string) => second.lines.filter((line) => line.includes(`"message":"${message}`));
 
@@ -145,7 +181,7 @@ describe('wake-ups across processes through the engine', () => {
     expect(missed).toMatchObject({ messageId, text: 'never announced' });
   });
 
-  it('a wake-up that reached the engine but not the stream\'s process arrives by the engine check (process 1: every 300 ms), with no store poll', async () => {
+  it("a wake-up that reached the engine but not the stream's process arrives by the engine check (process 1: every 300 ms), with no store poll", async () => {
     const owner = await account();
     const number = await provision(owner, 'Missed on 1');
     const opened = streamOn(1, owner);
@@ -179,10 +215,18 @@ describe('wake-ups across processes through the engine', () => {
 
     const fromTwo = await provision(owner, 'Provisioned on 2', 2);
     const fromOne = await provision(owner, 'Provisioned on 1', 1);
-    const sent = [await sendVia(2, owner, fromTwo, 'to the number of 2'), await sendVia(1, owner, fromOne, 'to the number of 1')];
+    const sent = [
+      await sendVia(2, owner, fromTwo, 'to the number of 2'),
+      await sendVia(1, owner, fromOne, 'to the number of 1'),
+    ];
     for (const opened of [onOne, onTwo]) {
       const received = await opened.waitFor(3);
-      expect(received.slice(1).map((message) => message.messageId).sort()).toEqual([...sent].sort());
+      expect(
+        received
+          .slice(1)
+          .map((message) => message.messageId)
+          .sort(),
+      ).toEqual([...sent].sort());
     }
   });
 
@@ -229,13 +273,18 @@ describe('wake-ups across processes through the engine', () => {
     const ids = opened.messages.map((message) => message.messageId);
     expect(ids).toEqual(await stored(number.svcnumId));
     expect(new Set(ids).size).toBe(sent);
-    expect(opened.messages.map((message) => message.text)).toEqual(Array.from({ length: sent }, (_, index) => expect.stringMatching(new RegExp(`^m${index} via`))));
+    expect(opened.messages.map((message) => message.text)).toEqual(
+      Array.from({ length: sent }, (_, index) => expect.stringMatching(new RegExp(`^m${index} via`))),
+    );
   });
 });
 
 /** The JSON lines written to stdout while `run` runs. */
 async function linesOf(run: () => Promise<unknown>): Promise<Array<Record<string, unknown>>> {
-  return (await capturedStdout(run)).split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+  return (await capturedStdout(run))
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
 describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
@@ -250,14 +299,20 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
     let adapter: InboxWakeups | undefined;
     const lines = await linesOf(async () => {
       adapter = createValkeyWakeups(engine, { telemetry, firstConnectMs: 200 });
-      adapter.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]), numbersChanged: (ownerId, inboxIds) => gained.push([ownerId, inboxIds]) });
+      adapter.listen({
+        wakeup: (inboxId, seq) => woken.push([inboxId, seq]),
+        numbersChanged: (ownerId, inboxIds) => gained.push([ownerId, inboxIds]),
+      });
       // Returned at once; close waits for them to end (here: fail).
       adapter.publish('inbox-secret-id', 7);
       adapter.publish('inbox-secret-id', 8);
       adapter.publishNumbersChanged('owner-secret-id', ['inbox-secret-id']);
       await adapter.close();
     });
-    expect(woken).toEqual([['inbox-secret-id', 7], ['inbox-secret-id', 8]]);
+    expect(woken).toEqual([
+      ['inbox-secret-id', 7],
+      ['inbox-secret-id', 8],
+    ]);
     expect(gained).toEqual([['owner-secret-id', ['inbox-secret-id']]]);
     // The first failure is said at once; the next are summed into the line written at close.
     const warnings = lines.filter((line) => line.level === 'WARN');
@@ -265,8 +320,13 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
     expect(warnings[0]).toMatchObject({ service: 'svcnum-task', engine: gone.engine.address });
     const counted = lines.filter((line) => 'WakeupPublishFailures' in line);
     expect(counted.map((line) => line.WakeupPublishFailures)).toEqual([1, 2]);
-    expect(counted[0]!._aws).toMatchObject({ CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }] }] });
-    for (const line of lines) expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id|owner-secret-id/);
+    expect(counted[0]!._aws).toMatchObject({
+      CloudWatchMetrics: [
+        { Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }] },
+      ],
+    });
+    for (const line of lines)
+      expect(JSON.stringify(line)).not.toMatch(/never-logged-pw|inbox-secret-id|owner-secret-id/);
   });
 
   it('wake-ups of one inbox stored while one is being published are folded into one, of the highest sequence, behind the caller; past the bound of inboxes one is refused', async () => {
@@ -290,7 +350,11 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
     expect(settled).toBe(false);
     release();
     await settling;
-    expect(published).toEqual([['a', 1], ['b', 7], ['a', 6]]);
+    expect(published).toEqual([
+      ['a', 1],
+      ['b', 7],
+      ['a', 6],
+    ]);
     expect(queue.pending()).toBe(0);
     // Nothing waits: the next one goes at once, alone.
     queue.push('a', 8);
@@ -299,12 +363,16 @@ describe('the engine adapter (core/adapters/valkey-wakeups.ts)', () => {
   });
 
   it('signs in with the user and password of VALKEY_URL (an ACL user); a wrong password never becomes ready', async () => {
-    const secured = await startRedis({ extra: ['--user', 'default', 'off', '--user', 'svcnum', 'on', '>s3cret-pw', '~*', '&*', '+@all'] });
+    const secured = await startRedis({
+      extra: ['--user', 'default', 'off', '--user', 'svcnum', 'on', '>s3cret-pw', '~*', '&*', '+@all'],
+    });
     const engine = (url: string) => readRuntimeConfig('local', { VALKEY_URL: url }).service.wakeupEngine!;
     const good = engine(`redis://svcnum:s3cret-pw@127.0.0.1:${secured.port}`);
     const subscriber = createValkeyWakeups(good, { telemetry: { logLevel: 'SILENT' } });
     const publisher = createValkeyWakeups(good, { telemetry: { logLevel: 'SILENT' } });
-    const wrong = createValkeyWakeups(engine(`redis://svcnum:wrong@127.0.0.1:${secured.port}`), { telemetry: { logLevel: 'SILENT' } });
+    const wrong = createValkeyWakeups(engine(`redis://svcnum:wrong@127.0.0.1:${secured.port}`), {
+      telemetry: { logLevel: 'SILENT' },
+    });
     try {
       const woken: Array<[string, number]> = [];
       subscriber.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]) });

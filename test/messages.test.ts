@@ -10,16 +10,35 @@ import { isTombstone, type StoredMessage } from '../core/messaging/store';
 import { GAP_GRACE_MS } from '../core/messaging/follow';
 import { POLL_INTERVAL_MS } from '../core/messaging/hub-polling';
 import {
-  CreateAgentRequest, type CreateAgentResponse, ExchangeTokenRequest, type ExchangeTokenResponse, IssueAgentTokenRequest,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  ExchangeTokenRequest,
+  type ExchangeTokenResponse,
+  IssueAgentTokenRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { type AccessToken, EntityType } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { CloseMaskRequest, CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import {
-  ConfigureProgrammableRequest, type IncomingMessage, MessageKind, type ProgrammableConfig, type ProgrammableNumber,
+  CloseMaskRequest,
+  CreateMaskRequest,
+  type Mask,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  ConfigureProgrammableRequest,
+  type IncomingMessage,
+  MessageKind,
+  type ProgrammableConfig,
+  type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, clientCredentialsToken, failure, seedPool, type ProvisioningApp } from './support/grpc';
 import { InboxFaults } from './support/message-faults';
-import { messagingAccount, openStream, provisionNumber, sendMessage, type MessagingAccount, type OpenStream } from './support/messages';
+import {
+  messagingAccount,
+  openStream,
+  provisionNumber,
+  sendMessage,
+  type MessagingAccount,
+  type OpenStream,
+} from './support/messages';
 import { startTestService, type TestService } from './support/service';
 
 // The message flow end to end, over real HTTP (POST /api/messages) and gRPC (StreamAllMessages):
@@ -58,17 +77,38 @@ const account = (accountType: 'business' | 'person' = 'business') => messagingAc
 const provision = provisionNumber;
 
 const configure = (owner: Account, svcnumId: string, config: Partial<ProgrammableConfig>) =>
-  call<ConfigureProgrammableRequest, ProgrammableNumber>(owner.app.numbers, 'configureProgrammable',
-    ConfigureProgrammableRequest.fromPartial({ svcnumId, config: { autoReply: '', forwardToSvcnumId: '', ...config } }), owner.app.token);
+  call<ConfigureProgrammableRequest, ProgrammableNumber>(
+    owner.app.numbers,
+    'configureProgrammable',
+    ConfigureProgrammableRequest.fromPartial({ svcnumId, config: { autoReply: '', forwardToSvcnumId: '', ...config } }),
+    owner.app.token,
+  );
 
 const createAgent = (owner: Account, displayName: string) =>
-  call<CreateAgentRequest, CreateAgentResponse>(owner.app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName }), owner.app.token);
+  call<CreateAgentRequest, CreateAgentResponse>(
+    owner.app.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial({ displayName }),
+    owner.app.token,
+  );
 
 const agentToken = async (owner: Account, svcnumId: string) =>
-  (await call<IssueAgentTokenRequest, AccessToken>(owner.app.agents, 'issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId }), owner.app.token)).accessToken;
+  (
+    await call<IssueAgentTokenRequest, AccessToken>(
+      owner.app.agents,
+      'issueAgentToken',
+      IssueAgentTokenRequest.fromPartial({ svcnumId }),
+      owner.app.token,
+    )
+  ).accessToken;
 
 const createMask = (owner: Account, participantA: string, participantB: string, ttlSeconds = 600) =>
-  call<CreateMaskRequest, Mask>(owner.app.masks, 'createMask', CreateMaskRequest.fromPartial({ participantA, participantB, ttlSeconds, scope: 'test.bridge' }), owner.app.token);
+  call<CreateMaskRequest, Mask>(
+    owner.app.masks,
+    'createMask',
+    CreateMaskRequest.fromPartial({ participantA, participantB, ttlSeconds, scope: 'test.bridge' }),
+    owner.app.token,
+  );
 
 /** A stream of the account, cancelled after the test. */
 function stream(owner: Account, cursor = ''): OpenStream {
@@ -86,7 +126,9 @@ async function send(token: string, body: Record<string, unknown>) {
 
 /** The stored messages of an inbox (tombstones left out), oldest first. */
 async function stored(inboxId: string): Promise<StoredMessage[]> {
-  return (await service.core.store.readInbox(inboxId, 0, 1000)).filter((entry): entry is StoredMessage => !isTombstone(entry));
+  return (await service.core.store.readInbox(inboxId, 0, 1000)).filter(
+    (entry): entry is StoredMessage => !isTombstone(entry),
+  );
 }
 
 /**
@@ -103,15 +145,23 @@ async function exactly(opened: OpenStream, count: number, timeoutMs = 10_000): P
   return opened.messages;
 }
 
-const KIND_NAMES: Record<number, string> = { [MessageKind.MESSAGE_KIND_MESSAGE]: 'message', [MessageKind.MESSAGE_KIND_AUTO_REPLY]: 'auto_reply', [MessageKind.MESSAGE_KIND_FORWARD]: 'forward' };
+const KIND_NAMES: Record<number, string> = {
+  [MessageKind.MESSAGE_KIND_MESSAGE]: 'message',
+  [MessageKind.MESSAGE_KIND_AUTO_REPLY]: 'auto_reply',
+  [MessageKind.MESSAGE_KIND_FORWARD]: 'forward',
+};
 /** A readable one-line view of a received message, for exact set assertions. */
 const summary = (message: IncomingMessage) =>
   `${KIND_NAMES[message.kind] ?? message.kind} ${message.fromSvcnum}→${message.toSvcnum}${message.forwardedBy ? ` by ${message.forwardedBy}` : ''}: ${message.text}`;
 const storedSummary = (message: StoredMessage) =>
   `${message.kind} ${message.fromSvcnum}→${message.toSvcnum}${message.forwardedBy ? ` by ${message.forwardedBy}` : ''}: ${message.text} (hops ${message.hops})`;
 
-/** The positions a cursor carries (readable, not secret): its JSON before the 32-byte HMAC tag (core/kernel/page-token.ts). */
-const cursorPositions = (cursor: string) => JSON.parse(Buffer.from(cursor, 'base64url').subarray(0, -32).toString('utf8')) as Record<string, number>;
+/**
+ * The positions a cursor carries (readable, not secret): its JSON before the 32-byte HMAC tag
+ * (core/kernel/page-token.ts).
+ */
+const cursorPositions = (cursor: string) =>
+  JSON.parse(Buffer.from(cursor, 'base64url').subarray(0, -32).toString('utf8')) as Record<string, number>;
 
 describe('send → stream', () => {
   it('delivers a message with every field, as the sender its token names', async () => {
@@ -124,7 +174,12 @@ describe('send → stream', () => {
     // 1. An agent's token from IssueAgentToken sends as the agent.
     const issued = await agentToken(owner, agent.agent!.svcnumId);
     const sent = await send(issued, { to: number.svcnum, text: 'hello' });
-    expect(sent).toEqual({ message_id: expect.stringMatching(ULID), from: agent.agent!.svcnum, to: number.svcnum, accepted_at: expect.any(String) });
+    expect(sent).toEqual({
+      message_id: expect.stringMatching(ULID),
+      from: agent.agent!.svcnum,
+      to: number.svcnum,
+      accepted_at: expect.any(String),
+    });
     expect(new Date(sent.accepted_at).toISOString()).toBe(sent.accepted_at);
     const [received] = await opened.waitFor(1);
     expect(received).toEqual({
@@ -143,21 +198,40 @@ describe('send → stream', () => {
 
     // 2. The agent's own client_credentials token sends as the agent too.
     const ownToken = await clientCredentialsToken(service, agent.clientId, agent.clientSecret, 'messaging');
-    expect((await send(ownToken, { to: number.svcnum, text: 'via client_credentials' })).from).toBe(agent.agent!.svcnum);
+    expect((await send(ownToken, { to: number.svcnum, text: 'via client_credentials' })).from).toBe(
+      agent.agent!.svcnum,
+    );
 
     // 3. A lent number (token exchange: subject = the number, actor = the agent) sends as the number.
-    const exchanged = await call<ExchangeTokenRequest, ExchangeTokenResponse>(owner.app.agents, 'exchangeToken', ExchangeTokenRequest.fromPartial({
-      subjectToken: lent.svcnumId, subjectTokenType: 'urn:svcnum:params:oauth:token-type:svcnum-id',
-      actorToken: issued, actorTokenType: 'urn:ietf:params:oauth:token-type:access_token', scope: 'messaging',
-    }), owner.app.token);
-    expect((await send(exchanged.accessToken, { to: number.svcnum, text: 'as the lent number' })).from).toBe(lent.svcnum);
+    const exchanged = await call<ExchangeTokenRequest, ExchangeTokenResponse>(
+      owner.app.agents,
+      'exchangeToken',
+      ExchangeTokenRequest.fromPartial({
+        subjectToken: lent.svcnumId,
+        subjectTokenType: 'urn:svcnum:params:oauth:token-type:svcnum-id',
+        actorToken: issued,
+        actorTokenType: 'urn:ietf:params:oauth:token-type:access_token',
+        scope: 'messaging',
+      }),
+      owner.app.token,
+    );
+    expect((await send(exchanged.accessToken, { to: number.svcnum, text: 'as the lent number' })).from).toBe(
+      lent.svcnum,
+    );
 
     // 4. The account's External API client sends from any number of the account: its own, a
     //    programmable number, an agent. Numbers may be written with +, spaces and dashes.
-    expect((await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: 'from the account' })).from).toBe(owner.app.owner.svcnum);
-    expect((await send(owner.api, { from: `+${lent.svcnum}`, to: number.svcnum, text: 'from its number' })).from).toBe(lent.svcnum);
+    expect(
+      (await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: 'from the account' })).from,
+    ).toBe(owner.app.owner.svcnum);
+    expect((await send(owner.api, { from: `+${lent.svcnum}`, to: number.svcnum, text: 'from its number' })).from).toBe(
+      lent.svcnum,
+    );
     const spaced = `${number.svcnum.slice(0, 3)} ${number.svcnum.slice(3, 7)}-${number.svcnum.slice(7)}`;
-    expect(await send(owner.api, { from: agent.agent!.svcnum, to: spaced, text: 'from its agent' })).toMatchObject({ from: agent.agent!.svcnum, to: number.svcnum });
+    expect(await send(owner.api, { from: agent.agent!.svcnum, to: spaced, text: 'from its agent' })).toMatchObject({
+      from: agent.agent!.svcnum,
+      to: number.svcnum,
+    });
 
     const all = await exactly(opened, 6);
     expect(all.map((message) => [message.fromSvcnum, message.senderEntityType, message.text])).toEqual([
@@ -178,7 +252,8 @@ describe('send → stream', () => {
     const number = await provision(owner, 'Shared inbox');
     const opened = [stream(owner), stream(owner), stream(owner)];
     const sent = [];
-    for (const text of ['one', 'two', 'three']) sent.push((await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text })).message_id);
+    for (const text of ['one', 'two', 'three'])
+      sent.push((await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text })).message_id);
     await Promise.all(opened.map((each) => exactly(each, 3)));
     for (const each of opened) expect(each.messages.map((message) => message.messageId)).toEqual(sent);
   });
@@ -186,7 +261,8 @@ describe('send → stream', () => {
   it('delivers what arrived while no stream was open first, then live, in order', async () => {
     const owner = await account();
     const number = await provision(owner, 'Backlog');
-    for (const text of ['b1', 'b2', 'b3']) await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text });
+    for (const text of ['b1', 'b2', 'b3'])
+      await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text });
     const opened = stream(owner);
     expect((await opened.waitFor(3)).map((message) => message.text)).toEqual(['b1', 'b2', 'b3']);
     for (const text of ['l1', 'l2']) await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text });
@@ -198,26 +274,39 @@ describe('send → stream', () => {
     const [first, second] = [await provision(owner, 'First'), await provision(owner, 'Second')];
     const opened = stream(owner);
     // Two senders, one per number, each firing 25 messages back to back, concurrently.
-    const burst = (to: ProgrammableNumber) => (async () => {
-      for (let index = 0; index < 25; index++) await send(owner.api, { from: owner.app.owner.svcnum!, to: to.svcnum, text: `${to.displayName} ${index}` });
-    })();
+    const burst = (to: ProgrammableNumber) =>
+      (async () => {
+        for (let index = 0; index < 25; index++)
+          await send(owner.api, { from: owner.app.owner.svcnum!, to: to.svcnum, text: `${to.displayName} ${index}` });
+      })();
     await Promise.all([burst(first!), burst(second!)]);
     const received = await exactly(opened, 50);
     for (const number of [first!, second!]) {
-      expect(received.filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.text))
-        .toEqual(Array.from({ length: 25 }, (_, index) => `${number.displayName} ${index}`));
+      expect(
+        received.filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.text),
+      ).toEqual(Array.from({ length: 25 }, (_, index) => `${number.displayName} ${index}`));
     }
   });
 
-  it('delivers 50 concurrent sends to one number exactly once, in the inbox\'s order', async () => {
+  it("delivers 50 concurrent sends to one number exactly once, in the inbox's order", async () => {
     const owner = await account();
     const number = await provision(owner, 'Concurrent');
     const opened = stream(owner);
-    const sent = await Promise.all(Array.from({ length: 50 }, (_, index) => send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: `c${index}` })));
+    const sent = await Promise.all(
+      Array.from({ length: 50 }, (_, index) =>
+        send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: `c${index}` }),
+      ),
+    );
     const received = await exactly(opened, 50);
-    expect(new Set(received.map((message) => message.messageId))).toEqual(new Set(sent.map((reply) => reply.message_id)));
-    expect(received.map((message) => message.messageId)).toEqual((await stored(number.svcnumId)).map((message) => message.messageId));
-    expect(received.map((message) => cursorPositions(message.cursor)[number.svcnumId])).toEqual(Array.from({ length: 50 }, (_, index) => index + 1));
+    expect(new Set(received.map((message) => message.messageId))).toEqual(
+      new Set(sent.map((reply) => reply.message_id)),
+    );
+    expect(received.map((message) => message.messageId)).toEqual(
+      (await stored(number.svcnumId)).map((message) => message.messageId),
+    );
+    expect(received.map((message) => cursorPositions(message.cursor)[number.svcnumId])).toEqual(
+      Array.from({ length: 50 }, (_, index) => index + 1),
+    );
   });
 
   it('resumes after a dropped stream from the last processed cursor: nothing lost, nothing repeated', async () => {
@@ -256,8 +345,11 @@ describe('send → stream', () => {
     expect(new Set(ids)).toEqual(new Set(sentIds));
     // In order per number across the drop.
     for (const number of numbers) {
-      expect([...processed, ...rest].filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.messageId))
-        .toEqual((await stored(number.svcnumId)).map((message) => message.messageId));
+      expect(
+        [...processed, ...rest]
+          .filter((message) => message.toSvcnumId === number.svcnumId)
+          .map((message) => message.messageId),
+      ).toEqual((await stored(number.svcnumId)).map((message) => message.messageId));
     }
 
     // Resuming from an older cursor replays from exactly there (at least once, never before it).
@@ -265,7 +357,8 @@ describe('send → stream', () => {
     await exactly(replay, 25 - 3);
     const perNumber = (messages: IncomingMessage[], number: ProgrammableNumber) =>
       messages.filter((message) => message.toSvcnumId === number.svcnumId).map((message) => message.messageId);
-    for (const number of numbers) expect(perNumber(replay.messages, number)).toEqual(perNumber([...processed.slice(3), ...rest], number));
+    for (const number of numbers)
+      expect(perNumber(replay.messages, number)).toEqual(perNumber([...processed.slice(3), ...rest], number));
   });
 
   it('an ended stream leaves no timer behind (one would keep its state and call in memory until it fired)', async () => {
@@ -316,7 +409,9 @@ describe('send → stream', () => {
     await send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: 'x' });
     const [message] = await stream(owner).waitFor(1);
 
-    const forged = Buffer.from(JSON.stringify({ o: other.app.owner.svcnumId, p: { [number.svcnumId]: -1 } })).toString('base64url');
+    const forged = Buffer.from(JSON.stringify({ o: other.app.owner.svcnumId, p: { [number.svcnumId]: -1 } })).toString(
+      'base64url',
+    );
     for (const cursor of [message!.cursor, 'not a cursor', forged]) {
       const refused = stream(other, cursor);
       await expect(refused.waitFor(1, 5_000)).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
@@ -344,8 +439,9 @@ describe('send → stream', () => {
     await send(owner.api, { from, to: added.svcnum, text: 'early' });
     await send(owner.api, { from, to: added.svcnum, text: 'live' });
     const received = await exactly(opened, 3);
-    expect(received.map((message) => `${message.toSvcnumId === added.svcnumId ? 'added' : 'old'}: ${message.text}`))
-      .toEqual(['old: before', 'added: early', 'added: live']);
+    expect(
+      received.map((message) => `${message.toSvcnumId === added.svcnumId ? 'added' : 'old'}: ${message.text}`),
+    ).toEqual(['old: before', 'added: early', 'added: live']);
   });
 
   it('a number whose owner wake-up was lost (written by another process) joins at the periodic re-list', async () => {
@@ -354,7 +450,10 @@ describe('send → stream', () => {
     // Provisioned elsewhere, nobody told: the number as ProvisionNumber commits it, without its notice.
     const numbers = service.core.provisioning.numbers;
     const quiet = vi.spyOn(service.core.messaging.wakeups, 'publishNumbersChanged').mockImplementation(() => undefined);
-    const added = await numbers.provision({ ownerId: owner.app.owner.svcnumId, clientId: 'test' }, { displayName: 'Unannounced' });
+    const added = await numbers.provision(
+      { ownerId: owner.app.owner.svcnumId, clientId: 'test' },
+      { displayName: 'Unannounced' },
+    );
     expect(quiet).toHaveBeenCalledTimes(1);
     quiet.mockRestore();
     await send(owner.api, { from, to: added.svcnum, text: 'early' });
@@ -370,8 +469,9 @@ describe('send → stream', () => {
     }
     await send(owner.api, { from, to: added.svcnum, text: 'live' });
     const received = await exactly(opened, 4);
-    expect(received.map((message) => `${message.toSvcnumId === added.svcnumId ? 'added' : 'old'}: ${message.text}`).sort())
-      .toEqual(['added: early', 'added: live', 'old: before', 'old: wake']);
+    expect(
+      received.map((message) => `${message.toSvcnumId === added.svcnumId ? 'added' : 'old'}: ${message.text}`).sort(),
+    ).toEqual(['added: early', 'added: live', 'old: before', 'old: wake']);
     expect(received.at(-1)!.text).toBe('live');
   });
 
@@ -388,7 +488,7 @@ describe('send → stream', () => {
   });
 });
 
-describe('gaps in an inbox\'s sequence', () => {
+describe("gaps in an inbox's sequence", () => {
   it('a writer that took a sequence and never wrote: later messages arrive after GAP_GRACE_MS, the gap is tombstoned', async () => {
     const owner = await account();
     const number = await provision(owner, 'Gap');
@@ -410,9 +510,13 @@ describe('gaps in an inbox\'s sequence', () => {
     for (const each of opened) expect(each.messages.map((message) => message.text)).toEqual(['first', 'after the gap']);
     expect(service.clock.now() - started).toBeGreaterThanOrEqual(GAP_GRACE_MS);
     const entries = await service.core.store.readInbox(number.svcnumId, 0, 10);
-    expect(entries.map((entry) => (isTombstone(entry) ? `${entry.seq} tombstone` : `${entry.seq} ${entry.text}`))).toEqual(['1 first', '2 tombstone', '3 after the gap']);
+    expect(
+      entries.map((entry) => (isTombstone(entry) ? `${entry.seq} tombstone` : `${entry.seq} ${entry.text}`)),
+    ).toEqual(['1 first', '2 tombstone', '3 after the gap']);
     // Exactly one tombstone write won; the other reader found it and moved on.
-    expect(inbox.tombstones.filter((attempt) => attempt.written)).toEqual([{ inboxId: number.svcnumId, seq: 2, written: true }]);
+    expect(inbox.tombstones.filter((attempt) => attempt.written)).toEqual([
+      { inboxId: number.svcnumId, seq: 2, written: true },
+    ]);
 
     // The inbox is healthy afterwards: the next message comes with the clock stopped, so without
     // waiting any grace (a grace would never pass).
@@ -448,9 +552,14 @@ describe('gaps in an inbox\'s sequence', () => {
     const received = await exactly(opened, 3);
     expect(received.map((message) => message.text)).toEqual(['first', 'next', 'late']);
     expect(received[2]!.messageId).toBe(reply.json.message_id);
-    expect(inbox.appends.filter((append) => append.text === 'late')).toEqual([{ text: 'late', seq: 2, written: false }, { text: 'late', seq: 4, written: true }]);
+    expect(inbox.appends.filter((append) => append.text === 'late')).toEqual([
+      { text: 'late', seq: 2, written: false },
+      { text: 'late', seq: 4, written: true },
+    ]);
     const entries = await service.core.store.readInbox(number.svcnumId, 0, 10);
-    expect(entries.map((entry) => (isTombstone(entry) ? `${entry.seq} tombstone` : `${entry.seq} ${entry.text}`))).toEqual(['1 first', '2 tombstone', '3 next', '4 late']);
+    expect(
+      entries.map((entry) => (isTombstone(entry) ? `${entry.seq} tombstone` : `${entry.seq} ${entry.text}`)),
+    ).toEqual(['1 first', '2 tombstone', '3 next', '4 late']);
   });
 
   it('a slow writer that lands within the grace is delivered in its place, before what follows', async () => {
@@ -471,7 +580,7 @@ describe('gaps in an inbox\'s sequence', () => {
     expect(inbox.tombstones).toEqual([]);
   });
 
-  it('a late message written by another process just before the reader\'s tombstone is still delivered at once', async () => {
+  it("a late message written by another process just before the reader's tombstone is still delivered at once", async () => {
     const owner = await account();
     const number = await provision(owner, 'Race');
     const from = owner.app.owner.svcnum!;
@@ -483,10 +592,21 @@ describe('gaps in an inbox\'s sequence', () => {
     inbox.beforeTombstone(async (inboxId, seq) => {
       if (inboxId !== number.svcnumId || seq !== 1) return;
       const now = service.clock.now();
-      await inbox.raw.appendMessage({
-        inboxId, seq, messageId: newUlid(service.clock, systemRandom), fromSvcnum: from, senderEntityType: 'business',
-        toSvcnum: number.svcnum, text: 'first, late', kind: 'message', hops: 0, acceptedAt: now,
-      }, now + MESSAGE_RETENTION_MS);
+      await inbox.raw.appendMessage(
+        {
+          inboxId,
+          seq,
+          messageId: newUlid(service.clock, systemRandom),
+          fromSvcnum: from,
+          senderEntityType: 'business',
+          toSvcnum: number.svcnum,
+          text: 'first, late',
+          kind: 'message',
+          hops: 0,
+          acceptedAt: now,
+        },
+        now + MESSAGE_RETENTION_MS,
+      );
     });
     await inbox.gapSeen(number.svcnumId);
     service.clock.advance(GAP_GRACE_MS);
@@ -508,11 +628,25 @@ describe('gaps in an inbox\'s sequence', () => {
     // ...then the message is written. No notification reaches this process, and the counter
     // does not move again: the stream must still look again.
     const now = service.clock.now();
-    await inbox.raw.appendMessage({
-      inboxId: number.svcnumId, seq, messageId: newUlid(service.clock, systemRandom), fromSvcnum: from, senderEntityType: 'business',
-      toSvcnum: number.svcnum, text: 'written after the count', kind: 'message', hops: 0, acceptedAt: now,
-    }, now + MESSAGE_RETENTION_MS);
-    expect((await exactly(opened, 2, GAP_GRACE_MS)).map((message) => message.text)).toEqual(['first', 'written after the count']);
+    await inbox.raw.appendMessage(
+      {
+        inboxId: number.svcnumId,
+        seq,
+        messageId: newUlid(service.clock, systemRandom),
+        fromSvcnum: from,
+        senderEntityType: 'business',
+        toSvcnum: number.svcnum,
+        text: 'written after the count',
+        kind: 'message',
+        hops: 0,
+        acceptedAt: now,
+      },
+      now + MESSAGE_RETENTION_MS,
+    );
+    expect((await exactly(opened, 2, GAP_GRACE_MS)).map((message) => message.text)).toEqual([
+      'first',
+      'written after the count',
+    ]);
   });
 });
 
@@ -559,12 +693,15 @@ describe('a busy inbox: sequence claims and reads shared', () => {
   it('concurrent identical reads share one load while it runs; none is kept after it, a failure included', async () => {
     const loads: string[] = [];
     let fail = true;
-    const read = sharedReads(async (id: string) => {
-      loads.push(id);
-      await sleep(5);
-      if (fail) throw new Error(`no ${id}`);
-      return { id, read: loads.length };
-    }, (id) => id);
+    const read = sharedReads(
+      async (id: string) => {
+        loads.push(id);
+        await sleep(5);
+        if (fail) throw new Error(`no ${id}`);
+        return { id, read: loads.length };
+      },
+      (id) => id,
+    );
     const failed = await Promise.allSettled([read('a'), read('a')]);
     expect(failed.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected']);
     fail = false;
@@ -580,10 +717,18 @@ describe('a busy inbox: sequence claims and reads shared', () => {
     const number = await provision(owner, 'Claims');
     const opened = stream(owner);
     const updates = vi.spyOn(inbox.raw, 'nextSeq');
-    await Promise.all(Array.from({ length: 50 }, (_, index) => send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: `b${index}` })));
-    const claimed = updates.mock.calls.filter(([inboxId]) => inboxId === number.svcnumId).map(([, count]) => count ?? 1);
+    await Promise.all(
+      Array.from({ length: 50 }, (_, index) =>
+        send(owner.api, { from: owner.app.owner.svcnum!, to: number.svcnum, text: `b${index}` }),
+      ),
+    );
+    const claimed = updates.mock.calls
+      .filter(([inboxId]) => inboxId === number.svcnumId)
+      .map(([, count]) => count ?? 1);
     expect(claimed.reduce((sum, count) => sum + count, 0)).toBe(50);
-    expect((await stored(number.svcnumId)).map((message) => message.seq)).toEqual(Array.from({ length: 50 }, (_, index) => index + 1));
+    expect((await stored(number.svcnumId)).map((message) => message.seq)).toEqual(
+      Array.from({ length: 50 }, (_, index) => index + 1),
+    );
     expect(await exactly(opened, 50)).toHaveLength(50);
   });
 });
@@ -597,17 +742,29 @@ describe('programmable behaviour', () => {
     await send(ownerB.api, { from: b.svcnum, to: a.svcnum, text: 'hi A' });
 
     const [toA] = await exactly(streamA, 1);
-    expect(toA).toMatchObject({ fromSvcnum: b.svcnum, senderEntityType: EntityType.ENTITY_TYPE_PROGRAMMABLE, kind: MessageKind.MESSAGE_KIND_MESSAGE, text: 'hi A' });
+    expect(toA).toMatchObject({
+      fromSvcnum: b.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_PROGRAMMABLE,
+      kind: MessageKind.MESSAGE_KIND_MESSAGE,
+      text: 'hi A',
+    });
     const [reply] = await exactly(streamB, 1);
     expect(reply).toMatchObject({
-      fromSvcnum: a.svcnum, senderEntityType: EntityType.ENTITY_TYPE_PROGRAMMABLE, kind: MessageKind.MESSAGE_KIND_AUTO_REPLY,
-      text: 'A here, thanks', toSvcnumId: b.svcnumId, toSvcnum: b.svcnum, forwardedBy: '',
+      fromSvcnum: a.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_PROGRAMMABLE,
+      kind: MessageKind.MESSAGE_KIND_AUTO_REPLY,
+      text: 'A here, thanks',
+      toSvcnumId: b.svcnumId,
+      toSvcnum: b.svcnum,
+      forwardedBy: '',
     });
 
     // An agent sender gets the auto-reply in its own inbox (agents have no stream).
     const agent = await createAgent(ownerB, 'Asker');
     await send(await agentToken(ownerB, agent.agent!.svcnumId), { to: a.svcnum, text: 'agent asks' });
-    expect((await stored(agent.agent!.svcnumId)).map(storedSummary)).toEqual([`auto_reply ${a.svcnum}→${agent.agent!.svcnum}: A here, thanks (hops 1)`]);
+    expect((await stored(agent.agent!.svcnumId)).map(storedSummary)).toEqual([
+      `auto_reply ${a.svcnum}→${agent.agent!.svcnum}: A here, thanks (hops 1)`,
+    ]);
     await exactly(streamA, 2);
   });
 
@@ -634,27 +791,44 @@ describe('programmable behaviour', () => {
   it('forward_to_svcnum_id forwards a copy; the target does not auto-reply to a copy', async () => {
     const [owner, other, sender] = await Promise.all([account(), account(), account()]);
     const target = await provision(other, 'Target', { autoReply: 'target auto' });
-    const forwarder = await provision(owner, 'Forwarder', { forwardToSvcnumId: target.svcnumId, autoReply: 'forwarder auto' });
+    const forwarder = await provision(owner, 'Forwarder', {
+      forwardToSvcnumId: target.svcnumId,
+      autoReply: 'forwarder auto',
+    });
     const from = await provision(sender, 'Sender');
     const [ownerStream, otherStream, senderStream] = [stream(owner), stream(other), stream(sender)];
     const sent = await send(sender.api, { from: from.svcnum, to: forwarder.svcnum, text: 'please pass on' });
 
     const [original] = await exactly(ownerStream, 1);
-    expect(original).toMatchObject({ messageId: sent.message_id, kind: MessageKind.MESSAGE_KIND_MESSAGE, fromSvcnum: from.svcnum, forwardedBy: '' });
+    expect(original).toMatchObject({
+      messageId: sent.message_id,
+      kind: MessageKind.MESSAGE_KIND_MESSAGE,
+      fromSvcnum: from.svcnum,
+      forwardedBy: '',
+    });
     const [copy] = await exactly(otherStream, 1);
     expect(copy).toMatchObject({
-      kind: MessageKind.MESSAGE_KIND_FORWARD, fromSvcnum: from.svcnum, senderEntityType: EntityType.ENTITY_TYPE_PROGRAMMABLE,
-      toSvcnumId: target.svcnumId, toSvcnum: target.svcnum, text: 'please pass on', forwardedBy: forwarder.svcnum,
+      kind: MessageKind.MESSAGE_KIND_FORWARD,
+      fromSvcnum: from.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_PROGRAMMABLE,
+      toSvcnumId: target.svcnumId,
+      toSvcnum: target.svcnum,
+      text: 'please pass on',
+      forwardedBy: forwarder.svcnum,
     });
     expect(copy!.messageId).not.toBe(sent.message_id);
     // The sender hears from the forwarder only (its auto-reply), not from the target.
-    expect((await exactly(senderStream, 1)).map(summary)).toEqual([`auto_reply ${forwarder.svcnum}→${from.svcnum}: forwarder auto`]);
+    expect((await exactly(senderStream, 1)).map(summary)).toEqual([
+      `auto_reply ${forwarder.svcnum}→${from.svcnum}: forwarder auto`,
+    ]);
 
     // Forwarding to an agent stores the copy in the agent's inbox.
     const agent = await createAgent(owner, 'Collector');
     await configure(owner, forwarder.svcnumId, { forwardToSvcnumId: agent.agent!.svcnumId });
     await send(sender.api, { from: from.svcnum, to: forwarder.svcnum, text: 'for the agent' });
-    expect((await stored(agent.agent!.svcnumId)).map(storedSummary)).toEqual([`forward ${from.svcnum}→${agent.agent!.svcnum} by ${forwarder.svcnum}: for the agent (hops 1)`]);
+    expect((await stored(agent.agent!.svcnumId)).map(storedSummary)).toEqual([
+      `forward ${from.svcnum}→${agent.agent!.svcnum} by ${forwarder.svcnum}: for the agent (hops 1)`,
+    ]);
 
     // A number cannot forward to itself.
     const self = await failure(configure(owner, forwarder.svcnumId, { forwardToSvcnumId: forwarder.svcnumId }));
@@ -692,12 +866,14 @@ describe('programmable behaviour', () => {
     const [ownerStream, senderStream] = [stream(owner), stream(sender)];
     await send(sender.api, { from: x.svcnum, to: a.svcnum, text: 'round' });
 
-    expect((await exactly(ownerStream, 4)).map(summary).sort()).toEqual([
-      `message ${x.svcnum}→${a.svcnum}: round`,
-      `forward ${x.svcnum}→${b.svcnum} by ${a.svcnum}: round`,
-      `forward ${x.svcnum}→${c.svcnum} by ${b.svcnum}: round`,
-      `forward ${x.svcnum}→${a.svcnum} by ${c.svcnum}: round`,
-    ].sort());
+    expect((await exactly(ownerStream, 4)).map(summary).sort()).toEqual(
+      [
+        `message ${x.svcnum}→${a.svcnum}: round`,
+        `forward ${x.svcnum}→${b.svcnum} by ${a.svcnum}: round`,
+        `forward ${x.svcnum}→${c.svcnum} by ${b.svcnum}: round`,
+        `forward ${x.svcnum}→${a.svcnum} by ${c.svcnum}: round`,
+      ].sort(),
+    );
     // Only A got a direct message, so only A auto-replies; X's auto-reply never answers it.
     expect((await exactly(senderStream, 1)).map(summary)).toEqual([`auto_reply ${a.svcnum}→${x.svcnum}: auto A`]);
     expect((await stored(a.svcnumId)).map((message) => message.hops)).toEqual([0, 3]);
@@ -709,7 +885,11 @@ describe('programmable behaviour', () => {
     const forwarder = await provision(owner, 'Forwarder', { forwardToSvcnumId: target.svcnumId });
     const opened = stream(owner);
     inbox.failGetUser(target.svcnumId);
-    const reply = await sendMessage(service, sender.api, { from: sender.app.owner.svcnum!, to: forwarder.svcnum, text: 'stored anyway' });
+    const reply = await sendMessage(service, sender.api, {
+      from: sender.app.owner.svcnum!,
+      to: forwarder.svcnum,
+      text: 'stored anyway',
+    });
     // The original is stored before anything is derived from it: the sender gets 202 (a 5xx
     // would make it retry, and store the message twice).
     expect(reply.status, JSON.stringify(reply.json)).toBe(202);
@@ -732,7 +912,8 @@ describe('masks', () => {
   /** Nothing in a received message (cursor included) names the hidden participant. */
   function revealsNothing(message: IncomingMessage, hidden: { svcnum: string; svcnumId: string }, hiddenOwner: string) {
     const visible = JSON.stringify({ ...message, cursor: cursorPositions(message.cursor) });
-    for (const secret of [hidden.svcnum, hidden.svcnumId, hiddenOwner].filter(Boolean)) expect(visible).not.toContain(secret);
+    for (const secret of [hidden.svcnum, hidden.svcnumId, hiddenOwner].filter(Boolean))
+      expect(visible).not.toContain(secret);
   }
 
   it('a participant that forwards to the other participant is named by the mask number, never its own', async () => {
@@ -741,7 +922,11 @@ describe('masks', () => {
     await send(ownerP.api, { from: p.svcnum, to: mask.svcnum, text: 'forward me' });
     await exactly(streamQ, 1);
     const [copy] = await exactly(streamP, 1);
-    expect(copy).toMatchObject({ kind: MessageKind.MESSAGE_KIND_FORWARD, fromSvcnum: mask.svcnum, forwardedBy: mask.svcnum });
+    expect(copy).toMatchObject({
+      kind: MessageKind.MESSAGE_KIND_FORWARD,
+      fromSvcnum: mask.svcnum,
+      forwardedBy: mask.svcnum,
+    });
     revealsNothing(copy!, q, '');
   });
 
@@ -751,19 +936,31 @@ describe('masks', () => {
     expect(sent).toMatchObject({ from: p.svcnum, to: mask.svcnum });
     const [atQ] = await exactly(streamQ, 1);
     expect(atQ).toMatchObject({
-      messageId: sent.message_id, fromSvcnum: mask.svcnum, senderEntityType: EntityType.ENTITY_TYPE_MASK,
-      toSvcnum: mask.svcnum, toSvcnumId: q.svcnumId, kind: MessageKind.MESSAGE_KIND_MESSAGE, text: 'hello through the mask',
+      messageId: sent.message_id,
+      fromSvcnum: mask.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_MASK,
+      toSvcnum: mask.svcnum,
+      toSvcnumId: q.svcnumId,
+      kind: MessageKind.MESSAGE_KIND_MESSAGE,
+      text: 'hello through the mask',
     });
     revealsNothing(atQ!, p, ownerP.app.owner.svcnumId);
 
     await send(ownerQ.api, { from: q.svcnum, to: mask.svcnum, text: 'and back' });
     const [atP] = await exactly(streamP, 1);
     expect(atP).toMatchObject({
-      fromSvcnum: mask.svcnum, senderEntityType: EntityType.ENTITY_TYPE_MASK, toSvcnum: mask.svcnum, toSvcnumId: p.svcnumId, text: 'and back',
+      fromSvcnum: mask.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_MASK,
+      toSvcnum: mask.svcnum,
+      toSvcnumId: p.svcnumId,
+      text: 'and back',
     });
     revealsNothing(atP!, q, ownerQ.app.owner.svcnumId);
     // Stored as seen: the recipient's inbox holds no trace of the real sender.
-    for (const [holder, hidden] of [[q, p], [p, q]] as const) {
+    for (const [holder, hidden] of [
+      [q, p],
+      [p, q],
+    ] as const) {
       const [message] = await stored(holder.svcnumId);
       expect(JSON.stringify(message)).not.toContain(hidden.svcnum);
       expect(JSON.stringify(message)).not.toContain(hidden.svcnumId);
@@ -775,7 +972,12 @@ describe('masks', () => {
     await send(ownerP.api, { from: p.svcnum, to: mask.svcnum, text: 'anyone there?' });
     await exactly(streamQ, 1);
     const [reply] = await exactly(streamP, 1);
-    expect(reply).toMatchObject({ fromSvcnum: mask.svcnum, senderEntityType: EntityType.ENTITY_TYPE_MASK, kind: MessageKind.MESSAGE_KIND_AUTO_REPLY, text: 'Q is away' });
+    expect(reply).toMatchObject({
+      fromSvcnum: mask.svcnum,
+      senderEntityType: EntityType.ENTITY_TYPE_MASK,
+      kind: MessageKind.MESSAGE_KIND_AUTO_REPLY,
+      text: 'Q is away',
+    });
     revealsNothing(reply!, q, '');
   });
 
@@ -799,7 +1001,10 @@ describe('masks', () => {
     const { ownerP, ownerQ, p, q, mask, streamQ } = await bridged(60);
     await send(ownerP.api, { from: p.svcnum, to: mask.svcnum, text: 'in time' });
     service.clock.advance(60_000);
-    for (const [owner, from] of [[ownerP, p], [ownerQ, q]] as const) {
+    for (const [owner, from] of [
+      [ownerP, p],
+      [ownerQ, q],
+    ] as const) {
       const reply = await sendMessage(service, owner.api, { from: from.svcnum, to: mask.svcnum, text: 'too late' });
       expect(reply.status).toBe(410);
       expect(reply.json).toEqual({ error: 'gone', error_description: expect.stringMatching(/expired/) });
@@ -810,8 +1015,16 @@ describe('masks', () => {
   it('refuses with 410 after the mask was closed', async () => {
     const { ownerP, ownerQ, p, q, mask } = await bridged();
     await send(ownerQ.api, { from: q.svcnum, to: mask.svcnum, text: 'open' });
-    await call<CloseMaskRequest, Mask>(ownerP.app.masks, 'closeMask', CloseMaskRequest.fromPartial({ maskId: mask.maskId }), ownerP.app.token);
-    for (const [owner, from] of [[ownerP, p], [ownerQ, q]] as const) {
+    await call<CloseMaskRequest, Mask>(
+      ownerP.app.masks,
+      'closeMask',
+      CloseMaskRequest.fromPartial({ maskId: mask.maskId }),
+      ownerP.app.token,
+    );
+    for (const [owner, from] of [
+      [ownerP, p],
+      [ownerQ, q],
+    ] as const) {
       const reply = await sendMessage(service, owner.api, { from: from.svcnum, to: mask.svcnum, text: 'closed' });
       expect(reply.status).toBe(410);
       expect(reply.json.error).toBe('gone');
@@ -820,11 +1033,21 @@ describe('masks', () => {
 });
 
 describe('POST /api/messages refusals', () => {
-  const post = (init: { token?: string; authorization?: string; contentType?: string; body?: string; method?: string }) =>
+  const post = (init: {
+    token?: string;
+    authorization?: string;
+    contentType?: string;
+    body?: string;
+    method?: string;
+  }) =>
     fetch(`${service.issuer}/api/messages`, {
       method: init.method ?? 'POST',
       headers: {
-        ...(init.authorization ? { Authorization: init.authorization } : init.token ? { Authorization: `Bearer ${init.token}` } : {}),
+        ...(init.authorization
+          ? { Authorization: init.authorization }
+          : init.token
+            ? { Authorization: `Bearer ${init.token}` }
+            : {}),
         ...(init.contentType ? { 'Content-Type': init.contentType } : {}),
       },
       ...(init.body !== undefined ? { body: init.body } : {}),
@@ -833,7 +1056,7 @@ describe('POST /api/messages refusals', () => {
   /** A JSON error answer with this status and code (never a 500, never an HTML page). */
   async function refused(response: Response, statusCode: number, error: string) {
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
-    const body = await response.json() as Record<string, unknown>;
+    const body = (await response.json()) as Record<string, unknown>;
     expect({ status: response.status, error: body.error }).toEqual({ status: statusCode, error });
     expect(body.error_description).toEqual(expect.any(String));
     return { response, body };
@@ -852,42 +1075,118 @@ describe('POST /api/messages refusals', () => {
     // RFC 6750 §3.1: no credential at all, or another scheme → a bare challenge and no error
     // information: `{}`, no error code in the body or the challenge.
     for (const authorization of [undefined, 'Basic dXNlcjpwYXNz', 'Token abc', `DPoP ${owner.api}`]) {
-      const response = await post({ ...(authorization !== undefined ? { authorization } : {}), contentType: 'application/json', body: valid });
-      expect({ status: response.status, body: await response.text() }, String(authorization)).toEqual({ status: 401, body: '{}' });
+      const response = await post({
+        ...(authorization !== undefined ? { authorization } : {}),
+        contentType: 'application/json',
+        body: valid,
+      });
+      expect({ status: response.status, body: await response.text() }, String(authorization)).toEqual({
+        status: 401,
+        body: '{}',
+      });
       expect(response.headers.get('www-authenticate')).toBe('Bearer realm="messaging"');
       expect(response.headers.get('content-type')).toBe('application/json');
       expect(response.headers.get('cache-control')).toBe('no-store');
     }
     for (const token of ['not-a-jwt', `${owner.api.slice(0, -4)}AAAA`]) {
-      const invalid = await refused(await post({ token, contentType: 'application/json', body: valid }), 401, 'invalid_token');
-      expect(invalid.response.headers.get('www-authenticate')).toMatch(/^Bearer realm="messaging", error="invalid_token"/);
+      const invalid = await refused(
+        await post({ token, contentType: 'application/json', body: valid }),
+        401,
+        'invalid_token',
+      );
+      expect(invalid.response.headers.get('www-authenticate')).toMatch(
+        /^Bearer realm="messaging", error="invalid_token"/,
+      );
     }
   });
 
   it('needs the messaging scope: a provisioning token gets 403 insufficient_scope', async () => {
-    const { response } = await refused(await post({ token: owner.app.token, contentType: 'application/json', body: valid }), 403, 'insufficient_scope');
+    const { response } = await refused(
+      await post({ token: owner.app.token, contentType: 'application/json', body: valid }),
+      403,
+      'insufficient_scope',
+    );
     expect(response.headers.get('www-authenticate')).toMatch(/^Bearer realm="messaging", error="insufficient_scope"/);
     expect(response.headers.get('www-authenticate')).toContain('scope="messaging"');
   });
 
   it('refuses an API client without owner account, and numbers its account does not control', async () => {
-    const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Ownerless', scope: 'messaging' });
+    const { client, clientSecret } = await service.core.registration.createApiClient({
+      name: 'Ownerless',
+      scope: 'messaging',
+    });
     const ownerless = await clientCredentialsToken(service, client.clientId, clientSecret!);
     await refused(await post({ token: ownerless, contentType: 'application/json', body: valid }), 403, 'forbidden');
 
     const other = await account();
     const theirs = await provision(other, 'Not yours');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: theirs.svcnum, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: other.app.owner.svcnum, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: '00000000000', to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: theirs.svcnum, to: number.svcnum, text: 'x' }),
+      }),
+      403,
+      'forbidden',
+    );
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: other.app.owner.svcnum, to: number.svcnum, text: 'x' }),
+      }),
+      403,
+      'forbidden',
+    );
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: '00000000000', to: number.svcnum, text: 'x' }),
+      }),
+      403,
+      'forbidden',
+    );
     // from is required for an API client, and must look like a number.
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ to: number.svcnum, text: 'x' }) }), 400, 'invalid_request');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: 'me', to: number.svcnum, text: 'x' }) }), 400, 'invalid_request');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: 42, to: number.svcnum, text: 'x' }) }), 400, 'invalid_request');
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ to: number.svcnum, text: 'x' }),
+      }),
+      400,
+      'invalid_request',
+    );
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: 'me', to: number.svcnum, text: 'x' }),
+      }),
+      400,
+      'invalid_request',
+    );
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: 42, to: number.svcnum, text: 'x' }),
+      }),
+      400,
+      'invalid_request',
+    );
     // An entity's own token sends as itself only.
     const agent = await createAgent(owner, 'Only itself');
     const token = await agentToken(owner, agent.agent!.svcnumId);
-    await refused(await post({ token, contentType: 'application/json', body: JSON.stringify({ from: number.svcnum, to: number.svcnum, text: 'x' }) }), 403, 'forbidden');
+    await refused(
+      await post({
+        token,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: number.svcnum, to: number.svcnum, text: 'x' }),
+      }),
+      403,
+      'forbidden',
+    );
   });
 
   it('refuses a disabled API client, and one whose account was disabled', async () => {
@@ -899,7 +1198,15 @@ describe('POST /api/messages refusals', () => {
     const realNow = Date.now.bind(Date);
     const later = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 31_000);
     try {
-      const { response } = await refused(await post({ token: other.api, contentType: 'application/json', body: JSON.stringify({ from: line.svcnum, to: number.svcnum, text: 'x' }) }), 401, 'invalid_token');
+      const { response } = await refused(
+        await post({
+          token: other.api,
+          contentType: 'application/json',
+          body: JSON.stringify({ from: line.svcnum, to: number.svcnum, text: 'x' }),
+        }),
+        401,
+        'invalid_token',
+      );
       expect(response.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
     } finally {
       later.mockRestore();
@@ -915,13 +1222,34 @@ describe('POST /api/messages refusals', () => {
     // Account status is cached for up to 30 s too (getting the app's token read it).
     service.clock.advance(RECORD_CACHE_TTL);
     for (const from of [theirLine.svcnum, theirAgent.agent!.svcnum, third.app.owner.svcnum]) {
-      await refused(await post({ token: third.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x' }) }), 401, 'invalid_token');
+      await refused(
+        await post({
+          token: third.api,
+          contentType: 'application/json',
+          body: JSON.stringify({ from, to: number.svcnum, text: 'x' }),
+        }),
+        401,
+        'invalid_token',
+      );
     }
-    await refused(await post({ token: theirAgentToken, contentType: 'application/json', body: JSON.stringify({ to: number.svcnum, text: 'x' }) }), 401, 'invalid_token');
+    await refused(
+      await post({
+        token: theirAgentToken,
+        contentType: 'application/json',
+        body: JSON.stringify({ to: number.svcnum, text: 'x' }),
+      }),
+      401,
+      'invalid_token',
+    );
   });
 
   it('404 for a number not in service, 409 for a suspended one', async () => {
-    const send404 = (to: string) => post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: owner.app.owner.svcnum, to, text: 'x' }) });
+    const send404 = (to: string) =>
+      post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: owner.app.owner.svcnum, to, text: 'x' }),
+      });
     await refused(await send404('99999999999'), 404, 'not_found');
     // A pool number nobody holds (allocation takes pool numbers in random order: find one still free).
     let free = 399;
@@ -936,18 +1264,43 @@ describe('POST /api/messages refusals', () => {
     await service.core.provisioning.lifecycle.suspend(paused.svcnum);
     await refused(await send404(paused.svcnum), 409, 'not_in_service');
     // A suspended sender cannot send either.
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: paused.svcnum, to: number.svcnum, text: 'x' }) }), 409, 'not_in_service');
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from: paused.svcnum, to: number.svcnum, text: 'x' }),
+      }),
+      409,
+      'not_in_service',
+    );
     await service.core.provisioning.lifecycle.reactivate(paused.svcnum);
-    expect((await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from: owner.app.owner.svcnum, to: paused.svcnum, text: 'x' }) })).status).toBe(202);
+    expect(
+      (
+        await post({
+          token: owner.api,
+          contentType: 'application/json',
+          body: JSON.stringify({ from: owner.app.owner.svcnum, to: paused.svcnum, text: 'x' }),
+        })
+      ).status,
+    ).toBe(202);
   });
 
   it('refuses malformed requests with 400, 413 and 415, always as JSON', async () => {
-    const json = (body: unknown) => post({ token: owner.api, contentType: 'application/json', body: JSON.stringify(body) });
+    const json = (body: unknown) =>
+      post({ token: owner.api, contentType: 'application/json', body: JSON.stringify(body) });
     const from = owner.app.owner.svcnum;
     await refused(await post({ token: owner.api, contentType: 'text/plain', body: valid }), 415, 'invalid_request');
-    await refused(await post({ token: owner.api, contentType: 'application/x-www-form-urlencoded', body: 'to=1&text=x' }), 415, 'invalid_request');
+    await refused(
+      await post({ token: owner.api, contentType: 'application/x-www-form-urlencoded', body: 'to=1&text=x' }),
+      415,
+      'invalid_request',
+    );
     await refused(await post({ token: owner.api, body: valid }), 415, 'invalid_request');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: '{"to": ' }), 400, 'invalid_request');
+    await refused(
+      await post({ token: owner.api, contentType: 'application/json', body: '{"to": ' }),
+      400,
+      'invalid_request',
+    );
     await refused(await post({ token: owner.api, contentType: 'application/json', body: '' }), 400, 'invalid_request');
     for (const body of [[1, 2], null, 'text', 42]) await refused(await json(body), 400, 'invalid_request');
     await refused(await json({ from, to: number.svcnum }), 400, 'invalid_request');
@@ -957,7 +1310,15 @@ describe('POST /api/messages refusals', () => {
     await refused(await json({ from, text: 'no recipient' }), 400, 'invalid_request');
     await refused(await json({ from, to: 'someone', text: 'x' }), 400, 'invalid_request');
     await refused(await json({ from, to: 12345678901, text: 'x' }), 400, 'invalid_request');
-    await refused(await post({ token: owner.api, contentType: 'application/json', body: JSON.stringify({ from, to: number.svcnum, text: 'x'.repeat(70_000) }) }), 413, 'invalid_request');
+    await refused(
+      await post({
+        token: owner.api,
+        contentType: 'application/json',
+        body: JSON.stringify({ from, to: number.svcnum, text: 'x'.repeat(70_000) }),
+      }),
+      413,
+      'invalid_request',
+    );
     // 2000 characters is the limit, counted in characters (code points), not UTF-16 units.
     expect((await json({ from, to: number.svcnum, text: 'x'.repeat(2000) })).status).toBe(202);
     expect((await json({ from, to: number.svcnum, text: '🙂'.repeat(2000) })).status).toBe(202);
@@ -969,14 +1330,24 @@ describe('POST /api/messages refusals', () => {
   });
 
   it('stores the message durably before answering 202', async () => {
-    const reply = await sendMessage(service, owner.api, { from: owner.app.owner.svcnum, to: number.svcnum, text: 'durable' });
+    const reply = await sendMessage(service, owner.api, {
+      from: owner.app.owner.svcnum,
+      to: number.svcnum,
+      text: 'durable',
+    });
     expect(reply.status).toBe(202);
     expect(reply.headers.get('content-type')).toMatch(/^application\/json/);
     // Read straight from DynamoDB (strongly consistent), right after the answer.
     const message = (await stored(number.svcnumId)).find((entry) => entry.messageId === reply.json.message_id);
     expect(message).toMatchObject({
-      inboxId: number.svcnumId, fromSvcnum: owner.app.owner.svcnum, senderEntityType: 'business', toSvcnum: number.svcnum,
-      text: 'durable', kind: 'message', hops: 0, acceptedAt: Date.parse(String(reply.json.accepted_at)),
+      inboxId: number.svcnumId,
+      fromSvcnum: owner.app.owner.svcnum,
+      senderEntityType: 'business',
+      toSvcnum: number.svcnum,
+      text: 'durable',
+      kind: 'message',
+      hops: 0,
+      acceptedAt: Date.parse(String(reply.json.accepted_at)),
     });
   });
 });

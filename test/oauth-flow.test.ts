@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser, pkcePair } from './support/browser';
 import {
-  authorizeInBrowser, authorizePath, createLoginClient, createUser, exchange, obtainCode, postForm, REDIRECT_URI, verifyWithJwks,
+  authorizeInBrowser,
+  authorizePath,
+  createLoginClient,
+  createUser,
+  exchange,
+  obtainCode,
+  postForm,
+  REDIRECT_URI,
+  verifyWithJwks,
 } from './support/flow';
 import { startTestService, type TestService } from './support/service';
 
@@ -31,12 +39,17 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     const csp = signInPage.headers.get('content-security-policy')!;
     expect(csp).toContain("frame-ancestors 'none'");
     expect(csp).not.toContain('unsafe-inline');
-    expect(csp).toContain('form-action \'self\' https://client.example');
+    expect(csp).toContain("form-action 'self' https://client.example");
     expect(signInPage.headers.get('cache-control')).toBe('no-store');
     expect(signInPage.body).not.toContain('<script');
 
     const afterSignIn = await browser.request('/login', {
-      form: { request: Browser.field(signInPage.body, 'request'), csrf: Browser.field(signInPage.body, 'csrf'), identifier: login.email, password: login.password },
+      form: {
+        request: Browser.field(signInPage.body, 'request'),
+        csrf: Browser.field(signInPage.body, 'csrf'),
+        identifier: login.email,
+        password: login.password,
+      },
     });
     expect(afterSignIn.status).toBe(303);
     expect(afterSignIn.location).toMatch(/^\/consent\?request=/);
@@ -51,7 +64,11 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     expect(consentPage.body).toContain('>Deny</button>');
 
     const approved = await browser.request('/consent', {
-      form: { request: Browser.field(consentPage.body, 'request'), csrf: Browser.field(consentPage.body, 'csrf'), decision: 'allow' },
+      form: {
+        request: Browser.field(consentPage.body, 'request'),
+        csrf: Browser.field(consentPage.body, 'csrf'),
+        decision: 'allow',
+      },
     });
     expect(approved.status).toBe(303);
     const callback = new URL(approved.location!);
@@ -67,18 +84,35 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     expect(token.json).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'openid profile email' });
     expect(typeof token.json.refresh_token).toBe('string');
 
-    const access = await verifyWithJwks(service, String(token.json.access_token), { audience: service.issuer, typ: 'at+jwt' });
+    const access = await verifyWithJwks(service, String(token.json.access_token), {
+      audience: service.issuer,
+      typ: 'at+jwt',
+    });
     expect(access.protectedHeader).toMatchObject({ alg: 'EdDSA', typ: 'at+jwt' });
     expect(access.protectedHeader.kid).toBeTruthy();
-    expect(access.payload).toMatchObject({ iss: service.issuer, sub: login.user.svcnumId, aud: service.issuer, client_id: client.clientId, scope: 'openid profile email' });
+    expect(access.payload).toMatchObject({
+      iss: service.issuer,
+      sub: login.user.svcnumId,
+      aud: service.issuer,
+      client_id: client.clientId,
+      scope: 'openid profile email',
+    });
     expect(access.payload.exp! - access.payload.iat!).toBe(3600);
     expect(access.payload.jti).toBeTruthy();
 
     const id = await verifyWithJwks(service, String(token.json.id_token), { audience: client.clientId, typ: 'JWT' });
-    expect(id.payload).toMatchObject({ iss: service.issuer, sub: login.user.svcnumId, aud: client.clientId, azp: client.clientId, nonce: 'n-42' });
+    expect(id.payload).toMatchObject({
+      iss: service.issuer,
+      sub: login.user.svcnumId,
+      aud: client.clientId,
+      azp: client.clientId,
+      nonce: 'n-42',
+    });
     expect(typeof id.payload.auth_time).toBe('number');
 
-    const userInfo = await fetch(`${service.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${String(token.json.access_token)}` } });
+    const userInfo = await fetch(`${service.issuer}/oauth/userinfo`, {
+      headers: { Authorization: `Bearer ${String(token.json.access_token)}` },
+    });
     expect(userInfo.status).toBe(200);
     expect(await userInfo.json()).toEqual({
       sub: login.user.svcnumId,
@@ -103,14 +137,25 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     expect(token.json.id_token).toBeUndefined();
     expect(token.json.scope).toBe('profile');
     // UserInfo is an OpenID Connect endpoint: a token without openid is refused.
-    const refused = await fetch(`${service.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${String(token.json.access_token)}` } });
+    const refused = await fetch(`${service.issuer}/oauth/userinfo`, {
+      headers: { Authorization: `Bearer ${String(token.json.access_token)}` },
+    });
     expect(refused.status).toBe(403);
     expect(refused.headers.get('www-authenticate')).toContain('error="insufficient_scope"');
 
     const profileOnly = await obtainCode(service, client, login, { scope: 'openid profile' }, withoutOpenid.browser);
     const profileToken = await exchange(service, client, profileOnly.code, profileOnly.verifier);
-    const info = await (await fetch(`${service.issuer}/oauth/userinfo`, { method: 'POST', headers: { Authorization: `Bearer ${String(profileToken.json.access_token)}` } })).json();
-    expect(info).toEqual({ sub: login.user.svcnumId, svcnum: login.user.svcnum, created_at: new Date(login.user.createdAt).toISOString() });
+    const info = await (
+      await fetch(`${service.issuer}/oauth/userinfo`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${String(profileToken.json.access_token)}` },
+      })
+    ).json();
+    expect(info).toEqual({
+      sub: login.user.svcnumId,
+      svcnum: login.user.svcnum,
+      created_at: new Date(login.user.createdAt).toISOString(),
+    });
   });
 
   it('refreshes without rotation: refresh_token null, the same token keeps working', async () => {
@@ -120,18 +165,35 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     const tokens = await exchange(service, client, code, verifier);
     const refreshToken = String(tokens.json.refresh_token);
     for (let i = 0; i < 2; i++) {
-      const refreshed = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId });
+      const refreshed = await postForm(`${service.issuer}/oauth/token`, {
+        grant_type: 'refresh_token',
+        refresh_token: refreshToken,
+        client_id: client.clientId,
+      });
       expect(refreshed.status).toBe(200);
       expect(refreshed.json.refresh_token).toBeNull();
       expect(refreshed.json).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'openid profile email' });
       expect(refreshed.json.id_token).toBeUndefined();
-      const access = await verifyWithJwks(service, String(refreshed.json.access_token), { audience: service.issuer, typ: 'at+jwt' });
+      const access = await verifyWithJwks(service, String(refreshed.json.access_token), {
+        audience: service.issuer,
+        typ: 'at+jwt',
+      });
       expect(access.payload.sub).toBe(login.user.svcnumId);
     }
     // Narrowing on refresh (RFC 6749 §6) is allowed; widening is not.
-    const narrowed = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId, scope: 'openid' });
+    const narrowed = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: refreshToken,
+      client_id: client.clientId,
+      scope: 'openid',
+    });
     expect(narrowed.json.scope).toBe('openid');
-    const widened = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId, scope: 'openid messaging' });
+    const widened = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: refreshToken,
+      client_id: client.clientId,
+      scope: 'openid messaging',
+    });
     expect(widened.status).toBe(400);
     expect(widened.json.error).toBe('invalid_scope');
   });
@@ -140,7 +202,13 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     const client = await createLoginClient(service);
     const login = await createUser(service);
     const browser = new Browser(service.issuer);
-    const { code, verifier } = await obtainCode(service, client, { email: login.user.svcnum, password: login.password }, {}, browser);
+    const { code, verifier } = await obtainCode(
+      service,
+      client,
+      { email: login.user.svcnum, password: login.password },
+      {},
+      browser,
+    );
     const tokens = await exchange(service, client, code, verifier);
     expect(tokens.status).toBe(200);
 
@@ -148,11 +216,17 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     expect(account.status).toBe(200);
     expect(account.body).toContain(client.name);
     expect(account.body).toContain(login.user.svcnum);
-    const revoked = await browser.request('/account/revoke', { form: { csrf: Browser.field(account.body, 'csrf'), client_id: client.clientId } });
+    const revoked = await browser.request('/account/revoke', {
+      form: { csrf: Browser.field(account.body, 'csrf'), client_id: client.clientId },
+    });
     expect(revoked.status).toBe(303);
     expect((await browser.request('/account')).body).not.toContain(client.name);
 
-    const refresh = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: String(tokens.json.refresh_token), client_id: client.clientId });
+    const refresh = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: String(tokens.json.refresh_token),
+      client_id: client.clientId,
+    });
     expect(refresh.status).toBe(400);
     expect(refresh.json.error).toBe('invalid_grant');
 
@@ -167,9 +241,22 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     const browser = new Browser(service.issuer);
     const start = await browser.request(authorizePath(client, { code_challenge: pkcePair().challenge }));
     const page = await browser.request(start.location!);
-    const signedIn = await browser.request('/login', { form: { request: Browser.field(page.body, 'request'), csrf: Browser.field(page.body, 'csrf'), identifier: login.email, password: login.password } });
+    const signedIn = await browser.request('/login', {
+      form: {
+        request: Browser.field(page.body, 'request'),
+        csrf: Browser.field(page.body, 'csrf'),
+        identifier: login.email,
+        password: login.password,
+      },
+    });
     const consent = await browser.request(signedIn.location!);
-    const denied = await browser.request('/consent', { form: { request: Browser.field(consent.body, 'request'), csrf: Browser.field(consent.body, 'csrf'), decision: 'deny' } });
+    const denied = await browser.request('/consent', {
+      form: {
+        request: Browser.field(consent.body, 'request'),
+        csrf: Browser.field(consent.body, 'csrf'),
+        decision: 'deny',
+      },
+    });
     const location = new URL(denied.location!);
     expect(location.searchParams.get('error')).toBe('access_denied');
     expect(location.searchParams.get('state')).toBe('st-123');
@@ -179,7 +266,7 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
 
   it('publishes discovery metadata that matches what is served', async () => {
     const response = await fetch(`${service.issuer}/.well-known/openid-configuration`);
-    const document = await response.json() as Record<string, unknown>;
+    const document = (await response.json()) as Record<string, unknown>;
     expect(document).toMatchObject({
       issuer: service.issuer,
       authorization_endpoint: `${service.issuer}/oauth/authorize`,
@@ -191,7 +278,7 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
       id_token_signing_alg_values_supported: ['EdDSA'],
       authorization_response_iss_parameter_supported: true,
     });
-    const jwks = await (await fetch(String(document.jwks_uri))).json() as { keys: Array<Record<string, unknown>> };
+    const jwks = (await (await fetch(String(document.jwks_uri))).json()) as { keys: Array<Record<string, unknown>> };
     expect(jwks.keys[0]).toMatchObject({ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig' });
     expect(jwks.keys[0]).not.toHaveProperty('d');
   });
@@ -199,7 +286,9 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
   it('sends a user whose registration is unfinished back with account_setup_required', async () => {
     const client = await createLoginClient(service);
     const login = await createUser(service, { setupRequired: true });
-    const final = await authorizeInBrowser(new Browser(service.issuer), client, login, { code_challenge: pkcePair().challenge });
+    const final = await authorizeInBrowser(new Browser(service.issuer), client, login, {
+      code_challenge: pkcePair().challenge,
+    });
     const location = new URL(final.location!);
     expect(location.origin + location.pathname).toBe(REDIRECT_URI);
     expect(location.searchParams.get('error')).toBe('account_setup_required');

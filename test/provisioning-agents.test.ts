@@ -3,11 +3,24 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY, SECOND } from '../core/kernel/config';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import {
-  type Agent, AgentKind, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, GetAgentRequest,
-  IssueAgentTokenRequest, ListAgentsRequest, type ListAgentsResponse, RotateAgentSvcnumRequest,
+  type Agent,
+  AgentKind,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  CreateDependentAgentRequest,
+  GetAgentRequest,
+  IssueAgentTokenRequest,
+  ListAgentsRequest,
+  type ListAgentsResponse,
+  RotateAgentSvcnumRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { type AccessToken, NumberState } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import { ListNumbersRequest, type ListNumbersResponse, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  ListNumbersRequest,
+  type ListNumbersResponse,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { postForm, send, verifyWithJwks } from './support/flow';
 import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { StoreFaults } from './support/faults';
@@ -39,22 +52,54 @@ async function newApp(options: Parameters<typeof provisioningApp>[1] = {}) {
 }
 
 const createAgent = (app: ProvisioningApp, fields: Partial<CreateAgentRequest>) =>
-  call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial(fields), app.token);
+  call<CreateAgentRequest, CreateAgentResponse>(
+    app.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial(fields),
+    app.token,
+  );
 const createDependent = (app: ProvisioningApp, fields: Partial<CreateDependentAgentRequest>) =>
-  call<CreateDependentAgentRequest, Agent>(app.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial(fields), app.token);
+  call<CreateDependentAgentRequest, Agent>(
+    app.agents,
+    'createDependentAgent',
+    CreateDependentAgentRequest.fromPartial(fields),
+    app.token,
+  );
 const getAgent = (app: ProvisioningApp, svcnumId: string) =>
   call<GetAgentRequest, Agent>(app.agents, 'getAgent', GetAgentRequest.fromPartial({ svcnumId }), app.token);
 const listAgents = (app: ProvisioningApp, fields: Partial<ListAgentsRequest>) =>
-  call<ListAgentsRequest, ListAgentsResponse>(app.agents, 'listAgents', ListAgentsRequest.fromPartial(fields), app.token);
+  call<ListAgentsRequest, ListAgentsResponse>(
+    app.agents,
+    'listAgents',
+    ListAgentsRequest.fromPartial(fields),
+    app.token,
+  );
 const issueToken = (app: ProvisioningApp, svcnumId: string, scope = '') =>
-  call<IssueAgentTokenRequest, AccessToken>(app.agents, 'issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId, scope }), app.token);
+  call<IssueAgentTokenRequest, AccessToken>(
+    app.agents,
+    'issueAgentToken',
+    IssueAgentTokenRequest.fromPartial({ svcnumId, scope }),
+    app.token,
+  );
 const rotate = (app: ProvisioningApp, svcnumId: string) =>
-  call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId }), app.token);
+  call<RotateAgentSvcnumRequest, Agent>(
+    app.agents,
+    'rotateAgentSvcnum',
+    RotateAgentSvcnumRequest.fromPartial({ svcnumId }),
+    app.token,
+  );
 
 const clientCredentials = (clientId: string, clientSecret: string, scope?: string) =>
-  postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, ...(scope ? { scope } : {}) });
-const userinfo = (token: string) => send(`${service.issuer}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${token}` } });
-const claimsOf = async (token: string) => (await verifyWithJwks(service, token, { audience: service.issuer, typ: 'at+jwt' })).payload;
+  postForm(`${service.issuer}/oauth/token`, {
+    grant_type: 'client_credentials',
+    client_id: clientId,
+    client_secret: clientSecret,
+    ...(scope ? { scope } : {}),
+  });
+const userinfo = (token: string) =>
+  send(`${service.issuer}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${token}` } });
+const claimsOf = async (token: string) =>
+  (await verifyWithJwks(service, token, { audience: service.issuer, typ: 'at+jwt' })).payload;
 
 /** Every page of a listing, checking each page's size. */
 async function listAll(app: ProvisioningApp, kind: AgentKind, pageSize: number): Promise<Agent[]> {
@@ -83,13 +128,22 @@ async function settle<T>(calls: Array<Promise<T>>) {
 describe('CreateAgent', () => {
   it('returns the agent with client credentials that work at the token endpoint and UserInfo as the agent', async () => {
     const app = await newApp({ accountType: 'person' });
-    const created = await createAgent(app, { displayName: '  Booking helper ', capabilities: ['booking', 'travel:flights'], discoverable: true });
+    const created = await createAgent(app, {
+      displayName: '  Booking helper ',
+      capabilities: ['booking', 'travel:flights'],
+      discoverable: true,
+    });
     const agent = created.agent!;
     expect(agent.svcnumId).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
     expect(agent.svcnum).toMatch(/^74\d{9}$/);
     expect(agent).toMatchObject({
-      kind: AgentKind.AGENT_KIND_INDEPENDENT, ownerSvcnumId: app.owner.svcnumId, displayName: 'Booking helper',
-      capabilities: ['booking', 'travel:flights'], discoverable: true, scope: ALL_AGENT_SCOPES, state: NumberState.NUMBER_STATE_ACTIVE,
+      kind: AgentKind.AGENT_KIND_INDEPENDENT,
+      ownerSvcnumId: app.owner.svcnumId,
+      displayName: 'Booking helper',
+      capabilities: ['booking', 'travel:flights'],
+      discoverable: true,
+      scope: ALL_AGENT_SCOPES,
+      state: NumberState.NUMBER_STATE_ACTIVE,
     });
     expect(created.clientId).not.toBe('');
     expect(agent.clientId).toBe(created.clientId);
@@ -110,7 +164,9 @@ describe('CreateAgent', () => {
     // A wrong secret does not work.
     expect((await clientCredentials(created.clientId, `${created.clientSecret.slice(0, -2)}xx`)).status).toBe(401);
     // The token carries only the scopes of the agent.
-    expect((await clientCredentials(created.clientId, created.clientSecret, 'openid email')).json.error).toBe('invalid_scope');
+    expect((await clientCredentials(created.clientId, created.clientSecret, 'openid email')).json.error).toBe(
+      'invalid_scope',
+    );
     // An agent created with a narrower scope gets only that.
     const narrow = await createAgent(app, { displayName: 'Narrow', scope: 'messaging' });
     expect(narrow.agent!.scope).toBe('messaging');
@@ -142,12 +198,17 @@ describe('CreateAgent', () => {
       expect(error.details, why).not.toBe('');
     }
     expect((await failure(createAgent(app, { displayName: 'x'.repeat(101) }))).details).toContain('display_name');
-    expect((await failure(createAgent(app, { displayName: 'A', scope: 'email' }))).details).toContain('openid profile messaging');
+    expect((await failure(createAgent(app, { displayName: 'A', scope: 'email' }))).details).toContain(
+      'openid profile messaging',
+    );
     expect((await listAgents(app, {})).agents).toEqual([]);
 
     // The bounds themselves are accepted.
     const edge = await createAgent(app, {
-      displayName: 'y'.repeat(100), capabilities: Array.from({ length: 20 }, (_, i) => `${i}`.padEnd(64, 'k')), scope: 'openid profile', requestId: 'q'.repeat(64),
+      displayName: 'y'.repeat(100),
+      capabilities: Array.from({ length: 20 }, (_, i) => `${i}`.padEnd(64, 'k')),
+      scope: 'openid profile',
+      requestId: 'q'.repeat(64),
     });
     expect(edge.agent!.displayName).toHaveLength(100);
     expect(edge.agent!.capabilities).toHaveLength(20);
@@ -156,7 +217,12 @@ describe('CreateAgent', () => {
 
   it('replays a request_id: same agent and client with a new secret; a different request with it is ALREADY_EXISTS', async () => {
     const app = await newApp();
-    const request = { requestId: `agent-${Date.now()}`, displayName: 'Idempotent', capabilities: ['support'], scope: 'openid messaging' };
+    const request = {
+      requestId: `agent-${Date.now()}`,
+      displayName: 'Idempotent',
+      capabilities: ['support'],
+      scope: 'openid messaging',
+    };
     const first = await createAgent(app, request);
     const again = await createAgent(app, request);
     expect(again.agent).toEqual(first.agent);
@@ -183,7 +249,7 @@ describe('CreateAgent', () => {
     expect(theirs.agent!.svcnumId).not.toBe(first.agent!.svcnumId);
   });
 
-  it('a replay\'s new secret works at once and the earlier secret stops at once, also when the earlier one was in use', async () => {
+  it("a replay's new secret works at once and the earlier secret stops at once, also when the earlier one was in use", async () => {
     // The client cache (30 s) still holds the earlier hash after the rotation: the new secret is
     // refused by it, so the record is read again and the new secret works; the cache then holds
     // the new hash, so in this process the earlier secret stops at once (elsewhere within 30 s).
@@ -203,7 +269,9 @@ describe('CreateAgent', () => {
 describe('agent quotas', () => {
   it('30 concurrent CreateAgent calls for one owner: exactly 10 succeed, 20 are RESOURCE_EXHAUSTED', async () => {
     const app = await newApp({ accountType: 'person' });
-    const { ok, failed } = await settle(Array.from({ length: 30 }, (_, i) => createAgent(app, { displayName: `Racer ${i}` })));
+    const { ok, failed } = await settle(
+      Array.from({ length: 30 }, (_, i) => createAgent(app, { displayName: `Racer ${i}` })),
+    );
     expect(failed.map((error) => error.code)).toEqual(Array(20).fill(status.RESOURCE_EXHAUSTED));
     expect(ok).toHaveLength(10);
     expect(failed[0]!.details).toMatch(/quota of 10 independent agents/);
@@ -216,7 +284,9 @@ describe('agent quotas', () => {
 
   it('30 concurrent CreateDependentAgent calls under one owner: exactly 10; another owner (an agent) has its own 10', async () => {
     const app = await newApp();
-    const { ok, failed } = await settle(Array.from({ length: 30 }, (_, i) => createDependent(app, { displayName: `Sub ${i}` })));
+    const { ok, failed } = await settle(
+      Array.from({ length: 30 }, (_, i) => createDependent(app, { displayName: `Sub ${i}` })),
+    );
     expect(failed.map((error) => error.code)).toEqual(Array(20).fill(status.RESOURCE_EXHAUSTED));
     expect(ok).toHaveLength(10);
     expect(failed[0]!.details).toMatch(/quota of 10 dependent agents/);
@@ -225,9 +295,16 @@ describe('agent quotas', () => {
     // The dependent quota is per owner: an independent agent of the same account has its own 10,
     // and the account's independent quota is untouched by dependents.
     const owner = (await createAgent(app, { displayName: 'Team lead' })).agent!;
-    const underAgent = await settle(Array.from({ length: 12 }, (_, i) => createDependent(app, { displayName: `Helper ${i}`, ownerSvcnumId: owner.svcnumId })));
+    const underAgent = await settle(
+      Array.from({ length: 12 }, (_, i) =>
+        createDependent(app, { displayName: `Helper ${i}`, ownerSvcnumId: owner.svcnumId }),
+      ),
+    );
     expect(underAgent.ok).toHaveLength(10);
-    expect(underAgent.failed.map((error) => error.code)).toEqual([status.RESOURCE_EXHAUSTED, status.RESOURCE_EXHAUSTED]);
+    expect(underAgent.failed.map((error) => error.code)).toEqual([
+      status.RESOURCE_EXHAUSTED,
+      status.RESOURCE_EXHAUSTED,
+    ]);
     expect(underAgent.ok.every((agent) => agent.ownerSvcnumId === owner.svcnumId)).toBe(true);
     expect(await listAll(app, AgentKind.AGENT_KIND_DEPENDENT, 100)).toHaveLength(20);
     expect((await failure(createDependent(app, { displayName: 'Over' }))).code).toBe(status.RESOURCE_EXHAUSTED);
@@ -236,7 +313,9 @@ describe('agent quotas', () => {
   it('a per-owner override raises the quota: exactly 12 of 30 concurrent creations', async () => {
     const app = await newApp({ accountType: 'person' });
     await service.core.store.setQuotaOverrides(app.owner.svcnumId, { independentAgentQuota: 12 });
-    const { ok, failed } = await settle(Array.from({ length: 30 }, (_, i) => createAgent(app, { displayName: `Big ${i}` })));
+    const { ok, failed } = await settle(
+      Array.from({ length: 30 }, (_, i) => createAgent(app, { displayName: `Big ${i}` })),
+    );
     expect(ok).toHaveLength(12);
     expect(failed.map((error) => error.code)).toEqual(Array(18).fill(status.RESOURCE_EXHAUSTED));
     expect(failed[0]!.details).toMatch(/quota of 12 independent agents/);
@@ -261,9 +340,15 @@ describe('ListAgents and GetAgent', () => {
     await createAgent(other, { displayName: 'Not yours' });
   });
 
-  it('lists the caller\'s agents oldest first, page by page, and filters by kind', async () => {
+  it("lists the caller's agents oldest first, page by page, and filters by kind", async () => {
     const names = (agents: Agent[]) => agents.map((agent) => agent.displayName);
-    expect(names(await listAll(app, AgentKind.AGENT_KIND_UNSPECIFIED, 2))).toEqual(['First', 'Second', 'Third', 'Fourth', 'Fifth']);
+    expect(names(await listAll(app, AgentKind.AGENT_KIND_UNSPECIFIED, 2))).toEqual([
+      'First',
+      'Second',
+      'Third',
+      'Fourth',
+      'Fifth',
+    ]);
     const firstPage = await listAgents(app, { pageSize: 2 });
     expect(firstPage.agents).toHaveLength(2);
     expect(firstPage.nextPageToken).not.toBe('');
@@ -276,7 +361,11 @@ describe('ListAgents and GetAgent', () => {
     const everything = await listAgents(app, {});
     expect(everything.nextPageToken).toBe('');
     expect(everything.agents.map((agent) => agent.kind)).toEqual([
-      AgentKind.AGENT_KIND_INDEPENDENT, AgentKind.AGENT_KIND_DEPENDENT, AgentKind.AGENT_KIND_INDEPENDENT, AgentKind.AGENT_KIND_DEPENDENT, AgentKind.AGENT_KIND_INDEPENDENT,
+      AgentKind.AGENT_KIND_INDEPENDENT,
+      AgentKind.AGENT_KIND_DEPENDENT,
+      AgentKind.AGENT_KIND_INDEPENDENT,
+      AgentKind.AGENT_KIND_DEPENDENT,
+      AgentKind.AGENT_KIND_INDEPENDENT,
     ]);
     expect(everything.agents[3]!.ownerSvcnumId).toBe(independents[0]!.svcnumId);
     expect(everything.agents[1]!.clientId).toBe('');
@@ -287,9 +376,13 @@ describe('ListAgents and GetAgent', () => {
     const owner = await newApp();
     // The first create is held just before its commit while a second one, asked for a second later, commits.
     let reachedCommit!: () => void;
-    const atCommit = new Promise<void>((resolve) => { reachedCommit = resolve; });
+    const atCommit = new Promise<void>((resolve) => {
+      reachedCommit = resolve;
+    });
     let release!: () => void;
-    const released = new Promise<void>((resolve) => { release = resolve; });
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     faults.before('createUser', async (entity) => {
       if (entity.displayName !== 'Asked first') return;
       reachedCommit();
@@ -308,7 +401,9 @@ describe('ListAgents and GetAgent', () => {
       await Promise.all([1, 2, 3, 4, 5, 6].map((n) => createAgent(owner, { displayName: `Burst ${n}` })));
       const listed = (await listAgents(owner, {})).agents;
       expect(listed.slice(0, 2).map((agent) => agent.displayName)).toEqual(['Asked first', 'Asked second']);
-      expect(listed.map((agent) => agent.createTime!.getTime())).toEqual(listed.map((agent) => agent.createTime!.getTime()).sort((a, b) => a - b));
+      expect(listed.map((agent) => agent.createTime!.getTime())).toEqual(
+        listed.map((agent) => agent.createTime!.getTime()).sort((a, b) => a - b),
+      );
       expect((await getAgent(owner, firstAgent.svcnumId)).createTime).toEqual(firstAgent.createTime);
     } finally {
       faults.reset();
@@ -319,26 +414,46 @@ describe('ListAgents and GetAgent', () => {
   it('refuses a negative page_size and page tokens it did not issue for this caller and kind', async () => {
     expect((await failure(listAgents(app, { pageSize: -1 }))).code).toBe(status.INVALID_ARGUMENT);
     expect((await failure(listAgents(app, { pageToken: 'not-a-token' }))).code).toBe(status.INVALID_ARGUMENT);
-    const independentToken = (await listAgents(app, { pageSize: 1, kind: AgentKind.AGENT_KIND_INDEPENDENT })).nextPageToken;
+    const independentToken = (await listAgents(app, { pageSize: 1, kind: AgentKind.AGENT_KIND_INDEPENDENT }))
+      .nextPageToken;
     expect(independentToken).not.toBe('');
     // Someone else's token.
-    expect((await failure(listAgents(other, { pageToken: independentToken, kind: AgentKind.AGENT_KIND_INDEPENDENT }))).code).toBe(status.INVALID_ARGUMENT);
+    expect(
+      (await failure(listAgents(other, { pageToken: independentToken, kind: AgentKind.AGENT_KIND_INDEPENDENT }))).code,
+    ).toBe(status.INVALID_ARGUMENT);
     // A token returned for a different kind.
-    const wrongKind = await failure(listAgents(app, { pageToken: independentToken, kind: AgentKind.AGENT_KIND_DEPENDENT }));
+    const wrongKind = await failure(
+      listAgents(app, { pageToken: independentToken, kind: AgentKind.AGENT_KIND_DEPENDENT }),
+    );
     expect(wrongKind.code).toBe(status.INVALID_ARGUMENT);
     expect(wrongKind.details).toContain('page_token');
     // A token of another RPC (ListNumbers).
     for (let i = 0; i < 2; i++) {
-      await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: `Line ${i}` }), app.token);
+      await call<ProvisionNumberRequest, ProgrammableNumber>(
+        app.numbers,
+        'provisionNumber',
+        ProvisionNumberRequest.fromPartial({ displayName: `Line ${i}` }),
+        app.token,
+      );
     }
-    const numbersPage = await call<ListNumbersRequest, ListNumbersResponse>(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({ pageSize: 1 }), app.token);
+    const numbersPage = await call<ListNumbersRequest, ListNumbersResponse>(
+      app.numbers,
+      'listNumbers',
+      ListNumbersRequest.fromPartial({ pageSize: 1 }),
+      app.token,
+    );
     expect(numbersPage.nextPageToken).not.toBe('');
-    expect((await failure(listAgents(app, { pageToken: numbersPage.nextPageToken }))).code).toBe(status.INVALID_ARGUMENT);
+    expect((await failure(listAgents(app, { pageToken: numbersPage.nextPageToken }))).code).toBe(
+      status.INVALID_ARGUMENT,
+    );
     // The token still works with its own kind.
-    expect((await listAgents(app, { pageToken: independentToken, kind: AgentKind.AGENT_KIND_INDEPENDENT })).agents[0]!.displayName).toBe('Third');
+    expect(
+      (await listAgents(app, { pageToken: independentToken, kind: AgentKind.AGENT_KIND_INDEPENDENT })).agents[0]!
+        .displayName,
+    ).toBe('Third');
   });
 
-  it('gets one of the caller\'s agents; another owner\'s agent is NOT_FOUND', async () => {
+  it("gets one of the caller's agents; another owner's agent is NOT_FOUND", async () => {
     const agent = await getAgent(app, independents[1]!.svcnumId);
     expect(agent).toEqual(independents[1]);
     expect(await getAgent(app, dependents[1]!.svcnumId)).toEqual(dependents[1]);
@@ -362,10 +477,20 @@ describe('IssueAgentToken', () => {
     const full = await issueToken(app, agent.svcnumId);
     expect(full).toMatchObject({ tokenType: 'Bearer', expiresIn: 3600, scope: 'openid messaging' });
     const claims = await claimsOf(full.accessToken);
-    expect(claims).toMatchObject({ iss: service.issuer, aud: service.issuer, sub: agent.svcnumId, client_id: created.clientId, scope: 'openid messaging' });
+    expect(claims).toMatchObject({
+      iss: service.issuer,
+      aud: service.issuer,
+      sub: agent.svcnumId,
+      client_id: created.clientId,
+      scope: 'openid messaging',
+    });
     expect(claims.exp! - claims.iat!).toBe(3600);
     expect(claims.act).toBeUndefined();
-    expect((await userinfo(full.accessToken)).json).toMatchObject({ sub: agent.svcnumId, svcnum: agent.svcnum, account_type: 'ai_agent' });
+    expect((await userinfo(full.accessToken)).json).toMatchObject({
+      sub: agent.svcnumId,
+      svcnum: agent.svcnum,
+      account_type: 'ai_agent',
+    });
 
     const narrowed = await issueToken(app, agent.svcnumId, 'messaging');
     expect(narrowed.scope).toBe('messaging');
@@ -378,7 +503,7 @@ describe('IssueAgentToken', () => {
     }
   });
 
-  it('refuses dependents (FAILED_PRECONDITION), another owner\'s agents (NOT_FOUND) and malformed ids', async () => {
+  it("refuses dependents (FAILED_PRECONDITION), another owner's agents (NOT_FOUND) and malformed ids", async () => {
     const app = await newApp();
     const dependent = await createDependent(app, { displayName: 'No secret' });
     const error = await failure(issueToken(app, dependent.svcnumId));
@@ -392,15 +517,23 @@ describe('IssueAgentToken', () => {
 });
 
 describe('CreateDependentAgent', () => {
-  it('defaults the owner to the caller\'s account; an independent agent of the caller may own one; its scope stays within the owner\'s', async () => {
+  it("defaults the owner to the caller's account; an independent agent of the caller may own one; its scope stays within the owner's", async () => {
     const app = await newApp();
     const dependent = await createDependent(app, { displayName: 'Account helper', capabilities: ['notes'] });
     expect(dependent).toMatchObject({
-      kind: AgentKind.AGENT_KIND_DEPENDENT, ownerSvcnumId: app.owner.svcnumId, clientId: '', scope: ALL_AGENT_SCOPES,
-      capabilities: ['notes'], state: NumberState.NUMBER_STATE_ACTIVE,
+      kind: AgentKind.AGENT_KIND_DEPENDENT,
+      ownerSvcnumId: app.owner.svcnumId,
+      clientId: '',
+      scope: ALL_AGENT_SCOPES,
+      capabilities: ['notes'],
+      state: NumberState.NUMBER_STATE_ACTIVE,
     });
     expect(dependent.svcnum).toMatch(/^74\d{9}$/);
-    const explicit = await createDependent(app, { displayName: 'Explicit', ownerSvcnumId: app.owner.svcnumId, scope: 'profile' });
+    const explicit = await createDependent(app, {
+      displayName: 'Explicit',
+      ownerSvcnumId: app.owner.svcnumId,
+      scope: 'profile',
+    });
     expect(explicit.ownerSvcnumId).toBe(app.owner.svcnumId);
     expect(explicit.scope).toBe('profile');
 
@@ -408,27 +541,42 @@ describe('CreateDependentAgent', () => {
     const underAgent = await createDependent(app, { displayName: 'Sub', ownerSvcnumId: owner.svcnumId });
     expect(underAgent.ownerSvcnumId).toBe(owner.svcnumId);
     expect(underAgent.scope).toBe('openid messaging');
-    expect((await createDependent(app, { displayName: 'Narrow sub', ownerSvcnumId: owner.svcnumId, scope: 'messaging' })).scope).toBe('messaging');
-    const wider = await failure(createDependent(app, { displayName: 'Too wide', ownerSvcnumId: owner.svcnumId, scope: 'openid profile' }));
+    expect(
+      (await createDependent(app, { displayName: 'Narrow sub', ownerSvcnumId: owner.svcnumId, scope: 'messaging' }))
+        .scope,
+    ).toBe('messaging');
+    const wider = await failure(
+      createDependent(app, { displayName: 'Too wide', ownerSvcnumId: owner.svcnumId, scope: 'openid profile' }),
+    );
     expect(wider.code).toBe(status.INVALID_ARGUMENT);
     expect(wider.details).toContain('openid messaging');
-    expect((await failure(createDependent(app, { displayName: 'Not an agent scope', scope: 'email' }))).code).toBe(status.INVALID_ARGUMENT);
+    expect((await failure(createDependent(app, { displayName: 'Not an agent scope', scope: 'email' }))).code).toBe(
+      status.INVALID_ARGUMENT,
+    );
     expect((await failure(createDependent(app, { displayName: '' }))).code).toBe(status.INVALID_ARGUMENT);
-    expect((await failure(createDependent(app, { displayName: 'Bad caps', capabilities: ['NO'] }))).code).toBe(status.INVALID_ARGUMENT);
+    expect((await failure(createDependent(app, { displayName: 'Bad caps', capabilities: ['NO'] }))).code).toBe(
+      status.INVALID_ARGUMENT,
+    );
   });
 
-  it('refuses another owner\'s agent (NOT_FOUND), a dependent as owner and malformed ids (INVALID_ARGUMENT)', async () => {
+  it("refuses another owner's agent (NOT_FOUND), a dependent as owner and malformed ids (INVALID_ARGUMENT)", async () => {
     const app = await newApp();
     const other = await newApp();
     const theirs = (await createAgent(other, { displayName: 'Theirs' })).agent!;
-    expect((await failure(createDependent(app, { displayName: 'Stolen', ownerSvcnumId: theirs.svcnumId }))).code).toBe(status.NOT_FOUND);
+    expect((await failure(createDependent(app, { displayName: 'Stolen', ownerSvcnumId: theirs.svcnumId }))).code).toBe(
+      status.NOT_FOUND,
+    );
     // Another account (not an agent) as owner.
-    expect((await failure(createDependent(app, { displayName: 'Stolen', ownerSvcnumId: other.owner.svcnumId }))).code).toBe(status.NOT_FOUND);
+    expect(
+      (await failure(createDependent(app, { displayName: 'Stolen', ownerSvcnumId: other.owner.svcnumId }))).code,
+    ).toBe(status.NOT_FOUND);
     const dependent = await createDependent(app, { displayName: 'Leaf' });
     const nested = await failure(createDependent(app, { displayName: 'Nested', ownerSvcnumId: dependent.svcnumId }));
     expect(nested.code).toBe(status.INVALID_ARGUMENT);
     expect(nested.details).toContain('owner_svcnum_id');
-    expect((await failure(createDependent(app, { displayName: 'Bad', ownerSvcnumId: 'agent-1' }))).code).toBe(status.INVALID_ARGUMENT);
+    expect((await failure(createDependent(app, { displayName: 'Bad', ownerSvcnumId: 'agent-1' }))).code).toBe(
+      status.INVALID_ARGUMENT,
+    );
     expect((await listAgents(other, {})).agents).toHaveLength(1);
   });
 
@@ -437,7 +585,9 @@ describe('CreateDependentAgent', () => {
     const request = { requestId: `dep-${Date.now()}`, displayName: 'Once' };
     const first = await createDependent(app, request);
     expect(await createDependent(app, request)).toEqual(first);
-    expect((await failure(createDependent(app, { ...request, displayName: 'Twice' }))).code).toBe(status.ALREADY_EXISTS);
+    expect((await failure(createDependent(app, { ...request, displayName: 'Twice' }))).code).toBe(
+      status.ALREADY_EXISTS,
+    );
     expect(await listAll(app, AgentKind.AGENT_KIND_DEPENDENT, 10)).toHaveLength(1);
   });
 });
@@ -465,10 +615,16 @@ describe('RotateAgentSvcnum', () => {
     expect(old.state).toBe('quarantined');
     expect(old).not.toHaveProperty('holder');
     expect(new Date(old.cool_off_until!).getTime()).toBeGreaterThan(service.clock.now() + 89 * DAY);
-    expect(await service.core.provisioning.lifecycle.show(oldFallback)).toMatchObject({ state: 'active', holder: agent.svcnumId });
+    expect(await service.core.provisioning.lifecycle.show(oldFallback)).toMatchObject({
+      state: 'active',
+      holder: agent.svcnumId,
+    });
     const newFallback = (await service.core.store.getUser(agent.svcnumId))!.fallbackSvcnum!;
     expect([agent.svcnum, oldFallback]).not.toContain(newFallback);
-    expect(await service.core.provisioning.lifecycle.show(newFallback)).toMatchObject({ state: 'reserved', holder: agent.svcnumId });
+    expect(await service.core.provisioning.lifecycle.show(newFallback)).toMatchObject({
+      state: 'reserved',
+      holder: agent.svcnumId,
+    });
 
     // Tokens and credentials are unchanged; UserInfo shows the new number.
     expect((await userinfo(tokenBefore.accessToken)).json).toMatchObject({ sub: agent.svcnumId, svcnum: oldFallback });
@@ -496,7 +652,9 @@ describe('RotateAgentSvcnum', () => {
 
     expect((await failure(rotate(app, agent.svcnumId))).code).toBe(status.FAILED_PRECONDITION);
     expect((await failure(issueToken(app, agent.svcnumId))).code).toBe(status.FAILED_PRECONDITION);
-    expect((await failure(createDependent(app, { displayName: 'Child', ownerSvcnumId: agent.svcnumId }))).code).toBe(status.FAILED_PRECONDITION);
+    expect((await failure(createDependent(app, { displayName: 'Child', ownerSvcnumId: agent.svcnumId }))).code).toBe(
+      status.FAILED_PRECONDITION,
+    );
     const refused = await clientCredentials(created.clientId, created.clientSecret);
     expect(refused.status).toBe(400);
     expect(refused.json.error).toBe('invalid_grant');
@@ -515,9 +673,28 @@ describe('RotateAgentSvcnum', () => {
     try {
       // Just enough for one agent (number + fallback) and one rotation.
       await seedPool(local, '74', 3);
-      const agent = (await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Cooling' }), app.token)).agent!;
-      const rotateLocal = () => call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId: agent.svcnumId }), app.token);
-      const provision = () => call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Line' }), app.token);
+      const agent = (
+        await call<CreateAgentRequest, CreateAgentResponse>(
+          app.agents,
+          'createAgent',
+          CreateAgentRequest.fromPartial({ displayName: 'Cooling' }),
+          app.token,
+        )
+      ).agent!;
+      const rotateLocal = () =>
+        call<RotateAgentSvcnumRequest, Agent>(
+          app.agents,
+          'rotateAgentSvcnum',
+          RotateAgentSvcnumRequest.fromPartial({ svcnumId: agent.svcnumId }),
+          app.token,
+        );
+      const provision = () =>
+        call<ProvisionNumberRequest, ProgrammableNumber>(
+          app.numbers,
+          'provisionNumber',
+          ProvisionNumberRequest.fromPartial({ displayName: 'Line' }),
+          app.token,
+        );
       const rotated = await rotateLocal();
       expect((await local.core.provisioning.lifecycle.show(agent.svcnum)).state).toBe('quarantined');
 
@@ -529,7 +706,12 @@ describe('RotateAgentSvcnum', () => {
       local.clock.advance(DAY - 60 * SECOND);
       app.token = await clientCredentialsToken(local, app.clientId, app.clientSecret);
       expect((await failure(provision())).code).toBe(status.FAILED_PRECONDITION);
-      const unchanged = await call<GetAgentRequest, Agent>(app.agents, 'getAgent', GetAgentRequest.fromPartial({ svcnumId: agent.svcnumId }), app.token);
+      const unchanged = await call<GetAgentRequest, Agent>(
+        app.agents,
+        'getAgent',
+        GetAgentRequest.fromPartial({ svcnumId: agent.svcnumId }),
+        app.token,
+      );
       expect(unchanged.svcnum).toBe(rotated.svcnum);
       expect((await local.core.provisioning.lifecycle.show(agent.svcnum)).state).toBe('quarantined');
 
@@ -538,7 +720,10 @@ describe('RotateAgentSvcnum', () => {
       expect((await local.core.provisioning.lifecycle.show(agent.svcnum)).state).toBe('available');
       const recycled = await provision();
       expect(recycled.svcnum).toBe(agent.svcnum);
-      expect(await local.core.provisioning.lifecycle.show(agent.svcnum)).toMatchObject({ state: 'active', holder: recycled.svcnumId });
+      expect(await local.core.provisioning.lifecycle.show(agent.svcnum)).toMatchObject({
+        state: 'active',
+        holder: recycled.svcnumId,
+      });
     } finally {
       app.close();
       await local.close();

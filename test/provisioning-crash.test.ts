@@ -8,10 +8,22 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import {
-  AgentServiceClient, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, type Agent,
+  AgentServiceClient,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  CreateDependentAgentRequest,
+  type Agent,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import { CreateMaskRequest, type Mask, MaskServiceClient } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  CreateMaskRequest,
+  type Mask,
+  MaskServiceClient,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  NumberServiceClient,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import type { StoreMethod } from './support/faults';
 import { call, clientCredentialsToken } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
@@ -27,7 +39,11 @@ import { startTestService, type TestService } from './support/service';
 // names it; one working client per independent agent, and no other.
 
 type Kind = 'agent' | 'dependent' | 'mask' | 'number';
-interface CrashPoint { kind: Kind; method: StoreMethod; nth: number }
+interface CrashPoint {
+  kind: Kind;
+  method: StoreMethod;
+  nth: number;
+}
 
 /**
  * Short leases, so that retries need not wait a minute; long enough that no live attempt outlasts
@@ -43,20 +59,73 @@ const CONCURRENT_RUNS = 3;
 
 /** Every store call of one create, in order: the N-th call of a method is that step. */
 function stepsOf(kind: Kind, methods: StoreMethod[]): CrashPoint[] {
-  return methods.map((method, index) => ({ kind, method, nth: methods.slice(0, index + 1).filter((m) => m === method).length }));
+  return methods.map((method, index) => ({
+    kind,
+    method,
+    nth: methods.slice(0, index + 1).filter((m) => m === method).length,
+  }));
 }
 const CRASH_POINTS: CrashPoint[] = [
-  ...stepsOf('agent', ['beginRequest', 'claimSlot', 'leaseNumber', 'leaseNumber', 'createClient', 'createUser', 'confirmNumber', 'confirmNumber', 'confirmSlot', 'indexCapabilities', 'completeRequest']),
-  ...stepsOf('dependent', ['beginRequest', 'claimSlot', 'leaseNumber', 'leaseNumber', 'createUser', 'confirmNumber', 'confirmNumber', 'confirmSlot', 'completeRequest']),
-  ...stepsOf('mask', ['beginRequest', 'claimSlot', 'leaseNumber', 'createMask', 'confirmNumber', 'confirmSlot', 'completeRequest']),
-  ...stepsOf('number', ['beginRequest', 'claimSlot', 'leaseNumber', 'createUser', 'confirmNumber', 'confirmSlot', 'completeRequest']),
+  ...stepsOf('agent', [
+    'beginRequest',
+    'claimSlot',
+    'leaseNumber',
+    'leaseNumber',
+    'createClient',
+    'createUser',
+    'confirmNumber',
+    'confirmNumber',
+    'confirmSlot',
+    'indexCapabilities',
+    'completeRequest',
+  ]),
+  ...stepsOf('dependent', [
+    'beginRequest',
+    'claimSlot',
+    'leaseNumber',
+    'leaseNumber',
+    'createUser',
+    'confirmNumber',
+    'confirmNumber',
+    'confirmSlot',
+    'completeRequest',
+  ]),
+  ...stepsOf('mask', [
+    'beginRequest',
+    'claimSlot',
+    'leaseNumber',
+    'createMask',
+    'confirmNumber',
+    'confirmSlot',
+    'completeRequest',
+  ]),
+  ...stepsOf('number', [
+    'beginRequest',
+    'claimSlot',
+    'leaseNumber',
+    'createUser',
+    'confirmNumber',
+    'confirmSlot',
+    'completeRequest',
+  ]),
 ];
 
 /** Outcomes a call may have while the service dies under it; anything else is a bug. */
 const CRASH_OUTCOMES = new Set([status.UNAVAILABLE, status.CANCELLED, status.INTERNAL, status.ABORTED]);
 
-interface Owner { svcnumId: string; token: string; quota: number }
-interface Sent { owner: Owner; kind: Kind; requestId: string; answers: Set<string>; clientSecret?: string; clientId?: string }
+interface Owner {
+  svcnumId: string;
+  token: string;
+  quota: number;
+}
+interface Sent {
+  owner: Owner;
+  kind: Kind;
+  requestId: string;
+  answers: Set<string>;
+  clientSecret?: string;
+  clientId?: string;
+}
 
 let service: TestService;
 let bundleDir: string;
@@ -71,8 +140,14 @@ beforeAll(async () => {
   await mkdir('dist', { recursive: true });
   bundleDir = await mkdtemp(join('dist', 'crash-test-'));
   await build({
-    entryPoints: ['test/support/crashing-service.ts'], outfile: join(bundleDir, 'crashing-service.mjs'),
-    bundle: true, packages: 'external', platform: 'node', target: 'node20', format: 'esm', logLevel: 'warning',
+    entryPoints: ['test/support/crashing-service.ts'],
+    outfile: join(bundleDir, 'crashing-service.mjs'),
+    bundle: true,
+    packages: 'external',
+    platform: 'node',
+    target: 'node20',
+    format: 'esm',
+    logLevel: 'warning',
   });
   await mkdir(join(bundleDir, 'gen'));
   await copyFile('grpc-service/gen/descriptors.binpb', join(bundleDir, 'gen', 'descriptors.binpb'));
@@ -88,29 +163,61 @@ afterAll(async () => {
   if (bundleDir) await rm(bundleDir, { recursive: true, force: true });
 });
 
-/** A business owner with a provisioning client, its token, and quotas of `quota` (agents of each kind, live masks, numbers). */
+/**
+ * A business owner with a provisioning client, its token, and quotas of `quota` (agents of each kind, live masks,
+ * numbers).
+ */
 async function newOwner(quota: number): Promise<Owner> {
   const owner = await service.core.registration.createUser({ accountType: 'business' });
-  await service.core.store.setQuotaOverrides(owner.svcnumId, { independentAgentQuota: quota, dependentAgentQuota: quota, maskQuota: quota, numberQuota: quota });
-  const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Crash app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
-  return { svcnumId: owner.svcnumId, token: await clientCredentialsToken(service, client.clientId, clientSecret!), quota };
+  await service.core.store.setQuotaOverrides(owner.svcnumId, {
+    independentAgentQuota: quota,
+    dependentAgentQuota: quota,
+    maskQuota: quota,
+    numberQuota: quota,
+  });
+  const { client, clientSecret } = await service.core.registration.createProvisioningClient({
+    name: 'Crash app',
+    scope: 'prov:numbers prov:masks prov:agents',
+    ownerId: owner.svcnumId,
+  });
+  return {
+    svcnumId: owner.svcnumId,
+    token: await clientCredentialsToken(service, client.clientId, clientSecret!),
+    quota,
+  };
 }
 
-interface Child { process: ChildProcess; numbers: NumberServiceClient; masks: MaskServiceClient; agents: AgentServiceClient; exited: Promise<string>; output: () => string; close(): void }
+interface Child {
+  process: ChildProcess;
+  numbers: NumberServiceClient;
+  masks: MaskServiceClient;
+  agents: AgentServiceClient;
+  exited: Promise<string>;
+  output: () => string;
+  close(): void;
+}
 
 /** The service in a child process on this test's DynamoDB, optionally armed to crash. */
 async function startChild(crash?: { requestId: string; method: StoreMethod; nth: number }): Promise<Child> {
   const child = spawn(process.execPath, [join(bundleDir, 'crashing-service.mjs')], {
     env: {
-      ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      DYNAMO_ENDPOINT: service.dynamoEndpoint, DATA_DIR: service.dataDir, ISSUER: service.issuer, LEASE_MS: String(LEASE),
+      ...process.env,
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      DYNAMO_ENDPOINT: service.dynamoEndpoint,
+      DATA_DIR: service.dataDir,
+      ISSUER: service.issuer,
+      LEASE_MS: String(LEASE),
       ...(crash ? { CRASH: JSON.stringify(crash) } : {}),
     },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? `exit ${code}`)));
+  child.stderr!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(signal ?? `exit ${code}`)),
+  );
   const grpcPort = await new Promise<number>((resolve, reject) => {
     let line = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -126,7 +233,10 @@ async function startChild(crash?: { requestId: string; method: StoreMethod; nth:
     agents: new AgentServiceClient(address, credentials.createInsecure()),
   };
   return {
-    process: child, ...clients, exited, output: () => output,
+    process: child,
+    ...clients,
+    exited,
+    output: () => output,
     close() {
       clients.numbers.close();
       clients.masks.close();
@@ -141,25 +251,60 @@ async function send(child: Child, request: Sent): Promise<string> {
   const { owner, requestId } = request;
   switch (request.kind) {
     case 'agent': {
-      const created = await call<CreateAgentRequest, CreateAgentResponse>(child.agents, 'createAgent', CreateAgentRequest.fromPartial({
-        requestId, displayName: `Agent ${requestId}`, capabilities: ['crash-test'], discoverable: true,
-      }), owner.token);
+      const created = await call<CreateAgentRequest, CreateAgentResponse>(
+        child.agents,
+        'createAgent',
+        CreateAgentRequest.fromPartial({
+          requestId,
+          displayName: `Agent ${requestId}`,
+          capabilities: ['crash-test'],
+          discoverable: true,
+        }),
+        owner.token,
+      );
       request.clientId = created.clientId;
       request.clientSecret = created.clientSecret;
       return created.agent!.svcnumId;
     }
     case 'dependent':
-      return (await call<CreateDependentAgentRequest, Agent>(child.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({
-        requestId, displayName: `Sub-agent ${requestId}`,
-      }), owner.token)).svcnumId;
+      return (
+        await call<CreateDependentAgentRequest, Agent>(
+          child.agents,
+          'createDependentAgent',
+          CreateDependentAgentRequest.fromPartial({
+            requestId,
+            displayName: `Sub-agent ${requestId}`,
+          }),
+          owner.token,
+        )
+      ).svcnumId;
     case 'mask':
-      return (await call<CreateMaskRequest, Mask>(child.masks, 'createMask', CreateMaskRequest.fromPartial({
-        requestId, ttlSeconds: 3600, participantA: participants[0].svcnumId, participantB: participants[1].svcnumId, scope: 'delivery',
-      }), owner.token)).maskId;
+      return (
+        await call<CreateMaskRequest, Mask>(
+          child.masks,
+          'createMask',
+          CreateMaskRequest.fromPartial({
+            requestId,
+            ttlSeconds: 3600,
+            participantA: participants[0].svcnumId,
+            participantB: participants[1].svcnumId,
+            scope: 'delivery',
+          }),
+          owner.token,
+        )
+      ).maskId;
     case 'number':
-      return (await call<ProvisionNumberRequest, ProgrammableNumber>(child.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({
-        requestId, displayName: `Line ${requestId}`,
-      }), owner.token)).svcnumId;
+      return (
+        await call<ProvisionNumberRequest, ProgrammableNumber>(
+          child.numbers,
+          'provisionNumber',
+          ProvisionNumberRequest.fromPartial({
+            requestId,
+            displayName: `Line ${requestId}`,
+          }),
+          owner.token,
+        )
+      ).svcnumId;
   }
 }
 
@@ -171,25 +316,36 @@ async function sendDuringCrash(child: Child, request: Sent): Promise<void> {
   } catch (error) {
     const code = (error as ServiceError).code;
     count(status[code] ?? String(code));
-    expect(CRASH_OUTCOMES.has(code), `${request.requestId}: ${status[code]} ${(error as ServiceError).details}`).toBe(true);
+    expect(CRASH_OUTCOMES.has(code), `${request.requestId}: ${status[code]} ${(error as ServiceError).details}`).toBe(
+      true,
+    );
   }
 }
 
-const count = (outcome: string) => { counts.outcomes[outcome] = (counts.outcomes[outcome] ?? 0) + 1; };
+const count = (outcome: string) => {
+  counts.outcomes[outcome] = (counts.outcomes[outcome] ?? 0) + 1;
+};
 
 /** Runs `work` over `items`, at most `limit` at a time. */
 async function inParallel<T>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<void>) {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      await work(items[index]!, index);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const index = next++;
+        await work(items[index]!, index);
+      }
+    }),
+  );
 }
 
 function requests(owner: Owner, kinds: Kind[], prefix: string): Sent[] {
-  const batch = kinds.map((kind, index) => ({ owner, kind, requestId: `${prefix}-${kind}-${index}`, answers: new Set<string>() }));
+  const batch = kinds.map((kind, index) => ({
+    owner,
+    kind,
+    requestId: `${prefix}-${kind}-${index}`,
+    answers: new Set<string>(),
+  }));
   sent.push(...batch);
   return batch;
 }
@@ -205,12 +361,18 @@ async function crashRun(point: CrashPoint, index: number): Promise<void> {
     await Promise.all(batch.map((request) => sendDuringCrash(child, request)));
     // On a loaded machine the target may be turned away (ABORTED: a lease ran out under it) before
     // its crash point: it is retried, as a client would, until the point is reached.
-    for (let retry = 0; retry < 5 && child.process.exitCode === null && child.process.signalCode === null && target.answers.size === 0; retry++) {
+    for (
+      let retry = 0;
+      retry < 5 && child.process.exitCode === null && child.process.signalCode === null && target.answers.size === 0;
+      retry++
+    ) {
       const exited = await Promise.race([child.exited, sleep(LEASE, undefined)]);
       if (exited === undefined) await sendDuringCrash(child, target);
     }
     const how = await Promise.race([child.exited, sleep(5_000, 'still running')]);
-    expect(how, `crash point ${point.kind} ${point.method}#${point.nth} not reached:\n${child.output()}`).toBe('SIGKILL');
+    expect(how, `crash point ${point.kind} ${point.method}#${point.nth} not reached:\n${child.output()}`).toBe(
+      'SIGKILL',
+    );
     // The target died before it could answer.
     expect(target.answers.size, `${point.kind} ${point.method}#${point.nth}`).toBe(0);
   } finally {
@@ -227,7 +389,8 @@ async function settle(child: Child, request: Sent): Promise<void> {
       request.answers.add(await send(child, request));
       return;
     } catch (error) {
-      if ((error as ServiceError).code !== status.ABORTED || Date.now() > deadline) throw new Error(`${request.requestId}: ${(error as ServiceError).details}`);
+      if ((error as ServiceError).code !== status.ABORTED || Date.now() > deadline)
+        throw new Error(`${request.requestId}: ${(error as ServiceError).details}`);
       await sleep(100);
     }
   }
@@ -270,7 +433,8 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
     restarted.close();
   }
   for (const request of sent) expect([...request.answers], request.requestId).toHaveLength(1);
-  const answered = (kind: Kind) => new Set(sent.filter((request) => request.kind === kind).map((request) => [...request.answers][0]!));
+  const answered = (kind: Kind) =>
+    new Set(sent.filter((request) => request.kind === kind).map((request) => [...request.answers][0]!));
 
   // Every lease of an interrupted attempt has lapsed from here on.
   await sleep(LEASE);
@@ -283,25 +447,84 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
   try {
     for (const owner of owners) {
       const mine = sent.filter((request) => request.owner === owner);
-      const ids = (kind: Kind) => mine.filter((request) => request.kind === kind).map((request) => [...request.answers][0]).sort();
+      const ids = (kind: Kind) =>
+        mine
+          .filter((request) => request.kind === kind)
+          .map((request) => [...request.answers][0])
+          .sort();
       const agents = (await store.listOwned(owner.svcnumId, 'ai_agent', 100)).items;
       // One resource per request_id, and no other.
-      expect(agents.filter((agent) => agent.agentKind === 'independent').map((agent) => agent.svcnumId).sort()).toEqual(ids('agent'));
-      expect(agents.filter((agent) => agent.agentKind === 'dependent').map((agent) => agent.svcnumId).sort()).toEqual(ids('dependent'));
+      expect(
+        agents
+          .filter((agent) => agent.agentKind === 'independent')
+          .map((agent) => agent.svcnumId)
+          .sort(),
+      ).toEqual(ids('agent'));
+      expect(
+        agents
+          .filter((agent) => agent.agentKind === 'dependent')
+          .map((agent) => agent.svcnumId)
+          .sort(),
+      ).toEqual(ids('dependent'));
       expect((await store.listMasks(owner.svcnumId, 100)).items.map((mask) => mask.maskId).sort()).toEqual(ids('mask'));
-      expect((await store.listOwned(owner.svcnumId, 'programmable', 100)).items.map((entity) => entity.svcnumId).sort()).toEqual(ids('number'));
+      expect(
+        (await store.listOwned(owner.svcnumId, 'programmable', 100)).items.map((entity) => entity.svcnumId).sort(),
+      ).toEqual(ids('number'));
       // Exact quotas: as many resources as request_ids fill each quota, and no slot is held by an orphan.
-      expect([ids('agent').length, ids('dependent').length, ids('mask').length, ids('number').length]).toEqual([owner.quota, owner.quota, owner.quota, owner.quota]);
+      expect([ids('agent').length, ids('dependent').length, ids('mask').length, ids('number').length]).toEqual([
+        owner.quota,
+        owner.quota,
+        owner.quota,
+        owner.quota,
+      ]);
       const oneMore = { requestId: 'one-more' };
-      const exhausted = (request: Promise<unknown>) => request.then(() => 'created', (error: ServiceError) => status[error.code]);
-      expect(await Promise.all([
-        exhausted(call(agentClient, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'One too many', ...oneMore }), owner.token)),
-        exhausted(call(agentClient, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ displayName: 'One too many', ...oneMore }), owner.token)),
-        exhausted(call(maskClient, 'createMask', CreateMaskRequest.fromPartial({
-          ...oneMore, ttlSeconds: 3600, participantA: participants[0].svcnumId, participantB: participants[1].svcnumId, scope: 'delivery',
-        }), owner.token)),
-        exhausted(call(numberClient, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'One too many', ...oneMore }), owner.token)),
-      ])).toEqual(['RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED']);
+      const exhausted = (request: Promise<unknown>) =>
+        request.then(
+          () => 'created',
+          (error: ServiceError) => status[error.code],
+        );
+      expect(
+        await Promise.all([
+          exhausted(
+            call(
+              agentClient,
+              'createAgent',
+              CreateAgentRequest.fromPartial({ displayName: 'One too many', ...oneMore }),
+              owner.token,
+            ),
+          ),
+          exhausted(
+            call(
+              agentClient,
+              'createDependentAgent',
+              CreateDependentAgentRequest.fromPartial({ displayName: 'One too many', ...oneMore }),
+              owner.token,
+            ),
+          ),
+          exhausted(
+            call(
+              maskClient,
+              'createMask',
+              CreateMaskRequest.fromPartial({
+                ...oneMore,
+                ttlSeconds: 3600,
+                participantA: participants[0].svcnumId,
+                participantB: participants[1].svcnumId,
+                scope: 'delivery',
+              }),
+              owner.token,
+            ),
+          ),
+          exhausted(
+            call(
+              numberClient,
+              'provisionNumber',
+              ProvisionNumberRequest.fromPartial({ displayName: 'One too many', ...oneMore }),
+              owner.token,
+            ),
+          ),
+        ]),
+      ).toEqual(['RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED', 'RESOURCE_EXHAUSTED']);
     }
 
     // Every number is free in the pool or held by a resource of this test that names it.
@@ -313,17 +536,25 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
     await inParallel(seeded, 16, async (svcnum) => {
       const number = (await store.getNumber(svcnum))!;
       const holder = number.svcnumId;
-      const named = holder && number.entityType === 'mask'
-        ? masks.has(holder) && (await store.getMask(holder))?.svcnum === svcnum && number.state === 'active'
-        : holder && entities.has(holder) && await (async () => {
-          const entity = (await store.getUser(holder))!;
-          return (entity.svcnum === svcnum && number.state === 'active') || (entity.fallbackSvcnum === svcnum && number.state === 'reserved');
-        })();
+      const named =
+        holder && number.entityType === 'mask'
+          ? masks.has(holder) && (await store.getMask(holder))?.svcnum === svcnum && number.state === 'active'
+          : holder &&
+            entities.has(holder) &&
+            (await (async () => {
+              const entity = (await store.getUser(holder))!;
+              return (
+                (entity.svcnum === svcnum && number.state === 'active') ||
+                (entity.fallbackSvcnum === svcnum && number.state === 'reserved')
+              );
+            })());
       if (named) held++;
       else if (!free.has(svcnum)) leaked.push({ svcnum, state: number.state, holder });
     });
     expect(leaked).toEqual([]);
-    expect(held).toBe(2 * answered('agent').size + 2 * answered('dependent').size + masks.size + answered('number').size);
+    expect(held).toBe(
+      2 * answered('agent').size + 2 * answered('dependent').size + masks.size + answered('number').size,
+    );
 
     // One client per independent agent, the one it names, and the last answer's secret works.
     const agentClients = (await store.listClients()).filter((client) => client.kind === 'agent');
@@ -339,6 +570,8 @@ it('creates exactly once whatever step the service is killed at, and leaks no nu
     numberClient.close();
   }
 
-  console.log(`crash test: ${CRASH_POINTS.length} crash points (${counts.crashRuns} killed processes) and one random kill; `
-    + `${counts.creates} creates, ${counts.retries} retries; outcomes while dying: ${JSON.stringify(counts.outcomes)}`);
+  console.log(
+    `crash test: ${CRASH_POINTS.length} crash points (${counts.crashRuns} killed processes) and one random kill; ` +
+      `${counts.creates} creates, ${counts.retries} retries; outcomes while dying: ${JSON.stringify(counts.outcomes)}`,
+  );
 }, 240_000);

@@ -4,10 +4,23 @@ import type { NumberRecord, User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { slotKey } from '../core/provisioning/quota';
 import {
-  type Agent, AgentServiceClient, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, RotateAgentSvcnumRequest,
+  type Agent,
+  AgentServiceClient,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  CreateDependentAgentRequest,
+  RotateAgentSvcnumRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import { CreateMaskRequest, type Mask, MaskServiceClient } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  CreateMaskRequest,
+  type Mask,
+  MaskServiceClient,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  NumberServiceClient,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
 import { call, clientCredentialsToken, failure, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
@@ -70,14 +83,24 @@ async function seed(count: number): Promise<string[]> {
  */
 async function fastApp(): Promise<ProvisioningApp> {
   const owner = await service.core.registration.createUser({ accountType: 'business' });
-  const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Failures app', scope: 'prov:numbers prov:masks prov:agents', ownerId: owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createProvisioningClient({
+    name: 'Failures app',
+    scope: 'prov:numbers prov:masks prov:agents',
+    ownerId: owner.svcnumId,
+  });
   const token = await clientCredentialsToken(service, client.clientId, clientSecret!);
   const address = `127.0.0.1:${service.grpcPort}`;
   const numbers = new NumberServiceClient(address, credentials.createInsecure());
   const masks = new MaskServiceClient(address, credentials.createInsecure());
   const agents = new AgentServiceClient(address, credentials.createInsecure());
   return {
-    owner, clientId: client.clientId, clientSecret: clientSecret!, token, numbers, masks, agents,
+    owner,
+    clientId: client.clientId,
+    clientSecret: clientSecret!,
+    token,
+    numbers,
+    masks,
+    agents,
     close() {
       numbers.close();
       masks.close();
@@ -95,13 +118,33 @@ async function owner(): Promise<ProvisioningApp> {
 }
 
 const createAgent = (app: ProvisioningApp, fields: Partial<CreateAgentRequest> = {}) =>
-  call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Agent', ...fields }), app.token);
+  call<CreateAgentRequest, CreateAgentResponse>(
+    app.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial({ displayName: 'Agent', ...fields }),
+    app.token,
+  );
 const createDependent = (app: ProvisioningApp, ownerSvcnumId = '') =>
-  call<CreateDependentAgentRequest, Agent>(app.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ displayName: 'Sub-agent', ownerSvcnumId }), app.token);
+  call<CreateDependentAgentRequest, Agent>(
+    app.agents,
+    'createDependentAgent',
+    CreateDependentAgentRequest.fromPartial({ displayName: 'Sub-agent', ownerSvcnumId }),
+    app.token,
+  );
 const provision = (app: ProvisioningApp, requestId = '') =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Line', requestId }), app.token);
+  call<ProvisionNumberRequest, ProgrammableNumber>(
+    app.numbers,
+    'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName: 'Line', requestId }),
+    app.token,
+  );
 const rotate = (app: ProvisioningApp, svcnumId: string) =>
-  call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId }), app.token);
+  call<RotateAgentSvcnumRequest, Agent>(
+    app.agents,
+    'rotateAgentSvcnum',
+    RotateAgentSvcnumRequest.fromPartial({ svcnumId }),
+    app.token,
+  );
 
 /** An injected failure before the commit: the caller gets a plain INTERNAL error. */
 function expectInternal(error: ServiceError) {
@@ -118,7 +161,14 @@ async function exhaust(): Promise<string[]> {
   const taken: string[] = [];
   for (;;) {
     try {
-      taken.push((await service.core.provisioning.numbers.provision({ ownerId: filler.owner.svcnumId, clientId: filler.clientId }, { displayName: 'filler' })).svcnum);
+      taken.push(
+        (
+          await service.core.provisioning.numbers.provision(
+            { ownerId: filler.owner.svcnumId, clientId: filler.clientId },
+            { displayName: 'filler' },
+          )
+        ).svcnum,
+      );
     } catch (error) {
       if ((error as { kind?: string }).kind === 'failed_precondition') return taken;
       throw error;
@@ -139,7 +189,12 @@ async function heldByCommitted(number: NumberRecord): Promise<boolean> {
   return false;
 }
 
-interface Audit { free: string[]; held: string[]; coolingOff: string[]; leaked: Array<{ svcnum: string; state: string; holder?: string }> }
+interface Audit {
+  free: string[];
+  held: string[];
+  coolingOff: string[];
+  leaked: Array<{ svcnum: string; state: string; holder?: string }>;
+}
 
 /** Classifies numbers (default: those seeded by the current test) at the current time. */
 async function audit(numbers: readonly string[] = seeded.slice(seededMark)): Promise<Audit> {
@@ -150,7 +205,8 @@ async function audit(numbers: readonly string[] = seeded.slice(seededMark)): Pro
     const number = await store().getNumber(svcnum);
     if (!number) result.leaked.push({ svcnum, state: 'missing' });
     else if (await heldByCommitted(number)) result.held.push(svcnum);
-    else if (!number.svcnumId && number.state === 'quarantined' && (number.quarantinedUntil ?? 0) > at) result.coolingOff.push(svcnum);
+    else if (!number.svcnumId && number.state === 'quarantined' && (number.quarantinedUntil ?? 0) > at)
+      result.coolingOff.push(svcnum);
     else if (pool.has(svcnum)) result.free.push(svcnum);
     else result.leaked.push({ svcnum, state: number.state, ...(number.svcnumId ? { holder: number.svcnumId } : {}) });
   }
@@ -162,14 +218,19 @@ async function audit(numbers: readonly string[] = seeded.slice(seededMark)): Pro
  * of its numbers. Defaults: what the current test seeded and created (every test ends with an
  * empty pool, so earlier numbers are out of its reach); the last test checks everything.
  */
-async function expectNoLeak(numbers: readonly string[] = seeded.slice(seededMark), owners: readonly ProvisioningApp[] = apps.slice(appsMark)) {
+async function expectNoLeak(
+  numbers: readonly string[] = seeded.slice(seededMark),
+  owners: readonly ProvisioningApp[] = apps.slice(appsMark),
+) {
   const found = await audit(numbers);
   expect(found.leaked).toEqual([]);
   for (const app of owners) {
     for (const type of ['ai_agent', 'programmable'] as const) {
       for (const entity of (await store().listOwned(app.owner.svcnumId, type, 100)).items) {
         for (const svcnum of [entity.svcnum, entity.fallbackSvcnum].filter((value): value is string => !!value)) {
-          expect((await store().getNumber(svcnum))?.svcnumId, `${type} ${entity.svcnumId} number ${svcnum}`).toBe(entity.svcnumId);
+          expect((await store().getNumber(svcnum))?.svcnumId, `${type} ${entity.svcnumId} number ${svcnum}`).toBe(
+            entity.svcnumId,
+          );
         }
       }
     }
@@ -201,7 +262,9 @@ async function remainingQuota(app: ProvisioningApp, kind: 'independent' | 'depen
 }
 
 const agentsOf = async (app: ProvisioningApp, kind?: 'independent' | 'dependent') =>
-  (await store().listOwned(app.owner.svcnumId, 'ai_agent', 100)).items.filter((agent) => !kind || agent.agentKind === kind);
+  (await store().listOwned(app.owner.svcnumId, 'ai_agent', 100)).items.filter(
+    (agent) => !kind || agent.agentKind === kind,
+  );
 const agentClients = async () => (await store().listClients()).filter((client) => client.kind === 'agent').length;
 
 /** Moves the clock past the lease of every claim made so far. */
@@ -276,7 +339,10 @@ describe('CreateAgent with a failure between its steps', () => {
     await exhaust();
   });
 
-  for (const [which, nth, state] of [['number', 1, 'active'], ['fallback', 2, 'reserved']] as const) {
+  for (const [which, nth, state] of [
+    ['number', 1, 'active'],
+    ['fallback', 2, 'reserved'],
+  ] as const) {
     it(`fails at confirmNumber of the ${which} (after the commit): success, and the lease is rolled forward`, async () => {
       const app = await owner();
       await seed(2);
@@ -334,7 +400,7 @@ describe('CreateDependentAgent with a failure between its steps', () => {
     await exhaust();
   });
 
-  it('under an independent agent, fails at the commit: the parent agent\'s quota is intact', async () => {
+  it("under an independent agent, fails at the commit: the parent agent's quota is intact", async () => {
     const app = await owner();
     await seed(2);
     const parent = (await createAgent(app)).agent!.svcnumId;
@@ -372,14 +438,20 @@ describe('CreateDependentAgent with a failure between its steps', () => {
 describe('CreateMask with a failure between its steps', () => {
   let participants: [User, User];
   beforeAll(async () => {
-    participants = [
-      await service.core.registration.createUser({}),
-      await service.core.registration.createUser({}),
-    ];
+    participants = [await service.core.registration.createUser({}), await service.core.registration.createUser({})];
   });
-  const createMask = (app: ProvisioningApp) => call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
-    ttlSeconds: 3600, participantA: participants[0].svcnumId, participantB: participants[1].svcnumId, scope: 'delivery',
-  }), app.token);
+  const createMask = (app: ProvisioningApp) =>
+    call<CreateMaskRequest, Mask>(
+      app.masks,
+      'createMask',
+      CreateMaskRequest.fromPartial({
+        ttlSeconds: 3600,
+        participantA: participants[0].svcnumId,
+        participantB: participants[1].svcnumId,
+        scope: 'delivery',
+      }),
+      app.token,
+    );
 
   it('fails at createMask (the commit): error, the number given back', async () => {
     const app = await owner();
@@ -448,9 +520,14 @@ describe('ProvisionNumber with a failure between its steps', () => {
     expect(faults.fired).toEqual(['completeRequest#1']);
     faults.reset();
     // The retry of a caller that did not hear the answer: the same number, or "still in progress".
-    const retry = await provision(app, 'req-complete-fails').then((number) => number.svcnumId, (error: ServiceError) => status[error.code]);
+    const retry = await provision(app, 'req-complete-fails').then(
+      (number) => number.svcnumId,
+      (error: ServiceError) => status[error.code],
+    );
     expect([created.svcnumId, 'ABORTED']).toContain(retry);
-    expect((await store().listOwned(app.owner.svcnumId, 'programmable', 10)).items.map((entity) => entity.svcnumId)).toEqual([created.svcnumId]);
+    expect(
+      (await store().listOwned(app.owner.svcnumId, 'programmable', 10)).items.map((entity) => entity.svcnumId),
+    ).toEqual([created.svcnumId]);
     await exhaust();
     await expectNoLeak();
   });
@@ -465,7 +542,9 @@ describe('ProvisionNumber with a failure between its steps', () => {
     const retry = await failure(provision(app, 'req-complete-lost'));
     expect(retry.code).toBe(status.ABORTED);
     expect(retry.details).toMatch(/still in progress/);
-    expect((await store().listOwned(app.owner.svcnumId, 'programmable', 10)).items.map((entity) => entity.svcnumId)).toEqual([created.svcnumId]);
+    expect(
+      (await store().listOwned(app.owner.svcnumId, 'programmable', 10)).items.map((entity) => entity.svcnumId),
+    ).toEqual([created.svcnumId]);
     // Once its lease lapsed, a retry finds the number committed under the request's id.
     lapse();
     expect((await provision(app, 'req-complete-lost')).svcnumId).toBe(created.svcnumId);
@@ -487,14 +566,22 @@ async function agentToRotate() {
 
 async function expectUnchanged(setup: Awaited<ReturnType<typeof agentToRotate>>) {
   const agent = (await store().getUser(setup.id))!;
-  expect({ svcnum: agent.svcnum, fallback: agent.fallbackSvcnum, state: agent.numberState }).toEqual({ svcnum: setup.number, fallback: setup.fallback, state: 'active' });
+  expect({ svcnum: agent.svcnum, fallback: agent.fallbackSvcnum, state: agent.numberState }).toEqual({
+    svcnum: setup.number,
+    fallback: setup.fallback,
+    state: 'active',
+  });
   expect(await store().getNumber(setup.number)).toMatchObject({ state: 'active', svcnumId: setup.id });
   expect(await store().getNumber(setup.fallback)).toMatchObject({ state: 'reserved', svcnumId: setup.id });
   expect((await expectNoLeak([setup.number, setup.fallback, setup.spare])).free).toEqual([setup.spare]);
 }
 
 describe('RotateAgentSvcnum with a failure between its steps', () => {
-  for (const [method, nth] of [['quarantineNumber', 1], ['transitionNumber', 1], ['updateEntity', 1]] as const) {
+  for (const [method, nth] of [
+    ['quarantineNumber', 1],
+    ['transitionNumber', 1],
+    ['updateEntity', 1],
+  ] as const) {
     it(`fails at ${method}${method === 'updateEntity' ? ' (the commit)' : ''}: error, the agent and its numbers unchanged`, async () => {
       const setup = await agentToRotate();
       faults.failOn(method, nth);
@@ -540,7 +627,9 @@ describe('a crashed operation', () => {
     const crashed = '01CRASHEDHOLDER0000000000X';
     const candidate = (await store().freeNumbers(now(), 1000)).find((record) => record.svcnum === number)!;
     expect(await store().leaseNumber(candidate, crashed, 'ai_agent', now() + LEASE, now())).toBe(true);
-    expect(await store().claimSlot(slotKey(app.owner.svcnumId, 'independent', 0), crashed, now() + LEASE, now())).toEqual({ outcome: 'claimed' });
+    expect(
+      await store().claimSlot(slotKey(app.owner.svcnumId, 'independent', 0), crashed, now() + LEASE, now()),
+    ).toEqual({ outcome: 'claimed' });
 
     // While the lease runs: the number is not allocatable and the slot counts.
     expect((await audit([number!])).leaked).toEqual([{ svcnum: number, state: 'leased', holder: crashed }]);

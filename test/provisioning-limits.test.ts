@@ -5,8 +5,15 @@ import type { User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { leaseResolver } from '../core/provisioning/lifecycle';
 import { createNumberPool } from '../core/provisioning/pool';
-import { CloseMaskRequest, CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  CloseMaskRequest,
+  CreateMaskRequest,
+  type Mask,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { call, currentToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
@@ -35,18 +42,44 @@ async function newApp() {
   return app;
 }
 
-const createMask = async (app: ProvisioningApp, ttlSeconds = 3600) => call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
-  ttlSeconds, participantA: participants[0].svcnumId, participantB: participants[1].svcnumId, scope: 'delivery',
-}), await currentToken(service, app));
-const closeMask = async (app: ProvisioningApp, maskId: string) => call<CloseMaskRequest, Mask>(app.masks, 'closeMask', CloseMaskRequest.fromPartial({ maskId }), await currentToken(service, app));
+const createMask = async (app: ProvisioningApp, ttlSeconds = 3600) =>
+  call<CreateMaskRequest, Mask>(
+    app.masks,
+    'createMask',
+    CreateMaskRequest.fromPartial({
+      ttlSeconds,
+      participantA: participants[0].svcnumId,
+      participantB: participants[1].svcnumId,
+      scope: 'delivery',
+    }),
+    await currentToken(service, app),
+  );
+const closeMask = async (app: ProvisioningApp, maskId: string) =>
+  call<CloseMaskRequest, Mask>(
+    app.masks,
+    'closeMask',
+    CloseMaskRequest.fromPartial({ maskId }),
+    await currentToken(service, app),
+  );
 const provisionNumber = async (app: ProvisioningApp) =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Line' }), await currentToken(service, app));
+  call<ProvisionNumberRequest, ProgrammableNumber>(
+    app.numbers,
+    'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName: 'Line' }),
+    await currentToken(service, app),
+  );
 
 /** Every call of a burst at once: the successes, and the codes and messages of the refusals. */
 async function burst<T>(count: number, one: () => Promise<T>) {
   const outcomes = await Promise.allSettled(Array.from({ length: count }, one));
-  const refusals = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as { code: number; details: string }] : []));
-  return { ok: outcomes.length - refusals.length, codes: new Set(refusals.map((refusal) => refusal.code)), details: new Set(refusals.map((refusal) => refusal.details)) };
+  const refusals = outcomes.flatMap((outcome) =>
+    outcome.status === 'rejected' ? [outcome.reason as { code: number; details: string }] : [],
+  );
+  return {
+    ok: outcomes.length - refusals.length,
+    codes: new Set(refusals.map((refusal) => refusal.code)),
+    details: new Set(refusals.map((refusal) => refusal.details)),
+  };
 }
 
 const freeCount = async () => (await service.core.store.freeNumbers(service.clock.now(), 1000)).length;
@@ -57,13 +90,19 @@ describe('per-owner limits', () => {
     const greedy = await newApp();
     const masks = await burst(30, () => createMask(greedy));
     expect(masks).toEqual({
-      ok: 10, codes: new Set([status.RESOURCE_EXHAUSTED]),
-      details: new Set([`the quota of 10 live masks for ${greedy.owner.svcnumId} is used up; higher quotas are available on request`]),
+      ok: 10,
+      codes: new Set([status.RESOURCE_EXHAUSTED]),
+      details: new Set([
+        `the quota of 10 live masks for ${greedy.owner.svcnumId} is used up; higher quotas are available on request`,
+      ]),
     });
     const numbers = await burst(30, () => provisionNumber(greedy));
     expect(numbers).toEqual({
-      ok: 10, codes: new Set([status.RESOURCE_EXHAUSTED]),
-      details: new Set([`the quota of 10 programmable numbers for ${greedy.owner.svcnumId} is used up; higher quotas are available on request`]),
+      ok: 10,
+      codes: new Set([status.RESOURCE_EXHAUSTED]),
+      details: new Set([
+        `the quota of 10 programmable numbers for ${greedy.owner.svcnumId} is used up; higher quotas are available on request`,
+      ]),
     });
     // The refusals took no number: 25 seeded, 20 taken.
     expect(await freeCount()).toBe(5);
@@ -122,7 +161,9 @@ describe('the free pool gauge', () => {
     const readings: number[] = [];
     const store = service.core.store;
     const config = defaultProvisioningConfig;
-    const pool = createNumberPool(store, service.clock, config, leaseResolver(store, config), (count) => readings.push(count));
+    const pool = createNumberPool(store, service.clock, config, leaseResolver(store, config), (count) =>
+      readings.push(count),
+    );
     const free = await freeCount();
     const leased = await pool.lease('01GAUGEHOLDER0000000000000', 'programmable');
     expect(readings).toEqual([free]);
@@ -136,14 +177,20 @@ describe('the free pool gauge', () => {
       return true;
     });
     try {
-      createFreeNumbersGauge('svcnum', { logLevel: 'INFO', metricsNamespace: 'svcnum', serviceName: 'svcnum-provisioning' })(42);
+      createFreeNumbersGauge('svcnum', {
+        logLevel: 'INFO',
+        metricsNamespace: 'svcnum',
+        serviceName: 'svcnum-provisioning',
+      })(42);
       createFreeNumbersGauge('svcnum', { logLevel: 'INFO' })(7);
     } finally {
       write.mockRestore();
     }
     expect(lines).toHaveLength(1);
     const line = JSON.parse(lines[0]!) as Record<string, unknown> & { _aws: { CloudWatchMetrics: unknown[] } };
-    expect(line._aws.CloudWatchMetrics).toEqual([{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'FreeNumbers', Unit: 'Count' }] }]);
+    expect(line._aws.CloudWatchMetrics).toEqual([
+      { Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'FreeNumbers', Unit: 'Count' }] },
+    ]);
     expect(line).toMatchObject({ service: 'svcnum-provisioning', FreeNumbers: 42 });
   });
 });

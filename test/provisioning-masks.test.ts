@@ -11,10 +11,27 @@ import { localDynamoClient } from '../local/embedded-dynamo';
 import { LOCAL_TABLE_PREFIX } from '../local/runner';
 import { NumberState } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import {
-  CloseMaskRequest, CreateMaskRequest, GetMaskRequest, ListMasksRequest, type ListMasksResponse, type Mask,
+  CloseMaskRequest,
+  CreateMaskRequest,
+  GetMaskRequest,
+  ListMasksRequest,
+  type ListMasksResponse,
+  type Mask,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { ListNumbersRequest, type ListNumbersResponse } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
-import { call, callerOf, clientCredentialsToken, currentToken, provisioningApp, rejects, seedPool, type ProvisioningApp } from './support/grpc';
+import {
+  ListNumbersRequest,
+  type ListNumbersResponse,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  call,
+  callerOf,
+  clientCredentialsToken,
+  currentToken,
+  provisioningApp,
+  rejects,
+  seedPool,
+  type ProvisioningApp,
+} from './support/grpc';
 import { ROOMY_POOL_LIMITS, startTestService, type TestService } from './support/service';
 
 // MaskService end to end over gRPC on loopback (mask_service.proto is the contract). The pool
@@ -41,7 +58,9 @@ let bob: string;
 let carol: string;
 
 beforeAll(async () => {
-  service = await startTestService({ provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS, coolOff: COOL_OFF } });
+  service = await startTestService({
+    provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS, coolOff: COOL_OFF },
+  });
   await seedPool(service, PREFIX, SEEDED);
   [app, other, person] = await Promise.all([
     provisioningApp(service),
@@ -71,7 +90,12 @@ const bearer = (of: ProvisioningApp) => currentToken(service, of);
 type Input<T extends { fromPartial: (object: never) => unknown }> = Parameters<T['fromPartial']>[0];
 
 async function createMask(request: Input<typeof CreateMaskRequest>, as = app) {
-  return call<CreateMaskRequest, Mask>(as.masks, 'createMask', CreateMaskRequest.fromPartial(request), await bearer(as));
+  return call<CreateMaskRequest, Mask>(
+    as.masks,
+    'createMask',
+    CreateMaskRequest.fromPartial(request),
+    await bearer(as),
+  );
 }
 /** A valid mask between alice and bob, with fields overridden. */
 const maskOf = (request: Input<typeof CreateMaskRequest> = {}, as = app) =>
@@ -80,10 +104,20 @@ async function getMask(maskId: string, as = app) {
   return call<GetMaskRequest, Mask>(as.masks, 'getMask', GetMaskRequest.fromPartial({ maskId }), await bearer(as));
 }
 async function listMasks(request: Input<typeof ListMasksRequest> = {}, as = app) {
-  return call<ListMasksRequest, ListMasksResponse>(as.masks, 'listMasks', ListMasksRequest.fromPartial(request), await bearer(as));
+  return call<ListMasksRequest, ListMasksResponse>(
+    as.masks,
+    'listMasks',
+    ListMasksRequest.fromPartial(request),
+    await bearer(as),
+  );
 }
 async function closeMask(maskId: string, as = app) {
-  return call<CloseMaskRequest, Mask>(as.masks, 'closeMask', CloseMaskRequest.fromPartial({ maskId }), await bearer(as));
+  return call<CloseMaskRequest, Mask>(
+    as.masks,
+    'closeMask',
+    CloseMaskRequest.fromPartial({ maskId }),
+    await bearer(as),
+  );
 }
 
 /** Every page of ListMasks, following next_page_token. */
@@ -103,7 +137,7 @@ const lifecycle = () => service.core.provisioning.lifecycle;
 
 /** Direct reads of stored items (what the store port does not expose). */
 let raw: DynamoDBClient | undefined;
-const db = () => documentClient(raw ??= localDynamoClient(service.dynamoEndpoint));
+const db = () => documentClient((raw ??= localDynamoClient(service.dynamoEndpoint)));
 const tables = tableNames(LOCAL_TABLE_PREFIX);
 
 /** How many masks the app's account has (all pages). */
@@ -112,7 +146,12 @@ const maskCount = async (as = app) => (await listAll(100, as)).flat().length;
 describe('CreateMask', () => {
   it('creates an ACTIVE mask with a number from the pool that expires ttl_seconds after creation', async () => {
     const at = service.clock.freeze();
-    const mask = await createMask({ ttlSeconds: 3600, participantA: alice, participantB: bob, scope: 'delivery.order-1234' });
+    const mask = await createMask({
+      ttlSeconds: 3600,
+      participantA: alice,
+      participantB: bob,
+      scope: 'delivery.order-1234',
+    });
     expect(mask).toEqual({
       maskId: expect.stringMatching(ULID),
       svcnum: expect.stringMatching(NUMBER),
@@ -125,12 +164,20 @@ describe('CreateMask', () => {
     });
     expect(await getMask(mask.maskId)).toEqual(mask);
     // The mask number is held by the mask and rejoins the pool after expiry and cool-off.
-    expect(await lifecycle().show(mask.svcnum)).toMatchObject({ state: 'active', holder: mask.maskId, entity_type: 'mask', cool_off_until: new Date(at + HOUR + COOL_OFF).toISOString() });
+    expect(await lifecycle().show(mask.svcnum)).toMatchObject({
+      state: 'active',
+      holder: mask.maskId,
+      entity_type: 'mask',
+      cool_off_until: new Date(at + HOUR + COOL_OFF).toISOString(),
+    });
   });
 
   it('bridges any two existing, active entities (a programmable number too), each mask with its own number', async () => {
     const number = await service.core.provisioning.numbers.provision(callerOf(app), { displayName: 'Dispatch' });
-    const masks = await Promise.all([maskOf({ participantA: number.svcnumId, participantB: alice }), maskOf({ participantA: number.svcnumId, participantB: bob })]);
+    const masks = await Promise.all([
+      maskOf({ participantA: number.svcnumId, participantB: alice }),
+      maskOf({ participantA: number.svcnumId, participantB: bob }),
+    ]);
     expect(masks.map((mask) => mask.participantA)).toEqual([number.svcnumId, number.svcnumId]);
     expect(new Set(masks.map((mask) => mask.svcnum)).size).toBe(2);
     expect(masks[0]!.svcnum).not.toBe(number.svcnum);
@@ -139,7 +186,11 @@ describe('CreateMask', () => {
   it('accepts ttl_seconds from 60 to 2592000 and refuses anything outside with INVALID_ARGUMENT', async () => {
     const before = await maskCount();
     for (const ttlSeconds of [0, -60, TTL_MIN - 1, TTL_MAX + 1, 10 ** 12]) {
-      await rejects(maskOf({ ttlSeconds }), status.INVALID_ARGUMENT, /ttl_seconds must be an integer from 60 to 2592000/);
+      await rejects(
+        maskOf({ ttlSeconds }),
+        status.INVALID_ARGUMENT,
+        /ttl_seconds must be an integer from 60 to 2592000/,
+      );
     }
     expect(await maskCount()).toBe(before);
     for (const ttlSeconds of [TTL_MIN, TTL_MAX]) {
@@ -154,14 +205,30 @@ describe('CreateMask', () => {
     await rejects(maskOf({ participantA: '' }), status.INVALID_ARGUMENT, /participant_a is required/);
     await rejects(maskOf({ participantB: '' }), status.INVALID_ARGUMENT, /participant_b is required/);
     await rejects(maskOf({ participantA: 'alice' }), status.INVALID_ARGUMENT, /participant_a must be a svcnum_id/);
-    await rejects(maskOf({ participantB: alice.toLowerCase() }), status.INVALID_ARGUMENT, /participant_b must be a svcnum_id/);
-    await rejects(maskOf({ participantA: alice, participantB: alice }), status.INVALID_ARGUMENT, /participant_a and participant_b must be different/);
+    await rejects(
+      maskOf({ participantB: alice.toLowerCase() }),
+      status.INVALID_ARGUMENT,
+      /participant_b must be a svcnum_id/,
+    );
+    await rejects(
+      maskOf({ participantA: alice, participantB: alice }),
+      status.INVALID_ARGUMENT,
+      /participant_a and participant_b must be different/,
+    );
   });
 
   it('refuses a participant that does not exist with NOT_FOUND, naming it', async () => {
     const before = await maskCount();
-    await rejects(maskOf({ participantA: NOBODY }), status.NOT_FOUND, new RegExp(`participant_a ${NOBODY} does not exist`));
-    await rejects(maskOf({ participantB: NOBODY }), status.NOT_FOUND, new RegExp(`participant_b ${NOBODY} does not exist`));
+    await rejects(
+      maskOf({ participantA: NOBODY }),
+      status.NOT_FOUND,
+      new RegExp(`participant_a ${NOBODY} does not exist`),
+    );
+    await rejects(
+      maskOf({ participantB: NOBODY }),
+      status.NOT_FOUND,
+      new RegExp(`participant_b ${NOBODY} does not exist`),
+    );
     expect(await maskCount()).toBe(before);
   });
 
@@ -169,12 +236,24 @@ describe('CreateMask', () => {
     const before = await maskCount();
     const disabled = await someone();
     await service.core.registration.disableUser(disabled);
-    await rejects(maskOf({ participantB: disabled }), status.FAILED_PRECONDITION, new RegExp(`participant_b ${disabled} is not active`));
+    await rejects(
+      maskOf({ participantB: disabled }),
+      status.FAILED_PRECONDITION,
+      new RegExp(`participant_b ${disabled} is not active`),
+    );
     const unfinished = (await service.core.registration.createUser({ setupRequired: true })).svcnumId;
-    await rejects(maskOf({ participantA: unfinished }), status.FAILED_PRECONDITION, new RegExp(`participant_a ${unfinished} is not active`));
+    await rejects(
+      maskOf({ participantA: unfinished }),
+      status.FAILED_PRECONDITION,
+      new RegExp(`participant_a ${unfinished} is not active`),
+    );
     const number = await service.core.provisioning.numbers.provision(callerOf(app), { displayName: 'Suspended' });
     await lifecycle().suspend(number.svcnum);
-    await rejects(maskOf({ participantA: number.svcnumId }), status.FAILED_PRECONDITION, /participant_a .* is not active/);
+    await rejects(
+      maskOf({ participantA: number.svcnumId }),
+      status.FAILED_PRECONDITION,
+      /participant_a .* is not active/,
+    );
     await lifecycle().reactivate(number.svcnum);
     expect((await maskOf({ participantA: number.svcnumId })).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
     expect(await maskCount()).toBe(before + 1);
@@ -182,9 +261,14 @@ describe('CreateMask', () => {
 
   it('refuses a scope that breaks ^[a-z][a-z0-9_.-]{0,63}$ with INVALID_ARGUMENT', async () => {
     for (const scope of ['', 'Delivery', '1st', '-x', 'two words', 'ümlaut', 'a/b', `a${'b'.repeat(64)}`]) {
-      await rejects(maskOf({ scope }), status.INVALID_ARGUMENT, /scope is required: 1-64 characters of \[a-z0-9_.-\], starting with a letter/);
+      await rejects(
+        maskOf({ scope }),
+        status.INVALID_ARGUMENT,
+        /scope is required: 1-64 characters of \[a-z0-9_.-\], starting with a letter/,
+      );
     }
-    for (const scope of ['a', 'ride_share.trip-42', `a${'b'.repeat(63)}`]) expect((await maskOf({ scope })).scope).toBe(scope);
+    for (const scope of ['a', 'ride_share.trip-42', `a${'b'.repeat(63)}`])
+      expect((await maskOf({ scope })).scope).toBe(scope);
   });
 
   it('returns the same mask for a retry with the same request_id and request; ALREADY_EXISTS for a different request', async () => {
@@ -196,7 +280,11 @@ describe('CreateMask', () => {
     expect((await listAll(100)).flat().filter((mask) => mask.scope === 'retry')).toHaveLength(1);
     const different = /request_id was already used for a different request/;
     await rejects(maskOf({ requestId, scope: 'retry', ttlSeconds: 7200 }), status.ALREADY_EXISTS, different);
-    await rejects(maskOf({ requestId, scope: 'retry', participantA: bob, participantB: alice }), status.ALREADY_EXISTS, different);
+    await rejects(
+      maskOf({ requestId, scope: 'retry', participantA: bob, participantB: alice }),
+      status.ALREADY_EXISTS,
+      different,
+    );
     await rejects(maskOf({ requestId, scope: 'other' }), status.ALREADY_EXISTS, different);
     // request_ids are per account and per method.
     const theirs = await maskOf({ requestId, scope: 'retry' }, other);
@@ -264,10 +352,11 @@ describe('ListMasks', () => {
     const times = pages.flat().map((mask) => mask.createTime!.getTime());
     expect(times).toEqual([...times].sort((a, b) => a - b));
     // A page that ends the list carries no token; 0 means the default of 50; above 100 means 100.
-    for (const pageSize of [5, 0, 1000]) expect(await listMasks({ pageSize }, lister)).toEqual({ masks: created, nextPageToken: '' });
+    for (const pageSize of [5, 0, 1000])
+      expect(await listMasks({ pageSize }, lister)).toEqual({ masks: created, nextPageToken: '' });
   });
 
-  it('lists only the caller account\'s masks', async () => {
+  it("lists only the caller account's masks", async () => {
     const theirs = (await listAll(100, app)).flat().map((mask) => mask.maskId);
     expect(theirs.length).toBeGreaterThan(0);
     for (const mask of created) expect(theirs).not.toContain(mask.maskId);
@@ -295,11 +384,24 @@ describe('ListMasks', () => {
     await rejects(listMasks({ pageToken: theirs.nextPageToken }, app), status.INVALID_ARGUMENT, notValid);
     await rejects(listMasks({ pageToken: '%%%' }, lister), status.INVALID_ARGUMENT, notValid);
     const forged = (key: object) => Buffer.from(JSON.stringify(key), 'utf8').toString('base64url');
-    await rejects(listMasks({ pageToken: forged({ ownerId: lister.owner.svcnumId }) }, lister), status.INVALID_ARGUMENT, notValid);
-    await rejects(listMasks({ pageToken: forged({ ownerId: lister.owner.svcnumId, maskId: 7 }) }, lister), status.INVALID_ARGUMENT, notValid);
+    await rejects(
+      listMasks({ pageToken: forged({ ownerId: lister.owner.svcnumId }) }, lister),
+      status.INVALID_ARGUMENT,
+      notValid,
+    );
+    await rejects(
+      listMasks({ pageToken: forged({ ownerId: lister.owner.svcnumId, maskId: 7 }) }, lister),
+      status.INVALID_ARGUMENT,
+      notValid,
+    );
     // A page_token of ListNumbers (same account) is not one of ListMasks.
     for (let index = 0; index < 2; index++) await service.core.provisioning.numbers.provision(callerOf(lister), {});
-    const numbers = await call<ListNumbersRequest, ListNumbersResponse>(lister.numbers, 'listNumbers', ListNumbersRequest.fromPartial({ pageSize: 1 }), await bearer(lister));
+    const numbers = await call<ListNumbersRequest, ListNumbersResponse>(
+      lister.numbers,
+      'listNumbers',
+      ListNumbersRequest.fromPartial({ pageSize: 1 }),
+      await bearer(lister),
+    );
     expect(numbers.nextPageToken).not.toBe('');
     await rejects(listMasks({ pageToken: numbers.nextPageToken }, lister), status.INVALID_ARGUMENT, notValid);
   });
@@ -314,15 +416,21 @@ describe('mask expiry', () => {
     service.clock.freeze(at + 60 * SECOND - 1);
     expect((await getMask(mask.maskId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
     expect((await lifecycle().show(mask.svcnum)).state).toBe('active');
-    expect((await listAll(100)).flat().find((each) => each.maskId === mask.maskId)?.state).toBe(NumberState.NUMBER_STATE_ACTIVE);
+    expect((await listAll(100)).flat().find((each) => each.maskId === mask.maskId)?.state).toBe(
+      NumberState.NUMBER_STATE_ACTIVE,
+    );
 
     service.clock.freeze(at + 60 * SECOND);
     expect(await getMask(mask.maskId)).toEqual({ ...mask, state: NumberState.NUMBER_STATE_EXPIRED });
     // The operator sees its number cooling off.
     expect((await lifecycle().show(mask.svcnum)).state).toBe('quarantined');
-    expect((await listAll(100)).flat().find((each) => each.maskId === mask.maskId)?.state).toBe(NumberState.NUMBER_STATE_EXPIRED);
+    expect((await listAll(100)).flat().find((each) => each.maskId === mask.maskId)?.state).toBe(
+      NumberState.NUMBER_STATE_EXPIRED,
+    );
     // A retry of the create answers with the mask as it is now.
-    expect((await maskOf({ ttlSeconds: 60, scope: 'expiry', requestId: 'expiry-1' })).state).toBe(NumberState.NUMBER_STATE_EXPIRED);
+    expect((await maskOf({ ttlSeconds: 60, scope: 'expiry', requestId: 'expiry-1' })).state).toBe(
+      NumberState.NUMBER_STATE_EXPIRED,
+    );
     // The stored item is still there and its DynamoDB TTL lies far ahead: expiry is enforced on read.
     const item = (await db().send(new GetCommand({ TableName: tables.masks, Key: { maskId: mask.maskId } }))).Item!;
     expect(item.expiresAt).toBe(at + 60 * SECOND);
@@ -339,7 +447,11 @@ describe('CloseMask', () => {
     expect(closed).toEqual({ ...mask, state: NumberState.NUMBER_STATE_EXPIRED, expireTime: new Date(closedAt) });
     expect(await getMask(mask.maskId)).toEqual(closed);
     // Its number's cool-off starts now.
-    expect(await lifecycle().show(mask.svcnum)).toMatchObject({ state: 'quarantined', holder: mask.maskId, cool_off_until: new Date(closedAt + COOL_OFF).toISOString() });
+    expect(await lifecycle().show(mask.svcnum)).toMatchObject({
+      state: 'quarantined',
+      holder: mask.maskId,
+      cool_off_until: new Date(closedAt + COOL_OFF).toISOString(),
+    });
     service.clock.release();
     service.clock.advance(HOUR);
     expect(await closeMask(mask.maskId)).toEqual(closed);
@@ -367,7 +479,10 @@ describe('CloseMask', () => {
   it('is the only way to end a mask number: the operator lifecycle refuses mask numbers', async () => {
     const mask = await maskOf({ scope: 'operator' });
     for (const operation of [lifecycle().suspend, lifecycle().reactivate, lifecycle().deactivate]) {
-      await expect(operation(mask.svcnum)).rejects.toMatchObject({ kind: 'failed_precondition', message: expect.stringMatching(/close the mask instead/) });
+      await expect(operation(mask.svcnum)).rejects.toMatchObject({
+        kind: 'failed_precondition',
+        message: expect.stringMatching(/close the mask instead/),
+      });
     }
     expect((await getMask(mask.maskId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);
   });
@@ -375,7 +490,13 @@ describe('CloseMask', () => {
 
 describe('authentication and scopes of MaskService', () => {
   const everyRpc = (as: { masks: ProvisioningApp['masks'] }, token?: string) => [
-    () => call(as.masks, 'createMask', CreateMaskRequest.fromPartial({ ttlSeconds: 3600, participantA: alice, participantB: bob, scope: 'denied' }), token),
+    () =>
+      call(
+        as.masks,
+        'createMask',
+        CreateMaskRequest.fromPartial({ ttlSeconds: 3600, participantA: alice, participantB: bob, scope: 'denied' }),
+        token,
+      ),
     () => call(as.masks, 'getMask', GetMaskRequest.fromPartial({ maskId: NOBODY }), token),
     () => call(as.masks, 'listMasks', ListMasksRequest.fromPartial({}), token),
     () => call(as.masks, 'closeMask', CloseMaskRequest.fromPartial({ maskId: NOBODY }), token),
@@ -393,29 +514,53 @@ describe('authentication and scopes of MaskService', () => {
       const narrowed = await clientCredentialsToken(service, app.clientId, app.clientSecret, scope);
       for (const attempt of everyRpc(app, narrowed)) await rejects(attempt(), status.PERMISSION_DENIED, /prov:masks/);
     }
-    const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: 'Numbers only', scope: 'prov:numbers', ownerId: app.owner.svcnumId });
+    const { client, clientSecret } = await service.core.registration.createProvisioningClient({
+      name: 'Numbers only',
+      scope: 'prov:numbers',
+      ownerId: app.owner.svcnumId,
+    });
     const numbersOnly = await clientCredentialsToken(service, client.clientId, clientSecret!);
     for (const attempt of everyRpc(app, numbersOnly)) await rejects(attempt(), status.PERMISSION_DENIED, /prov:masks/);
     expect(await maskCount()).toBe(before);
     // A token narrowed to prov:masks alone is enough.
     const masksOnly = await clientCredentialsToken(service, app.clientId, app.clientSecret, 'prov:masks');
-    expect((await call<ListMasksRequest, ListMasksResponse>(app.masks, 'listMasks', ListMasksRequest.fromPartial({ pageSize: 100 }), masksOnly)).masks).toHaveLength(before);
+    expect(
+      (
+        await call<ListMasksRequest, ListMasksResponse>(
+          app.masks,
+          'listMasks',
+          ListMasksRequest.fromPartial({ pageSize: 100 }),
+          masksOnly,
+        )
+      ).masks,
+    ).toHaveLength(before);
   });
 
-  it('refuses a missing or garbage token, and a disabled client\'s, with UNAUTHENTICATED', async () => {
+  it("refuses a missing or garbage token, and a disabled client's, with UNAUTHENTICATED", async () => {
     for (const attempt of everyRpc(app)) await rejects(attempt(), status.UNAUTHENTICATED, /authorization/);
-    for (const attempt of everyRpc(app, 'garbage')) await rejects(attempt(), status.UNAUTHENTICATED, /access token is invalid/);
-    const { client } = await service.core.registration.createProvisioningClient({ name: 'Disabled', scope: 'prov:masks', ownerId: app.owner.svcnumId });
-    const { token } = await service.core.oauth.issuer.accessToken({ subject: client.clientId, clientId: client.clientId, scopes: ['prov:masks'] });
+    for (const attempt of everyRpc(app, 'garbage'))
+      await rejects(attempt(), status.UNAUTHENTICATED, /access token is invalid/);
+    const { client } = await service.core.registration.createProvisioningClient({
+      name: 'Disabled',
+      scope: 'prov:masks',
+      ownerId: app.owner.svcnumId,
+    });
+    const { token } = await service.core.oauth.issuer.accessToken({
+      subject: client.clientId,
+      clientId: client.clientId,
+      scopes: ['prov:masks'],
+    });
     await service.core.store.setClientDisabled(client.clientId, true); // before any use: clients are cached for 30 s
-    for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /its client is disabled/);
+    for (const attempt of everyRpc(app, token))
+      await rejects(attempt(), status.UNAUTHENTICATED, /its client is disabled/);
   });
 
   it('refuses an expired token with UNAUTHENTICATED', async () => {
     const token = await clientCredentialsToken(service, app.clientId, app.clientSecret);
     await call(app.masks, 'listMasks', ListMasksRequest.fromPartial({}), token);
     service.clock.advance(HOUR);
-    for (const attempt of everyRpc(app, token)) await rejects(attempt(), status.UNAUTHENTICATED, /the access token expired/);
+    for (const attempt of everyRpc(app, token))
+      await rejects(attempt(), status.UNAUTHENTICATED, /the access token expired/);
   });
 });
 
@@ -460,7 +605,11 @@ describe("a mask number's return to the pool", () => {
     const next = await maskOf({ scope: 'recycled' });
     expect(next.svcnum).toBe(mask.svcnum);
     expect(next.maskId).not.toBe(mask.maskId);
-    expect(await lifecycle().show(mask.svcnum)).toMatchObject({ state: 'active', holder: next.maskId, entity_type: 'mask' });
+    expect(await lifecycle().show(mask.svcnum)).toMatchObject({
+      state: 'active',
+      holder: next.maskId,
+      entity_type: 'mask',
+    });
     // The old mask stays expired; closing it does not touch the number's new holder.
     expect(await closeMask(mask.maskId)).toEqual({ ...mask, state: NumberState.NUMBER_STATE_EXPIRED });
     expect((await getMask(next.maskId)).state).toBe(NumberState.NUMBER_STATE_ACTIVE);

@@ -6,7 +6,11 @@ import { DAY } from '../core/kernel/config';
 import { poolTime } from '../core/adapters/dynamo-provisioning-store';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { CANDIDATES_PER_QUERY } from '../core/provisioning/pool';
-import { CreateMaskRequest, MaskServiceClient, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  CreateMaskRequest,
+  MaskServiceClient,
+  type Mask,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { call, currentToken, failure, provisioningApp, rejects, type ProvisioningApp } from './support/grpc';
 import { startSecondProcess } from './support/second-service';
 import { ROOMY_POOL_LIMITS, startTestService, type TestService } from './support/service';
@@ -55,17 +59,33 @@ async function someone(): Promise<string> {
   return (await service.core.registration.createUser({ accountType: 'person' })).svcnumId;
 }
 
-async function createMask(masks = app.masks, participants: { participantA?: string; participantB?: string } = {}): Promise<Mask> {
-  const request = CreateMaskRequest.fromPartial({ ttlSeconds: TTL_SECONDS, participantA: alice, participantB: bob, scope: 'pool.test', ...participants });
+async function createMask(
+  masks = app.masks,
+  participants: { participantA?: string; participantB?: string } = {},
+): Promise<Mask> {
+  const request = CreateMaskRequest.fromPartial({
+    ttlSeconds: TTL_SECONDS,
+    participantA: alice,
+    participantB: bob,
+    scope: 'pool.test',
+    ...participants,
+  });
   return call<CreateMaskRequest, Mask>(masks, 'createMask', request, await currentToken(service, app));
 }
 
-/** Every mask holds its own number, and each number record names its mask and comes back only after expiry and cool-off. */
+/**
+ * Every mask holds its own number, and each number record names its mask and comes back only after expiry and cool-off.
+ */
 async function expectEachNumberHeldByItsMask(masks: Mask[], coolOffOf: (mask: Mask) => number = () => COOL_OFF) {
   expect(new Set(masks.map((mask) => mask.svcnum)).size).toBe(masks.length);
   for (const mask of masks) {
     const number = await service.core.store.getNumber(mask.svcnum);
-    expect(number).toMatchObject({ state: 'active', svcnumId: mask.maskId, entityType: 'mask', availableAt: poolTime(mask.expireTime!.getTime() + coolOffOf(mask)) });
+    expect(number).toMatchObject({
+      state: 'active',
+      svcnumId: mask.maskId,
+      entityType: 'mask',
+      availableAt: poolTime(mask.expireTime!.getTime() + coolOffOf(mask)),
+    });
   }
 }
 
@@ -76,7 +96,7 @@ async function expectPoolEmpty() {
 }
 
 describe('CreateMask at concurrency', () => {
-  it('hands 64 concurrent calls 64 different numbers, with 5 store writes and one read (the owner\'s limits) each and one pool query for all', async () => {
+  it("hands 64 concurrent calls 64 different numbers, with 5 store writes and one read (the owner's limits) each and one pool query for all", async () => {
     // Warm-up: the participants and the caller are in the accounts caches, the supply is drained
     // (its query found fewer numbers than it asks for).
     await seed(1);
@@ -89,7 +109,15 @@ describe('CreateMask at concurrency', () => {
     // Concurrent calls of one process claim different quota slots: one conditional put each.
     expect(countersDelta(before, counters)).toEqual({
       calls: 1 + 6 * 64,
-      byMethod: { freeNumbers: 1, getUser: 64, claimSlot: 64, leaseNumber: 64, createMask: 64, confirmNumber: 64, confirmSlot: 64 },
+      byMethod: {
+        freeNumbers: 1,
+        getUser: 64,
+        claimSlot: 64,
+        leaseNumber: 64,
+        createMask: 64,
+        confirmNumber: 64,
+        confirmSlot: 64,
+      },
     });
     await expectEachNumberHeldByItsMask(masks);
     service.clock.release();
@@ -106,7 +134,15 @@ describe('CreateMask at concurrency', () => {
     const before = snapshotCounters(counters);
     await createMask(app.masks, { participantA: carol, participantB: dave });
     // The participants' reads and the owner's (its limits), at the same time.
-    expect(countersDelta(before, counters).byMethod).toEqual({ getUser: 3, freeNumbers: 1, claimSlot: 1, leaseNumber: 1, createMask: 1, confirmNumber: 1, confirmSlot: 1 });
+    expect(countersDelta(before, counters).byMethod).toEqual({
+      getUser: 3,
+      freeNumbers: 1,
+      claimSlot: 1,
+      leaseNumber: 1,
+      createMask: 1,
+      confirmNumber: 1,
+      confirmSlot: 1,
+    });
     await expectPoolEmpty();
   });
 
@@ -117,9 +153,16 @@ describe('CreateMask at concurrency', () => {
     const before = snapshotCounters(counters);
     const outcomes = await Promise.allSettled(Array.from({ length: seeded + 10 }, () => createMask()));
     const masks = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
-    const refusals = await Promise.all(outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [failure(Promise.reject(outcome.reason))] : [])));
+    const refusals = await Promise.all(
+      outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [failure(Promise.reject(outcome.reason))] : [])),
+    );
     expect(masks).toHaveLength(seeded);
-    expect(refusals.map((error) => [error.code, error.details])).toEqual(Array.from({ length: 10 }, () => [status.FAILED_PRECONDITION, expect.stringMatching(/no number is free in the pool/)]));
+    expect(refusals.map((error) => [error.code, error.details])).toEqual(
+      Array.from({ length: 10 }, () => [
+        status.FAILED_PRECONDITION,
+        expect.stringMatching(/no number is free in the pool/),
+      ]),
+    );
     // One process: no allocation ever loses a number to another.
     expect(countersDelta(before, counters).byMethod.leaseNumber).toBe(seeded);
     await expectEachNumberHeldByItsMask(masks);
@@ -135,10 +178,14 @@ describe('two processes allocating from one pool at once', () => {
     try {
       // Both processes read the same numbers into their supplies; the conditional lease decides.
       await seed(64);
-      const masks = await Promise.all(Array.from({ length: 64 }, (_, index) => createMask(index % 2 === 0 ? app.masks : secondMasks)));
+      const masks = await Promise.all(
+        Array.from({ length: 64 }, (_, index) => createMask(index % 2 === 0 ? app.masks : secondMasks)),
+      );
       // The second process runs with the default cool-off.
       const bySecond = new Set(masks.filter((_, index) => index % 2 === 1));
-      await expectEachNumberHeldByItsMask(masks, (mask) => (bySecond.has(mask) ? defaultProvisioningConfig.coolOff : COOL_OFF));
+      await expectEachNumberHeldByItsMask(masks, (mask) =>
+        bySecond.has(mask) ? defaultProvisioningConfig.coolOff : COOL_OFF,
+      );
       await expectPoolEmpty();
     } finally {
       secondMasks.close();
@@ -155,7 +202,11 @@ describe('participants', () => {
     await createMask(app.masks, { participantB: erin });
     await service.core.registration.disableUser(erin);
     service.clock.advance(RECORD_CACHE_TTL);
-    await rejects(createMask(app.masks, { participantB: erin }), status.FAILED_PRECONDITION, new RegExp(`participant_b ${erin} is not active`));
+    await rejects(
+      createMask(app.masks, { participantB: erin }),
+      status.FAILED_PRECONDITION,
+      new RegExp(`participant_b ${erin} is not active`),
+    );
     await expectPoolEmpty();
   });
 });

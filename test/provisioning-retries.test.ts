@@ -4,10 +4,23 @@ import type { User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
 import { agentClientId } from '../core/provisioning/agents';
 import { slotKey } from '../core/provisioning/quota';
-import { type Agent, CreateAgentRequest, type CreateAgentResponse, RotateAgentSvcnumRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  type Agent,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  RotateAgentSvcnumRequest,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
 import { StoreFaults } from './support/faults';
-import { call, callerOf, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import {
+  call,
+  callerOf,
+  clientCredentialsToken,
+  failure,
+  provisioningApp,
+  seedPool,
+  type ProvisioningApp,
+} from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // A retry with the same request_id after the attempt before it died (test/provisioning-crash.test.ts
@@ -44,14 +57,22 @@ async function owner(): Promise<ProvisioningApp> {
   return app;
 }
 
-const createAgent = (app: ProvisioningApp, requestId: string) => call<CreateAgentRequest, CreateAgentResponse>(
-  app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Agent', requestId }), app.token);
+const createAgent = (app: ProvisioningApp, requestId: string) =>
+  call<CreateAgentRequest, CreateAgentResponse>(
+    app.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial({ displayName: 'Agent', requestId }),
+    app.token,
+  );
 
 /** An attempt of CreateAgent (in the core, no answer awaited) that dies at the first `method` call concerning it. */
 function dyingAgent(app: ProvisioningApp, requestId: string, method: 'createUser' | 'confirmNumber'): void {
   if (method === 'createUser') faults.before(method, () => never());
   // Only its own confirmation (an allocator may confirm others' lapsed leases on the way).
-  else faults.before(method, async (_svcnum, holder) => { if ((await store().getUser(holder))?.ownerId === app.owner.svcnumId) await never(); });
+  else
+    faults.before(method, async (_svcnum, holder) => {
+      if ((await store().getUser(holder))?.ownerId === app.owner.svcnumId) await never();
+    });
   void service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId });
 }
 
@@ -68,7 +89,10 @@ const agentsOf = async (app: ProvisioningApp) => (await store().listOwned(app.ow
 /** How many more independent agents the owner gets before RESOURCE_EXHAUSTED. */
 async function remainingQuota(app: ProvisioningApp): Promise<number> {
   for (let created = 0; ; created++) {
-    const outcome = await createAgent(app, `fill-${created}`).then(() => 'created', (error: ServiceError) => status[error.code]);
+    const outcome = await createAgent(app, `fill-${created}`).then(
+      () => 'created',
+      (error: ServiceError) => status[error.code],
+    );
     if (outcome !== 'created') {
       expect(outcome).toBe('RESOURCE_EXHAUSTED');
       return created;
@@ -90,7 +114,10 @@ describe('CreateAgent retried after its attempt died', () => {
     const retried = await createAgent(app, 'died-after-commit');
     expect(retried.agent!.svcnumId).toBe(agent!.svcnumId);
     expect(await store().getNumber(agent!.svcnum)).toMatchObject({ state: 'active', svcnumId: agent!.svcnumId });
-    expect(await store().getNumber(agent!.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: agent!.svcnumId });
+    expect(await store().getNumber(agent!.fallbackSvcnum!)).toMatchObject({
+      state: 'reserved',
+      svcnumId: agent!.svcnumId,
+    });
     await clientCredentialsToken(service, retried.clientId, retried.clientSecret);
     // Its slot is confirmed: it counts, and only once.
     lapse();
@@ -115,7 +142,9 @@ describe('CreateAgent retried after its attempt died', () => {
     const retried = await createAgent(app, 'died-before-commit');
     expect(retried.clientId).toBe(orphans[0]);
     expect(retried.clientId).toBe(agentClientId(retried.agent!.svcnumId));
-    expect((await store().listClients()).filter((client) => client.subjectId === retried.agent!.svcnumId)).toHaveLength(1);
+    expect((await store().listClients()).filter((client) => client.subjectId === retried.agent!.svcnumId)).toHaveLength(
+      1,
+    );
     await clientCredentialsToken(service, retried.clientId, retried.clientSecret);
     expect(await remainingQuota(app)).toBe(QUOTA - 1);
   });
@@ -124,7 +153,9 @@ describe('CreateAgent retried after its attempt died', () => {
     const app = await owner();
     // A creation that holds slot 0 while the dying attempt takes slot 1, then fails and frees slot 0.
     let failFirst!: () => void;
-    const firstHolds = new Promise<void>((resolve) => { failFirst = resolve; });
+    const firstHolds = new Promise<void>((resolve) => {
+      failFirst = resolve;
+    });
     let holders = 0;
     faults.before('leaseNumber', async () => {
       if (++holders === 1) {
@@ -135,7 +166,10 @@ describe('CreateAgent retried after its attempt died', () => {
     });
     const first = failure(createAgent(app, 'first'));
     await reached('leaseNumber');
-    void service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId: 'dies-holding-slot-1' });
+    void service.core.provisioning.agents.create(callerOf(app), {
+      displayName: 'Agent',
+      requestId: 'dies-holding-slot-1',
+    });
     while (holders < 2) await new Promise((resolve) => setTimeout(resolve, 10));
     failFirst();
     await first;
@@ -143,7 +177,9 @@ describe('CreateAgent retried after its attempt died', () => {
 
     lapse();
     const retried = await createAgent(app, 'dies-holding-slot-1');
-    expect((await store().getUser(retried.agent!.svcnumId))!.quotaSlot).toBe(slotKey(app.owner.svcnumId, 'independent', 0));
+    expect((await store().getUser(retried.agent!.svcnumId))!.quotaSlot).toBe(
+      slotKey(app.owner.svcnumId, 'independent', 0),
+    );
     // Slot 1 is still leased to the same id; it lapses and goes to the next creation.
     lapse();
     expect(await remainingQuota(app)).toBe(QUOTA - 1);
@@ -159,13 +195,17 @@ describe('an attempt that outlived its lease, and the retry that took over', () 
    */
   async function stalledThenRetried(app: ProvisioningApp, requestId: string, method: 'createUser' | 'createClient') {
     let resume!: () => void;
-    const stalled = new Promise<void>((resolve) => { resume = resolve; });
+    const stalled = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
     let calls = 0;
     faults.before(method, async () => {
       if (++calls === 1) await stalled;
     });
-    const slow = service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId })
-      .then(() => 'created', (error: Error) => `${(error as { kind?: string }).kind}: ${error.message}`);
+    const slow = service.core.provisioning.agents.create(callerOf(app), { displayName: 'Agent', requestId }).then(
+      () => 'created',
+      (error: Error) => `${(error as { kind?: string }).kind}: ${error.message}`,
+    );
     await reached(method);
     lapse();
     const retried = await createAgent(app, requestId);
@@ -180,7 +220,10 @@ describe('an attempt that outlived its lease, and the retry that took over', () 
     const [agent, ...others] = await agentsOf(app);
     expect([agent!.svcnumId, others]).toEqual([retried.agent!.svcnumId, []]);
     expect(await store().getNumber(agent!.svcnum)).toMatchObject({ state: 'active', svcnumId: agent!.svcnumId });
-    expect(await store().getNumber(agent!.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: agent!.svcnumId });
+    expect(await store().getNumber(agent!.fallbackSvcnum!)).toMatchObject({
+      state: 'reserved',
+      svcnumId: agent!.svcnumId,
+    });
     expect(await store().getClient(agent!.clientId!)).toMatchObject({ subjectId: agent!.svcnumId });
     await clientCredentialsToken(service, retried.clientId, retried.clientSecret);
     lapse();
@@ -205,11 +248,25 @@ describe('an attempt that outlived its lease, and the retry that took over', () 
 });
 
 describe('an ambiguous commit (the write applied, its answer lost)', () => {
-  const createMask = (app: ProvisioningApp, requestId: string) => call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
-    ttlSeconds: 3600, participantA: participants[0].svcnumId, participantB: participants[1].svcnumId, scope: 'delivery', requestId,
-  }), app.token);
+  const createMask = (app: ProvisioningApp, requestId: string) =>
+    call<CreateMaskRequest, Mask>(
+      app.masks,
+      'createMask',
+      CreateMaskRequest.fromPartial({
+        ttlSeconds: 3600,
+        participantA: participants[0].svcnumId,
+        participantB: participants[1].svcnumId,
+        scope: 'delivery',
+        requestId,
+      }),
+      app.token,
+    );
   const applyThenLose = (mask: Parameters<ReturnType<typeof store>['createMask']>[0]) =>
-    store().createMask(mask).then(() => { throw new Error('the answer was lost'); });
+    store()
+      .createMask(mask)
+      .then(() => {
+        throw new Error('the answer was lost');
+      });
 
   it('is a success when a read shows it applied', async () => {
     const app = await owner();
@@ -254,7 +311,12 @@ it('takes over a pending record written before resource ids, once its lease laps
 
 describe('RotateAgentSvcnum after a rotation died', () => {
   const rotate = (app: ProvisioningApp, svcnumId: string) =>
-    call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId }), app.token);
+    call<RotateAgentSvcnumRequest, Agent>(
+      app.agents,
+      'rotateAgentSvcnum',
+      RotateAgentSvcnumRequest.fromPartial({ svcnumId }),
+      app.token,
+    );
 
   it('is ABORTED while the dead one holds the agent, then finishes it: the old number retired, the fallback in use, a new fallback reserved', async () => {
     const app = await owner();
@@ -265,16 +327,28 @@ describe('RotateAgentSvcnum after a rotation died', () => {
     void service.core.provisioning.agents.rotate(callerOf(app), agent!.svcnumId);
     await reached('transitionNumber');
     faults.reset();
-    expect(await store().getNumber(before.svcnum)).toMatchObject({ state: 'quarantined', previousSvcnumId: before.svcnumId });
+    expect(await store().getNumber(before.svcnum)).toMatchObject({
+      state: 'quarantined',
+      previousSvcnumId: before.svcnumId,
+    });
     expect((await failure(rotate(app, agent!.svcnumId))).code).toBe(status.ABORTED);
     lapse();
     const rotated = await rotate(app, agent!.svcnumId);
     expect(rotated.svcnum).toBe(before.fallbackSvcnum);
     const after = (await store().getUser(agent!.svcnumId))!;
     expect(after.rotationUntil).toBeUndefined();
-    expect(await store().getNumber(before.svcnum)).toMatchObject({ state: 'quarantined', previousSvcnumId: before.svcnumId });
-    expect(await store().getNumber(before.fallbackSvcnum!)).toMatchObject({ state: 'active', svcnumId: before.svcnumId });
-    expect(await store().getNumber(after.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: before.svcnumId });
+    expect(await store().getNumber(before.svcnum)).toMatchObject({
+      state: 'quarantined',
+      previousSvcnumId: before.svcnumId,
+    });
+    expect(await store().getNumber(before.fallbackSvcnum!)).toMatchObject({
+      state: 'active',
+      svcnumId: before.svcnumId,
+    });
+    expect(await store().getNumber(after.fallbackSvcnum!)).toMatchObject({
+      state: 'reserved',
+      svcnumId: before.svcnumId,
+    });
     // And it rotates again as usual.
     expect((await rotate(app, agent!.svcnumId)).svcnum).toBe(after.fallbackSvcnum);
   });
@@ -286,11 +360,18 @@ describe('RotateAgentSvcnum after a rotation died', () => {
     const outcomes = await Promise.allSettled([rotate(app, agent!.svcnumId), rotate(app, agent!.svcnumId)]);
     const won = outcomes.filter((outcome) => outcome.status === 'fulfilled');
     expect(won).toHaveLength(1);
-    expect(outcomes.filter((outcome) => outcome.status === 'rejected').map((outcome) => ((outcome as PromiseRejectedResult).reason as ServiceError).code)).toStrictEqual([status.ABORTED]);
+    expect(
+      outcomes
+        .filter((outcome) => outcome.status === 'rejected')
+        .map((outcome) => ((outcome as PromiseRejectedResult).reason as ServiceError).code),
+    ).toStrictEqual([status.ABORTED]);
     const after = (await store().getUser(agent!.svcnumId))!;
     expect(after.svcnum).toBe(before.fallbackSvcnum);
     expect(await store().getNumber(after.svcnum)).toMatchObject({ state: 'active', svcnumId: before.svcnumId });
-    expect(await store().getNumber(after.fallbackSvcnum!)).toMatchObject({ state: 'reserved', svcnumId: before.svcnumId });
+    expect(await store().getNumber(after.fallbackSvcnum!)).toMatchObject({
+      state: 'reserved',
+      svcnumId: before.svcnumId,
+    });
     expect(await store().getNumber(before.svcnum)).toMatchObject({ state: 'quarantined' });
   });
 });

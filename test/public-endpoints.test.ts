@@ -5,11 +5,18 @@ import { clientKey, createRateLimiter } from '../core/kernel/rate-limit';
 import { newUlid } from '../core/kernel/ids';
 import { systemRandom } from '../core/adapters/system';
 import {
-  type Agent, CreateAgentRequest, type CreateAgentResponse, CreateDependentAgentRequest, RotateAgentSvcnumRequest,
+  type Agent,
+  CreateAgentRequest,
+  type CreateAgentResponse,
+  CreateDependentAgentRequest,
+  RotateAgentSvcnumRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { type Alias, CreateAliasRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
 import { CreateMaskRequest, type Mask } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { ProvisionNumberRequest, type ProgrammableNumber } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
 import { call, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { aliasClient, formatted, freshIp, publicGet, resolvePath } from './support/public';
@@ -20,7 +27,6 @@ import { TestClock } from './support/clock';
 // every entity type by alias and by formatted number, masks without participants and expired
 // after their TTL, discover with pagination and hidden agents, and the per-IP rate limit.
 // Each request comes from its own loopback address unless a test wants one client's bucket.
-
 
 let service: TestService;
 let app: ProvisioningApp;
@@ -48,13 +54,29 @@ async function newApp(options: Parameters<typeof provisioningApp>[1] = {}) {
 }
 
 const provision = (owner: ProvisioningApp, displayName = 'Line') =>
-  call<ProvisionNumberRequest, ProgrammableNumber>(owner.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName }), owner.token);
+  call<ProvisionNumberRequest, ProgrammableNumber>(
+    owner.numbers,
+    'provisionNumber',
+    ProvisionNumberRequest.fromPartial({ displayName }),
+    owner.token,
+  );
 const createAgent = (owner: ProvisioningApp, fields: Partial<CreateAgentRequest>) =>
-  call<CreateAgentRequest, CreateAgentResponse>(owner.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Agent', ...fields }), owner.token);
+  call<CreateAgentRequest, CreateAgentResponse>(
+    owner.agents,
+    'createAgent',
+    CreateAgentRequest.fromPartial({ displayName: 'Agent', ...fields }),
+    owner.token,
+  );
 const createAlias = (owner: ProvisioningApp, svcnumId: string, alias: string) =>
-  call<CreateAliasRequest, Alias>(aliases, 'createAlias', CreateAliasRequest.fromPartial({ svcnumId, alias }), owner.token);
+  call<CreateAliasRequest, Alias>(
+    aliases,
+    'createAlias',
+    CreateAliasRequest.fromPartial({ svcnumId, alias }),
+    owner.token,
+  );
 const resolve = (query: string) => publicGet(service, resolvePath(query));
-const discover = (query: Record<string, string>) => publicGet(service, `/api/discover?${new URLSearchParams(query).toString()}`);
+const discover = (query: Record<string, string>) =>
+  publicGet(service, `/api/discover?${new URLSearchParams(query).toString()}`);
 
 describe('GET /api/resolve', () => {
   it('resolves a programmable number by alias (any case) and by its number however formatted, revealing nothing else', async () => {
@@ -79,7 +101,10 @@ describe('GET /api/resolve', () => {
   });
 
   it('resolves people and businesses by number, and a person by an operator alias, with nothing but number, type and state', async () => {
-    const person = await service.core.registration.createUser({ email: `resolve-${Date.now()}@example.com`, password: 'a long password 1' });
+    const person = await service.core.registration.createUser({
+      email: `resolve-${Date.now()}@example.com`,
+      password: 'a long password 1',
+    });
     const byNumber = await resolve(formatted(person.svcnum)[0]!);
     expect(byNumber.json).toEqual({ svcnum: person.svcnum, entity_type: 'person', state: 'active' });
     expect(byNumber.text).not.toContain(person.svcnumId);
@@ -88,21 +113,38 @@ describe('GET /api/resolve', () => {
     await service.core.directory.aliases.create(OPERATOR, { svcnumId: person.svcnumId, alias: 'jane.doe' });
     expect((await resolve('jane.doe')).json).toEqual({ svcnum: person.svcnum, entity_type: 'person', state: 'active' });
 
-    expect((await resolve(app.owner.svcnum)).json).toEqual({ svcnum: app.owner.svcnum, entity_type: 'business', state: 'active' });
+    expect((await resolve(app.owner.svcnum)).json).toEqual({
+      svcnum: app.owner.svcnum,
+      entity_type: 'business',
+      state: 'active',
+    });
   });
 
   it('resolves an agent by alias, also after its number was rotated; the old number shows quarantined, the fallback is unknown', async () => {
     const { agent } = await createAgent(app, { displayName: 'Concierge' });
     await createAlias(app, agent!.svcnumId, 'concierge');
-    expect((await resolve('concierge')).json).toEqual({ svcnum: agent!.svcnum, entity_type: 'ai_agent', state: 'active' });
+    expect((await resolve('concierge')).json).toEqual({
+      svcnum: agent!.svcnum,
+      entity_type: 'ai_agent',
+      state: 'active',
+    });
 
     const fallback = (await service.core.store.getUser(agent!.svcnumId))!.fallbackSvcnum!;
     expect((await resolve(fallback)).status).toBe(404); // reserved, not in use yet
 
-    const rotated = await call<RotateAgentSvcnumRequest, Agent>(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId: agent!.svcnumId }), app.token);
+    const rotated = await call<RotateAgentSvcnumRequest, Agent>(
+      app.agents,
+      'rotateAgentSvcnum',
+      RotateAgentSvcnumRequest.fromPartial({ svcnumId: agent!.svcnumId }),
+      app.token,
+    );
     expect(rotated.svcnum).toBe(fallback);
     expect((await resolve('concierge')).json).toEqual({ svcnum: fallback, entity_type: 'ai_agent', state: 'active' });
-    expect((await resolve(agent!.svcnum)).json).toEqual({ svcnum: agent!.svcnum, entity_type: 'ai_agent', state: 'quarantined' });
+    expect((await resolve(agent!.svcnum)).json).toEqual({
+      svcnum: agent!.svcnum,
+      entity_type: 'ai_agent',
+      state: 'quarantined',
+    });
   });
 
   it('shows the lifecycle: suspended, active again, then deactivated (quarantined), by alias and by number', async () => {
@@ -113,21 +155,48 @@ describe('GET /api/resolve', () => {
     await service.core.provisioning.lifecycle.reactivate(number.svcnum);
     expect((await resolve(number.svcnum)).json).toMatchObject({ state: 'active' });
     await service.core.provisioning.lifecycle.deactivate(number.svcnum);
-    expect((await resolve('lifecycle-line')).json).toEqual({ svcnum: number.svcnum, entity_type: 'programmable', state: 'quarantined' });
-    expect((await resolve(number.svcnum)).json).toEqual({ svcnum: number.svcnum, entity_type: 'programmable', state: 'quarantined' });
+    expect((await resolve('lifecycle-line')).json).toEqual({
+      svcnum: number.svcnum,
+      entity_type: 'programmable',
+      state: 'quarantined',
+    });
+    expect((await resolve(number.svcnum)).json).toEqual({
+      svcnum: number.svcnum,
+      entity_type: 'programmable',
+      state: 'quarantined',
+    });
   });
 
   it('resolves a mask number as a mask without participants or owner, cached no longer than it lives, and expired after its TTL', async () => {
     const number = await provision(app);
-    const person = await service.core.registration.createUser({ email: `masked-${Date.now()}@example.com`, password: 'a long password 1' });
-    const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({
-      ttlSeconds: 60, participantA: number.svcnumId, participantB: person.svcnumId, scope: 'delivery.order-1',
-    }), app.token);
+    const person = await service.core.registration.createUser({
+      email: `masked-${Date.now()}@example.com`,
+      password: 'a long password 1',
+    });
+    const mask = await call<CreateMaskRequest, Mask>(
+      app.masks,
+      'createMask',
+      CreateMaskRequest.fromPartial({
+        ttlSeconds: 60,
+        participantA: number.svcnumId,
+        participantB: person.svcnumId,
+        scope: 'delivery.order-1',
+      }),
+      app.token,
+    );
 
     const live = await resolve(formatted(mask.svcnum)[1]!);
     expect(live.status).toBe(200);
     expect(live.json).toEqual({ svcnum: mask.svcnum, entity_type: 'mask', state: 'active' });
-    for (const secret of [mask.maskId, number.svcnumId, number.svcnum, person.svcnumId, person.svcnum, app.owner.svcnumId, 'delivery']) {
+    for (const secret of [
+      mask.maskId,
+      number.svcnumId,
+      number.svcnum,
+      person.svcnumId,
+      person.svcnum,
+      app.owner.svcnumId,
+      'delivery',
+    ]) {
       expect(live.text).not.toContain(secret);
     }
     expect(live.headers['cache-control']).toBe('public, max-age=10');
@@ -142,9 +211,18 @@ describe('GET /api/resolve', () => {
 
   it('answers 400 invalid_request for a missing, repeated or malformed query and 404 not_found for what is not in service', async () => {
     const refused = [
-      '/api/resolve', '/api/resolve?alias=', '/api/resolve?alias=a&alias=b', resolvePath('ab'), resolvePath('x'.repeat(33)),
-      resolvePath('12345'), resolvePath('+1 (555) 010'), resolvePath('1234567890123456'), resolvePath('-dash'), resolvePath('no spaces'),
-      resolvePath('ünïcode'), resolvePath('\u212Aelvin'),
+      '/api/resolve',
+      '/api/resolve?alias=',
+      '/api/resolve?alias=a&alias=b',
+      resolvePath('ab'),
+      resolvePath('x'.repeat(33)),
+      resolvePath('12345'),
+      resolvePath('+1 (555) 010'),
+      resolvePath('1234567890123456'),
+      resolvePath('-dash'),
+      resolvePath('no spaces'),
+      resolvePath('ünïcode'),
+      resolvePath('\u212Aelvin'),
     ];
     for (const path of refused) {
       const reply = await publicGet(service, path);
@@ -172,30 +250,52 @@ describe('GET /api/discover', () => {
   it('lists active, discoverable agents offering the capability, with svcnum, display name and capabilities only', async () => {
     const owner = await newApp();
     const shown = [];
-    for (const name of ['Table booker', 'Room booker']) shown.push((await createAgent(owner, { displayName: name, capabilities: ['booking.tables', 'chat'], discoverable: true })).agent!);
+    for (const name of ['Table booker', 'Room booker'])
+      shown.push(
+        (await createAgent(owner, { displayName: name, capabilities: ['booking.tables', 'chat'], discoverable: true }))
+          .agent!,
+      );
     await createAgent(owner, { displayName: 'Private', capabilities: ['booking.tables'], discoverable: false });
     await createAgent(owner, { displayName: 'Other skill', capabilities: ['chat'], discoverable: true });
-    const suspended = (await createAgent(owner, { displayName: 'Suspended', capabilities: ['booking.tables'], discoverable: true })).agent!;
+    const suspended = (
+      await createAgent(owner, { displayName: 'Suspended', capabilities: ['booking.tables'], discoverable: true })
+    ).agent!;
     await service.core.provisioning.lifecycle.suspend(suspended.svcnum);
-    const dependent = await call<CreateDependentAgentRequest, Agent>(owner.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({
-      displayName: 'Sub booker', capabilities: ['booking.tables'], discoverable: true,
-    }), owner.token);
+    const dependent = await call<CreateDependentAgentRequest, Agent>(
+      owner.agents,
+      'createDependentAgent',
+      CreateDependentAgentRequest.fromPartial({
+        displayName: 'Sub booker',
+        capabilities: ['booking.tables'],
+        discoverable: true,
+      }),
+      owner.token,
+    );
     shown.push(dependent);
 
     const reply = await discover({ capability: 'booking.tables' });
     expect(reply.status).toBe(200);
     expect(reply.headers['cache-control']).toBe('public, max-age=30');
     expect(reply.json).toEqual({
-      agents: shown.map((agent) => ({ svcnum: agent.svcnum, display_name: agent.displayName, capabilities: agent.capabilities })),
+      agents: shown.map((agent) => ({
+        svcnum: agent.svcnum,
+        display_name: agent.displayName,
+        capabilities: agent.capabilities,
+      })),
       next_page_token: '',
     });
-    for (const secret of [owner.owner.svcnumId, ...shown.map((agent) => agent.svcnumId), 'Private', 'Suspended']) expect(reply.text).not.toContain(secret);
+    for (const secret of [owner.owner.svcnumId, ...shown.map((agent) => agent.svcnumId), 'Private', 'Suspended'])
+      expect(reply.text).not.toContain(secret);
 
     // Reactivated, it shows again; suspended again, it is gone (readers re-check every agent).
     await service.core.provisioning.lifecycle.reactivate(suspended.svcnum);
-    expect(((await discover({ capability: 'booking.tables' })).json as Listed).agents.map((agent) => agent.display_name)).toContain('Suspended');
+    expect(
+      ((await discover({ capability: 'booking.tables' })).json as Listed).agents.map((agent) => agent.display_name),
+    ).toContain('Suspended');
     await service.core.provisioning.lifecycle.suspend(suspended.svcnum);
-    expect(((await discover({ capability: 'booking.tables' })).json as Listed).agents.map((agent) => agent.display_name)).not.toContain('Suspended');
+    expect(
+      ((await discover({ capability: 'booking.tables' })).json as Listed).agents.map((agent) => agent.display_name),
+    ).not.toContain('Suspended');
 
     expect((await discover({ capability: 'nobody.offers.this' })).json).toEqual({ agents: [], next_page_token: '' });
   });
@@ -206,7 +306,11 @@ describe('GET /api/discover', () => {
     for (let index = 0; index < 9; index++) {
       const hidden = index === 2 || index === 6;
       service.clock.advance(1); // distinct ULID times: index order is creation order
-      const { agent } = await createAgent(owner, { displayName: `Pager ${index}`, capabilities: ['paging'], discoverable: !hidden });
+      const { agent } = await createAgent(owner, {
+        displayName: `Pager ${index}`,
+        capabilities: ['paging'],
+        discoverable: !hidden,
+      });
       if (!hidden) visible.push(agent!.svcnum);
     }
     const seen: string[] = [];
@@ -232,11 +336,20 @@ describe('GET /api/discover', () => {
 
   it('answers 400 invalid_request for a missing or malformed capability, page_size or page_token', async () => {
     const first = (await discover({ capability: 'paging', page_size: '1' })).json as Listed;
-    const other = Buffer.from(JSON.stringify({ c: 'chat', k: newUlid(service.clock, systemRandom) })).toString('base64url');
+    const other = Buffer.from(JSON.stringify({ c: 'chat', k: newUlid(service.clock, systemRandom) })).toString(
+      'base64url',
+    );
     for (const query of [
-      {}, { capability: '' }, { capability: 'Has Space' }, { capability: '-x' }, { capability: 'x'.repeat(65) },
-      { capability: 'paging', page_size: 'ten' }, { capability: 'paging', page_size: '-1' }, { capability: 'paging', page_size: '2.5' },
-      { capability: 'paging', page_token: 'garbage' }, { capability: 'paging', page_token: other },
+      {},
+      { capability: '' },
+      { capability: 'Has Space' },
+      { capability: '-x' },
+      { capability: 'x'.repeat(65) },
+      { capability: 'paging', page_size: 'ten' },
+      { capability: 'paging', page_size: '-1' },
+      { capability: 'paging', page_size: '2.5' },
+      { capability: 'paging', page_token: 'garbage' },
+      { capability: 'paging', page_token: other },
       { capability: 'chat', page_token: first.next_page_token },
     ]) {
       const reply = await discover(query as Record<string, string>);
@@ -253,7 +366,11 @@ describe('GET /api/discover', () => {
 
     faults.failOn('indexCapabilities');
     try {
-      const { agent } = await createAgent(app, { displayName: 'Unindexed', capabilities: ['lost.write'], discoverable: true });
+      const { agent } = await createAgent(app, {
+        displayName: 'Unindexed',
+        capabilities: ['lost.write'],
+        discoverable: true,
+      });
       expect(agent!.discoverable).toBe(true);
       expect(faults.fired).toEqual(['indexCapabilities#1']);
     } finally {
@@ -265,16 +382,30 @@ describe('GET /api/discover', () => {
   it('hides agents whose owner account is disabled or gone, within the account cache lifetime, at no owner read per request in steady state', async () => {
     const kept = await newApp();
     const disabled = await newApp();
-    const keptAgent = (await createAgent(kept, { displayName: 'Kept', capabilities: ['owner.check'], discoverable: true })).agent!;
-    await createAgent(disabled, { displayName: 'Of a disabled owner', capabilities: ['owner.check'], discoverable: true });
+    const keptAgent = (
+      await createAgent(kept, { displayName: 'Kept', capabilities: ['owner.check'], discoverable: true })
+    ).agent!;
+    await createAgent(disabled, {
+      displayName: 'Of a disabled owner',
+      capabilities: ['owner.check'],
+      discoverable: true,
+    });
     // An agent whose owner record is gone (no deployed path deletes accounts; the admin CLI's operator may).
     const orphan = newUlid(service.clock, systemRandom);
     await service.core.store.createUser({
-      svcnumId: orphan, svcnum: '89000000001', status: 'active', accountType: 'ai_agent', createdAt: service.clock.now(),
-      ownerId: newUlid(service.clock, systemRandom), displayName: 'Orphan', capabilities: ['owner.check'], discoverable: true,
+      svcnumId: orphan,
+      svcnum: '89000000001',
+      status: 'active',
+      accountType: 'ai_agent',
+      createdAt: service.clock.now(),
+      ownerId: newUlid(service.clock, systemRandom),
+      displayName: 'Orphan',
+      capabilities: ['owner.check'],
+      discoverable: true,
     });
     await service.core.store.indexCapabilities(orphan, ['owner.check'], service.clock.now());
-    const names = async () => ((await discover({ capability: 'owner.check' })).json as Listed).agents.map((agent) => agent.display_name);
+    const names = async () =>
+      ((await discover({ capability: 'owner.check' })).json as Listed).agents.map((agent) => agent.display_name);
 
     expect(await names()).toEqual(['Kept', 'Of a disabled owner']);
     await service.core.registration.disableUser(disabled.owner.svcnumId);
@@ -295,7 +426,10 @@ describe('GET /api/discover', () => {
     }
     const reply = await discover({ capability: 'owner.check' });
     expect(reply.text).not.toContain(disabled.owner.svcnumId);
-    expect(reply.json).toEqual({ agents: [{ svcnum: keptAgent.svcnum, display_name: 'Kept', capabilities: ['owner.check'] }], next_page_token: '' });
+    expect(reply.json).toEqual({
+      agents: [{ svcnum: keptAgent.svcnum, display_name: 'Kept', capabilities: ['owner.check'] }],
+      next_page_token: '',
+    });
 
     // Active again, its agents show again once the cached answer has lapsed.
     await service.core.store.setUserStatus(disabled.owner.svcnumId, 'active');
@@ -308,7 +442,13 @@ describe('per-IP rate limit of the public endpoints', () => {
   it('allows a burst of 5 per address across both endpoints, then 429 with Retry-After, and recovers as time passes', async () => {
     const ip = freshIp();
     const other = freshIp();
-    const paths = [resolvePath('pizza.shop'), '/api/discover?capability=chat', resolvePath('nobody.here'), resolvePath('pizza.shop'), '/api/discover?capability=chat'];
+    const paths = [
+      resolvePath('pizza.shop'),
+      '/api/discover?capability=chat',
+      resolvePath('nobody.here'),
+      resolvePath('pizza.shop'),
+      '/api/discover?capability=chat',
+    ];
     for (const path of paths) expect((await publicGet(service, path, { ip })).status, path).not.toBe(429);
 
     const limited = await publicGet(service, resolvePath('pizza.shop'), { ip });
@@ -331,7 +471,8 @@ describe('per-IP rate limit of the public endpoints', () => {
     expect((await publicGet(service, resolvePath('pizza.shop'), { ip })).status).toBe(429);
     // After a minute idle the whole burst is back.
     service.clock.advance(60_000);
-    for (let index = 0; index < 5; index++) expect((await publicGet(service, resolvePath('pizza.shop'), { ip })).status).toBe(200);
+    for (let index = 0; index < 5; index++)
+      expect((await publicGet(service, resolvePath('pizza.shop'), { ip })).status).toBe(200);
     expect((await publicGet(service, resolvePath('pizza.shop'), { ip })).status).toBe(429);
   });
 
@@ -352,10 +493,16 @@ describe('per-IP rate limit of the public endpoints', () => {
     expect(clientKey(undefined)).toBe('unknown');
     expect(clientKey('not an address')).toBe('unknown');
 
-    const rateLimitFromEnvironment = (env: Record<string, string>) => readRuntimeConfig('local', env).service.publicRateLimit;
+    const rateLimitFromEnvironment = (env: Record<string, string>) =>
+      readRuntimeConfig('local', env).service.publicRateLimit;
     expect(rateLimitFromEnvironment({})).toEqual({ burst: 20, perMinute: 300 });
-    expect(rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_BURST: '50', PUBLIC_RATE_LIMIT_PER_MINUTE: '600' })).toEqual({ burst: 50, perMinute: 600 });
-    expect(() => rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/PUBLIC_RATE_LIMIT_PER_MINUTE/);
+    expect(rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_BURST: '50', PUBLIC_RATE_LIMIT_PER_MINUTE: '600' })).toEqual({
+      burst: 50,
+      perMinute: 600,
+    });
+    expect(() => rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_PER_MINUTE: '0' })).toThrow(
+      /PUBLIC_RATE_LIMIT_PER_MINUTE/,
+    );
     expect(() => rateLimitFromEnvironment({ PUBLIC_RATE_LIMIT_BURST: 'lots' })).toThrow(/PUBLIC_RATE_LIMIT_BURST/);
   });
 });

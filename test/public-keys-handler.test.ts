@@ -24,14 +24,21 @@ beforeAll(async () => {
   responses = createServer(async (request, response) => {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    answers.push({ method: request.method, ...JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
+    answers.push({
+      method: request.method,
+      ...(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>),
+    });
     response.end();
   });
   await new Promise<void>((resolve) => responses.listen(0, '127.0.0.1', resolve));
   responseUrl = `http://127.0.0.1:${(responses.address() as AddressInfo).port}/presigned`;
   for (const [name, value] of Object.entries({
-    AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIAIOSFODNN7EXAMPLE', AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', AWS_ENDPOINT_URL_KMS: kms.endpoint,
-  })) vi.stubEnv(name, value);
+    AWS_REGION: 'eu-west-1',
+    AWS_ACCESS_KEY_ID: 'AKIAIOSFODNN7EXAMPLE',
+    AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+    AWS_ENDPOINT_URL_KMS: kms.endpoint,
+  }))
+    vi.stubEnv(name, value);
   handler = (createRequire(import.meta.url)('../lib/public-keys-handler.cjs') as { handler: typeof handler }).handler;
 });
 
@@ -42,26 +49,48 @@ afterAll(async () => {
 });
 
 const event = (RequestType: string, KeyIds: string[], PhysicalResourceId?: string) => ({
-  RequestType, ResponseURL: responseUrl, StackId: 'arn:aws:cloudformation:eu-west-1:111122223333:stack/svcnum-sandbox/1', RequestId: `request-${answers.length}`,
-  LogicalResourceId: 'PublicKeys', ResourceType: 'Custom::SigningPublicKeys', ...(PhysicalResourceId ? { PhysicalResourceId } : {}), ResourceProperties: { ServiceToken: 'arn:fn', KeyIds },
+  RequestType,
+  ResponseURL: responseUrl,
+  StackId: 'arn:aws:cloudformation:eu-west-1:111122223333:stack/svcnum-sandbox/1',
+  RequestId: `request-${answers.length}`,
+  LogicalResourceId: 'PublicKeys',
+  ResourceType: 'Custom::SigningPublicKeys',
+  ...(PhysicalResourceId ? { PhysicalResourceId } : {}),
+  ResourceProperties: { ServiceToken: 'arn:fn', KeyIds },
 });
 
 describe('the public-keys custom resource', () => {
-  it('answers create with every key\'s public key (one GetPublicKey each), a KMS_PUBLIC_KEYS the processes accept', async () => {
+  it("answers create with every key's public key (one GetPublicKey each), a KMS_PUBLIC_KEYS the processes accept", async () => {
     const before = kms.requests.length;
     await handler(event('Create', [ACTIVE, NEXT]));
-    expect(kms.requests.slice(before)).toEqual([ACTIVE, NEXT].map((keyId) => ({ operation: 'GetPublicKey', keyId, signed: true, status: 200 })));
+    expect(kms.requests.slice(before)).toEqual(
+      [ACTIVE, NEXT].map((keyId) => ({ operation: 'GetPublicKey', keyId, signed: true, status: 200 })),
+    );
     const answer = answers.at(-1)!;
-    expect(answer).toMatchObject({ method: 'PUT', Status: 'SUCCESS', LogicalResourceId: 'PublicKeys', PhysicalResourceId: 'signing-public-keys' });
+    expect(answer).toMatchObject({
+      method: 'PUT',
+      Status: 'SUCCESS',
+      LogicalResourceId: 'PublicKeys',
+      PhysicalResourceId: 'signing-public-keys',
+    });
     const published = (answer.Data as { PublicKeys: string }).PublicKeys;
     expect(JSON.parse(published)).toStrictEqual({ [ACTIVE]: kms.publicKeyDer(ACTIVE), [NEXT]: kms.publicKeyDer(NEXT) });
-    const config = readRuntimeConfig('lambda', { ISSUER: 'https://id.example.com', TABLE_PREFIX: 'svcnum-sandbox-', KMS_KEY_ID: ACTIVE, KMS_PUBLIC_KEYS: published });
+    const config = readRuntimeConfig('lambda', {
+      ISSUER: 'https://id.example.com',
+      TABLE_PREFIX: 'svcnum-sandbox-',
+      KMS_KEY_ID: ACTIVE,
+      KMS_PUBLIC_KEYS: published,
+    });
     expect([...config.kmsPublicKeys.keys()]).toEqual([ACTIVE, NEXT]);
   });
 
   it('fails the deploy step, with the reason, for a key that is not an Ed25519 signing key', async () => {
     await handler(event('Update', [ACTIVE, MAC], 'signing-public-keys'));
-    expect(answers.at(-1)).toMatchObject({ Status: 'FAILED', PhysicalResourceId: 'signing-public-keys', Reason: expect.stringContaining('SIGN_VERIFY') });
+    expect(answers.at(-1)).toMatchObject({
+      Status: 'FAILED',
+      PhysicalResourceId: 'signing-public-keys',
+      Reason: expect.stringContaining('SIGN_VERIFY'),
+    });
     expect(answers.at(-1)).not.toHaveProperty('Data');
   });
 

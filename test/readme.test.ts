@@ -45,7 +45,11 @@ function shellBlocks(readme: string, heading: string): string[] {
 
 /** Runs `script` in bash (errors stop it), with the admin CLI pointed at the runner's data. */
 async function bash(script: string, env: Record<string, string>) {
-  const { stdout } = await run('bash', ['-c', `set -euo pipefail\n${script}`], { env: { ...process.env, ...env }, maxBuffer: 1 << 20, timeout: 120_000 });
+  const { stdout } = await run('bash', ['-c', `set -euo pipefail\n${script}`], {
+    env: { ...process.env, ...env },
+    maxBuffer: 1 << 20,
+    timeout: 120_000,
+  });
   return stdout;
 }
 
@@ -88,9 +92,15 @@ describe('README', () => {
     const first = await bash(`${beforePaste}\ndeclare -p ${carried.join(' ')}`, env);
     const authorizeUrl = first.split('\n').find((line) => line.startsWith(`${runner.issuer}/oauth/authorize?`));
     expect(authorizeUrl).toBeDefined();
-    const state = first.split('\n').filter((line) => line.startsWith('declare ')).join('\n');
+    const state = first
+      .split('\n')
+      .filter((line) => line.startsWith('declare '))
+      .join('\n');
 
-    const signedIn = await signInFrom(new Browser(runner.issuer), authorizeUrl!.slice(runner.issuer.length), { email: 'me@example.com', password: 'a long passphrase' });
+    const signedIn = await signInFrom(new Browser(runner.issuer), authorizeUrl!.slice(runner.issuer.length), {
+      email: 'me@example.com',
+      password: 'a long passphrase',
+    });
     expect(signedIn.status).toBe(303);
     const callback = new URL(signedIn.location!);
     expect(`${callback.origin}${callback.pathname}`).toBe('http://localhost:8080/callback');
@@ -98,7 +108,10 @@ describe('README', () => {
 
     const output = await bash(`${state}\nCALLBACK='${callback.href}'\n${afterPaste}`, env);
     // curl prints one JSON object per line; buf curl and the admin CLI print indented ones.
-    const objects = output.split('\n').filter((line) => line.startsWith('{"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const objects = output
+      .split('\n')
+      .filter((line) => line.startsWith('{"'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     const [tokens, userInfo, refreshed, apiToken, sent] = objects;
     expect(output).toContain('"status": "SERVING"');
     expect(output).toContain('"autoReply": "We are closed"');

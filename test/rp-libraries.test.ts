@@ -24,12 +24,21 @@ let browser: Browser;
 
 beforeAll(async () => {
   service = await startTestService();
-  const register = async (refreshResponse: string) => (await service.core.registration.createLoginClient({
-    name: `RP (${refreshResponse})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse,
-  })).client;
+  const register = async (refreshResponse: string) =>
+    (
+      await service.core.registration.createLoginClient({
+        name: `RP (${refreshResponse})`,
+        scope: 'openid profile email',
+        redirectUris: [REDIRECT_URI],
+        refreshResponse,
+      })
+    ).client;
   nullClient = await register('null');
   omitClient = await register('omit');
-  api = await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
+  api = (await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' })) as {
+    client: Client;
+    clientSecret: string;
+  };
   login = await createUser(service);
   browser = new Browser(service.issuer);
 });
@@ -53,8 +62,19 @@ async function signIn(authorizationUrl: URL, rp: Client, using = browser): Promi
   return new URL(final.location!);
 }
 
-interface Checks { state: string; nonce: string; verifier: string }
-interface Tokens { access_token: string; refresh_token?: string; id_token?: string; token_type: string; scope?: string; expires_in?: number }
+interface Checks {
+  state: string;
+  nonce: string;
+  verifier: string;
+}
+interface Tokens {
+  access_token: string;
+  refresh_token?: string;
+  id_token?: string;
+  token_type: string;
+  scope?: string;
+  expires_in?: number;
+}
 
 /** One library's calls, so that both run through the same assertions below. */
 interface RelyingParty {
@@ -67,7 +87,12 @@ interface RelyingParty {
    * Validates the callback (state, iss) and redeems the code; returns the tokens and the validated
    * ID token claims. `alter` changes the token response in transit.
    */
-  redeem(rp: Client, callback: URL, checks: Checks, alter?: Alter): Promise<{ tokens: Tokens; claims: Record<string, unknown> }>;
+  redeem(
+    rp: Client,
+    callback: URL,
+    checks: Checks,
+    alter?: Alter,
+  ): Promise<{ tokens: Tokens; claims: Record<string, unknown> }>;
   userInfo(rp: Client, accessToken: string, expectedSubject: string): Promise<Record<string, unknown>>;
   refresh(rp: Client, refreshToken: string): Promise<Tokens>;
   revoke(rp: Client, refreshToken: string): Promise<void>;
@@ -77,106 +102,175 @@ interface RelyingParty {
 type Alter = (body: Record<string, string>) => void;
 
 /** The libraries' custom fetch: token responses pass through `alter`, everything else untouched. */
-const alteringFetch = (alter: Alter | undefined) => async (url: string, options: RequestInit): Promise<Response> => {
-  const response = await fetch(url, options);
-  if (!alter || new URL(url).pathname !== '/oauth/token') return response;
-  const body = await response.json() as Record<string, string>;
-  alter(body);
-  return Response.json(body, { status: response.status });
-};
+const alteringFetch =
+  (alter: Alter | undefined) =>
+  async (url: string, options: RequestInit): Promise<Response> => {
+    const response = await fetch(url, options);
+    if (!alter || new URL(url).pathname !== '/oauth/token') return response;
+    const body = (await response.json()) as Record<string, string>;
+    alter(body);
+    return Response.json(body, { status: response.status });
+  };
 
 const issuerUrl = () => new URL(service.issuer);
 const authorizationParams = (checks: Checks, challenge: string) => ({
-  redirect_uri: REDIRECT_URI, scope: 'openid profile email', state: checks.state, nonce: checks.nonce,
-  code_challenge: challenge, code_challenge_method: 'S256',
+  redirect_uri: REDIRECT_URI,
+  scope: 'openid profile email',
+  state: checks.state,
+  nonce: checks.nonce,
+  code_challenge: challenge,
+  code_challenge_method: 'S256',
 });
 
 const openidClient: RelyingParty = (() => {
   // Non-repudiation checks: the ID token's EdDSA signature is verified against our JWKS too.
-  const configure = (clientId: string, auth: oidc.ClientAuth = oidc.None(), alter?: Alter) => oidc.discovery(issuerUrl(), clientId, undefined, auth, {
-    execute: [oidc.allowInsecureRequests, oidc.enableNonRepudiationChecks], [oidc.customFetch]: alteringFetch(alter),
-  });
+  const configure = (clientId: string, auth: oidc.ClientAuth = oidc.None(), alter?: Alter) =>
+    oidc.discovery(issuerUrl(), clientId, undefined, auth, {
+      execute: [oidc.allowInsecureRequests, oidc.enableNonRepudiationChecks],
+      [oidc.customFetch]: alteringFetch(alter),
+    });
   return {
     name: 'openid-client',
     // openid-client wraps oauth4webapi's error in its own ClientError.
     refreshNullError: {
-      name: 'ClientError', code: 'OAUTH_INVALID_RESPONSE', message: 'invalid response encountered',
+      name: 'ClientError',
+      code: 'OAUTH_INVALID_RESPONSE',
+      message: 'invalid response encountered',
       cause: { name: 'OperationProcessingError', message: '"response" body "refresh_token" property must be a string' },
     },
     discover: async () => ({ ...(await configure('anyone')).serverMetadata() }),
     authorizationUrl: async (rp, checks) =>
-      oidc.buildAuthorizationUrl(await configure(rp.clientId), authorizationParams(checks, await oidc.calculatePKCECodeChallenge(checks.verifier))),
+      oidc.buildAuthorizationUrl(
+        await configure(rp.clientId),
+        authorizationParams(checks, await oidc.calculatePKCECodeChallenge(checks.verifier)),
+      ),
     async redeem(rp, callback, checks, alter) {
       const tokens = await oidc.authorizationCodeGrant(await configure(rp.clientId, oidc.None(), alter), callback, {
-        pkceCodeVerifier: checks.verifier, expectedState: checks.state, expectedNonce: checks.nonce, idTokenExpected: true,
+        pkceCodeVerifier: checks.verifier,
+        expectedState: checks.state,
+        expectedNonce: checks.nonce,
+        idTokenExpected: true,
       });
       return { tokens, claims: { ...tokens.claims() } };
     },
-    userInfo: async (rp, accessToken, subject) => ({ ...(await oidc.fetchUserInfo(await configure(rp.clientId), accessToken, subject)) }),
+    userInfo: async (rp, accessToken, subject) => ({
+      ...(await oidc.fetchUserInfo(await configure(rp.clientId), accessToken, subject)),
+    }),
     refresh: async (rp, refreshToken) => oidc.refreshTokenGrant(await configure(rp.clientId), refreshToken),
     revoke: async (rp, refreshToken) => oidc.tokenRevocation(await configure(rp.clientId), refreshToken),
     clientCredentials: async (method, secret, scope) =>
-      oidc.clientCredentialsGrant(await configure(api.client.clientId, method === 'basic' ? oidc.ClientSecretBasic(secret) : oidc.ClientSecretPost(secret)), { scope }),
+      oidc.clientCredentialsGrant(
+        await configure(
+          api.client.clientId,
+          method === 'basic' ? oidc.ClientSecretBasic(secret) : oidc.ClientSecretPost(secret),
+        ),
+        { scope },
+      ),
   };
 })();
 
 const oauth4webapi: RelyingParty = (() => {
   const insecure = { [oauth.allowInsecureRequests]: true };
-  const server = async () => oauth.processDiscoveryResponse(issuerUrl(), await oauth.discoveryRequest(issuerUrl(), insecure));
+  const server = async () =>
+    oauth.processDiscoveryResponse(issuerUrl(), await oauth.discoveryRequest(issuerUrl(), insecure));
   const client = (rp: Client): oauth.Client => ({ client_id: rp.clientId });
   return {
     name: 'oauth4webapi',
-    refreshNullError: { name: 'OperationProcessingError', code: 'OAUTH_INVALID_RESPONSE', message: '"response" body "refresh_token" property must be a string' },
+    refreshNullError: {
+      name: 'OperationProcessingError',
+      code: 'OAUTH_INVALID_RESPONSE',
+      message: '"response" body "refresh_token" property must be a string',
+    },
     discover: async () => ({ ...(await server()) }),
     async authorizationUrl(rp, checks) {
       // oauth4webapi has no URL builder: its documented way is the discovered endpoint plus parameters.
       const url = new URL((await server()).authorization_endpoint!);
-      const params = { client_id: rp.clientId, response_type: 'code', ...authorizationParams(checks, await oauth.calculatePKCECodeChallenge(checks.verifier)) };
+      const params = {
+        client_id: rp.clientId,
+        response_type: 'code',
+        ...authorizationParams(checks, await oauth.calculatePKCECodeChallenge(checks.verifier)),
+      };
       for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
       return url;
     },
     async redeem(rp, callback, checks, alter) {
       const as = await server();
       const params = oauth.validateAuthResponse(as, client(rp), callback, checks.state);
-      const response = await oauth.authorizationCodeGrantRequest(as, client(rp), oauth.None(), params, REDIRECT_URI, checks.verifier, {
-        ...insecure, [oauth.customFetch]: alteringFetch(alter),
+      const response = await oauth.authorizationCodeGrantRequest(
+        as,
+        client(rp),
+        oauth.None(),
+        params,
+        REDIRECT_URI,
+        checks.verifier,
+        {
+          ...insecure,
+          [oauth.customFetch]: alteringFetch(alter),
+        },
+      );
+      const tokens = await oauth.processAuthorizationCodeResponse(as, client(rp), response, {
+        expectedNonce: checks.nonce,
+        requireIdToken: true,
       });
-      const tokens = await oauth.processAuthorizationCodeResponse(as, client(rp), response, { expectedNonce: checks.nonce, requireIdToken: true });
       // The claims are checked above; the EdDSA signature against our JWKS here.
       await oauth.validateApplicationLevelSignature(as, response, insecure);
       return { tokens, claims: { ...oauth.getValidatedIdTokenClaims(tokens) } };
     },
     async userInfo(rp, accessToken, subject) {
       const as = await server();
-      return { ...(await oauth.processUserInfoResponse(as, client(rp), subject, await oauth.userInfoRequest(as, client(rp), accessToken, insecure))) };
+      return {
+        ...(await oauth.processUserInfoResponse(
+          as,
+          client(rp),
+          subject,
+          await oauth.userInfoRequest(as, client(rp), accessToken, insecure),
+        )),
+      };
     },
     async refresh(rp, refreshToken) {
       const as = await server();
-      return oauth.processRefreshTokenResponse(as, client(rp), await oauth.refreshTokenGrantRequest(as, client(rp), oauth.None(), refreshToken, insecure));
+      return oauth.processRefreshTokenResponse(
+        as,
+        client(rp),
+        await oauth.refreshTokenGrantRequest(as, client(rp), oauth.None(), refreshToken, insecure),
+      );
     },
     async revoke(rp, refreshToken) {
       const as = await server();
-      await oauth.processRevocationResponse(await oauth.revocationRequest(as, client(rp), oauth.None(), refreshToken, insecure));
+      await oauth.processRevocationResponse(
+        await oauth.revocationRequest(as, client(rp), oauth.None(), refreshToken, insecure),
+      );
     },
     async clientCredentials(method, secret, scope) {
       const as = await server();
       const apiClient = client(api.client);
       const auth = method === 'basic' ? oauth.ClientSecretBasic(secret) : oauth.ClientSecretPost(secret);
-      return oauth.processClientCredentialsResponse(as, apiClient, await oauth.clientCredentialsGrantRequest(as, apiClient, auth, { scope }, insecure));
+      return oauth.processClientCredentialsResponse(
+        as,
+        apiClient,
+        await oauth.clientCredentialsGrantRequest(as, apiClient, auth, { scope }, insecure),
+      );
     },
   };
 })();
 
 /** A rejection's messages, outermost first, down to its root cause (openid-client wraps oauth4webapi's errors). */
 async function rejection(promise: Promise<unknown>): Promise<string> {
-  const error: unknown = await promise.then(() => undefined, (reason: unknown) => reason);
+  const error: unknown = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
   expect(error).toBeInstanceOf(Error);
   const messages: string[] = [];
   for (let cause = error; cause instanceof Error; cause = cause.cause) messages.push(cause.message);
   return messages.join(' <- ');
 }
 
-const newChecks = (): Checks => ({ state: oauth.generateRandomState(), nonce: oauth.generateRandomNonce(), verifier: oauth.generateRandomCodeVerifier() });
+const newChecks = (): Checks => ({
+  state: oauth.generateRandomState(),
+  nonce: oauth.generateRandomNonce(),
+  verifier: oauth.generateRandomCodeVerifier(),
+});
 
 describe.each([openidClient, oauth4webapi])('$name as a relying party', (library) => {
   /** The whole code flow through the library: URL, our pages, callback, code redemption. */
@@ -213,27 +307,55 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
       change(copy.searchParams);
       return copy;
     };
-    expect(await rejection(library.redeem(nullClient, callback, { ...checks, state: oauth.generateRandomState() }))).toMatch(/"state"/);
-    expect(await rejection(library.redeem(nullClient, tampered((p) => p.set('iss', 'https://evil.example')), checks))).toMatch(/"iss"/);
-    expect(await rejection(library.redeem(nullClient, tampered((p) => p.delete('iss')), checks))).toMatch(/"iss"/);
+    expect(
+      await rejection(library.redeem(nullClient, callback, { ...checks, state: oauth.generateRandomState() })),
+    ).toMatch(/"state"/);
+    expect(
+      await rejection(
+        library.redeem(
+          nullClient,
+          tampered((p) => p.set('iss', 'https://evil.example')),
+          checks,
+        ),
+      ),
+    ).toMatch(/"iss"/);
+    expect(
+      await rejection(
+        library.redeem(
+          nullClient,
+          tampered((p) => p.delete('iss')),
+          checks,
+        ),
+      ),
+    ).toMatch(/"iss"/);
 
     const { tokens, claims } = await library.redeem(nullClient, callback, checks);
     expect(tokens).toMatchObject({ token_type: 'bearer', scope: 'openid profile email', expires_in: 3600 });
-    expect(claims).toMatchObject({ iss: service.issuer, sub: login.user.svcnumId, aud: nullClient.clientId, nonce: checks.nonce });
-    expect(JSON.parse(Buffer.from(tokens.id_token!.split('.')[0]!, 'base64url').toString())).toMatchObject({ alg: 'EdDSA' });
+    expect(claims).toMatchObject({
+      iss: service.issuer,
+      sub: login.user.svcnumId,
+      aud: nullClient.clientId,
+      nonce: checks.nonce,
+    });
+    expect(JSON.parse(Buffer.from(tokens.id_token!.split('.')[0]!, 'base64url').toString())).toMatchObject({
+      alg: 'EdDSA',
+    });
 
     const info = await library.userInfo(nullClient, tokens.access_token, login.user.svcnumId);
     expect(info).toMatchObject({ sub: login.user.svcnumId, email: login.email, email_verified: true });
     expect(await rejection(library.userInfo(nullClient, tokens.access_token, 'someone-else'))).toMatch(/"sub"/);
   });
 
-  it('reports an error redirect as the server\'s error, with its iss checked too (prompt=none without a session)', async () => {
+  it("reports an error redirect as the server's error, with its iss checked too (prompt=none without a session)", async () => {
     const checks = newChecks();
     const url = await library.authorizationUrl(nullClient, checks);
     url.searchParams.set('prompt', 'none');
     const callback = await signIn(url, nullClient, new Browser(service.issuer));
     expect(callback.searchParams.get('error')).toBe('login_required');
-    await expect(library.redeem(nullClient, callback, checks)).rejects.toMatchObject({ name: 'AuthorizationResponseError', error: 'login_required' });
+    await expect(library.redeem(nullClient, callback, checks)).rejects.toMatchObject({
+      name: 'AuthorizationResponseError',
+      error: 'login_required',
+    });
     callback.searchParams.delete('iss');
     expect(await rejection(library.redeem(nullClient, callback, checks))).toMatch(/"iss"/);
   });
@@ -250,9 +372,14 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
 
   it('finds the access tokens of a revoked grant refused at UserInfo: after a code replay, /oauth/revoke, and Revoke access on the account page', async () => {
     // A client of its own, so that revoking it on the account page leaves the other tests' clients alone.
-    const rp = (await service.core.registration.createLoginClient({
-      name: `RP revoked (${library.name})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit',
-    })).client;
+    const rp = (
+      await service.core.registration.createLoginClient({
+        name: `RP revoked (${library.name})`,
+        scope: 'openid profile email',
+        redirectUris: [REDIRECT_URI],
+        refreshResponse: 'omit',
+      })
+    ).client;
     /** A fresh grant: the first access token and a refreshed one (same grant), both working at UserInfo. */
     async function grant() {
       const checks = newChecks();
@@ -260,14 +387,17 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
       const { tokens } = await library.redeem(rp, callback, checks);
       const refreshed = await library.refresh(rp, tokens.refresh_token!);
       const accessTokens = [tokens.access_token, refreshed.access_token];
-      for (const token of accessTokens) expect(await library.userInfo(rp, token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+      for (const token of accessTokens)
+        expect(await library.userInfo(rp, token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
       return { callback, checks, refreshToken: tokens.refresh_token!, accessTokens };
     }
     const refused = async (accessTokens: string[]) => {
       for (const token of accessTokens) {
         // Both libraries parse the RFC 6750 challenge the same way.
         await expect(library.userInfo(rp, token, login.user.svcnumId)).rejects.toMatchObject({
-          name: 'WWWAuthenticateChallengeError', status: 401, cause: [{ scheme: 'bearer', parameters: { realm: 'userinfo', error: 'invalid_token' } }],
+          name: 'WWWAuthenticateChallengeError',
+          status: 401,
+          cause: [{ scheme: 'bearer', parameters: { realm: 'userinfo', error: 'invalid_token' } }],
         });
       }
     };
@@ -276,37 +406,56 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
     const revoked = await grant();
     const untouched = await grant();
     // 1. The code used a second time: invalid_grant, and the grant it produced is revoked.
-    await expect(library.redeem(rp, replayed.callback, replayed.checks)).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(library.redeem(rp, replayed.callback, replayed.checks)).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
     await refused(replayed.accessTokens);
     // 2. RFC 7009 revocation of the refresh token.
     await library.revoke(rp, revoked.refreshToken);
     await refused(revoked.accessTokens);
     // Each revocation ended its own grant only.
-    for (const token of untouched.accessTokens) expect(await library.userInfo(rp, token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+    for (const token of untouched.accessTokens)
+      expect(await library.userInfo(rp, token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
     // 3. "Revoke access" on the account page ends every grant of the app.
     const account = await browser.request('/account');
-    const revokedOnPage = await browser.request('/account/revoke', { form: { csrf: Browser.field(account.body, 'csrf'), client_id: rp.clientId } });
+    const revokedOnPage = await browser.request('/account/revoke', {
+      form: { csrf: Browser.field(account.body, 'csrf'), client_id: rp.clientId },
+    });
     expect(revokedOnPage.status).toBe(303);
     await refused(untouched.accessTokens);
   });
 
-  it('finds a disabled login client\'s tokens refused at UserInfo and at refresh (at most 30 s late), and served again at once when it is enabled', async () => {
-    const rp = (await service.core.registration.createLoginClient({
-      name: `RP disabled (${library.name})`, scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit',
-    })).client;
+  it("finds a disabled login client's tokens refused at UserInfo and at refresh (at most 30 s late), and served again at once when it is enabled", async () => {
+    const rp = (
+      await service.core.registration.createLoginClient({
+        name: `RP disabled (${library.name})`,
+        scope: 'openid profile email',
+        redirectUris: [REDIRECT_URI],
+        refreshResponse: 'omit',
+      })
+    ).client;
     const checks = newChecks();
     const { tokens } = await library.redeem(rp, await signIn(await library.authorizationUrl(rp, checks), rp), checks);
-    expect(await library.userInfo(rp, tokens.access_token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+    expect(await library.userInfo(rp, tokens.access_token, login.user.svcnumId)).toMatchObject({
+      sub: login.user.svcnumId,
+    });
     // What `admin client disable` changes; the record cached by this process is judged again past RECORD_CACHE_TTL.
     await service.core.store.setClientDisabled(rp.clientId, true);
     service.clock.advance(RECORD_CACHE_TTL);
     await expect(library.userInfo(rp, tokens.access_token, login.user.svcnumId)).rejects.toMatchObject({
-      name: 'WWWAuthenticateChallengeError', status: 401, cause: [{ scheme: 'bearer', parameters: { realm: 'userinfo', error: 'invalid_token' } }],
+      name: 'WWWAuthenticateChallengeError',
+      status: 401,
+      cause: [{ scheme: 'bearer', parameters: { realm: 'userinfo', error: 'invalid_token' } }],
     });
-    await expect(library.refresh(rp, tokens.refresh_token!)).rejects.toMatchObject({ status: 401, error: 'invalid_client' });
+    await expect(library.refresh(rp, tokens.refresh_token!)).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_client',
+    });
     // `admin client enable`: at once, no clock move.
     await service.core.store.setClientDisabled(rp.clientId, false);
-    expect(await library.userInfo(rp, tokens.access_token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+    expect(await library.userInfo(rp, tokens.access_token, login.user.svcnumId)).toMatchObject({
+      sub: login.user.svcnumId,
+    });
     expect(await library.refresh(rp, tokens.refresh_token!)).toMatchObject({ token_type: 'bearer' });
   });
 
@@ -323,10 +472,15 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
       const refreshed = await library.refresh(omitClient, refreshToken);
       expect(refreshed.refresh_token).toBeUndefined();
       expect(refreshed).toMatchObject({ token_type: 'bearer', scope: 'openid profile email' });
-      expect(await library.userInfo(omitClient, refreshed.access_token, login.user.svcnumId)).toMatchObject({ sub: login.user.svcnumId });
+      expect(await library.userInfo(omitClient, refreshed.access_token, login.user.svcnumId)).toMatchObject({
+        sub: login.user.svcnumId,
+      });
     }
     await library.revoke(omitClient, refreshToken);
-    await expect(library.refresh(omitClient, refreshToken)).rejects.toMatchObject({ error: 'invalid_grant', status: 400 });
+    await expect(library.refresh(omitClient, refreshToken)).rejects.toMatchObject({
+      error: 'invalid_grant',
+      status: 400,
+    });
   });
 
   it.each(['basic', 'post'] as const)('gets a client_credentials token with client_secret_%s', async (method) => {
@@ -346,7 +500,10 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
     // The record is in the process's cache now, with the secret about to be replaced.
     await library.clientCredentials('basic', replaced, 'messaging');
     api = { ...api, clientSecret: await service.core.registration.rotateClientSecret(api.client.clientId) };
-    expect(await library.clientCredentials('basic', api.clientSecret, 'messaging')).toMatchObject({ token_type: 'bearer', scope: 'messaging' });
+    expect(await library.clientCredentials('basic', api.clientSecret, 'messaging')).toMatchObject({
+      token_type: 'bearer',
+      scope: 'messaging',
+    });
     service.clock.advance(RECORD_CACHE_TTL);
     await expect(library.clientCredentials('basic', replaced, 'messaging')).rejects.toMatchObject({ status: 401 });
   });

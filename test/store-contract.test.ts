@@ -7,7 +7,16 @@ import { documentClient, ensureTables, type StoreDb } from '../core/adapters/dyn
 import { aliasMember, type AliasRecord } from '../core/directory/store';
 import type { StoredMessage } from '../core/messaging/store';
 import type {
-  AuthorizationCode, AuthRequest, Client, Grant, IdempotencyRecord, Mask, NumberRecord, Session, SignInThrottle, User,
+  AuthorizationCode,
+  AuthRequest,
+  Client,
+  Grant,
+  IdempotencyRecord,
+  Mask,
+  NumberRecord,
+  Session,
+  SignInThrottle,
+  User,
 } from '../core/kernel/model';
 import type { Store } from '../core/store';
 import { tableNames, type TableNames } from '../core/tables';
@@ -26,7 +35,11 @@ import { startDynalite, startDynamoDbLocal } from './support/dynamodb-local';
 /** Where an engine departs from AWS in a way the store could meet (pinned, so that a change shows). */
 type Divergence = 'accepts an empty string as an index key';
 
-interface Engine { name: string; start(): Promise<EmbeddedDynamo>; divergences: readonly Divergence[] }
+interface Engine {
+  name: string;
+  start(): Promise<EmbeddedDynamo>;
+  divergences: readonly Divergence[];
+}
 
 /** Every DynamoDB the store runs on. A further engine is one more line. */
 const engines: Engine[] = [
@@ -45,44 +58,121 @@ const T = Date.now();
 /** A key no other case uses. */
 const unique = (label: string) => `${label}-${randomUUID()}`;
 /** Ids that sort in creation order (`prefix-000`, `prefix-001`, …), as ULIDs do. */
-const ordered = (prefix: string, count: number) => Array.from({ length: count }, (_, index) => `${prefix}-${String(index).padStart(3, '0')}`);
+const ordered = (prefix: string, count: number) =>
+  Array.from({ length: count }, (_, index) => `${prefix}-${String(index).padStart(3, '0')}`);
 
 const client = (overrides: Partial<Client> = {}): Client => ({
-  clientId: unique('client'), kind: 'api', name: 'contract', redirectUris: [], scopes: ['messaging'], secretHash: 'hash-1', disabled: false, createdAt: T, ...overrides,
+  clientId: unique('client'),
+  kind: 'api',
+  name: 'contract',
+  redirectUris: [],
+  scopes: ['messaging'],
+  secretHash: 'hash-1',
+  disabled: false,
+  createdAt: T,
+  ...overrides,
 });
 const user = (overrides: Partial<User> = {}): User => ({
-  svcnumId: unique('user'), svcnum: unique('svcnum'), status: 'active', accountType: 'person', createdAt: T, ...overrides,
+  svcnumId: unique('user'),
+  svcnum: unique('svcnum'),
+  status: 'active',
+  accountType: 'person',
+  createdAt: T,
+  ...overrides,
 });
 const authRequest = (overrides: Partial<AuthRequest> = {}): AuthRequest => ({
-  requestId: unique('request'), clientId: 'c', redirectUri: 'https://rp.example/cb', scopes: ['openid'], codeChallenge: 'challenge',
-  forceLogin: false, forceConsent: false, promptNone: false, expiresAt: T + 10 * MINUTE, ...overrides,
+  requestId: unique('request'),
+  clientId: 'c',
+  redirectUri: 'https://rp.example/cb',
+  scopes: ['openid'],
+  codeChallenge: 'challenge',
+  forceLogin: false,
+  forceConsent: false,
+  promptNone: false,
+  expiresAt: T + 10 * MINUTE,
+  ...overrides,
 });
 const code = (overrides: Partial<AuthorizationCode> = {}): AuthorizationCode => ({
-  codeHash: unique('code'), clientId: 'c', redirectUri: 'https://rp.example/cb', codeChallenge: 'challenge', scopes: ['openid'],
-  svcnumId: 'u', authTime: T, grantId: unique('grant'), expiresAt: T + 5 * MINUTE, ...overrides,
+  codeHash: unique('code'),
+  clientId: 'c',
+  redirectUri: 'https://rp.example/cb',
+  codeChallenge: 'challenge',
+  scopes: ['openid'],
+  svcnumId: 'u',
+  authTime: T,
+  grantId: unique('grant'),
+  expiresAt: T + 5 * MINUTE,
+  ...overrides,
 });
-const binding = (of: AuthorizationCode) => ({ clientId: of.clientId, redirectUri: of.redirectUri, codeChallenge: of.codeChallenge });
+const binding = (of: AuthorizationCode) => ({
+  clientId: of.clientId,
+  redirectUri: of.redirectUri,
+  codeChallenge: of.codeChallenge,
+});
 const grant = (overrides: Partial<Grant> = {}): Grant => ({
-  grantId: unique('grant'), secretHash: 'secret-hash', clientId: 'c', svcnumId: unique('subject'), scopes: ['openid'],
-  authTime: T, createdAt: T, lastUsedAt: T, ...overrides,
+  grantId: unique('grant'),
+  secretHash: 'secret-hash',
+  clientId: 'c',
+  svcnumId: unique('subject'),
+  scopes: ['openid'],
+  authTime: T,
+  createdAt: T,
+  lastUsedAt: T,
+  ...overrides,
 });
-const throttle = (key: string, failures: number, expiresAt = T + DAY): SignInThrottle => ({ key, failures, blockedUntil: 0, expiresAt });
+const throttle = (key: string, failures: number, expiresAt = T + DAY): SignInThrottle => ({
+  key,
+  failures,
+  blockedUntil: 0,
+  expiresAt,
+});
 const session = (overrides: Partial<Session> = {}): Session => ({
-  sessionHash: unique('session'), svcnumId: 'u', authTime: T, csrfToken: 'csrf', expiresAt: T + DAY, ...overrides,
+  sessionHash: unique('session'),
+  svcnumId: 'u',
+  authTime: T,
+  csrfToken: 'csrf',
+  expiresAt: T + DAY,
+  ...overrides,
 });
 const mask = (overrides: Partial<Mask> = {}): Mask => ({
-  maskId: unique('mask'), ownerId: unique('owner'), svcnum: unique('svcnum'), participantA: 'a', participantB: 'b', scope: 'x',
-  createdAt: T, expiresAt: T + DAY, ...overrides,
+  maskId: unique('mask'),
+  ownerId: unique('owner'),
+  svcnum: unique('svcnum'),
+  participantA: 'a',
+  participantB: 'b',
+  scope: 'x',
+  createdAt: T,
+  expiresAt: T + DAY,
+  ...overrides,
 });
 const requestRecord = (overrides: Partial<IdempotencyRecord> = {}): IdempotencyRecord => ({
-  requestKey: unique('request'), fingerprint: 'f', state: 'pending', resourceId: unique('resource'), leaseUntil: T + MINUTE, expiresAt: T + DAY, ...overrides,
+  requestKey: unique('request'),
+  fingerprint: 'f',
+  state: 'pending',
+  resourceId: unique('resource'),
+  leaseUntil: T + MINUTE,
+  expiresAt: T + DAY,
+  ...overrides,
 });
 const alias = (overrides: Partial<AliasRecord> = {}): AliasRecord => ({
-  alias: unique('alias'), svcnumId: unique('entity'), claim: unique('claim'), createdAt: T, leaseUntil: T + MINUTE, ...overrides,
+  alias: unique('alias'),
+  svcnumId: unique('entity'),
+  claim: unique('claim'),
+  createdAt: T,
+  leaseUntil: T + MINUTE,
+  ...overrides,
 });
 const message = (inboxId: string, seq: number): StoredMessage => ({
-  inboxId, seq, messageId: unique('message'), fromSvcnum: '+1', senderEntityType: 'person', toSvcnum: '+2', text: `message ${seq}`,
-  kind: 'message', hops: 0, acceptedAt: T,
+  inboxId,
+  seq,
+  messageId: unique('message'),
+  fromSvcnum: '+1',
+  senderEntityType: 'person',
+  toSvcnum: '+2',
+  text: `message ${seq}`,
+  kind: 'message',
+  hops: 0,
+  acceptedAt: T,
 });
 
 /** Exactly one of parallel attempts succeeds. */
@@ -100,10 +190,14 @@ describe.each(engines)('store contract on $name', (engine) => {
   beforeAll(async () => {
     dynamo = await engine.start();
     raw = localDynamoClient(dynamo.endpoint);
-    const logOperations = (client: DynamoDBClient) => client.middlewareStack.add((next, context) => (args) => {
-      sent.push(String(context.commandName));
-      return next(args);
-    }, { step: 'initialize', name: 'contractOperationLog' });
+    const logOperations = (client: DynamoDBClient) =>
+      client.middlewareStack.add(
+        (next, context) => (args) => {
+          sent.push(String(context.commandName));
+          return next(args);
+        },
+        { step: 'initialize', name: 'contractOperationLog' },
+      );
     logOperations(raw);
     await ensureTables(raw, tables);
     db = documentClient(raw);
@@ -131,7 +225,7 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.getClient(first.clientId)).toEqual(first);
     });
 
-    it('setClientSecret replaces a confidential client\'s secret; a public or missing client gets none and no record appears', async () => {
+    it("setClientSecret replaces a confidential client's secret; a public or missing client gets none and no record appears", async () => {
       const confidential = client();
       const login = client({ kind: 'login', secretHash: undefined });
       await store.createClient(confidential);
@@ -189,7 +283,9 @@ describe.each(engines)('store contract on $name', (engine) => {
     it('claimNumber: of parallel claims exactly one wins; releaseNumber frees it for its holder only', async () => {
       const svcnum = unique('number');
       const holders = Array.from({ length: 5 }, () => unique('user'));
-      const results = await Promise.all(holders.map((svcnumId) => store.claimNumber({ svcnum, svcnumId, state: 'active', updatedAt: T })));
+      const results = await Promise.all(
+        holders.map((svcnumId) => store.claimNumber({ svcnum, svcnumId, state: 'active', updatedAt: T })),
+      );
       expect(wins(results)).toBe(1);
       const holder = holders[results.indexOf(true)]!;
       await store.releaseNumber(svcnum, 'stranger');
@@ -228,12 +324,16 @@ describe.each(engines)('store contract on $name', (engine) => {
     it('of parallel attempts that saw the same count exactly one is written', async () => {
       const key = unique('id');
       await store.putSignInThrottle(throttle(key, 1), undefined, T);
-      const results = await Promise.all([2, 3, 4, 5, 6].map((failures) => store.putSignInThrottle(throttle(key, failures), 1, T)));
+      const results = await Promise.all(
+        [2, 3, 4, 5, 6].map((failures) => store.putSignInThrottle(throttle(key, failures), 1, T)),
+      );
       expect(wins(results)).toBe(1);
       expect((await store.getSignInThrottle(key, T))?.failures).toBe([2, 3, 4, 5, 6][results.indexOf(true)]);
       // Parallel first counts, too.
       const fresh = unique('id');
-      expect(wins(await Promise.all([1, 2, 3].map(() => store.putSignInThrottle(throttle(fresh, 1), undefined, T))))).toBe(1);
+      expect(
+        wins(await Promise.all([1, 2, 3].map(() => store.putSignInThrottle(throttle(fresh, 1), undefined, T)))),
+      ).toBe(1);
     });
 
     it('a count expired at `now` is no count: read as none and replaced as new, though still stored', async () => {
@@ -290,15 +390,22 @@ describe.each(engines)('store contract on $name', (engine) => {
     it('TTL attributes are epoch seconds, rounded up so nothing is swept early, and never reach the caller', async () => {
       const request = authRequest({ expiresAt: T + 10 * MINUTE + 1 });
       await store.putAuthRequest(request);
-      expect((await stored('authRequests', { requestId: request.requestId }))?.ttl).toBe(Math.ceil(request.expiresAt / SECOND));
+      expect((await stored('authRequests', { requestId: request.requestId }))?.ttl).toBe(
+        Math.ceil(request.expiresAt / SECOND),
+      );
       expect(await store.getAuthRequest(request.requestId, T)).not.toHaveProperty('ttl');
       const issued = code();
       await store.putCode(issued);
       expect((await stored('codes', { codeHash: issued.codeHash }))?.ttl).toBe(Math.ceil(issued.expiresAt / SECOND));
-      expect(await store.redeemCode(issued.codeHash, binding(issued), T)).toEqual({ outcome: 'redeemed', code: { ...issued, redeemedAt: T } });
+      expect(await store.redeemCode(issued.codeHash, binding(issued), T)).toEqual({
+        outcome: 'redeemed',
+        code: { ...issued, redeemedAt: T },
+      });
       const open = session({ expiresAt: T + DAY + 999 });
       await store.putSession(open);
-      expect((await stored('sessions', { sessionHash: open.sessionHash }))?.ttl).toBe(Math.ceil(open.expiresAt / SECOND));
+      expect((await stored('sessions', { sessionHash: open.sessionHash }))?.ttl).toBe(
+        Math.ceil(open.expiresAt / SECOND),
+      );
     });
   });
 
@@ -312,19 +419,35 @@ describe.each(engines)('store contract on $name', (engine) => {
     it('redeemCode redeems once, answering the code; then reports the replay with the grant to revoke', async () => {
       const issued = code();
       await store.putCode(issued);
-      expect(await store.redeemCode(issued.codeHash, binding(issued), T + 1)).toEqual({ outcome: 'redeemed', code: { ...issued, redeemedAt: T + 1 } });
-      expect(await store.redeemCode(issued.codeHash, binding(issued), T + 2)).toEqual({ outcome: 'replayed', grantId: issued.grantId });
+      expect(await store.redeemCode(issued.codeHash, binding(issued), T + 1)).toEqual({
+        outcome: 'redeemed',
+        code: { ...issued, redeemedAt: T + 1 },
+      });
+      expect(await store.redeemCode(issued.codeHash, binding(issued), T + 2)).toEqual({
+        outcome: 'replayed',
+        grantId: issued.grantId,
+      });
     });
 
     it('an unknown code is unknown', async () => {
-      expect(await store.redeemCode(unique('code'), { clientId: 'c', redirectUri: 'https://rp.example/cb', codeChallenge: 'x' }, T)).toEqual({ outcome: 'unknown' });
+      expect(
+        await store.redeemCode(
+          unique('code'),
+          { clientId: 'c', redirectUri: 'https://rp.example/cb', codeChallenge: 'x' },
+          T,
+        ),
+      ).toEqual({ outcome: 'unknown' });
     });
 
     it('a code is expired from its expiry on, and the failed attempt leaves it unused', async () => {
       const issued = code();
       await store.putCode(issued);
-      expect(await store.redeemCode(issued.codeHash, binding(issued), issued.expiresAt)).toEqual({ outcome: 'expired' });
-      expect(await store.redeemCode(issued.codeHash, binding(issued), issued.expiresAt - 1)).toMatchObject({ outcome: 'redeemed' });
+      expect(await store.redeemCode(issued.codeHash, binding(issued), issued.expiresAt)).toEqual({
+        outcome: 'expired',
+      });
+      expect(await store.redeemCode(issued.codeHash, binding(issued), issued.expiresAt - 1)).toMatchObject({
+        outcome: 'redeemed',
+      });
     });
 
     it.each([
@@ -334,14 +457,18 @@ describe.each(engines)('store contract on $name', (engine) => {
     ])('another %s is a mismatch and leaves the code unused', async (_, change) => {
       const issued = code();
       await store.putCode(issued);
-      expect(await store.redeemCode(issued.codeHash, { ...binding(issued), ...change }, T)).toEqual({ outcome: 'mismatch' });
+      expect(await store.redeemCode(issued.codeHash, { ...binding(issued), ...change }, T)).toEqual({
+        outcome: 'mismatch',
+      });
       expect(await store.redeemCode(issued.codeHash, binding(issued), T)).toMatchObject({ outcome: 'redeemed' });
     });
 
     it('of parallel redemptions exactly one redeems; the others are replays', async () => {
       const issued = code();
       await store.putCode(issued);
-      const outcomes = (await Promise.all(Array.from({ length: 5 }, () => store.redeemCode(issued.codeHash, binding(issued), T)))).map((result) => result.outcome);
+      const outcomes = (
+        await Promise.all(Array.from({ length: 5 }, () => store.redeemCode(issued.codeHash, binding(issued), T)))
+      ).map((result) => result.outcome);
       expect(outcomes.filter((outcome) => outcome === 'redeemed')).toHaveLength(1);
       expect(outcomes.filter((outcome) => outcome === 'replayed')).toHaveLength(4);
     });
@@ -376,7 +503,7 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect((await stored('grants', { grantId: late.grantId }))?.ttl).toBe(Math.ceil((T + DAY) / SECOND));
     });
 
-    it('revokeGrant keeps the first revocation time and the grant\'s own expiry', async () => {
+    it("revokeGrant keeps the first revocation time and the grant's own expiry", async () => {
       const issued = grant();
       await store.createGrant(issued, T + 180 * DAY);
       await store.revokeGrant(issued.grantId, T + 1);
@@ -412,7 +539,8 @@ describe.each(engines)('store contract on $name', (engine) => {
       await store.setUserStatus(person.svcnumId, 'disabled');
       await store.revokeGrant(issued.grantId, T + 1);
       expect(await store.getUserAndGrant(person.svcnumId, issued.grantId)).toEqual({
-        user: { ...person, status: 'disabled' }, grant: { ...issued, revokedAt: T + 1 },
+        user: { ...person, status: 'disabled' },
+        grant: { ...issued, revokedAt: T + 1 },
       });
     });
 
@@ -426,24 +554,38 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.getUserAndGrant(unique('user'), unique('grant'))).toEqual({});
     });
 
-    it('listGrants lists a subject\'s grants, all or of one client (the bySubject index)', async () => {
+    it("listGrants lists a subject's grants, all or of one client (the bySubject index)", async () => {
       const subject = unique('subject');
-      const grants = [grant({ svcnumId: subject, clientId: 'a' }), grant({ svcnumId: subject, clientId: 'b' }), grant({ svcnumId: subject, clientId: 'b' })];
+      const grants = [
+        grant({ svcnumId: subject, clientId: 'a' }),
+        grant({ svcnumId: subject, clientId: 'b' }),
+        grant({ svcnumId: subject, clientId: 'b' }),
+      ];
       for (const issued of grants) await store.createGrant(issued, T + DAY);
       await store.createGrant(grant({ clientId: 'b' }), T + DAY);
-      expect(new Set((await store.listGrants(subject)).map((listed) => listed.grantId))).toEqual(new Set(grants.map((issued) => issued.grantId)));
-      expect(new Set((await store.listGrants(subject, 'b')).map((listed) => listed.grantId))).toEqual(new Set(grants.slice(1).map((issued) => issued.grantId)));
+      expect(new Set((await store.listGrants(subject)).map((listed) => listed.grantId))).toEqual(
+        new Set(grants.map((issued) => issued.grantId)),
+      );
+      expect(new Set((await store.listGrants(subject, 'b')).map((listed) => listed.grantId))).toEqual(
+        new Set(grants.slice(1).map((issued) => issued.grantId)),
+      );
       expect(await store.listGrants(unique('subject'))).toEqual([]);
     });
   });
 
   describe('consents', () => {
-    it('putConsent replaces; listConsents lists one user\'s consents in client order; deleteConsent removes one', async () => {
+    it("putConsent replaces; listConsents lists one user's consents in client order; deleteConsent removes one", async () => {
       const svcnumId = unique('user');
-      for (const clientId of ['c2', 'c1', 'c3']) await store.putConsent({ svcnumId, clientId, scopes: ['openid'], grantedAt: T });
+      for (const clientId of ['c2', 'c1', 'c3'])
+        await store.putConsent({ svcnumId, clientId, scopes: ['openid'], grantedAt: T });
       await store.putConsent({ svcnumId, clientId: 'c2', scopes: ['openid', 'email'], grantedAt: T + 1 });
       await store.putConsent({ svcnumId: unique('user'), clientId: 'c1', scopes: ['openid'], grantedAt: T });
-      expect(await store.getConsent(svcnumId, 'c2')).toEqual({ svcnumId, clientId: 'c2', scopes: ['openid', 'email'], grantedAt: T + 1 });
+      expect(await store.getConsent(svcnumId, 'c2')).toEqual({
+        svcnumId,
+        clientId: 'c2',
+        scopes: ['openid', 'email'],
+        grantedAt: T + 1,
+      });
       expect((await store.listConsents(svcnumId)).map((consent) => consent.clientId)).toEqual(['c1', 'c2', 'c3']);
       await store.deleteConsent(svcnumId, 'c1');
       expect(await store.getConsent(svcnumId, 'c1')).toBeUndefined();
@@ -466,7 +608,9 @@ describe.each(engines)('store contract on $name', (engine) => {
       const pool = await poolStore();
       expect(await pool.seedNumber('+100', T)).toBe(true);
       expect(await pool.seedNumber('+100', T)).toBe(false);
-      expect(await pool.freeNumbers(T, 10)).toEqual([{ svcnum: '+100', state: 'available', poolKey: 'free', availableAt: '000000000000000', updatedAt: T }]);
+      expect(await pool.freeNumbers(T, 10)).toEqual([
+        { svcnum: '+100', state: 'available', poolKey: 'free', availableAt: '000000000000000', updatedAt: T },
+      ]);
     });
 
     it('freeNumbers lists what is free at `now`, longest free first, at most `limit`, from the boundary instant on', async () => {
@@ -474,7 +618,9 @@ describe.each(engines)('store contract on $name', (engine) => {
       await seeded(pool, ['+1', '+2', '+3']);
       for (const svcnum of ['+1', '+2', '+3']) {
         const [candidate] = (await pool.freeNumbers(T, 10)).filter((number) => number.svcnum === svcnum);
-        expect(await pool.leaseNumber(candidate!, unique('holder'), 'programmable', T + Number(svcnum.slice(1)) * MINUTE, T)).toBe(true);
+        expect(
+          await pool.leaseNumber(candidate!, unique('holder'), 'programmable', T + Number(svcnum.slice(1)) * MINUTE, T),
+        ).toBe(true);
       }
       await seeded(pool, ['+0']);
       expect((await pool.freeNumbers(T, 10)).map((number) => number.svcnum)).toEqual(['+0']);
@@ -488,9 +634,16 @@ describe.each(engines)('store contract on $name', (engine) => {
       await seeded(pool, ['+1']);
       const [candidate] = await pool.freeNumbers(T, 1);
       const holders = Array.from({ length: 5 }, () => unique('holder'));
-      const results = await Promise.all(holders.map((holder) => pool.leaseNumber(candidate!, holder, 'ai_agent', T + MINUTE, T)));
+      const results = await Promise.all(
+        holders.map((holder) => pool.leaseNumber(candidate!, holder, 'ai_agent', T + MINUTE, T)),
+      );
       expect(wins(results)).toBe(1);
-      expect(await pool.getNumber('+1')).toMatchObject({ state: 'leased', svcnumId: holders[results.indexOf(true)], entityType: 'ai_agent', leaseUntil: T + MINUTE });
+      expect(await pool.getNumber('+1')).toMatchObject({
+        state: 'leased',
+        svcnumId: holders[results.indexOf(true)],
+        entityType: 'ai_agent',
+        leaseUntil: T + MINUTE,
+      });
       // Once the lease lapses the number is free again, but only as read now: the old read is stale.
       const [lapsed] = await pool.freeNumbers(T + MINUTE, 1);
       expect(lapsed).toMatchObject({ svcnum: '+1', state: 'leased' });
@@ -520,18 +673,26 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await pool.confirmNumber('+1', 'stranger', 'active', T)).toBe(false);
       expect(await pool.confirmNumber('+1', 'holder', 'active', T)).toBe(true);
       expect(await pool.confirmNumber('+1', 'holder', 'active', T + 1)).toBe(true);
-      expect(await pool.getNumber('+1')).toEqual({ svcnum: '+1', state: 'active', svcnumId: 'holder', entityType: 'programmable', updatedAt: T + 1 });
+      expect(await pool.getNumber('+1')).toEqual({
+        svcnum: '+1',
+        state: 'active',
+        svcnumId: 'holder',
+        entityType: 'programmable',
+        updatedAt: T + 1,
+      });
       expect(await pool.freeNumbers(T + 365 * DAY, 10)).toEqual([]);
     });
 
-    it('confirmNumber with poolFrom (a mask\'s number) puts it back in the pool from that instant', async () => {
+    it("confirmNumber with poolFrom (a mask's number) puts it back in the pool from that instant", async () => {
       const pool = await poolStore();
       await seeded(pool, ['+1']);
       const [candidate] = await pool.freeNumbers(T, 1);
       await pool.leaseNumber(candidate!, 'mask', 'mask', T + MINUTE, T);
       expect(await pool.confirmNumber('+1', 'mask', 'active', T, T + DAY)).toBe(true);
       expect(await pool.freeNumbers(T + DAY - 1, 10)).toEqual([]);
-      expect(await pool.freeNumbers(T + DAY, 10)).toMatchObject([{ svcnum: '+1', state: 'active', svcnumId: 'mask', quarantinedUntil: T + DAY }]);
+      expect(await pool.freeNumbers(T + DAY, 10)).toMatchObject([
+        { svcnum: '+1', state: 'active', svcnumId: 'mask', quarantinedUntil: T + DAY },
+      ]);
     });
 
     it('returnNumber gives a leased number straight back, for its holder only', async () => {
@@ -542,10 +703,18 @@ describe.each(engines)('store contract on $name', (engine) => {
       await pool.returnNumber('+1', 'stranger', T + 1);
       expect(await pool.freeNumbers(T + 1, 10)).toEqual([]);
       await pool.returnNumber('+1', 'holder', T + 1);
-      expect(await pool.freeNumbers(T + 1, 10)).toEqual([{ svcnum: '+1', state: 'available', poolKey: 'free', availableAt: String(T + 1).padStart(15, '0'), updatedAt: T + 1 }]);
+      expect(await pool.freeNumbers(T + 1, 10)).toEqual([
+        {
+          svcnum: '+1',
+          state: 'available',
+          poolKey: 'free',
+          availableAt: String(T + 1).padStart(15, '0'),
+          updatedAt: T + 1,
+        },
+      ]);
     });
 
-    it('quarantineNumber pools a holder\'s number from the cool-off end; restoreNumber undoes it for that holder only', async () => {
+    it("quarantineNumber pools a holder's number from the cool-off end; restoreNumber undoes it for that holder only", async () => {
       const pool = await poolStore();
       await seeded(pool, ['+1']);
       const [candidate] = await pool.freeNumbers(T, 1);
@@ -555,10 +724,18 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await pool.quarantineNumber('+1', 'holder', T + DAY, T)).toBe(true);
       expect(await pool.quarantineNumber('+1', 'holder', T + DAY, T)).toBe(false);
       expect(await pool.freeNumbers(T + DAY - 1, 10)).toEqual([]);
-      expect(await pool.freeNumbers(T + DAY, 10)).toMatchObject([{ svcnum: '+1', state: 'quarantined', previousSvcnumId: 'holder' }]);
+      expect(await pool.freeNumbers(T + DAY, 10)).toMatchObject([
+        { svcnum: '+1', state: 'quarantined', previousSvcnumId: 'holder' },
+      ]);
       expect(await pool.restoreNumber('+1', 'stranger', 'active', T)).toBe(false);
       expect(await pool.restoreNumber('+1', 'holder', 'suspended', T)).toBe(true);
-      expect(await pool.getNumber('+1')).toEqual({ svcnum: '+1', state: 'suspended', svcnumId: 'holder', entityType: 'person', updatedAt: T });
+      expect(await pool.getNumber('+1')).toEqual({
+        svcnum: '+1',
+        state: 'suspended',
+        svcnumId: 'holder',
+        entityType: 'person',
+        updatedAt: T,
+      });
       expect(await pool.freeNumbers(T + DAY, 10)).toEqual([]);
     });
 
@@ -567,8 +744,15 @@ describe.each(engines)('store contract on $name', (engine) => {
       await store.claimNumber({ svcnum, svcnumId: 'holder', state: 'active', updatedAt: T });
       expect(await store.transitionNumber(svcnum, ['suspended'], 'active', T)).toBeUndefined();
       expect(await store.transitionNumber(svcnum, ['active', 'suspended'], 'suspended', T, 'stranger')).toBeUndefined();
-      expect(await store.transitionNumber(svcnum, ['active', 'suspended'], 'suspended', T + 1, 'holder')).toEqual({ svcnum, svcnumId: 'holder', state: 'suspended', updatedAt: T + 1 });
-      expect(await store.transitionNumber(svcnum, ['suspended'], 'deactivated', T + 2)).toMatchObject({ state: 'deactivated' });
+      expect(await store.transitionNumber(svcnum, ['active', 'suspended'], 'suspended', T + 1, 'holder')).toEqual({
+        svcnum,
+        svcnumId: 'holder',
+        state: 'suspended',
+        updatedAt: T + 1,
+      });
+      expect(await store.transitionNumber(svcnum, ['suspended'], 'deactivated', T + 2)).toMatchObject({
+        state: 'deactivated',
+      });
       const missing = unique('number');
       expect(await store.transitionNumber(missing, ['active'], 'suspended', T)).toBeUndefined();
       expect(await store.getNumber(missing)).toBeUndefined();
@@ -579,14 +763,17 @@ describe.each(engines)('store contract on $name', (engine) => {
     /** An owner with `count` entities of one type, oldest first, and a few of another type around them. */
     async function ownerWith(count: number, accountType: 'programmable' | 'ai_agent' = 'programmable') {
       const ownerId = unique('owner');
-      const entities = ordered(unique('entity'), count).map((svcnumId) => user({ svcnumId, accountType, ownerId, ownerSort: `${accountType}#${svcnumId}` }));
+      const entities = ordered(unique('entity'), count).map((svcnumId) =>
+        user({ svcnumId, accountType, ownerId, ownerSort: `${accountType}#${svcnumId}` }),
+      );
       for (const entity of entities) await store.createUser(entity);
       const other = accountType === 'programmable' ? 'ai_agent' : 'programmable';
-      for (const svcnumId of ordered(unique('other'), 2)) await store.createUser(user({ svcnumId, accountType: other, ownerId, ownerSort: `${other}#${svcnumId}` }));
+      for (const svcnumId of ordered(unique('other'), 2))
+        await store.createUser(user({ svcnumId, accountType: other, ownerId, ownerSort: `${other}#${svcnumId}` }));
       return { ownerId, entities };
     }
 
-    it('listOwned pages one type of an owner\'s entities oldest first; the pages join without gaps or repeats', async () => {
+    it("listOwned pages one type of an owner's entities oldest first; the pages join without gaps or repeats", async () => {
       const { ownerId, entities } = await ownerWith(7, 'ai_agent');
       const seen: string[] = [];
       let startKey;
@@ -613,7 +800,7 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.listOwned(unique('owner'), 'programmable', 5)).toEqual({ items: [] });
     });
 
-    it('the key to continue is the last item\'s table and index key; one built from any item, even a deleted one, continues after it', async () => {
+    it("the key to continue is the last item's table and index key; one built from any item, even a deleted one, continues after it", async () => {
       const { ownerId, entities } = await ownerWith(5);
       const first = await store.listOwned(ownerId, 'programmable', 2);
       const last = entities[1]!;
@@ -621,24 +808,38 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(first.nextKey).toEqual({ svcnumId: last.svcnumId, ownerId, ownerSort: last.ownerSort });
       const third = entities[2]!;
       await store.deleteEntity(third.svcnumId);
-      const after = await store.listOwned(ownerId, 'programmable', 10, { svcnumId: third.svcnumId, ownerId, ownerSort: third.ownerSort });
+      const after = await store.listOwned(ownerId, 'programmable', 10, {
+        svcnumId: third.svcnumId,
+        ownerId,
+        ownerSort: third.ownerSort,
+      });
       expect(after.items.map((entity) => entity.svcnumId)).toEqual(entities.slice(3).map((entity) => entity.svcnumId));
     });
 
     it('an empty string as an index key is refused (ValidationException): index keys must never be empty', async () => {
       // dynalite stores it, so only this case (on AWS's engine) would catch code that writes one.
-      const write = store.createUser(user({ accountType: 'programmable', ownerId: '', ownerSort: `programmable#${unique('entity')}` }));
-      if (engine.divergences.includes('accepts an empty string as an index key')) await expect(write).resolves.toBeUndefined();
+      const write = store.createUser(
+        user({ accountType: 'programmable', ownerId: '', ownerSort: `programmable#${unique('entity')}` }),
+      );
+      if (engine.divergences.includes('accepts an empty string as an index key'))
+        await expect(write).resolves.toBeUndefined();
       else await expect(write).rejects.toMatchObject({ name: 'ValidationException' });
     });
 
     it('updateEntity sets and removes fields while the expected values hold, and never creates an entity', async () => {
       const agent = user({ accountType: 'ai_agent', displayName: 'Old', autoReply: 'away' });
       await store.createUser(agent);
-      expect(await store.updateEntity(agent.svcnumId, { displayName: 'New', autoReply: undefined, updatedAt: T + 1 }, { displayName: 'Old' }))
-        .toEqual({ ...agent, displayName: 'New', autoReply: undefined, updatedAt: T + 1 });
+      expect(
+        await store.updateEntity(
+          agent.svcnumId,
+          { displayName: 'New', autoReply: undefined, updatedAt: T + 1 },
+          { displayName: 'Old' },
+        ),
+      ).toEqual({ ...agent, displayName: 'New', autoReply: undefined, updatedAt: T + 1 });
       expect(await store.getUser(agent.svcnumId)).not.toHaveProperty('autoReply');
-      expect(await store.updateEntity(agent.svcnumId, { displayName: 'Newer' }, { displayName: 'Old' })).toBeUndefined();
+      expect(
+        await store.updateEntity(agent.svcnumId, { displayName: 'Newer' }, { displayName: 'Old' }),
+      ).toBeUndefined();
       expect((await store.getUser(agent.svcnumId))?.displayName).toBe('New');
       const missing = unique('entity');
       expect(await store.updateEntity(missing, { displayName: 'Ghost' })).toBeUndefined();
@@ -649,10 +850,16 @@ describe.each(engines)('store contract on $name', (engine) => {
       const agent = user({ accountType: 'ai_agent', fallbackSvcnum: '+9' });
       await store.createUser(agent);
       expect(await store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+8' }, T + MINUTE, T)).toBe(false);
-      const results = await Promise.all([1, 2, 3].map(() => store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+9' }, T + MINUTE, T)));
+      const results = await Promise.all(
+        [1, 2, 3].map(() => store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+9' }, T + MINUTE, T)),
+      );
       expect(wins(results)).toBe(1);
-      expect(await store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+9' }, T + 2 * MINUTE, T + MINUTE - 1)).toBe(false);
-      expect(await store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+9' }, T + 2 * MINUTE, T + MINUTE)).toBe(true);
+      expect(await store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+9' }, T + 2 * MINUTE, T + MINUTE - 1)).toBe(
+        false,
+      );
+      expect(await store.claimRotation(agent.svcnumId, { fallbackSvcnum: '+9' }, T + 2 * MINUTE, T + MINUTE)).toBe(
+        true,
+      );
       expect((await store.getUser(agent.svcnumId))?.rotationUntil).toBe(T + 2 * MINUTE);
       expect(await store.claimRotation(unique('agent'), {}, T + MINUTE, T)).toBe(false);
     });
@@ -662,7 +869,12 @@ describe.each(engines)('store contract on $name', (engine) => {
       await store.createUser(owner);
       await store.clearEntityFields(owner.svcnumId, ['autoReply', 'forwardToSvcnumId']);
       expect(await store.setQuotaOverrides(owner.svcnumId, { independentAgentQuota: 20 })).toEqual({
-        svcnumId: owner.svcnumId, svcnum: owner.svcnum, status: 'active', accountType: 'person', createdAt: T, independentAgentQuota: 20,
+        svcnumId: owner.svcnumId,
+        svcnum: owner.svcnum,
+        status: 'active',
+        accountType: 'person',
+        createdAt: T,
+        independentAgentQuota: 20,
       });
       const missing = unique('entity');
       await store.clearEntityFields(missing, ['autoReply']);
@@ -683,7 +895,7 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.getMask(unique('mask'))).toBeUndefined();
     });
 
-    it('listMasks pages an owner\'s masks in mask id order; the key to continue is {maskId, ownerId}', async () => {
+    it("listMasks pages an owner's masks in mask id order; the key to continue is {maskId, ownerId}", async () => {
       const ownerId = unique('owner');
       const masks = ordered(unique('mask'), 5).map((maskId) => mask({ maskId, ownerId }));
       for (const created of [...masks].reverse()) await store.createMask(created);
@@ -719,7 +931,9 @@ describe.each(engines)('store contract on $name', (engine) => {
 
     it('of parallel claims of one free slot exactly one wins', async () => {
       const slotKey = unique('owner#dependent#1');
-      const outcomes = await Promise.all([1, 2, 3, 4, 5].map((n) => store.claimSlot(slotKey, `request-${n}`, T + MINUTE, T)));
+      const outcomes = await Promise.all(
+        [1, 2, 3, 4, 5].map((n) => store.claimSlot(slotKey, `request-${n}`, T + MINUTE, T)),
+      );
       expect(outcomes.filter((claim) => claim.outcome === 'claimed')).toHaveLength(1);
       expect(outcomes.filter((claim) => claim.outcome === 'taken')).toHaveLength(4);
     });
@@ -743,10 +957,14 @@ describe.each(engines)('store contract on $name', (engine) => {
       const claim = await store.claimSlot(slotKey, 'retry', T + 2 * MINUTE, T + MINUTE);
       expect(claim).toEqual({ outcome: 'lapsed', slot: { slotKey, holder: 'crashed', leaseUntil: T + MINUTE } });
       if (claim.outcome !== 'lapsed') throw new Error('unreachable');
-      const results = await Promise.all([1, 2, 3].map((n) => store.takeOverSlot(claim.slot, `retry-${n}`, T + 2 * MINUTE)));
+      const results = await Promise.all(
+        [1, 2, 3].map((n) => store.takeOverSlot(claim.slot, `retry-${n}`, T + 2 * MINUTE)),
+      );
       expect(wins(results)).toBe(1);
       expect(await store.takeOverSlot(claim.slot, 'late', T + 3 * MINUTE)).toBe(false);
-      expect(await store.claimSlot(slotKey, `retry-${results.indexOf(true) + 1}`, T + 3 * MINUTE, T + MINUTE)).toEqual({ outcome: 'claimed' });
+      expect(await store.claimSlot(slotKey, `retry-${results.indexOf(true) + 1}`, T + 3 * MINUTE, T + MINUTE)).toEqual({
+        outcome: 'claimed',
+      });
     });
 
     it('releaseSlot frees a leased slot for its holder only', async () => {
@@ -762,7 +980,9 @@ describe.each(engines)('store contract on $name', (engine) => {
   describe('idempotency records of create calls', () => {
     it('beginRequest starts a request once; every other call, parallel ones too, gets the record as stored', async () => {
       const first = requestRecord();
-      const outcomes = await Promise.all([1, 2, 3, 4].map((n) => store.beginRequest({ ...first, resourceId: `resource-${n}` })));
+      const outcomes = await Promise.all(
+        [1, 2, 3, 4].map((n) => store.beginRequest({ ...first, resourceId: `resource-${n}` })),
+      );
       expect(outcomes.filter((claim) => claim.outcome === 'started')).toHaveLength(1);
       const winner = outcomes.findIndex((claim) => claim.outcome === 'started') + 1;
       for (const claim of outcomes.filter((each) => each.outcome === 'exists')) {
@@ -773,12 +993,18 @@ describe.each(engines)('store contract on $name', (engine) => {
     it('takeOverRequest takes a record exactly as read: a new lease, the resource id kept if it has one, set if not', async () => {
       const named = requestRecord();
       await store.beginRequest(named);
-      const results = await Promise.all([1, 2, 3].map((n) => store.takeOverRequest(named, T + 2 * MINUTE, `other-${n}`)));
+      const results = await Promise.all(
+        [1, 2, 3].map((n) => store.takeOverRequest(named, T + 2 * MINUTE, `other-${n}`)),
+      );
       expect(results.filter(Boolean)).toEqual([{ ...named, leaseUntil: T + 2 * MINUTE }]);
       expect(await store.takeOverRequest(named, T + 3 * MINUTE, 'late')).toBeUndefined();
       const unnamed = requestRecord({ resourceId: undefined });
       await store.beginRequest(unnamed);
-      expect(await store.takeOverRequest(unnamed, T + 2 * MINUTE, 'chosen')).toEqual({ ...unnamed, leaseUntil: T + 2 * MINUTE, resourceId: 'chosen' });
+      expect(await store.takeOverRequest(unnamed, T + 2 * MINUTE, 'chosen')).toEqual({
+        ...unnamed,
+        leaseUntil: T + 2 * MINUTE,
+        resourceId: 'chosen',
+      });
       const done = requestRecord({ state: 'done' });
       await store.beginRequest(done);
       expect(await store.takeOverRequest(done, T + 2 * MINUTE, 'x')).toBeUndefined();
@@ -803,7 +1029,10 @@ describe.each(engines)('store contract on $name', (engine) => {
       await store.abandonRequest(pending.requestKey, T + 5);
       expect(await store.beginRequest(pending)).toEqual({ outcome: 'exists', record: pending });
       await store.releaseRequest(pending.requestKey, pending.leaseUntil, T + 1);
-      expect(await store.beginRequest(pending)).toEqual({ outcome: 'exists', record: { ...pending, leaseUntil: T + 1 } });
+      expect(await store.beginRequest(pending)).toEqual({
+        outcome: 'exists',
+        record: { ...pending, leaseUntil: T + 1 },
+      });
       await store.abandonRequest(pending.requestKey, T + 1);
       expect(await store.beginRequest(pending)).toEqual({ outcome: 'started' });
       const done = requestRecord({ state: 'done' });
@@ -822,7 +1051,9 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.getAlias(first.alias)).toEqual(first);
       const next = alias({ alias: first.alias });
       expect(await store.takeOverAlias(next, { svcnumId: first.svcnumId, claim: 'stale' })).toBe(false);
-      const takers = await Promise.all([1, 2, 3].map((n) => store.takeOverAlias({ ...next, claim: `claim-${n}` }, first)));
+      const takers = await Promise.all(
+        [1, 2, 3].map((n) => store.takeOverAlias({ ...next, claim: `claim-${n}` }, first)),
+      );
       expect(wins(takers)).toBe(1);
       const holder = `claim-${takers.indexOf(true) + 1}`;
       expect(await store.deleteAlias(first.alias, first.claim)).toBe(false);
@@ -875,28 +1106,35 @@ describe.each(engines)('store contract on $name', (engine) => {
   });
 
   describe('the discover index', () => {
-    it('listCapability pages one capability\'s entries in svcnum_id order; indexCapabilities is idempotent', async () => {
+    it("listCapability pages one capability's entries in svcnum_id order; indexCapabilities is idempotent", async () => {
       const capability = unique('capability');
       const ids = ordered(unique('agent'), 5);
-      for (const svcnumId of [...ids].reverse()) await store.indexCapabilities(svcnumId, [capability, unique('capability')], T);
+      for (const svcnumId of [...ids].reverse())
+        await store.indexCapabilities(svcnumId, [capability, unique('capability')], T);
       await store.indexCapabilities(ids[0]!, [capability], T + 1);
       const first = await store.listCapability(capability, 3);
       expect(first.items.map((entry) => entry.svcnumId)).toEqual(ids.slice(0, 3));
       expect(first.nextKey).toEqual({ capability, svcnumId: ids[2] });
       expect(first.items[0]).toEqual({ capability, svcnumId: ids[0], createdAt: T + 1 });
       // discover continues from a key it builds itself (capability and the last svcnum_id read).
-      expect((await store.listCapability(capability, 3, { capability, svcnumId: ids[2] })).items.map((entry) => entry.svcnumId)).toEqual(ids.slice(3));
+      expect(
+        (await store.listCapability(capability, 3, { capability, svcnumId: ids[2] })).items.map(
+          (entry) => entry.svcnumId,
+        ),
+      ).toEqual(ids.slice(3));
       expect(await store.listCapability(unique('capability'), 3)).toEqual({ items: [] });
     });
 
-    it('getEntities reads more than one BatchGetItem\'s 100 keys, each once, leaving out missing ones', async () => {
+    it("getEntities reads more than one BatchGetItem's 100 keys, each once, leaving out missing ones", async () => {
       const entities = ordered(unique('agent'), 130).map((svcnumId) => user({ svcnumId, accountType: 'ai_agent' }));
       await Promise.all(entities.map((entity) => store.createUser(entity)));
       const ids = entities.map((entity) => entity.svcnumId);
       sent.length = 0;
       const found = await store.getEntities([...ids, ids[0]!, ids[129]!, unique('missing')]);
       expect(found).toHaveLength(130);
-      expect(new Map(found.map((entity) => [entity.svcnumId, entity]))).toEqual(new Map(entities.map((entity) => [entity.svcnumId, entity])));
+      expect(new Map(found.map((entity) => [entity.svcnumId, entity]))).toEqual(
+        new Map(entities.map((entity) => [entity.svcnumId, entity])),
+      );
       expect(sent).toEqual(['BatchGetItemCommand', 'BatchGetItemCommand']);
       expect(await store.getEntities([])).toEqual([]);
     });
@@ -915,8 +1153,12 @@ describe.each(engines)('store contract on $name', (engine) => {
       const inbox = unique('inbox');
       expect(await store.nextSeq(inbox, 3)).toBe(1);
       expect(await store.nextSeq(inbox)).toBe(4);
-      const blocks = await Promise.all([5, 1, 7, 2].map(async (count) => ({ first: await store.nextSeq(inbox, count), count })));
-      const handedOut = blocks.flatMap(({ first, count }) => Array.from({ length: count }, (_, index) => first + index));
+      const blocks = await Promise.all(
+        [5, 1, 7, 2].map(async (count) => ({ first: await store.nextSeq(inbox, count), count })),
+      );
+      const handedOut = blocks.flatMap(({ first, count }) =>
+        Array.from({ length: count }, (_, index) => first + index),
+      );
       expect(handedOut.sort((a, b) => a - b)).toEqual(Array.from({ length: 15 }, (_, index) => index + 5));
     });
 
@@ -927,7 +1169,10 @@ describe.each(engines)('store contract on $name', (engine) => {
       expect(await store.tombstone(inbox, 1, T + DAY)).toBe(false);
       expect(await store.tombstone(inbox, 2, T + DAY)).toBe(true);
       expect(await store.appendMessage(message(inbox, 2), T + DAY)).toBe(false);
-      const racers = await Promise.all([store.appendMessage(message(inbox, 3), T + DAY), store.tombstone(inbox, 3, T + DAY)]);
+      const racers = await Promise.all([
+        store.appendMessage(message(inbox, 3), T + DAY),
+        store.tombstone(inbox, 3, T + DAY),
+      ]);
       expect(wins(racers)).toBe(1);
     });
 
@@ -937,7 +1182,11 @@ describe.each(engines)('store contract on $name', (engine) => {
       for (const written of [...messages].reverse()) await store.appendMessage(written, T + DAY);
       await store.tombstone(inbox, 2, T + DAY);
       await store.appendMessage(message(unique('inbox'), 5), T + DAY);
-      expect(await store.readInbox(inbox, 0, 10)).toEqual([messages[0], { inboxId: inbox, seq: 2, tombstone: true }, ...messages.slice(1)]);
+      expect(await store.readInbox(inbox, 0, 10)).toEqual([
+        messages[0],
+        { inboxId: inbox, seq: 2, tombstone: true },
+        ...messages.slice(1),
+      ]);
       expect(await store.readInbox(inbox, 9, 2)).toEqual(messages.slice(2, 4));
       expect(await store.readInbox(inbox, 100, 10)).toEqual([]);
     });
@@ -958,7 +1207,13 @@ describe.each(engines)('store contract on $name', (engine) => {
 
     it('inboxHeads answers the last sequence of each inbox (0 for a new one) across batches of 100, each inbox once', async () => {
       const inboxes = ordered(unique('inbox'), 105);
-      await Promise.all(inboxes.slice(0, 103).map((inbox, n) => (n % 2 ? Promise.all([store.nextSeq(inbox), store.nextSeq(inbox)]) : store.nextSeq(inbox))));
+      await Promise.all(
+        inboxes
+          .slice(0, 103)
+          .map((inbox, n) =>
+            n % 2 ? Promise.all([store.nextSeq(inbox), store.nextSeq(inbox)]) : store.nextSeq(inbox),
+          ),
+      );
       const heads = await store.inboxHeads([...inboxes, inboxes[0]!, inboxes[104]!]);
       expect(heads.size).toBe(105);
       inboxes.forEach((inbox, n) => expect(heads.get(inbox)).toBe(n >= 103 ? 0 : n % 2 ? 2 : 1));

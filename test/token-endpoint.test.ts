@@ -2,7 +2,17 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Client } from '../core/kernel/model';
 import { Browser, pkcePair } from './support/browser';
-import { createLoginClient, createUser, exchange, obtainCode, postForm, REDIRECT_URI, send, verifyWithJwks, type Reply } from './support/flow';
+import {
+  createLoginClient,
+  createUser,
+  exchange,
+  obtainCode,
+  postForm,
+  REDIRECT_URI,
+  send,
+  verifyWithJwks,
+  type Reply,
+} from './support/flow';
 import { startTestService, type TestService } from './support/service';
 
 // POST /oauth/token and POST /oauth/revoke over real HTTP: RFC 6749 §4.1.3, §4.4, §5.2, §6,
@@ -30,7 +40,10 @@ beforeAll(async () => {
   clientB = await createLoginClient(service, 'openid profile email', [REDIRECT_URI]);
   login = await createUser(service);
   browser = new Browser(service.issuer);
-  api = await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' }) as { client: Client; clientSecret: string };
+  api = (await service.core.registration.createApiClient({ name: 'Messaging partner', scope: 'messaging poll' })) as {
+    client: Client;
+    clientSecret: string;
+  };
 });
 afterAll(() => service?.close());
 
@@ -47,13 +60,20 @@ function expectOAuthError(reply: Reply, status: number, error: string) {
 
 /** RFC 6749 §2.3.1: id and secret are form-urlencoded, then joined by a colon and base64'd. */
 const formEncode = (value: string) => new URLSearchParams({ v: value }).toString().slice(2);
-const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${formEncode(id)}:${formEncode(secret)}`, 'utf8').toString('base64')}`;
+const basic = (id: string, secret: string) =>
+  `Basic ${Buffer.from(`${formEncode(id)}:${formEncode(secret)}`, 'utf8').toString('base64')}`;
 
-const codeFor = (client: Client, params: Record<string, string | undefined> = {}) => obtainCode(service, client, login, params, browser);
+const codeFor = (client: Client, params: Record<string, string | undefined> = {}) =>
+  obtainCode(service, client, login, params, browser);
 const challengeOf = (verifier: string) => createHash('sha256').update(verifier, 'ascii').digest('base64url');
 
 const refresh = (refreshToken: string, client: Client = clientA, extra: Record<string, string> = {}) =>
-  postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId, ...extra });
+  postForm(tokenUrl, {
+    grant_type: 'refresh_token',
+    refresh_token: refreshToken,
+    client_id: client.clientId,
+    ...extra,
+  });
 
 async function tokensFor(client: Client = clientA) {
   const { code, verifier } = await codeFor(client);
@@ -63,7 +83,12 @@ async function tokensFor(client: Client = clientA) {
 }
 
 const codeForm = (client: Client, code: string, verifier: string, extra: Record<string, string> = {}) => ({
-  grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: client.clientId, code_verifier: verifier, ...extra,
+  grant_type: 'authorization_code',
+  code,
+  redirect_uri: REDIRECT_URI,
+  client_id: client.clientId,
+  code_verifier: verifier,
+  ...extra,
 });
 
 describe('grant_type=authorization_code', () => {
@@ -74,11 +99,25 @@ describe('grant_type=authorization_code', () => {
     expect(reply.headers.get('cache-control')).toBe('no-store');
     expect(reply.headers.get('pragma')).toBe('no-cache');
     expect(reply.headers.get('content-type')).toBe('application/json');
-    expect(Object.keys(reply.json).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'refresh_token', 'scope', 'token_type']);
+    expect(Object.keys(reply.json).sort()).toEqual([
+      'access_token',
+      'expires_in',
+      'id_token',
+      'refresh_token',
+      'scope',
+      'token_type',
+    ]);
     expect(reply.json).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'openid profile email' });
     expect(reply.json.refresh_token).toMatch(/^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/);
-    const access = await verifyWithJwks(service, String(reply.json.access_token), { audience: service.issuer, typ: 'at+jwt' });
-    expect(access.payload).toMatchObject({ sub: login.user.svcnumId, client_id: clientA.clientId, scope: 'openid profile email' });
+    const access = await verifyWithJwks(service, String(reply.json.access_token), {
+      audience: service.issuer,
+      typ: 'at+jwt',
+    });
+    expect(access.payload).toMatchObject({
+      sub: login.user.svcnumId,
+      client_id: clientA.clientId,
+      scope: 'openid profile email',
+    });
     const id = await verifyWithJwks(service, String(reply.json.id_token), { audience: clientA.clientId, typ: 'JWT' });
     expect(id.payload).toMatchObject({ sub: login.user.svcnumId, azp: clientA.clientId, nonce: 'n-1' });
   });
@@ -137,8 +176,18 @@ describe('grant_type=authorization_code', () => {
 
   it('refuses a redirect_uri that differs from the one in the authorization request, even another registered one', async () => {
     const { code, verifier } = await codeFor(clientA);
-    for (const redirectUri of [OTHER_REDIRECT_URI, `${REDIRECT_URI}/`, `${REDIRECT_URI}?x=1`, REDIRECT_URI.toUpperCase(), 'https://evil.example/callback']) {
-      expectOAuthError(await postForm(tokenUrl, codeForm(clientA, code, verifier, { redirect_uri: redirectUri })), 400, 'invalid_grant');
+    for (const redirectUri of [
+      OTHER_REDIRECT_URI,
+      `${REDIRECT_URI}/`,
+      `${REDIRECT_URI}?x=1`,
+      REDIRECT_URI.toUpperCase(),
+      'https://evil.example/callback',
+    ]) {
+      expectOAuthError(
+        await postForm(tokenUrl, codeForm(clientA, code, verifier, { redirect_uri: redirectUri })),
+        400,
+        'invalid_grant',
+      );
     }
     expect((await exchange(service, clientA, code, verifier)).status).toBe(200);
   });
@@ -152,7 +201,14 @@ describe('grant_type=authorization_code', () => {
 
   it('refuses unknown and malformed codes with invalid_grant', async () => {
     const { verifier } = pkcePair();
-    for (const code of [randomBytes(32).toString('base64url'), 'abc', '../../etc/passwd', 'x'.repeat(129), '%00', 'code with spaces']) {
+    for (const code of [
+      randomBytes(32).toString('base64url'),
+      'abc',
+      '../../etc/passwd',
+      'x'.repeat(129),
+      '%00',
+      'code with spaces',
+    ]) {
       expectOAuthError(await exchange(service, clientA, code, verifier), 400, 'invalid_grant');
     }
   });
@@ -181,11 +237,25 @@ describe('grant_type=authorization_code', () => {
     for (const field of Object.keys(full) as Array<keyof typeof full>) {
       const body = new URLSearchParams(full);
       body.append(field, full[field]); // the very same value twice
-      expectOAuthError(await send(tokenUrl, { headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: body.toString() }), 400, 'invalid_request');
+      expectOAuthError(
+        await send(tokenUrl, {
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+          body: body.toString(),
+        }),
+        400,
+        'invalid_request',
+      );
     }
     const twoCodes = new URLSearchParams(full);
     twoCodes.append('code', randomBytes(32).toString('base64url'));
-    expectOAuthError(await send(tokenUrl, { headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: twoCodes.toString() }), 400, 'invalid_request');
+    expectOAuthError(
+      await send(tokenUrl, {
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: twoCodes.toString(),
+      }),
+      400,
+      'invalid_request',
+    );
     expect((await exchange(service, clientA, code, verifier)).status).toBe(200);
   });
 
@@ -209,8 +279,16 @@ describe('grant_type=authorization_code', () => {
   it('answers an External API client that tries authorization_code with unauthorized_client', async () => {
     const { code, verifier } = await codeFor(clientA);
     const form = { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier };
-    expectOAuthError(await postForm(tokenUrl, form, { Authorization: basic(api.client.clientId, api.clientSecret) }), 400, 'unauthorized_client');
-    expectOAuthError(await postForm(tokenUrl, { ...form, client_id: api.client.clientId, client_secret: api.clientSecret }), 400, 'unauthorized_client');
+    expectOAuthError(
+      await postForm(tokenUrl, form, { Authorization: basic(api.client.clientId, api.clientSecret) }),
+      400,
+      'unauthorized_client',
+    );
+    expectOAuthError(
+      await postForm(tokenUrl, { ...form, client_id: api.client.clientId, client_secret: api.clientSecret }),
+      400,
+      'unauthorized_client',
+    );
     // without its secret the API client is not even authenticated
     expectOAuthError(await postForm(tokenUrl, { ...form, client_id: api.client.clientId }), 401, 'invalid_client');
     expect((await exchange(service, clientA, code, verifier)).status).toBe(200);
@@ -272,14 +350,26 @@ describe('grant_type=refresh_token', () => {
 
   it('refuses a refresh without client_id with invalid_client and without refresh_token with invalid_request', async () => {
     const { refresh: token } = await tokensFor(clientA);
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: token }), 401, 'invalid_client');
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'refresh_token', client_id: clientA.clientId }), 400, 'invalid_request');
+    expectOAuthError(
+      await postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: token }),
+      401,
+      'invalid_client',
+    );
+    expectOAuthError(
+      await postForm(tokenUrl, { grant_type: 'refresh_token', client_id: clientA.clientId }),
+      400,
+      'invalid_request',
+    );
     expect((await refresh(token)).status).toBe(200);
   });
 
   it('refuses the refresh_token grant to an External API client with unauthorized_client', async () => {
     const { refresh: token } = await tokensFor(clientA);
-    const reply = await postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: token }, { Authorization: basic(api.client.clientId, api.clientSecret) });
+    const reply = await postForm(
+      tokenUrl,
+      { grant_type: 'refresh_token', refresh_token: token },
+      { Authorization: basic(api.client.clientId, api.clientSecret) },
+    );
     expectOAuthError(reply, 400, 'unauthorized_client');
   });
 
@@ -294,54 +384,95 @@ describe('grant_type=refresh_token', () => {
   });
 
   it('answers "refresh_token": null by default (the spec), and leaves the member out for a client registered with omit', async () => {
-    const omit = (await service.core.registration.createLoginClient({ name: 'Omit app', scope: 'openid profile email', redirectUris: [REDIRECT_URI], refreshResponse: 'omit' })).client;
+    const omit = (
+      await service.core.registration.createLoginClient({
+        name: 'Omit app',
+        scope: 'openid profile email',
+        redirectUris: [REDIRECT_URI],
+        refreshResponse: 'omit',
+      })
+    ).client;
     expect(omit.refreshResponse).toBe('omit');
     expect(clientA.refreshResponse).toBe('null');
     // A record stored before the option existed has no attribute: it gets the default.
     const { refreshResponse: _, ...older } = clientB;
     const legacy: Client = { ...older, clientId: randomBytes(16).toString('base64url') };
     await service.core.store.createClient(legacy);
-    for (const [client, member] of [[clientA, ['refresh_token']], [legacy, ['refresh_token']], [omit, []]] as const) {
+    for (const [client, member] of [
+      [clientA, ['refresh_token']],
+      [legacy, ['refresh_token']],
+      [omit, []],
+    ] as const) {
       const { refresh: token } = await tokensFor(client);
       // The same refresh token keeps working either way (no rotation).
       for (let use = 0; use < 2; use++) {
         const reply = await refresh(token, client);
         expect(reply.status).toBe(200);
-        expect(Object.keys(reply.json).sort()).toEqual(['access_token', 'expires_in', ...member, 'scope', 'token_type']);
+        expect(Object.keys(reply.json).sort()).toEqual([
+          'access_token',
+          'expires_in',
+          ...member,
+          'scope',
+          'token_type',
+        ]);
         if (member.length > 0) expect(reply.text).toContain('"refresh_token":null');
       }
     }
-    await expect(service.core.registration.createLoginClient({ name: 'Bad', scope: 'openid', redirectUris: [REDIRECT_URI], refreshResponse: 'absent' }))
-      .rejects.toThrow('refresh response must be null or omit');
+    await expect(
+      service.core.registration.createLoginClient({
+        name: 'Bad',
+        scope: 'openid',
+        redirectUris: [REDIRECT_URI],
+        refreshResponse: 'absent',
+      }),
+    ).rejects.toThrow('refresh response must be null or omit');
   });
 });
 
 describe('grant_type=client_credentials', () => {
   it('authenticates with client_secret_basic (credentials form-urlencoded before base64, RFC 6749 §2.3.1)', async () => {
-    const reply = await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: basic(api.client.clientId, api.clientSecret) });
+    const reply = await postForm(
+      tokenUrl,
+      { grant_type: 'client_credentials' },
+      { Authorization: basic(api.client.clientId, api.clientSecret) },
+    );
     expect(reply.status).toBe(200);
     expect(reply.headers.get('cache-control')).toBe('no-store');
     expect(Object.keys(reply.json).sort()).toEqual(['access_token', 'expires_in', 'scope', 'token_type']);
     expect(reply.json).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'messaging poll' });
 
     // A client that percent-encodes every character is still correct: the server must decode.
-    const everyCharEncoded = (value: string) => [...value].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
+    const everyCharEncoded = (value: string) =>
+      [...value].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
     const header = `Basic ${Buffer.from(`${everyCharEncoded(api.client.clientId)}:${everyCharEncoded(api.clientSecret)}`).toString('base64')}`;
-    expect((await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: header })).status).toBe(200);
+    expect((await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: header })).status).toBe(
+      200,
+    );
     // The scheme name is case-insensitive (RFC 9110 §11.1).
     const lower = basic(api.client.clientId, api.clientSecret).replace('Basic', 'basic');
     expect((await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: lower })).status).toBe(200);
   });
 
   it('issues an RFC 9068 access token for the client itself: sub = client_id = the API client, typ at+jwt', async () => {
-    const reply = await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret });
+    const reply = await postForm(tokenUrl, {
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: api.clientSecret,
+    });
     expect(reply.status).toBe(200);
     expect(reply.json.refresh_token).toBeUndefined();
     expect(reply.json.id_token).toBeUndefined();
-    const verified = await verifyWithJwks(service, String(reply.json.access_token), { audience: service.issuer, typ: 'at+jwt' });
+    const verified = await verifyWithJwks(service, String(reply.json.access_token), {
+      audience: service.issuer,
+      typ: 'at+jwt',
+    });
     expect(verified.protectedHeader).toMatchObject({ alg: 'EdDSA', typ: 'at+jwt' });
     expect(verified.payload).toMatchObject({
-      iss: service.issuer, aud: service.issuer, sub: api.client.clientId, client_id: api.client.clientId, scope: 'messaging poll',
+      iss: service.issuer,
+      aud: service.issuer,
+      sub: api.client.clientId,
+      client_id: api.client.clientId,
+      scope: 'messaging poll',
     });
     expect(verified.payload.exp! - verified.payload.iat!).toBe(3600);
     expect(verified.payload.jti).toBeTruthy();
@@ -356,27 +487,65 @@ describe('grant_type=client_credentials', () => {
     );
     expectOAuthError(reply, 400, 'invalid_request');
     // client_id in the body naming another client than the Basic header
-    const mismatch = await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: clientA.clientId }, { Authorization: basic(api.client.clientId, api.clientSecret) });
+    const mismatch = await postForm(
+      tokenUrl,
+      { grant_type: 'client_credentials', client_id: clientA.clientId },
+      { Authorization: basic(api.client.clientId, api.clientSecret) },
+    );
     expectOAuthError(mismatch, 400, 'invalid_request');
   });
 
   it('answers a wrong secret with 401 invalid_client, with a Basic challenge only when Basic was used', async () => {
     const wrongSecret = randomBytes(32).toString('base64url');
-    const viaBasic = await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: basic(api.client.clientId, wrongSecret) });
+    const viaBasic = await postForm(
+      tokenUrl,
+      { grant_type: 'client_credentials' },
+      { Authorization: basic(api.client.clientId, wrongSecret) },
+    );
     expectOAuthError(viaBasic, 401, 'invalid_client');
     expect(viaBasic.headers.get('www-authenticate')).toMatch(/^Basic realm="[^"]+"/);
 
-    const viaPost = await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: wrongSecret });
+    const viaPost = await postForm(tokenUrl, {
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: wrongSecret,
+    });
     expectOAuthError(viaPost, 401, 'invalid_client');
     expect(viaPost.headers.get('www-authenticate')).toBeNull();
 
-    for (const secret of [api.clientSecret.slice(0, -1), `${api.clientSecret}x`, api.clientSecret.toUpperCase(), ' '.repeat(43), 'é'.repeat(43)]) {
-      expectOAuthError(await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: secret }), 401, 'invalid_client');
+    for (const secret of [
+      api.clientSecret.slice(0, -1),
+      `${api.clientSecret}x`,
+      api.clientSecret.toUpperCase(),
+      ' '.repeat(43),
+      'é'.repeat(43),
+    ]) {
+      expectOAuthError(
+        await postForm(tokenUrl, {
+          grant_type: 'client_credentials',
+          client_id: api.client.clientId,
+          client_secret: secret,
+        }),
+        401,
+        'invalid_client',
+      );
     }
     // an API client that sends no secret at all
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: api.client.clientId }), 401, 'invalid_client');
+    expectOAuthError(
+      await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: api.client.clientId }),
+      401,
+      'invalid_client',
+    );
     // an unknown client id
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: 'no-such-client', client_secret: api.clientSecret }), 401, 'invalid_client');
+    expectOAuthError(
+      await postForm(tokenUrl, {
+        grant_type: 'client_credentials',
+        client_id: 'no-such-client',
+        client_secret: api.clientSecret,
+      }),
+      401,
+      'invalid_client',
+    );
   });
 
   it('answers malformed Basic headers with 401 invalid_client and a challenge, never a 500', async () => {
@@ -385,7 +554,8 @@ describe('grant_type=client_credentials', () => {
       'Basic !!!',
       `Basic ${Buffer.from('no-colon-here').toString('base64')}`,
       `Basic ${Buffer.from(`:${api.clientSecret}`).toString('base64')}`, // empty client id
-      `Basic ${Buffer.from(`${api.client.clientId}%ZZ:${api.clientSecret}`).toString('base64')}`, // bad percent-encoding
+      // bad percent-encoding
+      `Basic ${Buffer.from(`${api.client.clientId}%ZZ:${api.clientSecret}`).toString('base64')}`,
       `Basic ${Buffer.from(`${'x'.repeat(300)}:${api.clientSecret}`).toString('base64')}`,
       `Bearer ${api.clientSecret}`,
       'Digest username="x"',
@@ -397,31 +567,53 @@ describe('grant_type=client_credentials', () => {
     }
   });
 
-  it('narrows the scope on request and refuses scopes beyond the client\'s with invalid_scope', async () => {
+  it("narrows the scope on request and refuses scopes beyond the client's with invalid_scope", async () => {
     const auth = { Authorization: basic(api.client.clientId, api.clientSecret) };
     const narrowed = await postForm(tokenUrl, { grant_type: 'client_credentials', scope: 'poll' }, auth);
     expect(narrowed.status).toBe(200);
     expect(narrowed.json.scope).toBe('poll');
-    const verified = await verifyWithJwks(service, String(narrowed.json.access_token), { audience: service.issuer, typ: 'at+jwt' });
+    const verified = await verifyWithJwks(service, String(narrowed.json.access_token), {
+      audience: service.issuer,
+      typ: 'at+jwt',
+    });
     expect(verified.payload.scope).toBe('poll');
 
     for (const scope of ['messaging openid', 'admin', 'prov:numbers', 'poll\\', 'poll "x"']) {
-      expectOAuthError(await postForm(tokenUrl, { grant_type: 'client_credentials', scope }, auth), 400, 'invalid_scope');
+      expectOAuthError(
+        await postForm(tokenUrl, { grant_type: 'client_credentials', scope }, auth),
+        400,
+        'invalid_scope',
+      );
     }
   });
 
   it('refuses client_credentials to a login client with unauthorized_client', async () => {
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: clientA.clientId }), 400, 'unauthorized_client');
+    expectOAuthError(
+      await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: clientA.clientId }),
+      400,
+      'unauthorized_client',
+    );
   });
 
   it('refuses a disabled API client with 401 invalid_client', async () => {
-    const disabled = await service.core.registration.createApiClient({ name: 'Disabled partner', scope: 'messaging poll' });
+    const disabled = await service.core.registration.createApiClient({
+      name: 'Disabled partner',
+      scope: 'messaging poll',
+    });
     // Disabled before the first use: client records are cached in-process for 30 s.
     await service.core.store.setClientDisabled(disabled.client.clientId, true);
-    const viaBasic = await postForm(tokenUrl, { grant_type: 'client_credentials' }, { Authorization: basic(disabled.client.clientId, disabled.clientSecret!) });
+    const viaBasic = await postForm(
+      tokenUrl,
+      { grant_type: 'client_credentials' },
+      { Authorization: basic(disabled.client.clientId, disabled.clientSecret!) },
+    );
     expectOAuthError(viaBasic, 401, 'invalid_client');
     expect(viaBasic.headers.get('www-authenticate')).toMatch(/^Basic /);
-    const viaPost = await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: disabled.client.clientId, client_secret: disabled.clientSecret! });
+    const viaPost = await postForm(tokenUrl, {
+      grant_type: 'client_credentials',
+      client_id: disabled.client.clientId,
+      client_secret: disabled.clientSecret!,
+    });
     expectOAuthError(viaPost, 401, 'invalid_client');
   });
 });
@@ -430,16 +622,36 @@ describe('bad input at the token endpoint', () => {
   const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
 
   it('answers unknown or unsupported grant types with unsupported_grant_type', async () => {
-    for (const grantType of ['password', 'implicit', 'urn:ietf:params:oauth:grant-type:device_code', 'AUTHORIZATION_CODE', 'x'.repeat(1000)]) {
-      expectOAuthError(await postForm(tokenUrl, { grant_type: grantType, client_id: clientA.clientId }), 400, 'unsupported_grant_type');
+    for (const grantType of [
+      'password',
+      'implicit',
+      'urn:ietf:params:oauth:grant-type:device_code',
+      'AUTHORIZATION_CODE',
+      'x'.repeat(1000),
+    ]) {
+      expectOAuthError(
+        await postForm(tokenUrl, { grant_type: grantType, client_id: clientA.clientId }),
+        400,
+        'unsupported_grant_type',
+      );
     }
     // Token exchange is supported (issue 10), for provisioning clients only: test/token-exchange-endpoint.test.ts.
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', client_id: clientA.clientId }), 400, 'unauthorized_client');
+    expectOAuthError(
+      await postForm(tokenUrl, {
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        client_id: clientA.clientId,
+      }),
+      400,
+      'unauthorized_client',
+    );
   });
 
   it('does not mistake names of Object.prototype for grant types (constructor, toString, __proto__ …)', async () => {
     for (const grantType of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf', '__defineGetter__']) {
-      for (const credentials of [{ client_id: clientA.clientId }, { client_id: api.client.clientId, client_secret: api.clientSecret }] as Array<Record<string, string>>) {
+      for (const credentials of [
+        { client_id: clientA.clientId },
+        { client_id: api.client.clientId, client_secret: api.clientSecret },
+      ] as Array<Record<string, string>>) {
         const reply = await postForm(tokenUrl, { grant_type: grantType, ...credentials });
         expectOAuthError(reply, 400, 'unsupported_grant_type');
       }
@@ -460,14 +672,34 @@ describe('bad input at the token endpoint', () => {
   });
 
   it('refuses bodies that are not application/x-www-form-urlencoded with invalid_request', async () => {
-    const body = new URLSearchParams({ grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret }).toString();
-    const json = JSON.stringify({ grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret });
-    expectOAuthError(await send(tokenUrl, { headers: { 'Content-Type': 'application/json' }, body: json }), 400, 'invalid_request');
+    const body = new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: api.clientSecret,
+    }).toString();
+    const json = JSON.stringify({
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: api.clientSecret,
+    });
+    expectOAuthError(
+      await send(tokenUrl, { headers: { 'Content-Type': 'application/json' }, body: json }),
+      400,
+      'invalid_request',
+    );
     expectOAuthError(await send(tokenUrl, { headers: { 'Content-Type': 'text/plain' }, body }), 400, 'invalid_request');
-    expectOAuthError(await send(tokenUrl, { headers: { 'Content-Type': 'multipart/form-data; boundary=x' }, body }), 400, 'invalid_request');
-    expectOAuthError(await send(tokenUrl, { body: new TextEncoder().encode(body) }), 400, 'invalid_request'); // no Content-Type at all
+    expectOAuthError(
+      await send(tokenUrl, { headers: { 'Content-Type': 'multipart/form-data; boundary=x' }, body }),
+      400,
+      'invalid_request',
+    );
+    // no Content-Type at all
+    expectOAuthError(await send(tokenUrl, { body: new TextEncoder().encode(body) }), 400, 'invalid_request');
     // The same body with the right media type (parameters and case allowed) works.
-    expect((await send(tokenUrl, { headers: { 'Content-Type': 'Application/X-WWW-Form-Urlencoded; charset=UTF-8' }, body })).status).toBe(200);
+    expect(
+      (await send(tokenUrl, { headers: { 'Content-Type': 'Application/X-WWW-Form-Urlencoded; charset=UTF-8' }, body }))
+        .status,
+    ).toBe(200);
   });
 
   it('refuses a body over 64 KiB with 400 invalid_request and one over 1 MiB with 413', async () => {
@@ -478,7 +710,11 @@ describe('bad input at the token endpoint', () => {
     expect(huge.json.error).toBe('invalid_request');
     expect(huge.headers.get('cache-control')).toBe('no-store');
     // a single parameter value longer than 4096 characters
-    expectOAuthError(await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: 'x'.repeat(5000) }), 400, 'invalid_request');
+    expectOAuthError(
+      await postForm(tokenUrl, { grant_type: 'client_credentials', client_id: 'x'.repeat(5000) }),
+      400,
+      'invalid_request',
+    );
   });
 
   it('answers GET and other methods with 405 and an Allow header', async () => {
@@ -503,12 +739,21 @@ describe('bad input at the token endpoint', () => {
       ['%%%%&&&===', 400, 'invalid_request'],
       ['grant_type', 400, 'invalid_request'],
       ['=client_credentials', 400, 'invalid_request'],
-      [`grant_type=client_credentials&client_id=${encodeURIComponent(api.client.clientId)}%00&client_secret=${api.clientSecret}`, 401, 'invalid_client'],
+      [
+        `grant_type=client_credentials&client_id=${encodeURIComponent(api.client.clientId)}%00&client_secret=${api.clientSecret}`,
+        401,
+        'invalid_client',
+      ],
       ['grant_type=client_credentials;client_id=x', 400, 'unsupported_grant_type'],
     ];
-    for (const [body, status, error] of bodies) expectOAuthError(await send(tokenUrl, { headers: form, body }), status, error);
+    for (const [body, status, error] of bodies)
+      expectOAuthError(await send(tokenUrl, { headers: form, body }), status, error);
     // raw bytes that are not UTF-8 at all
-    const raw = Buffer.concat([Buffer.from('grant_type=client_credentials&client_id='), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('&client_secret=x')]);
+    const raw = Buffer.concat([
+      Buffer.from('grant_type=client_credentials&client_id='),
+      Buffer.from([0xff, 0xfe, 0xc3]),
+      Buffer.from('&client_secret=x'),
+    ]);
     expectOAuthError(await send(tokenUrl, { headers: form, body: new Uint8Array(raw) }), 401, 'invalid_client');
   });
 
@@ -518,7 +763,10 @@ describe('bad input at the token endpoint', () => {
       { headers: form, body: 'grant_type=authorization_code' },
       { headers: { ...form, Authorization: 'Basic ' + 'A'.repeat(10_000) }, body: 'grant_type=client_credentials' },
       { headers: { ...form, Authorization: basic('é', 'ü') }, body: 'grant_type=client_credentials' },
-      { headers: form, body: `grant_type=client_credentials&client_id=${'é'.repeat(100)}&client_secret=${'x'.repeat(43)}` },
+      {
+        headers: form,
+        body: `grant_type=client_credentials&client_id=${'é'.repeat(100)}&client_secret=${'x'.repeat(43)}`,
+      },
       { headers: form, body: 'grant_type=client_credentials&scope=' + encodeURIComponent('\u0000') },
       { headers: form, body: 'grant_type=refresh_token&refresh_token=a.b&client_id=' + encodeURIComponent('😀') },
     ];
@@ -545,12 +793,18 @@ describe('POST /oauth/revoke (RFC 7009)', () => {
 
   it('ignores a wrong token_type_hint: a refresh token hinted as access_token is still revoked', async () => {
     const { refresh: token } = await tokensFor(clientA);
-    expect((await postForm(revokeUrl, { token, token_type_hint: 'access_token', client_id: clientA.clientId })).status).toBe(200);
+    expect(
+      (await postForm(revokeUrl, { token, token_type_hint: 'access_token', client_id: clientA.clientId })).status,
+    ).toBe(200);
     expectOAuthError(await refresh(token), 400, 'invalid_grant');
   });
 
   it('answers 200 for unknown or malformed tokens', async () => {
-    for (const token of [`${randomBytes(16).toString('base64url')}.${randomBytes(32).toString('base64url')}`, 'garbage', 'a.b']) {
+    for (const token of [
+      `${randomBytes(16).toString('base64url')}.${randomBytes(32).toString('base64url')}`,
+      'garbage',
+      'a.b',
+    ]) {
       const reply = await postForm(revokeUrl, { token, client_id: clientA.clientId });
       expect(reply.status).toBe(200);
       expect(reply.json).toEqual({});
@@ -560,28 +814,58 @@ describe('POST /oauth/revoke (RFC 7009)', () => {
   it("answers 200 for another client's token but leaves that token working", async () => {
     const { refresh: token } = await tokensFor(clientA);
     expect((await postForm(revokeUrl, { token, client_id: clientB.clientId })).status).toBe(200);
-    const viaApi = await postForm(revokeUrl, { token }, { Authorization: basic(api.client.clientId, api.clientSecret) });
+    const viaApi = await postForm(
+      revokeUrl,
+      { token },
+      { Authorization: basic(api.client.clientId, api.clientSecret) },
+    );
     expect(viaApi.status).toBe(200);
     expect((await refresh(token)).status).toBe(200);
   });
 
   it('refuses an access token with 400 unsupported_token_type', async () => {
     const { access } = await tokensFor(clientA);
-    expectOAuthError(await postForm(revokeUrl, { token: access, client_id: clientA.clientId }), 400, 'unsupported_token_type');
-    expectOAuthError(await postForm(revokeUrl, { token: access, token_type_hint: 'access_token', client_id: clientA.clientId }), 400, 'unsupported_token_type');
+    expectOAuthError(
+      await postForm(revokeUrl, { token: access, client_id: clientA.clientId }),
+      400,
+      'unsupported_token_type',
+    );
+    expectOAuthError(
+      await postForm(revokeUrl, { token: access, token_type_hint: 'access_token', client_id: clientA.clientId }),
+      400,
+      'unsupported_token_type',
+    );
   });
 
   it('refuses a missing token with invalid_request and a missing or wrong client with 401 invalid_client', async () => {
     const { refresh: token } = await tokensFor(clientA);
     expectOAuthError(await postForm(revokeUrl, { client_id: clientA.clientId }), 400, 'invalid_request');
     expectOAuthError(await postForm(revokeUrl, { token }), 401, 'invalid_client');
-    const wrongSecret = await postForm(revokeUrl, { token }, { Authorization: basic(api.client.clientId, 'x'.repeat(43)) });
+    const wrongSecret = await postForm(
+      revokeUrl,
+      { token },
+      { Authorization: basic(api.client.clientId, 'x'.repeat(43)) },
+    );
     expectOAuthError(wrongSecret, 401, 'invalid_client');
     expect(wrongSecret.headers.get('www-authenticate')).toMatch(/^Basic /);
     const twice = new URLSearchParams({ token, client_id: clientA.clientId });
     twice.append('token', token);
-    expectOAuthError(await send(revokeUrl, { headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: twice.toString() }), 400, 'invalid_request');
-    expectOAuthError(await send(revokeUrl, { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token, client_id: clientA.clientId }) }), 400, 'invalid_request');
+    expectOAuthError(
+      await send(revokeUrl, {
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: twice.toString(),
+      }),
+      400,
+      'invalid_request',
+    );
+    expectOAuthError(
+      await send(revokeUrl, {
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ token, client_id: clientA.clientId }),
+      }),
+      400,
+      'invalid_request',
+    );
     // none of the refused requests revoked anything
     expect((await refresh(token)).status).toBe(200);
   });
@@ -617,21 +901,53 @@ describe('logs', () => {
       secrets.refresh = String(tokens.json.refresh_token);
       secrets.access = String(tokens.json.access_token);
       secrets.idToken = String(tokens.json.id_token);
-      expect((await postForm(token, { grant_type: 'refresh_token', refresh_token: secrets.refresh, client_id: client.clientId })).status).toBe(200);
-      expect((await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } })).status).toBe(200);
+      expect(
+        (
+          await postForm(token, {
+            grant_type: 'refresh_token',
+            refresh_token: secrets.refresh,
+            client_id: client.clientId,
+          })
+        ).status,
+      ).toBe(200);
+      expect(
+        (await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } }))
+          .status,
+      ).toBe(200);
       expect((await exchange(logged, client, code, verifier)).status).toBe(400); // a replay, logged as an error
-      const partner = await logged.core.registration.createApiClient({ name: 'Logged partner', scope: 'messaging poll' });
+      const partner = await logged.core.registration.createApiClient({
+        name: 'Logged partner',
+        scope: 'messaging poll',
+      });
       secrets.clientSecret = partner.clientSecret!;
-      const cc = await postForm(token, { grant_type: 'client_credentials' }, { Authorization: basic(partner.client.clientId, partner.clientSecret!) });
+      const cc = await postForm(
+        token,
+        { grant_type: 'client_credentials' },
+        { Authorization: basic(partner.client.clientId, partner.clientSecret!) },
+      );
       expect(cc.status).toBe(200);
       secrets.apiAccess = String(cc.json.access_token);
       const badSecret = `${partner.clientSecret!.slice(0, -4)}zzzz`;
       secrets.badSecret = badSecret;
-      expect((await postForm(token, { grant_type: 'client_credentials', client_id: partner.client.clientId, client_secret: badSecret })).status).toBe(401);
+      expect(
+        (
+          await postForm(token, {
+            grant_type: 'client_credentials',
+            client_id: partner.client.clientId,
+            client_secret: badSecret,
+          })
+        ).status,
+      ).toBe(401);
       // The replay revoked the grant, and with it this access token.
-      expect((await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } })).status).toBe(401);
+      expect(
+        (await fetch(`${logged.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${secrets.access}` } }))
+          .status,
+      ).toBe(401);
       expect((await fetch(`${logged.issuer}/oauth/userinfo?access_token=${secrets.apiAccess}`)).status).toBe(401);
-      expect((await postForm(`${logged.issuer}/oauth/revoke`, { token: secrets.refresh, client_id: client.clientId })).status).toBe(200);
+      expect(
+        (await postForm(`${logged.issuer}/oauth/revoke`, { token: secrets.refresh, client_id: client.clientId }))
+          .status,
+      ).toBe(200);
     } finally {
       await logged?.close();
       spy.mockRestore();
@@ -643,11 +959,15 @@ describe('logs', () => {
       expect(value.length, name).toBeGreaterThan(8);
       expect(output.includes(value), `${name} appears in the log`).toBe(false);
       // nor a recognisable part of it (a refresh token's secret half, a JWT's payload or signature)
-      for (const part of value.split('.')) if (part.length >= 20) expect(output.includes(part), `part of ${name} appears in the log`).toBe(false);
+      for (const part of value.split('.'))
+        if (part.length >= 20) expect(output.includes(part), `part of ${name} appears in the log`).toBe(false);
     }
     expect(output.includes(encodeURIComponent(secrets.password!))).toBe(false);
 
-    const lines = output.split('\n').filter((line) => line.trim() !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = output
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     const requests = lines.filter((line) => line.message === 'request');
     expect(requests.length).toBeGreaterThanOrEqual(10);
     for (const line of requests) {
@@ -657,10 +977,16 @@ describe('logs', () => {
       expect(line.resource).toMatch(/^\/[a-z/.-]*$/);
     }
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/token', method: 'POST', status: 200 }));
-    expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/token', status: 400, error: 'invalid_grant' }));
-    expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/token', status: 401, error: 'invalid_client' }));
+    expect(requests).toContainEqual(
+      expect.objectContaining({ resource: '/oauth/token', status: 400, error: 'invalid_grant' }),
+    );
+    expect(requests).toContainEqual(
+      expect.objectContaining({ resource: '/oauth/token', status: 401, error: 'invalid_client' }),
+    );
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/userinfo', status: 200 }));
-    expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/userinfo', status: 401, error: 'invalid_token' }));
+    expect(requests).toContainEqual(
+      expect.objectContaining({ resource: '/oauth/userinfo', status: 401, error: 'invalid_token' }),
+    );
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/oauth/revoke', status: 200 }));
     expect(requests).toContainEqual(expect.objectContaining({ resource: '/login', method: 'POST' }));
     // the request ids differ per request

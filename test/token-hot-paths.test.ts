@@ -39,7 +39,10 @@ function expectStatus(reply: Reply, status: number, error?: string) {
 }
 
 async function apiClient() {
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Partner', scope: 'messaging poll' });
+  const { client, clientSecret } = await service.core.registration.createApiClient({
+    name: 'Partner',
+    scope: 'messaging poll',
+  });
   return { clientId: client.clientId, clientSecret: clientSecret! };
 }
 
@@ -51,20 +54,24 @@ async function codeTokens() {
 }
 
 describe('store round trips per request', () => {
-  it('client_credentials: none once the client (and a provisioning client\'s owner) is cached', async () => {
+  it("client_credentials: none once the client (and a provisioning client's owner) is cached", async () => {
     const api = await apiClient();
     expectStatus(await clientCredentials(api.clientId, api.clientSecret), 200);
     const app = await provisioningApp(service);
     app.close();
     for (const { clientId, clientSecret } of [api, app, api, app]) {
-      const counted = await calls.during(async () => expectStatus(await clientCredentials(clientId, clientSecret), 200));
+      const counted = await calls.during(async () =>
+        expectStatus(await clientCredentials(clientId, clientSecret), 200),
+      );
       expect(counted).toEqual({});
     }
   });
 
   it('authorization_code: three (redeem the code, create the grant, read the account)', async () => {
     const { code, verifier } = await obtainCode(service, loginClient, login);
-    const counted = await calls.during(async () => expect((await exchange(service, loginClient, code, verifier)).status).toBe(200));
+    const counted = await calls.during(async () =>
+      expect((await exchange(service, loginClient, code, verifier)).status).toBe(200),
+    );
     expect(counted).toEqual({ redeemCode: 1, createGrant: 1, getUser: 1 });
   });
 
@@ -72,7 +79,14 @@ describe('store round trips per request', () => {
     const { refreshToken } = await codeTokens();
     for (let turn = 0; turn < 3; turn++) {
       const counted = await calls.during(async () => {
-        expectStatus(await postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: loginClient.clientId }), 200);
+        expectStatus(
+          await postForm(tokenUrl, {
+            grant_type: 'refresh_token',
+            refresh_token: refreshToken,
+            client_id: loginClient.clientId,
+          }),
+          200,
+        );
       });
       expect(counted).toEqual({ getGrant: 1 });
     }
@@ -82,7 +96,10 @@ describe('store round trips per request', () => {
     const { accessToken } = await codeTokens();
     for (let turn = 0; turn < 3; turn++) {
       const counted = await calls.during(async () => {
-        const reply = await send(`${service.issuer}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${accessToken}` } });
+        const reply = await send(`${service.issuer}/oauth/userinfo`, {
+          method: 'GET',
+          headers: { Authorization: `Bearer ${accessToken}` },
+        });
         expect(reply.status).toBe(200);
       });
       expect(totalCalls(counted)).toBe(1);
@@ -135,23 +152,42 @@ describe('client records and account status: trusted for at most 30 s, a refusal
   it('a flood of wrong secrets for one client reads it once per wave, not once per request', async () => {
     const api = await apiClient();
     expectStatus(await clientCredentials(api.clientId, api.clientSecret), 200);
-    const wrong = { basic: { clientId: api.clientId, clientSecret: `${api.clientSecret.slice(0, -1)}${api.clientSecret.endsWith('A') ? 'B' : 'A'}` } };
-    const wave = () => Promise.allSettled(Array.from({ length: 20 }, () => service.core.tokenEndpoint.token(paramsFrom(new URLSearchParams({ grant_type: 'client_credentials' })), wrong)));
+    const wrong = {
+      basic: {
+        clientId: api.clientId,
+        clientSecret: `${api.clientSecret.slice(0, -1)}${api.clientSecret.endsWith('A') ? 'B' : 'A'}`,
+      },
+    };
+    const wave = () =>
+      Promise.allSettled(
+        Array.from({ length: 20 }, () =>
+          service.core.tokenEndpoint.token(
+            paramsFrom(new URLSearchParams({ grant_type: 'client_credentials' })),
+            wrong,
+          ),
+        ),
+      );
     for (let round = 0; round < 2; round++) {
       let outcomes: PromiseSettledResult<unknown>[] = [];
       const counted = await calls.during(async () => {
         outcomes = await wave();
       });
-      expect(outcomes.map((outcome) => outcome.status === 'rejected' && (outcome.reason as DomainError).oauth)).toEqual(Array(20).fill('invalid_client'));
+      expect(outcomes.map((outcome) => outcome.status === 'rejected' && (outcome.reason as DomainError).oauth)).toEqual(
+        Array(20).fill('invalid_client'),
+      );
       expect(counted).toEqual({ getClient: 1 });
     }
   });
 
   it('a revoked grant fails its next refresh at once (grants are never cached)', async () => {
     const { refreshToken } = await codeTokens();
-    const refresh = () => postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: loginClient.clientId });
+    const refresh = () =>
+      postForm(tokenUrl, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: loginClient.clientId });
     expectStatus(await refresh(), 200);
-    expect((await postForm(`${service.issuer}/oauth/revoke`, { token: refreshToken, client_id: loginClient.clientId })).status).toBe(200);
+    expect(
+      (await postForm(`${service.issuer}/oauth/revoke`, { token: refreshToken, client_id: loginClient.clientId }))
+        .status,
+    ).toBe(200);
     expectStatus(await refresh(), 400, 'invalid_grant');
   });
 });
@@ -159,7 +195,9 @@ describe('client records and account status: trusted for at most 30 s, a refusal
 describe('ttlCache', () => {
   const gate = () => {
     let open!: () => void;
-    const opened = new Promise<void>((resolve) => { open = resolve; });
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
     return { open, opened };
   };
 
@@ -168,7 +206,14 @@ describe('ttlCache', () => {
     clock.freeze();
     let loads = 0;
     const loaded = gate();
-    const cache = ttlCache(async (key) => { loads++; await loaded.opened; return `${key}:${loads}`; }, { clock, ttlMs: 1000 });
+    const cache = ttlCache(
+      async (key) => {
+        loads++;
+        await loaded.opened;
+        return `${key}:${loads}`;
+      },
+      { clock, ttlMs: 1000 },
+    );
     const waiting = Promise.all(Array.from({ length: 10 }, () => cache.get('a')));
     loaded.open();
     expect(await waiting).toEqual(Array(10).fill('a:1'));
@@ -182,10 +227,13 @@ describe('ttlCache', () => {
   it('does not keep a failed load: every caller sharing it sees the failure, the next call loads again', async () => {
     const clock = new TestClock();
     let loads = 0;
-    const cache = ttlCache(async () => {
-      if (++loads === 1) throw new Error('store unavailable');
-      return 'value';
-    }, { clock, ttlMs: 1000 });
+    const cache = ttlCache(
+      async () => {
+        if (++loads === 1) throw new Error('store unavailable');
+        return 'value';
+      },
+      { clock, ttlMs: 1000 },
+    );
     const first = await Promise.allSettled([cache.get('a'), cache.get('a')]);
     expect(first.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected']);
     expect(await cache.get('a')).toBe('value');
@@ -195,7 +243,13 @@ describe('ttlCache', () => {
   it('is bounded: past maxEntries it starts over', async () => {
     const clock = new TestClock();
     let loads = 0;
-    const cache = ttlCache(async (key) => { loads++; return key; }, { clock, ttlMs: 60_000, maxEntries: 3 });
+    const cache = ttlCache(
+      async (key) => {
+        loads++;
+        return key;
+      },
+      { clock, ttlMs: 60_000, maxEntries: 3 },
+    );
     for (const key of ['a', 'b', 'c', 'a']) await cache.get(key);
     expect(loads).toBe(3);
     await cache.get('d');
@@ -207,14 +261,22 @@ describe('ttlCache', () => {
     const clock = new TestClock();
     let version = 1;
     let loads = 0;
-    const cache = ttlCache(async () => { loads++; return version; }, { clock, ttlMs: 60_000 });
+    const cache = ttlCache(
+      async () => {
+        loads++;
+        return version;
+      },
+      { clock, ttlMs: 60_000 },
+    );
     // Read for this call: not read twice.
     expect(await cache.recheck('a', (value) => value === 2)).toBe(1);
     expect(loads).toBe(1);
     expect(await cache.recheck('a', (value) => value === 1)).toBe(1);
     expect(loads).toBe(1);
     version = 2;
-    expect(await Promise.all(Array.from({ length: 10 }, () => cache.recheck('a', (value) => value === 2)))).toEqual(Array(10).fill(2));
+    expect(await Promise.all(Array.from({ length: 10 }, () => cache.recheck('a', (value) => value === 2)))).toEqual(
+      Array(10).fill(2),
+    );
     expect(loads).toBe(2);
     expect(await cache.get('a')).toBe(2);
   });

@@ -43,7 +43,7 @@ afterEach(() => service.clock.release());
 
 /** Direct reads of stored items (what the store port does not expose). */
 let raw: DynamoDBClient | undefined;
-const db = () => documentClient(raw ??= localDynamoClient(service.dynamoEndpoint));
+const db = () => documentClient((raw ??= localDynamoClient(service.dynamoEndpoint)));
 const tables = tableNames(LOCAL_TABLE_PREFIX);
 
 /** When a code expires, as stored (the code itself is only stored as its hash). */
@@ -58,9 +58,14 @@ async function lastUsedAt(refreshToken: string): Promise<number> {
 }
 
 const refresh = (refreshToken: string) =>
-  postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId });
+  postForm(`${service.issuer}/oauth/token`, {
+    grant_type: 'refresh_token',
+    refresh_token: refreshToken,
+    client_id: client.clientId,
+  });
 
-const userinfo = (accessToken: string) => fetch(`${service.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${accessToken}` } });
+const userinfo = (accessToken: string) =>
+  fetch(`${service.issuer}/oauth/userinfo`, { headers: { Authorization: `Bearer ${accessToken}` } });
 
 /** A fresh grant; `before` is a clock reading taken before the grant was written (lastUsedAt ≥ before). */
 async function freshGrant() {
@@ -130,7 +135,7 @@ describe('access token: 1 hour', () => {
     const challenge = after.headers.get('www-authenticate') ?? '';
     expect(challenge).toMatch(/^Bearer realm="[^"]+"/);
     expect(challenge).toContain('error="invalid_token"');
-    expect((await after.json() as { error: string }).error).toBe('invalid_token');
+    expect(((await after.json()) as { error: string }).error).toBe('invalid_token');
   });
 
   it('a refresh after the access token expired gives a new one that works for another hour', async () => {
@@ -173,9 +178,9 @@ describe('refresh token: 180 days of inactivity, sliding', () => {
   it('works a millisecond before 180 days idle and fails at 180 days exactly', async () => {
     const early = await freshGrant();
     const exact = await freshGrant();
-    service.clock.freeze(await lastUsedAt(early.refresh) + 180 * DAY - 1);
+    service.clock.freeze((await lastUsedAt(early.refresh)) + 180 * DAY - 1);
     expect((await refresh(early.refresh)).status).toBe(200);
-    service.clock.freeze(await lastUsedAt(exact.refresh) + 180 * DAY);
+    service.clock.freeze((await lastUsedAt(exact.refresh)) + 180 * DAY);
     expectInvalidGrant(await refresh(exact.refresh));
   });
 
@@ -190,7 +195,9 @@ describe('refresh token: 180 days of inactivity, sliding', () => {
     const lastUse = service.clock.now();
 
     // The stored item's TTL (DynamoDB's sweeper) moved with the window, or AWS would delete a live token.
-    const item = (await db().send(new GetCommand({ TableName: tables.grants, Key: { grantId: grant.refresh.split('.')[0]! } }))).Item!;
+    const item = (
+      await db().send(new GetCommand({ TableName: tables.grants, Key: { grantId: grant.refresh.split('.')[0]! } }))
+    ).Item!;
     expect(item.lastUsedAt).toBeGreaterThan(grant.after + 399 * DAY);
     expect(item.ttl).toBeGreaterThanOrEqual(Math.ceil((Number(item.lastUsedAt) + 180 * DAY) / 1000));
 
@@ -232,7 +239,9 @@ describe('refresh token: 180 days of inactivity, sliding', () => {
     expect((await refresh(again.refresh)).status).toBe(200);
     expectInvalidGrant(await refresh(grant.refresh));
     // Revoking the dead token is still a 200 (RFC 7009) and changes nothing.
-    expect((await postForm(`${service.issuer}/oauth/revoke`, { token: grant.refresh, client_id: client.clientId })).status).toBe(200);
+    expect(
+      (await postForm(`${service.issuer}/oauth/revoke`, { token: grant.refresh, client_id: client.clientId })).status,
+    ).toBe(200);
     expect((await refresh(again.refresh)).status).toBe(200);
   });
 });

@@ -24,24 +24,43 @@ const get = (url: string) => send(url, { method: 'GET' });
 /** One request of each route group and outcome: [what, answer]. */
 async function answersOf(service: TestService): Promise<Array<[string, Reply]>> {
   const url = base(service);
-  const owner = await service.core.registration.createUser({ email: `owner-${service.port}@example.com`, password: 'owner password 1', accountType: 'business' });
-  const { client, clientSecret } = await service.core.registration.createApiClient({ name: 'Transport app', scope: 'messaging', ownerId: owner.svcnumId });
+  const owner = await service.core.registration.createUser({
+    email: `owner-${service.port}@example.com`,
+    password: 'owner password 1',
+    accountType: 'business',
+  });
+  const { client, clientSecret } = await service.core.registration.createApiClient({
+    name: 'Transport app',
+    scope: 'messaging',
+    ownerId: owner.svcnumId,
+  });
   const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
-  return Promise.all(([
-    ['token: issued', postForm(`${url}/oauth/token`, { grant_type: 'client_credentials', client_id: client.clientId, client_secret: clientSecret! })],
-    ['token: refused', postForm(`${url}/oauth/token`, { grant_type: 'password' })],
-    ['token: 405', get(`${url}/oauth/token`)],
-    ['revoke', postForm(`${url}/oauth/revoke`, { token: 'nothing' })],
-    ['discovery', get(`${url}/.well-known/openid-configuration`)],
-    ['jwks', get(`${url}/.well-known/jwks.json`)],
-    ['userinfo: 401', get(`${url}/oauth/userinfo`)],
-    ['messages: 401', send(`${url}/api/messages`, { method: 'POST', body: 'to=1', headers: form })],
-    ['resolve: 400', get(`${url}/api/resolve`)],
-    ['discover: 400', get(`${url}/api/discover`)],
-    ['sign-in page', get(`${url}/login`)],
-    ['authorize: error page', get(`${url}/oauth/authorize`)],
-    ['stylesheet', get(`${url}/assets/style.css`)],
-  ] as const).map(async ([what, answer]) => [what, await answer] as [string, Reply]));
+  return Promise.all(
+    (
+      [
+        [
+          'token: issued',
+          postForm(`${url}/oauth/token`, {
+            grant_type: 'client_credentials',
+            client_id: client.clientId,
+            client_secret: clientSecret!,
+          }),
+        ],
+        ['token: refused', postForm(`${url}/oauth/token`, { grant_type: 'password' })],
+        ['token: 405', get(`${url}/oauth/token`)],
+        ['revoke', postForm(`${url}/oauth/revoke`, { token: 'nothing' })],
+        ['discovery', get(`${url}/.well-known/openid-configuration`)],
+        ['jwks', get(`${url}/.well-known/jwks.json`)],
+        ['userinfo: 401', get(`${url}/oauth/userinfo`)],
+        ['messages: 401', send(`${url}/api/messages`, { method: 'POST', body: 'to=1', headers: form })],
+        ['resolve: 400', get(`${url}/api/resolve`)],
+        ['discover: 400', get(`${url}/api/discover`)],
+        ['sign-in page', get(`${url}/login`)],
+        ['authorize: error page', get(`${url}/oauth/authorize`)],
+        ['stylesheet', get(`${url}/assets/style.css`)],
+      ] as const
+    ).map(async ([what, answer]) => [what, await answer] as [string, Reply]),
+  );
 }
 
 describe('Strict-Transport-Security', () => {
@@ -53,7 +72,8 @@ describe('Strict-Transport-Security', () => {
   });
 
   it('is on no answer when the issuer is plain http (a browser would not honour it there anyway)', async () => {
-    for (const [what, answer] of await answersOf(plain)) expect(answer.headers.get('strict-transport-security'), what).toBeNull();
+    for (const [what, answer] of await answersOf(plain))
+      expect(answer.headers.get('strict-transport-security'), what).toBeNull();
   });
 });
 
@@ -70,7 +90,11 @@ describe("the local runner's own answers", () => {
   });
 
   it('a body over the limit: 413, not sniffed either', async () => {
-    const answer = await send(`${base(plain)}/oauth/token`, { method: 'POST', body: new Uint8Array(1024 * 1024 + 1), headers: { 'Content-Type': 'application/octet-stream' } });
+    const answer = await send(`${base(plain)}/oauth/token`, {
+      method: 'POST',
+      body: new Uint8Array(1024 * 1024 + 1),
+      headers: { 'Content-Type': 'application/octet-stream' },
+    });
     expect(answer.status).toBe(413);
     expect(answer.headers.get('x-content-type-options')).toBe('nosniff');
   });

@@ -38,19 +38,47 @@ beforeAll(async () => {
 });
 afterAll(() => service?.close());
 
-async function tokensFor(target: TestService, loginClient: Client, person: { email: string; password: string }, session = new Browser(target.issuer), scope = 'openid profile email') {
+async function tokensFor(
+  target: TestService,
+  loginClient: Client,
+  person: { email: string; password: string },
+  session = new Browser(target.issuer),
+  scope = 'openid profile email',
+) {
   const { code, verifier } = await obtainCode(target, loginClient, person, { scope }, session);
   const reply = await exchange(target, loginClient, code, verifier);
   expect(reply.status).toBe(200);
-  return { access: String(reply.json.access_token), refresh: String(reply.json.refresh_token), id: String(reply.json.id_token) };
+  return {
+    access: String(reply.json.access_token),
+    refresh: String(reply.json.refresh_token),
+    id: String(reply.json.id_token),
+  };
 }
 
-interface Reply { status: number; json: Record<string, unknown>; text: string; headers: Headers }
+interface Reply {
+  status: number;
+  json: Record<string, unknown>;
+  text: string;
+  headers: Headers;
+}
 
-async function userinfo(target: TestService | { issuer: string }, init: { authorization?: string; method?: string; body?: string; headers?: Record<string, string>; query?: string } = {}): Promise<Reply> {
+async function userinfo(
+  target: TestService | { issuer: string },
+  init: {
+    authorization?: string;
+    method?: string;
+    body?: string;
+    headers?: Record<string, string>;
+    query?: string;
+  } = {},
+): Promise<Reply> {
   const headers: Record<string, string> = { ...init.headers };
   if (init.authorization !== undefined) headers.Authorization = init.authorization;
-  const response = await fetch(`${target.issuer}/oauth/userinfo${init.query ?? ''}`, { method: init.method ?? 'GET', headers, ...(init.body !== undefined ? { body: init.body } : {}) });
+  const response = await fetch(`${target.issuer}/oauth/userinfo${init.query ?? ''}`, {
+    method: init.method ?? 'GET',
+    headers,
+    ...(init.body !== undefined ? { body: init.body } : {}),
+  });
   const text = await response.text();
   let json: Record<string, unknown> = {};
   try {
@@ -64,7 +92,11 @@ async function userinfo(target: TestService | { issuer: string }, init: { author
 const bearer = (token: string) => `Bearer ${token}`;
 
 /** RFC 6750 §3: status, the error code in both the challenge and the JSON body, never cached. */
-function expectRefusal(reply: Reply, status: 400 | 401 | 403, error: 'invalid_request' | 'invalid_token' | 'insufficient_scope') {
+function expectRefusal(
+  reply: Reply,
+  status: 400 | 401 | 403,
+  error: 'invalid_request' | 'invalid_token' | 'insufficient_scope',
+) {
   expect({ status: reply.status, error: reply.json.error }).toEqual({ status, error });
   expect(typeof reply.json.error_description).toBe('string');
   const challenge = reply.headers.get('www-authenticate') ?? '';
@@ -76,7 +108,10 @@ function expectRefusal(reply: Reply, status: 400 | 401 | 403, error: 'invalid_re
   expect(reply.headers.get('content-type')).toBe('application/json');
 }
 
-/** No credential at all (or an unsupported scheme): a bare challenge, no error code or other error information (RFC 6750 §3.1). */
+/**
+ * No credential at all (or an unsupported scheme): a bare challenge, no error code or other error information (RFC 6750
+ * §3.1).
+ */
 function expectBareChallenge(reply: Reply) {
   expect(reply.status).toBe(401);
   expect(reply.headers.get('www-authenticate')).toBe('Bearer realm="userinfo"');
@@ -85,7 +120,9 @@ function expectBareChallenge(reply: Reply) {
   expect(reply.headers.get('cache-control')).toBe('no-store');
 }
 
-/** The service's own signing key, read from its key folder: for tokens that are correctly signed but wrong otherwise. */
+/**
+ * The service's own signing key, read from its key folder: for tokens that are correctly signed but wrong otherwise.
+ */
 async function serviceKey(target: TestService): Promise<{ kid: string; key: KeyObject }> {
   const kid = decodeProtectedHeader(tokens.access).kid!;
   return { kid, key: createPrivateKey(await readFile(join(target.dataDir, 'keys', `${kid}.pem`))) };
@@ -94,8 +131,15 @@ async function serviceKey(target: TestService): Promise<{ kid: string; key: KeyO
 function validClaims(overrides: JWTPayload = {}): JWTPayload {
   const now = Math.floor(service.clock.now() / 1000);
   return {
-    iss: service.issuer, sub: login.user.svcnumId, aud: service.issuer, client_id: client.clientId,
-    iat: now, exp: now + 3600, jti: `jti-${now}-${Math.random()}`, scope: 'openid profile email', ...overrides,
+    iss: service.issuer,
+    sub: login.user.svcnumId,
+    aud: service.issuer,
+    client_id: client.clientId,
+    iat: now,
+    exp: now + 3600,
+    jti: `jti-${now}-${Math.random()}`,
+    scope: 'openid profile email',
+    ...overrides,
   };
 }
 
@@ -113,7 +157,10 @@ function rawSign(key: KeyObject, header: Record<string, unknown>, claims: JWTPay
 describe('UserInfo: answers', () => {
   it('returns exactly the spec fields for openid profile email, over GET and POST, never cached', async () => {
     const expected = {
-      sub: login.user.svcnumId, svcnum: login.user.svcnum, email: login.email, email_verified: true,
+      sub: login.user.svcnumId,
+      svcnum: login.user.svcnum,
+      email: login.email,
+      email_verified: true,
       created_at: new Date(login.user.createdAt).toISOString(),
     };
     for (const method of ['GET', 'POST']) {
@@ -134,13 +181,28 @@ describe('UserInfo: answers', () => {
     const narrow = await tokensFor(service, client, login, browser, 'openid');
     const reply = await userinfo(service, { authorization: bearer(narrow.access) });
     expect(reply.status).toBe(200);
-    expect(reply.json).toEqual({ sub: login.user.svcnumId, svcnum: login.user.svcnum, created_at: new Date(login.user.createdAt).toISOString() });
+    expect(reply.json).toEqual({
+      sub: login.user.svcnumId,
+      svcnum: login.user.svcnum,
+      created_at: new Date(login.user.createdAt).toISOString(),
+    });
   });
 
   it('never returns a username, display name or any other field, and no account_type for a person', async () => {
     const reply = await userinfo(service, { authorization: bearer(tokens.access) });
     expect(Object.keys(reply.json).sort()).toEqual(['created_at', 'email', 'email_verified', 'sub', 'svcnum']);
-    for (const field of ['account_type', 'name', 'preferred_username', 'username', 'nickname', 'given_name', 'family_name', 'status', 'passwordHash', 'accountType']) {
+    for (const field of [
+      'account_type',
+      'name',
+      'preferred_username',
+      'username',
+      'nickname',
+      'given_name',
+      'family_name',
+      'status',
+      'passwordHash',
+      'accountType',
+    ]) {
       expect(reply.json).not.toHaveProperty(field);
     }
   });
@@ -153,8 +215,12 @@ describe('UserInfo: answers', () => {
     const reply = await userinfo(service, { authorization: bearer(agentTokens.access) });
     expect(reply.status).toBe(200);
     expect(reply.json).toEqual({
-      sub: agent.svcnumId, svcnum: agent.svcnum, email, email_verified: true,
-      created_at: new Date(agent.createdAt).toISOString(), account_type: 'ai_agent',
+      sub: agent.svcnumId,
+      svcnum: agent.svcnum,
+      email,
+      email_verified: true,
+      created_at: new Date(agent.createdAt).toISOString(),
+      account_type: 'ai_agent',
     });
   });
 
@@ -171,7 +237,13 @@ describe('UserInfo: refusals (RFC 6750)', () => {
     expectBareChallenge(await userinfo(service, { method: 'POST' }));
     // Only the Authorization header is supported: a token in the query or a form body is no credential.
     expectBareChallenge(await userinfo(service, { query: `?access_token=${tokens.access}` }));
-    expectBareChallenge(await userinfo(service, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: `access_token=${tokens.access}` }));
+    expectBareChallenge(
+      await userinfo(service, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: `access_token=${tokens.access}`,
+      }),
+    );
   });
 
   it('answers an unsupported authentication scheme like a missing credential (RFC 6750 §3.1)', async () => {
@@ -182,27 +254,59 @@ describe('UserInfo: refusals (RFC 6750)', () => {
   });
 
   it('answers a malformed Bearer header with 400 invalid_request', async () => {
-    for (const authorization of ['Bearer', 'Bearer ', `Bearer  ${tokens.access}`, `Bearer ${tokens.access} extra`, `Bearer ${tokens.access}, Bearer ${tokens.access}`, 'Bearer a"b', 'Bearer ===', `Bearer ${tokens.access}=x`]) {
+    for (const authorization of [
+      'Bearer',
+      'Bearer ',
+      `Bearer  ${tokens.access}`,
+      `Bearer ${tokens.access} extra`,
+      `Bearer ${tokens.access}, Bearer ${tokens.access}`,
+      'Bearer a"b',
+      'Bearer ===',
+      `Bearer ${tokens.access}=x`,
+    ]) {
       expectRefusal(await userinfo(service, { authorization }), 400, 'invalid_request');
     }
   });
 
   it('answers garbage tokens with 401 invalid_token', async () => {
     const [header, payload] = tokens.access.split('.') as [string, string, string];
-    for (const token of ['garbage', 'a.b.c', `${header}.${payload}.`, `${header}.${payload}`, `${header}.${payload}.${'A'.repeat(86)}`, tokens.refresh, `${tokens.access}x`, 'x'.repeat(6000)]) {
+    for (const token of [
+      'garbage',
+      'a.b.c',
+      `${header}.${payload}.`,
+      `${header}.${payload}`,
+      `${header}.${payload}.${'A'.repeat(86)}`,
+      tokens.refresh,
+      `${tokens.access}x`,
+      'x'.repeat(6000),
+    ]) {
       expectRefusal(await userinfo(service, { authorization: bearer(token) }), 401, 'invalid_token');
     }
     // a tampered payload under the genuine signature
-    const tampered = Buffer.from(JSON.stringify({ ...decodeJwt(tokens.access), sub: '01ARZ3NDEKTSV4RRFFQ69G5FAV' })).toString('base64url');
-    expectRefusal(await userinfo(service, { authorization: bearer(`${header}.${tampered}.${tokens.access.split('.')[2]}`) }), 401, 'invalid_token');
+    const tampered = Buffer.from(
+      JSON.stringify({ ...decodeJwt(tokens.access), sub: '01ARZ3NDEKTSV4RRFFQ69G5FAV' }),
+    ).toString('base64url');
+    expectRefusal(
+      await userinfo(service, { authorization: bearer(`${header}.${tampered}.${tokens.access.split('.')[2]}`) }),
+      401,
+      'invalid_token',
+    );
   });
 
   it('answers a token signed by another Ed25519 key under the same kid with 401 invalid_token', async () => {
     const { kid } = await serviceKey(service);
     const { privateKey } = generateKeyPairSync('ed25519');
-    expectRefusal(await userinfo(service, { authorization: bearer(await sign(privateKey, kid, validClaims())) }), 401, 'invalid_token');
+    expectRefusal(
+      await userinfo(service, { authorization: bearer(await sign(privateKey, kid, validClaims())) }),
+      401,
+      'invalid_token',
+    );
     // and under an unknown kid
-    expectRefusal(await userinfo(service, { authorization: bearer(await sign(privateKey, 'unknown-kid', validClaims())) }), 401, 'invalid_token');
+    expectRefusal(
+      await userinfo(service, { authorization: bearer(await sign(privateKey, 'unknown-kid', validClaims())) }),
+      401,
+      'invalid_token',
+    );
   });
 
   it('answers alg none and HS256 key-confusion tokens with 401 invalid_token', async () => {
@@ -210,9 +314,13 @@ describe('UserInfo: refusals (RFC 6750)', () => {
     const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
     const unsecured = `${encode({ alg: 'none', typ: 'at+jwt', kid })}.${encode(validClaims())}.`;
     expectRefusal(await userinfo(service, { authorization: bearer(unsecured) }), 401, 'invalid_token');
-    const jwks = await (await fetch(`${service.issuer}/.well-known/jwks.json`)).json() as { keys: Array<{ x: string }> };
+    const jwks = (await (await fetch(`${service.issuer}/.well-known/jwks.json`)).json()) as {
+      keys: Array<{ x: string }>;
+    };
     const hmacKey = new TextEncoder().encode(jwks.keys[0]!.x);
-    const confused = await new SignJWT(validClaims()).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid }).sign(hmacKey);
+    const confused = await new SignJWT(validClaims())
+      .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid })
+      .sign(hmacKey);
     expectRefusal(await userinfo(service, { authorization: bearer(confused) }), 401, 'invalid_token');
   });
 
@@ -242,7 +350,12 @@ describe('UserInfo: refusals (RFC 6750)', () => {
       ['no exp', sign(key, kid, validClaims({ exp: undefined }))],
       ['sub not a string', sign(key, kid, validClaims({ sub: 42 as unknown as string }))],
       ['sub of nobody', sign(key, kid, validClaims({ sub: '01ARZ3NDEKTSV4RRFFQ69G5FAV' }))],
-      ['unknown critical header', Promise.resolve(rawSign(key, { alg: 'EdDSA', typ: 'at+jwt', kid, crit: ['x-unknown'], 'x-unknown': true }, validClaims()))],
+      [
+        'unknown critical header',
+        Promise.resolve(
+          rawSign(key, { alg: 'EdDSA', typ: 'at+jwt', kid, crit: ['x-unknown'], 'x-unknown': true }, validClaims()),
+        ),
+      ],
     ];
     for (const [name, token] of bad) {
       const reply = await userinfo(service, { authorization: bearer(await token) });
@@ -253,9 +366,17 @@ describe('UserInfo: refusals (RFC 6750)', () => {
 
   it('answers a client_credentials token (no openid) with 403 insufficient_scope', async () => {
     const api = await service.core.registration.createApiClient({ name: 'Partner', scope: 'messaging poll' });
-    const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
+    const cc = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: api.clientSecret!,
+    });
     expect(cc.status).toBe(200);
-    expectRefusal(await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }), 403, 'insufficient_scope');
+    expectRefusal(
+      await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }),
+      403,
+      'insufficient_scope',
+    );
   });
 
   it('refuses a disabled account with 401 invalid_token, and its refresh tokens are revoked', async () => {
@@ -268,8 +389,15 @@ describe('UserInfo: refusals (RFC 6750)', () => {
     await service.core.registration.disableUser(person.user.svcnumId);
     expectRefusal(await userinfo(service, { authorization: bearer(first.access) }), 401, 'invalid_token');
     for (const refreshToken of [first.refresh, second.refresh]) {
-      const refreshed = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.clientId });
-      expect({ status: refreshed.status, error: refreshed.json.error }).toEqual({ status: 400, error: 'invalid_grant' });
+      const refreshed = await postForm(`${service.issuer}/oauth/token`, {
+        grant_type: 'refresh_token',
+        refresh_token: refreshToken,
+        client_id: client.clientId,
+      });
+      expect({ status: refreshed.status, error: refreshed.json.error }).toEqual({
+        status: 400,
+        error: 'invalid_grant',
+      });
     }
   });
 
@@ -288,7 +416,8 @@ describe('UserInfo: refusals (RFC 6750)', () => {
 /** The store methods called while `run` runs, in order (a StoreFaults hook on every method). */
 async function storeCalls(run: () => Promise<unknown>): Promise<string[]> {
   const calls: string[] = [];
-  for (const method of Object.keys(service.core.store) as StoreMethod[]) faults.before(method, () => void calls.push(method));
+  for (const method of Object.keys(service.core.store) as StoreMethod[])
+    faults.before(method, () => void calls.push(method));
   try {
     await run();
   } finally {
@@ -298,7 +427,11 @@ async function storeCalls(run: () => Promise<unknown>): Promise<string[]> {
 }
 
 const refresh = (refreshToken: string, loginClient = client) =>
-  postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: loginClient.clientId });
+  postForm(`${service.issuer}/oauth/token`, {
+    grant_type: 'refresh_token',
+    refresh_token: refreshToken,
+    client_id: loginClient.clientId,
+  });
 
 describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
   it('names the grant in every access token of it, the first and each refreshed one; the claim redeems nothing', async () => {
@@ -315,31 +448,61 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
     expect(Buffer.from(first.access.split('.')[1]!, 'base64url').toString()).not.toContain(secret);
     // The id alone is no refresh token, and revoking it changes nothing.
     expect((await refresh(String(grantId))).json.error).toBe('invalid_grant');
-    expect((await postForm(`${service.issuer}/oauth/revoke`, { token: String(grantId), client_id: client.clientId })).status).toBe(200);
+    expect(
+      (await postForm(`${service.issuer}/oauth/revoke`, { token: String(grantId), client_id: client.clientId })).status,
+    ).toBe(200);
     expect((await userinfo(service, { authorization: bearer(first.access) })).status).toBe(200);
     // Tokens of no grant carry none.
     const api = await service.core.registration.createApiClient({ name: 'No grant', scope: 'messaging' });
-    const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
+    const cc = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: api.clientSecret!,
+    });
     expect(decodeJwt(String(cc.json.access_token))).not.toHaveProperty('grant_id');
   });
 
   it('reads the account and the grant in one store call (one BatchGetItem); a token of no grant reads the account only', async () => {
-    expect(await storeCalls(async () => expect((await userinfo(service, { authorization: bearer(tokens.access) })).status).toBe(200))).toEqual(['getUserAndGrant']);
+    expect(
+      await storeCalls(async () =>
+        expect((await userinfo(service, { authorization: bearer(tokens.access) })).status).toBe(200),
+      ),
+    ).toEqual(['getUserAndGrant']);
     // Revoked: still one call.
     const revoked = await tokensFor(service, client, login, browser);
     await postForm(`${service.issuer}/oauth/revoke`, { token: revoked.refresh, client_id: client.clientId });
-    expect(await storeCalls(async () => expectRefusal(await userinfo(service, { authorization: bearer(revoked.access) }), 401, 'invalid_token'))).toEqual(['getUserAndGrant']);
+    expect(
+      await storeCalls(async () =>
+        expectRefusal(await userinfo(service, { authorization: bearer(revoked.access) }), 401, 'invalid_token'),
+      ),
+    ).toEqual(['getUserAndGrant']);
     // A token with openid but no grant_id (none is issued so now; tokens from before the claim existed).
     const { kid, key } = await serviceKey(service);
     const grantless = await sign(key, kid, validClaims());
-    expect(await storeCalls(async () => expect((await userinfo(service, { authorization: bearer(grantless) })).status).toBe(200))).toEqual(['getUser']);
+    expect(
+      await storeCalls(async () =>
+        expect((await userinfo(service, { authorization: bearer(grantless) })).status).toBe(200),
+      ),
+    ).toEqual(['getUser']);
     // A client_credentials token (no openid) is refused before any read, as before.
     const api = await service.core.registration.createApiClient({ name: 'Unaffected', scope: 'messaging poll' });
-    const cc = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'client_credentials', client_id: api.client.clientId, client_secret: api.clientSecret! });
-    expect(await storeCalls(async () => expectRefusal(await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }), 403, 'insufficient_scope'))).toEqual([]);
+    const cc = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'client_credentials',
+      client_id: api.client.clientId,
+      client_secret: api.clientSecret!,
+    });
+    expect(
+      await storeCalls(async () =>
+        expectRefusal(
+          await userinfo(service, { authorization: bearer(String(cc.json.access_token)) }),
+          403,
+          'insufficient_scope',
+        ),
+      ),
+    ).toEqual([]);
   });
 
-  it('refuses a token whose grant claim is not a grant id, or names a grant that does not exist or is another person\'s', async () => {
+  it("refuses a token whose grant claim is not a grant id, or names a grant that does not exist or is another person's", async () => {
     const { kid, key } = await serviceKey(service);
     const other = await tokensFor(service, client, await createUser(service));
     const cases: Array<[string, JWTPayload]> = [
@@ -347,7 +510,7 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
       ['grant_id empty', { grant_id: '' }],
       ['grant_id no store key', { grant_id: 'x'.repeat(3000) }],
       ['an unknown grant', { grant_id: 'A'.repeat(22) }],
-      ['another person\'s grant', { grant_id: decodeJwt(other.access).grant_id }],
+      ["another person's grant", { grant_id: decodeJwt(other.access).grant_id }],
     ];
     for (const [name, claims] of cases) {
       const reply = await userinfo(service, { authorization: bearer(await sign(key, kid, validClaims(claims))) });
@@ -356,7 +519,7 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
     }
   });
 
-  it('refuses a token whose grant has gone idle past the refresh token\'s inactivity limit (expiry checked on read)', async () => {
+  it("refuses a token whose grant has gone idle past the refresh token's inactivity limit (expiry checked on read)", async () => {
     const idle = await tokensFor(service, client, login, browser);
     // The store still holds the grant (DynamoDB TTL deletes late, or not at all): its lastUsedAt decides.
     const now = service.clock.now();
@@ -386,22 +549,34 @@ describe('UserInfo: the grant behind a token (RFC 6749 §4.1.2)', () => {
       let batches = 0;
       // The store reads through its read client (core/adapters/dynamo-schema.ts).
       const reads = new Proxy(db.reads, {
-        get: (target, property, receiver) => property !== 'send' ? Reflect.get(target, property, receiver) : async (command: unknown) => {
-          if (!(command instanceof BatchGetItemCommand)) return target.send(command as never);
-          if (++batches > partial) return target.send(command);
-          const tablesAsked = Object.entries(command.input.RequestItems!);
-          if (tablesAsked.length === 1) return { Responses: {}, UnprocessedKeys: command.input.RequestItems, $metadata: {} };
-          const answered = await target.send(new BatchGetItemCommand({ RequestItems: Object.fromEntries(tablesAsked.slice(0, 1)) }));
-          return { ...answered, UnprocessedKeys: Object.fromEntries(tablesAsked.slice(1)) };
-        },
+        get: (target, property, receiver) =>
+          property !== 'send'
+            ? Reflect.get(target, property, receiver)
+            : async (command: unknown) => {
+                if (!(command instanceof BatchGetItemCommand)) return target.send(command as never);
+                if (++batches > partial) return target.send(command);
+                const tablesAsked = Object.entries(command.input.RequestItems!);
+                if (tablesAsked.length === 1)
+                  return { Responses: {}, UnprocessedKeys: command.input.RequestItems, $metadata: {} };
+                const answered = await target.send(
+                  new BatchGetItemCommand({ RequestItems: Object.fromEntries(tablesAsked.slice(0, 1)) }),
+                );
+                return { ...answered, UnprocessedKeys: Object.fromEntries(tablesAsked.slice(1)) };
+              },
       });
-      const client = new Proxy(db, { get: (target, property, receiver) => property === 'reads' ? reads : Reflect.get(target, property, receiver) });
+      const client = new Proxy(db, {
+        get: (target, property, receiver) => (property === 'reads' ? reads : Reflect.get(target, property, receiver)),
+      });
       return { store: createDynamoStore(client, tables), batches: () => batches };
     };
     try {
       const twice = partialBatches(2);
       const found = await twice.store.getUserAndGrant(login.user.svcnumId, grantId);
-      expect({ user: found.user?.svcnumId, grant: found.grant?.grantId, batches: twice.batches() }).toEqual({ user: login.user.svcnumId, grant: grantId, batches: 3 });
+      expect({ user: found.user?.svcnumId, grant: found.grant?.grantId, batches: twice.batches() }).toEqual({
+        user: login.user.svcnumId,
+        grant: grantId,
+        batches: 3,
+      });
       expect(found.grant).not.toHaveProperty('ttl');
       const always = partialBatches(Infinity);
       await expect(always.store.getUserAndGrant(login.user.svcnumId, grantId)).rejects.toThrow(/unprocessed/);
@@ -416,7 +591,10 @@ describe('signing key rotation', () => {
   it('publishes an added key at once, signs with it only once activated, and keeps accepting tokens of the old key', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-rotation-'));
     const clock = new TestClock();
-    const jwksOf = async (issuer: string) => (await (await fetch(`${issuer}/.well-known/jwks.json`)).json() as { keys: Array<{ kid: string }> }).keys.map((key) => key.kid);
+    const jwksOf = async (issuer: string) =>
+      ((await (await fetch(`${issuer}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string }> }).keys.map(
+        (key) => key.kid,
+      );
     try {
       const first = { ...(await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0, clock })), clock, dataDir };
       let oldTokens!: { access: string; refresh: string; id: string };
@@ -435,7 +613,11 @@ describe('signing key rotation', () => {
         newKid = await keys.add();
         expect(newKid).not.toBe(oldKid);
         expect(await jwksOf(first.issuer)).toEqual([oldKid, newKid]);
-        const stillOld = await postForm(`${first.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: oldTokens.refresh, client_id: rotationClient.clientId });
+        const stillOld = await postForm(`${first.issuer}/oauth/token`, {
+          grant_type: 'refresh_token',
+          refresh_token: oldTokens.refresh,
+          client_id: rotationClient.clientId,
+        });
         expect(decodeProtectedHeader(String(stillOld.json.access_token)).kid).toBe(oldKid);
       } finally {
         await first.close();
@@ -444,7 +626,11 @@ describe('signing key rotation', () => {
       // Step 2: activate (as `admin key activate` would, on the key folder), and deploy: a fresh
       // process on the same data and the same issuer.
       await (await openLocalKeyStore(join(dataDir, 'keys'))).activate(newKid);
-      const second = { ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, grpcPort: 0, clock })), clock, dataDir };
+      const second = {
+        ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, grpcPort: 0, clock })),
+        clock,
+        dataDir,
+      };
       try {
         expect(second.issuer).toBe(first.issuer);
         const oldKid = decodeProtectedHeader(oldTokens.access).kid!;
@@ -455,7 +641,11 @@ describe('signing key rotation', () => {
         await verifyWithJwks(second, oldTokens.access, { audience: second.issuer, typ: 'at+jwt' });
 
         // New tokens carry the new kid: from a refresh of an old grant and from a fresh sign-in.
-        const refreshed = await postForm(`${second.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: oldTokens.refresh, client_id: rotationClient.clientId });
+        const refreshed = await postForm(`${second.issuer}/oauth/token`, {
+          grant_type: 'refresh_token',
+          refresh_token: oldTokens.refresh,
+          client_id: rotationClient.clientId,
+        });
         expect(refreshed.status).toBe(200);
         const newAccess = String(refreshed.json.access_token);
         expect(decodeProtectedHeader(newAccess).kid).toBe(newKid);
@@ -472,7 +662,11 @@ describe('signing key rotation', () => {
       } finally {
         await second.close();
       }
-      const third = { ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, grpcPort: 0, clock })), clock, dataDir };
+      const third = {
+        ...(await startLocal({ dataDir, port: first.port, dynamoPort: 0, grpcPort: 0, clock })),
+        clock,
+        dataDir,
+      };
       try {
         expect(await jwksOf(third.issuer)).toEqual([newKid]);
         expectRefusal(await userinfo(third, { authorization: bearer(oldTokens.access) }), 401, 'invalid_token');

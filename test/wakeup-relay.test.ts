@@ -22,7 +22,8 @@ import { capturedStdout } from './support/stdout';
 // publishes received by SSUBSCRIBE. Then the IAM path against a server whose wake-up user has exactly
 // the stack's access string, the engine down, and the bundle as the stack ships it.
 
-const STREAM_ARN = 'arn:aws:dynamodb:eu-central-1:123456789012:table/svcnum-sandbox-messages/stream/2025-03-04T05:06:07.890';
+const STREAM_ARN =
+  'arn:aws:dynamodb:eu-central-1:123456789012:table/svcnum-sandbox-messages/stream/2025-03-04T05:06:07.890';
 let sequence = 1_000_000;
 
 /** One stream record as Lambda hands it over (KEYS_ONLY view; a TTL removal is the service's). */
@@ -50,7 +51,10 @@ const streamEvent = (...records: DynamoDBRecord[]): DynamoDBStreamEvent => ({ Re
 const silent = { logLevel: 'SILENT' as const };
 const metrics = { logLevel: 'INFO' as const, metricsNamespace: 'svcnum', serviceName: RELAY_SERVICE_NAME };
 
-/** An observer on the engine: SSUBSCRIBEs, and tells what arrived up to a marker it publishes itself (ordering on one connection). */
+/**
+ * An observer on the engine: SSUBSCRIBEs, and tells what arrived up to a marker it publishes itself (ordering on one
+ * connection).
+ */
 async function observe(url: string, channels: string[], options: { username?: string; password?: string } = {}) {
   const subscriber = new Redis(url, { ...options, lazyConnect: true });
   const publisher = new Redis(url, { ...options, lazyConnect: true });
@@ -64,7 +68,10 @@ async function observe(url: string, channels: string[], options: { username?: st
     async drain(): Promise<Array<[string, string]>> {
       const marker = `marker ${++markers}`;
       await publisher.spublish(channels[0]!, marker);
-      await vi.waitFor(() => expect(received.some(([, message]) => message === marker)).toBe(true), { timeout: 5_000, interval: 10 });
+      await vi.waitFor(() => expect(received.some(([, message]) => message === marker)).toBe(true), {
+        timeout: 5_000,
+        interval: 10,
+      });
       return received.splice(0).filter(([, message]) => !message.startsWith('marker '));
     },
     close: () => Promise.all([subscriber.quit(), publisher.quit()]),
@@ -72,13 +79,28 @@ async function observe(url: string, channels: string[], options: { username?: st
 }
 
 describe('which wake-ups a batch makes', () => {
-  it('each inbox\'s highest inserted sequence once; removals (TTL), changes and keys that are not ours ignored', () => {
-    expect(highestInserted(streamEvent(
-      record('INSERT', 'inbox-a', 3), record('INSERT', 'inbox-a', 5), record('INSERT', 'inbox-a', 4),
-      record('INSERT', 'inbox-b', 1), record('REMOVE', 'inbox-b', 9), record('MODIFY', 'inbox-c', 7), record('REMOVE', 'inbox-d', 2),
-      record('INSERT', 'inbox-e', 'not-a-seq'), record('INSERT', '', 2),
-      { ...record('INSERT', 'inbox-f', 1), dynamodb: { Keys: { svcnumId: { S: 'inbox-f' } } } },
-    ).Records)).toStrictEqual(new Map([['inbox-a', 5], ['inbox-b', 1]]));
+  it("each inbox's highest inserted sequence once; removals (TTL), changes and keys that are not ours ignored", () => {
+    expect(
+      highestInserted(
+        streamEvent(
+          record('INSERT', 'inbox-a', 3),
+          record('INSERT', 'inbox-a', 5),
+          record('INSERT', 'inbox-a', 4),
+          record('INSERT', 'inbox-b', 1),
+          record('REMOVE', 'inbox-b', 9),
+          record('MODIFY', 'inbox-c', 7),
+          record('REMOVE', 'inbox-d', 2),
+          record('INSERT', 'inbox-e', 'not-a-seq'),
+          record('INSERT', '', 2),
+          { ...record('INSERT', 'inbox-f', 1), dynamodb: { Keys: { svcnumId: { S: 'inbox-f' } } } },
+        ).Records,
+      ),
+    ).toStrictEqual(
+      new Map([
+        ['inbox-a', 5],
+        ['inbox-b', 1],
+      ]),
+    );
     expect(STACK_RELAY_SERVICE_NAME).toBe(RELAY_SERVICE_NAME);
   });
 });
@@ -94,14 +116,22 @@ describe('the relay on a real engine', () => {
     const observer = await observe(redis.url, ['inbox:{inbox-a}', 'inbox:{inbox-b}', 'inbox:{inbox-c}']);
     const relay = createWakeupRelay(redis.engine, { telemetry: silent });
     try {
-      await relay.handler(streamEvent(
-        record('INSERT', 'inbox-a', 41), record('INSERT', 'inbox-b', 7), record('INSERT', 'inbox-a', 42),
-        record('REMOVE', 'inbox-c', 3), record('MODIFY', 'inbox-c', 4),
-      ));
+      await relay.handler(
+        streamEvent(
+          record('INSERT', 'inbox-a', 41),
+          record('INSERT', 'inbox-b', 7),
+          record('INSERT', 'inbox-a', 42),
+          record('REMOVE', 'inbox-c', 3),
+          record('MODIFY', 'inbox-c', 4),
+        ),
+      );
       const first = await observer.drain();
       const publisherId = first[0]![1].split(' ')[1];
       expect(publisherId).toMatch(/^[0-9a-f-]{36}$/);
-      expect(first.sort()).toStrictEqual([['inbox:{inbox-a}', `42 ${publisherId}`], ['inbox:{inbox-b}', `7 ${publisherId}`]]);
+      expect(first.sort()).toStrictEqual([
+        ['inbox:{inbox-a}', `42 ${publisherId}`],
+        ['inbox:{inbox-b}', `7 ${publisherId}`],
+      ]);
       // A batch of removals only (messages expiring) publishes nothing.
       await relay.handler(streamEvent(record('REMOVE', 'inbox-a', 41), record('REMOVE', 'inbox-b', 7)));
       expect(await observer.drain()).toStrictEqual([]);
@@ -114,7 +144,7 @@ describe('the relay on a real engine', () => {
     }
   });
 
-  it('wakes a process\'s stream listener through the adapter\'s subscription (the relay\'s id is never the listener\'s own)', async () => {
+  it("wakes a process's stream listener through the adapter's subscription (the relay's id is never the listener's own)", async () => {
     const subscriber = createValkeyWakeups(redis.engine, { telemetry: silent });
     const relay = createWakeupRelay(redis.engine, { telemetry: silent });
     const woken: Array<[string, number]> = [];
@@ -138,23 +168,45 @@ describe('the relay on a real engine', () => {
       // Connected first (its "publishing" line kept out of the test output), then the engine goes.
       await capturedStdout(() => relay.handler(streamEvent(record('INSERT', 'inbox-up', 1))));
       await down.kill();
-      const output = await capturedStdout(() => relay.handler(streamEvent(
-        record('INSERT', 'secret-inbox-1', 5), record('INSERT', 'secret-inbox-2', 6), record('INSERT', 'secret-inbox-1', 7),
-      )));
-      const lines = output.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+      const output = await capturedStdout(() =>
+        relay.handler(
+          streamEvent(
+            record('INSERT', 'secret-inbox-1', 5),
+            record('INSERT', 'secret-inbox-2', 6),
+            record('INSERT', 'secret-inbox-1', 7),
+          ),
+        ),
+      );
+      const lines = output
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
       const warnings = lines.filter((line) => line.level === 'WARN');
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatchObject({
-        message: 'inbox wake-ups not published (streams see these messages at their next poll)', service: RELAY_SERVICE_NAME,
-        engine: engine.address, failures: 2, inboxes: 2, records: 3,
+        message: 'inbox wake-ups not published (streams see these messages at their next poll)',
+        service: RELAY_SERVICE_NAME,
+        engine: engine.address,
+        failures: 2,
+        inboxes: 2,
+        records: 3,
       });
       expect(warnings[0]!.firstSequenceNumber).toMatch(/^4000000000000\d+$/);
       expect(output).not.toContain('secret-inbox');
       const counted = lines.filter((line) => '_aws' in line);
       expect(counted).toHaveLength(1);
       expect(counted[0]).toMatchObject({
-        _aws: { CloudWatchMetrics: [{ Namespace: 'svcnum', Dimensions: [['service']], Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }] }] },
-        service: RELAY_SERVICE_NAME, WakeupPublishFailures: 2,
+        _aws: {
+          CloudWatchMetrics: [
+            {
+              Namespace: 'svcnum',
+              Dimensions: [['service']],
+              Metrics: [{ Name: 'WakeupPublishFailures', Unit: 'Count' }],
+            },
+          ],
+        },
+        service: RELAY_SERVICE_NAME,
+        WakeupPublishFailures: 2,
       });
     } finally {
       relay.close();
@@ -163,14 +215,31 @@ describe('the relay on a real engine', () => {
   });
 });
 
-describe('IAM authentication, against the stack\'s access string', () => {
+describe("IAM authentication, against the stack's access string", () => {
   const USER = 'svcnum-wakeups-test';
   let redis: TestRedis;
   beforeAll(async () => {
     // The default user off (as the stack's user group has it); the wake-up user with exactly the
     // stack's rules, accepting any password (ElastiCache checks the token, redis-server cannot);
     // an observer allowed everything.
-    redis = await startRedis({ extra: ['--user', 'default', 'off', '--user', USER, 'nopass', ...WAKEUP_USER_ACCESS_STRING.split(' '), '--user', 'observer', 'on', '>observer-password', '~*', '&*', '+@all'] });
+    redis = await startRedis({
+      extra: [
+        '--user',
+        'default',
+        'off',
+        '--user',
+        USER,
+        'nopass',
+        ...WAKEUP_USER_ACCESS_STRING.split(' '),
+        '--user',
+        'observer',
+        'on',
+        '>observer-password',
+        '~*',
+        '&*',
+        '+@all',
+      ],
+    });
   });
   afterAll(() => redis?.stop());
 
@@ -183,7 +252,10 @@ describe('IAM authentication, against the stack\'s access string', () => {
     let credentialReads = 0;
     const credentials = () => {
       credentialReads++;
-      return Promise.resolve({ accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY' });
+      return Promise.resolve({
+        accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+        secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+      });
     };
     const subscriber = createValkeyWakeups(engine, { telemetry: silent, credentials });
     const relay = createWakeupRelay(engine, { telemetry: silent, credentials });
@@ -198,10 +270,15 @@ describe('IAM authentication, against the stack\'s access string', () => {
       await vi.waitFor(() => expect(woken).toStrictEqual([['inbox-iam', 3]]), { timeout: 5_000, interval: 10 });
       expect(credentialReads).toBeGreaterThanOrEqual(2);
       // Signed in as the wake-up user (the subscriber's connection and the relay's), by name.
-      const clients = (await observer.client('LIST') as string).split('\n').filter(Boolean);
-      expect(clients.filter((line) => line.includes(`user=${USER}`)).map((line) => /name=(\S*)/.exec(line)![1]).sort())
-        .toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
-      // The relay's wake-up recorded the inbox's head too, which a subscribing process reads (on its publisher connection).
+      const clients = ((await observer.client('LIST')) as string).split('\n').filter(Boolean);
+      expect(
+        clients
+          .filter((line) => line.includes(`user=${USER}`))
+          .map((line) => /name=(\S*)/.exec(line)![1])
+          .sort(),
+      ).toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
+      // The relay's wake-up recorded the inbox's head too, which a subscribing process reads (on its publisher
+      // connection).
       expect(await subscriber.heads!(['inbox-iam', 'inbox-none'])).toStrictEqual(new Map([['inbox-iam', 3]]));
       // The rules give no other key and no other command.
       const asUser = new Redis(redis.url, { username: USER, password: 'any token', lazyConnect: true });
@@ -219,11 +296,28 @@ describe('IAM authentication, against the stack\'s access string', () => {
   });
 });
 
-describe('IAM connections renew themselves before ElastiCache\'s 12-hour limit (shortened here)', () => {
+describe("IAM connections renew themselves before ElastiCache's 12-hour limit (shortened here)", () => {
   const USER = 'svcnum-wakeups-test';
   let redis: TestRedis;
   beforeAll(async () => {
-    redis = await startRedis({ extra: ['--user', 'default', 'off', '--user', USER, 'nopass', ...WAKEUP_USER_ACCESS_STRING.split(' '), '--user', 'observer', 'on', '>observer-password', '~*', '&*', '+@all'] });
+    redis = await startRedis({
+      extra: [
+        '--user',
+        'default',
+        'off',
+        '--user',
+        USER,
+        'nopass',
+        ...WAKEUP_USER_ACCESS_STRING.split(' '),
+        '--user',
+        'observer',
+        'on',
+        '>observer-password',
+        '~*',
+        '&*',
+        '+@all',
+      ],
+    });
   });
   afterAll(() => redis?.stop());
 
@@ -233,38 +327,69 @@ describe('IAM connections renew themselves before ElastiCache\'s 12-hour limit (
       username: USER,
       iam: { replicationGroupId: 'svcnum-test-wakeups', userId: USER, region: 'eu-central-1' },
     };
-    const credentials = () => Promise.resolve({ accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY' });
+    const credentials = () =>
+      Promise.resolve({
+        accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+        secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+      });
     const wakeups = createValkeyWakeups(engine, { telemetry: silent, credentials, iamRenewMs: 400 });
     const other = createWakeupRelay(engine, { telemetry: silent, credentials });
     const observer = new Redis(redis.url, { username: 'observer', password: 'observer-password' });
     const heard: string[] = [];
     const woken: Array<[string, number]> = [];
-    wakeups.listen({ wakeup: (inboxId, seq) => woken.push([inboxId, seq]), ready: () => heard.push('ready'), lost: () => heard.push('lost') });
-    const clients = async () => Object.fromEntries((await observer.client('LIST') as string).split('\n').filter((line) => line.includes(`user=${USER}`))
-      .map((line) => [/name=(\S*)/.exec(line)![1]!, { id: /(?:^| )id=(\d+)/.exec(line)![1]!, cmd: /cmd=(\S*)/.exec(line)![1]! }]));
+    wakeups.listen({
+      wakeup: (inboxId, seq) => woken.push([inboxId, seq]),
+      ready: () => heard.push('ready'),
+      lost: () => heard.push('lost'),
+    });
+    const clients = async () =>
+      Object.fromEntries(
+        ((await observer.client('LIST')) as string)
+          .split('\n')
+          .filter((line) => line.includes(`user=${USER}`))
+          .map((line) => [
+            /name=(\S*)/.exec(line)![1]!,
+            { id: /(?:^| )id=(\d+)/.exec(line)![1]!, cmd: /cmd=(\S*)/.exec(line)![1]! },
+          ]),
+      );
     try {
       wakeups.subscribe(['inbox-renewed']);
       wakeups.publish('inbox-other', 1);
       await vi.waitFor(() => expect(wakeups.ready()).toBe(true), { timeout: 5_000, interval: 10 });
       // The publish goes out behind the call: its connection is open once it is listed.
-      const before = await vi.waitFor(async () => {
-        const listed = await clients();
-        expect(Object.keys(listed).sort()).toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
-        return listed;
-      }, { timeout: 5_000, interval: 10 });
+      const before = await vi.waitFor(
+        async () => {
+          const listed = await clients();
+          expect(Object.keys(listed).sort()).toStrictEqual(['svcnum-wakeups-publisher', 'svcnum-wakeups-subscriber']);
+          return listed;
+        },
+        { timeout: 5_000, interval: 10 },
+      );
       // The publisher's own connection authenticates again (AUTH is its last command); the subscriber's is a new one.
-      await vi.waitFor(async () => {
-        const now = await clients();
-        expect(now['svcnum-wakeups-publisher']).toStrictEqual({ id: before['svcnum-wakeups-publisher']!.id, cmd: 'auth' });
-        expect(now['svcnum-wakeups-subscriber']?.id).not.toBe(before['svcnum-wakeups-subscriber']!.id);
-      }, { timeout: 5_000, interval: 50 });
-      await vi.waitFor(() => expect(heard.slice(0, 3)).toStrictEqual(['ready', 'lost', 'ready']), { timeout: 5_000, interval: 10 });
+      await vi.waitFor(
+        async () => {
+          const now = await clients();
+          expect(now['svcnum-wakeups-publisher']).toStrictEqual({
+            id: before['svcnum-wakeups-publisher']!.id,
+            cmd: 'auth',
+          });
+          expect(now['svcnum-wakeups-subscriber']?.id).not.toBe(before['svcnum-wakeups-subscriber']!.id);
+        },
+        { timeout: 5_000, interval: 50 },
+      );
+      await vi.waitFor(() => expect(heard.slice(0, 3)).toStrictEqual(['ready', 'lost', 'ready']), {
+        timeout: 5_000,
+        interval: 10,
+      });
       // Still woken by another process once ready again.
-      await vi.waitFor(async () => {
-        expect(wakeups.ready()).toBe(true);
-        await other.handler(streamEvent(record('INSERT', 'inbox-renewed', 8)));
-        expect(woken).toContainEqual(['inbox-renewed', 8]);
-      }, { timeout: 5_000, interval: 50 });
+      await vi.waitFor(
+        async () => {
+          expect(wakeups.ready()).toBe(true);
+          await other.handler(streamEvent(record('INSERT', 'inbox-renewed', 8)));
+          expect(woken).toContainEqual(['inbox-renewed', 8]);
+        },
+        { timeout: 5_000, interval: 50 },
+      );
     } finally {
       other.close();
       await wakeups.close();
@@ -281,12 +406,28 @@ describe('the relay bundle, as the stack builds it', () => {
     const built = await buildLambdaBundle(join(repoRoot, wakeupRelayManifest.entry), root);
     const output = Object.values(built.metafile.outputs)[0]!;
     expect(output.bytes, `${output.bytes} bytes`).toBeLessThanOrEqual(300_000);
-    const held = (fragment: string) => Object.entries(output.inputs).some(([input, { bytesInOutput }]) => input.includes(fragment) && bytesInOutput > 0);
+    const held = (fragment: string) =>
+      Object.entries(output.inputs).some(([input, { bytesInOutput }]) => input.includes(fragment) && bytesInOutput > 0);
     expect(held('node_modules/ioredis/')).toBe(true);
-    for (const client of ['@aws-sdk/client-dynamodb', '@aws-sdk/client-kms', '@aws-sdk/lib-dynamodb', 'core/registry.ts']) expect(held(client), client).toBe(false);
-    const loaded = execFileSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(built.outfile)}); console.log(typeof m.handler);`], {
-      encoding: 'utf8', env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'SILENT' },
-    });
+    for (const client of [
+      '@aws-sdk/client-dynamodb',
+      '@aws-sdk/client-kms',
+      '@aws-sdk/lib-dynamodb',
+      'core/registry.ts',
+    ])
+      expect(held(client), client).toBe(false);
+    const loaded = execFileSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(built.outfile)}); console.log(typeof m.handler);`,
+      ],
+      {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'SILENT' },
+      },
+    );
     expect(loaded.trim()).toBe('function');
   }, 60_000);
 });

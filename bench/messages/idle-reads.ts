@@ -1,17 +1,31 @@
 // Scenario 4 (see run.ts): store reads of idle watched inboxes, without (P4) and with (P5) the engine.
 import { credentials } from '@grpc/grpc-js';
 import {
-  NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber,
+  NumberServiceClient,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
 } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import {
-  ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, RELIST_SAFETY_POLLS, SAFETY_POLL_INTERVAL_MS,
+  ENGINE_LOST_POLL_INTERVAL_MS,
+  INBOX_REFRESH_MS,
+  RELIST_SAFETY_POLLS,
+  SAFETY_POLL_INTERVAL_MS,
 } from '../../core/messaging/hub-polling';
 import { CHANNEL_OPTIONS, setupCall } from '../provisioning';
 import { startBenchGrpcServer, type BenchChildStats, type BenchGrpcServer } from '../server-process';
 import { methodCalls } from '../store-counters';
 import type { FlowContext } from './one-stream';
 import {
-  DELIVERY_TIMEOUT_MS, FAN_OUT_TIMEOUT_MS, follow, round2, SETTLE_MS, sleep, streamFailure, TEXT, until, type Follower,
+  DELIVERY_TIMEOUT_MS,
+  FAN_OUT_TIMEOUT_MS,
+  follow,
+  round2,
+  SETTLE_MS,
+  sleep,
+  streamFailure,
+  TEXT,
+  until,
+  type Follower,
 } from './tracking';
 import type { IdleReadsMode, IdleReadsResult } from './types';
 

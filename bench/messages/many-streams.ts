@@ -8,7 +8,16 @@ import type { BenchChildStats, BenchGrpcServer } from '../server-process';
 import { methodCalls } from '../store-counters';
 import type { FlowContext } from './one-stream';
 import {
-  distribution, FAN_OUT_TIMEOUT_MS, follow, memoryFigures, POLL_WINDOW_SECONDS, round2, SETTLE_MS, sleep, TEXT, until,
+  distribution,
+  FAN_OUT_TIMEOUT_MS,
+  follow,
+  memoryFigures,
+  POLL_WINDOW_SECONDS,
+  round2,
+  SETTLE_MS,
+  sleep,
+  TEXT,
+  until,
   type Follower,
 } from './tracking';
 import type { MemoryFigures, StreamsResult } from './types';

@@ -6,8 +6,18 @@ import { startCpuMeter } from '../cpu';
 import { runLoad } from '../load';
 import type { BenchChildStats, BenchServer } from '../server-process';
 import {
-  callsPerMessage, DELIVERY_TIMEOUT_MS, distribution, follow, round2, streamFailure, streamProcessCalls, until,
-  WARMUP_MESSAGES, type Run, type Runs, type Sender,
+  callsPerMessage,
+  DELIVERY_TIMEOUT_MS,
+  distribution,
+  follow,
+  round2,
+  streamFailure,
+  streamProcessCalls,
+  until,
+  WARMUP_MESSAGES,
+  type Run,
+  type Runs,
+  type Sender,
 } from './tracking';
 import type { LatencyResult, MessagesOptions, ThroughputResult } from './types';
 
@@ -128,7 +138,12 @@ async function rateRun(
   const { signal } = options;
   const senders = `${options.concurrency} senders (${options.warmupSeconds} s warm-up + ${options.seconds} s)`;
   options.log(`${PATH_NAMES[name]}: sustained rate into one stream, ${senders}`);
-  const load = { concurrency: options.concurrency, serverPid: runner.info.pid, signal, ok: (code: number) => code === 202 };
+  const load = {
+    concurrency: options.concurrency,
+    serverPid: runner.info.pid,
+    signal,
+    ok: (code: number) => code === 202,
+  };
   if (options.warmupSeconds > 0) {
     const warm = context.runs.create(`${name}-rate-warmup`);
     let next = 0;
@@ -141,7 +156,11 @@ async function rateRun(
   const ingressBefore = await runner.stats();
   const cpuStream = startCpuMeter(streamProcess.pid);
   const started = performance.now();
-  const ingress = await runLoad({ ...load, seconds: options.seconds, request: () => sender.send(rate, next++, bearer) });
+  const ingress = await runLoad({
+    ...load,
+    seconds: options.seconds,
+    request: () => sender.send(rate, next++, bearer),
+  });
   const ended = performance.now();
   const streamCpu = cpuStream();
   await until(() => rate.outstanding() === 0, DELIVERY_TIMEOUT_MS, { signal, failed });

@@ -9,10 +9,20 @@ import { errorLines, fmt, type machine, table, writeJson } from '../report';
 import { startBenchServer } from '../server-process';
 import { messageBenchmarks } from './run';
 import { round2, WARMUP_MESSAGES } from './tracking';
-import type { Distribution, IdleReadsMode, IdleReadsResult, LatencyResult, MessagesResult, StreamsResult, ThroughputResult } from './types';
+import type {
+  Distribution,
+  IdleReadsMode,
+  IdleReadsResult,
+  LatencyResult,
+  MessagesResult,
+  StreamsResult,
+  ThroughputResult,
+} from './types';
 
 export const MESSAGES_RESULT_FILE = fileURLToPath(new URL('../results/messages.json', import.meta.url));
-/** Pool numbers for the messages runner: ProvisionNumber (1) and CreateAgent (number + fallback), with room to spare. */
+/**
+ * Pool numbers for the messages runner: ProvisionNumber (1) and CreateAgent (number + fallback), with room to spare.
+ */
 const MESSAGES_POOL_NUMBERS = 10;
 const mb = (bytes: number) => fmt(bytes / 1048576, 1);
 
@@ -40,16 +50,21 @@ export interface RunContext {
 
 const POLL_DESIGN =
   'each process with open streams runs one MessageHub: one strongly consistent BatchGetItem per 100 distinct watched' +
-  ' inboxes every 250 ms (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of streams' +
+  ' inboxes every 250 ms (4 per second per 100 inboxes, 1 read unit per inbox per poll), whatever the number of ' +
+  'streams' +
   ' or messages; a message wakes only the streams watching its inbox, and each woken stream reads each of its inboxes' +
   ' from its cursor (one Query per inbox)';
 const CLOCKS =
   'send → receipt is measured in the bench process on one monotonic clock (performance.now(): the POST start and the' +
-  " stream's data event), so no clocks are compared; create_time → receipt compares the accepting process's Date.now()" +
-  ' (ms, taken before the DynamoDB put) with performance.timeOrigin + performance.now() here: the same system clock of' +
+  " stream's data event), so no clocks are compared; create_time → receipt compares the accepting process's " +
+  'Date.now()' +
+  ' (ms, taken before the DynamoDB put) with performance.timeOrigin + performance.now() here: the same system ' +
+  'clock of' +
   ' one machine';
 
-/** The message flow on a fresh runner and redis-server: writes messages.json, returns its lines of the printed report. */
+/**
+ * The message flow on a fresh runner and redis-server: writes messages.json, returns its lines of the printed report.
+ */
 export async function messageFlow(settings: MessageFlowSettings, context: RunContext): Promise<string[]> {
   const { log } = context;
   // The pub/sub engine: the runner publishes every message to it (its own streams are woken
@@ -71,8 +86,8 @@ export async function messageFlow(settings: MessageFlowSettings, context: RunCon
   await redis.stop();
   await writeJson(MESSAGES_RESULT_FILE, messagesJson(settings, messages, context));
   return [
-    'Message flow: POST /api/messages on the runner (P1) → StreamAllMessages; P2 (subscribed to P1\'s engine),' +
-      ' P2b (no engine, polls), P3: gRPC server processes on P1\'s DynamoDB; one owner, one programmable number,' +
+    "Message flow: POST /api/messages on the runner (P1) → StreamAllMessages; P2 (subscribed to P1's engine)," +
+      " P2b (no engine, polls), P3: gRPC server processes on P1's DynamoDB; one owner, one programmable number," +
       ' one sending agent',
     ...latencyLines(settings, messages.latency),
     '',
@@ -169,7 +184,8 @@ function idleDescription(settings: MessageFlowSettings, idle: IdleReadsResult): 
     ` then ${settings.idleMessages} messages one every ${settings.messageIntervalMs} ms to one inbox: items read per` +
     ' delivered message. P4: no engine, default intervals (polls every MESSAGE_POLL_INTERVAL_MS, re-lists every' +
     ' MESSAGE_RELIST_MS); P5: VALKEY_URL (a redis-server on loopback, the runner publishes to it) with' +
-    ` MESSAGE_SAFETY_POLL_MS, MESSAGE_RELIST_MS and MESSAGE_ENGINE_LOST_POLL_MS at their defaults ÷ ${settings.idleScale}` +
+    ` MESSAGE_SAFETY_POLL_MS, MESSAGE_RELIST_MS and MESSAGE_ENGINE_LOST_POLL_MS at their defaults ÷ ` +
+    `${settings.idleScale}` +
     ` (BENCH_IDLE_SCALE): its per-minute figures are measured ÷ ${settings.idleScale}, i.e. at the default intervals` +
     " (every idle read is a timer's: the safety-net poll and the re-list); measuredItemReadsPerIdleInboxPerMinute is" +
     ' the figure as measured'
@@ -228,7 +244,8 @@ function rateLines(settings: MessageFlowSettings, rate: MessagesResult['throughp
     fmt(run.drainMs, 0),
     fmt(run.streamProcess.streamQueriesPerMessage, 2),
     fmt(run.ingress.errors + run.missing),
-    `${run.ingress.cpu.serverPercent ?? '?'}% / ${run.streamCpuPercent ?? '?'}% / ${run.ingress.cpu.loadGeneratorPercent}%`,
+    `${run.ingress.cpu.serverPercent ?? '?'}% / ${run.streamCpuPercent ?? '?'}% / ` +
+      `${run.ingress.cpu.loadGeneratorPercent}%`,
   ];
   const headers = ['path', 'accepted', 'accepted/s', 'received/s', 'POST p50/p99 ms', 'lag p50/p99 ms', 'max lag ms'];
   headers.push('202→recv p50/p99/max', 'max backlog', 'drain ms', 'reads/msg', 'errors', 'CPU in/stream/gen');
@@ -312,9 +329,13 @@ function idleLines(settings: MessageFlowSettings, idle: IdleReadsResult): string
   const scale = settings.idleScale;
   const held = fmt((engine.windowSeconds * scale) / 60, 1);
   return [
-    `Store item reads of idle watched inboxes: one owner, ${idle.inboxes} numbers, one stream per process watching all` +
+    `Store item reads of idle watched inboxes: one owner, ${idle.inboxes} numbers, one stream per process watching ` +
+      `all` +
       ` of them; idle ${fmt(engine.windowSeconds, 1)} s, then ${settings.idleMessages} messages to one inbox`,
-    table(headers, [row('without engine (P4 polls)', idle.withoutEngine), row('with engine (P5, redis-server)', engine)]),
+    table(headers, [
+      row('without engine (P4 polls)', idle.withoutEngine),
+      row('with engine (P5, redis-server)', engine),
+    ]),
     `  SCALED: P5 ran with every interval divided by ${scale} (BENCH_IDLE_SCALE; safety-net poll` +
       ` ${fmt(engine.pollIntervalMs)} ms, re-list ${fmt(engine.relistIntervalMs)} ms), so its window holds what` +
       ` ${held} min hold at the defaults; its reads per minute are the measured` +
@@ -329,7 +350,8 @@ function idleLines(settings: MessageFlowSettings, idle: IdleReadsResult): string
       ` P5 ${byMethod(engine.deliveredByMethod)}`,
     '  P4 ran at the default intervals (250 ms poll, 30 s re-list), unscaled. Items read: keys a BatchGetItem asks' +
       ' for, items a Query or get returns (1 for one that finds none);',
-    "  inboxHeads = the hub's polls, listOwned = the stream's re-list of the owner's numbers, readInbox = the stream's" +
+    "  inboxHeads = the hub's polls, listOwned = the stream's re-list of the owner's numbers, readInbox = the " +
+      "stream's" +
       ' reads; "without polls": the hub\'s counter polls left out (timer-driven, the idle cost above)',
   ];
 }

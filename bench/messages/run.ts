@@ -38,11 +38,16 @@
 // no run replays another's messages. A message's text names its run and index.
 import { credentials } from '@grpc/grpc-js';
 import {
-  AgentServiceClient, CreateAgentRequest, IssueAgentTokenRequest, type CreateAgentResponse,
+  AgentServiceClient,
+  CreateAgentRequest,
+  IssueAgentTokenRequest,
+  type CreateAgentResponse,
 } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import type { AccessToken } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import {
-  NumberServiceClient, ProvisionNumberRequest, type ProgrammableNumber,
+  NumberServiceClient,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
 } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { MAX_STREAMS_PER_CONNECTION } from '../../grpc-service/server';
 import { createHttpClient } from '../http-client';
@@ -64,7 +69,10 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
   const http = createHttpClient('http', server.issuer, Math.max(options.concurrency, 16));
   const children: BenchGrpcServer[] = [];
   try {
-    log('messages setup: client_credentials token, a programmable number (the inbox), an agent (the sender) and its token');
+    log(
+      'messages setup: client_credentials token, a programmable number (the inbox), an agent (the sender) and its ' +
+        'token',
+    );
     const token = await provisioningToken(server);
     const number = await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
       'ProvisionNumber',
@@ -84,7 +92,9 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     const context: FlowContext = {
       runner,
       token,
-      senderToken: async () => (await setupCall<IssueAgentTokenRequest, AccessToken>('IssueAgentToken', issue, agentRequest, token)).accessToken,
+      senderToken: async () =>
+        (await setupCall<IssueAgentTokenRequest, AccessToken>('IssueAgentToken', issue, agentRequest, token))
+          .accessToken,
       sender: createSender(http, number.svcnum, options.intervalMs, options.signal),
       runs: new Runs(),
       options,
@@ -100,13 +110,25 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
     if (options.engineUrl) idle = await idleReads(context, options.engineUrl, children);
 
     const channel =
-      `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ${options.streams.join(' and ')}` +
+      `grpc-js ${grpcVersion()}, insecure loopback; latency/rate streams: one channel; ` +
+      `${options.streams.join(' and ')}` +
       ` streams over ${options.streamChannels} channels or more, at most ${MAX_STREAMS_PER_CONNECTION} streams each` +
       ' (own subchannel pools: one HTTP/2 connection each)';
     return {
-      setup: { numberSvcnum: number.svcnum, agentSvcnum: agent.svcnum, p2Pid: cross.pid, p2bPid: polled.pid, p3Pids, channel },
+      setup: {
+        numberSvcnum: number.svcnum,
+        agentSvcnum: agent.svcnum,
+        p2Pid: cross.pid,
+        p2bPid: polled.pid,
+        p3Pids,
+        channel,
+      },
       latency: { sameProcess: same.latency, crossProcess: cross.latency, crossProcessPolling: polled.latency },
-      throughput: { sameProcess: same.throughput, crossProcess: cross.throughput, crossProcessPolling: polled.throughput },
+      throughput: {
+        sameProcess: same.throughput,
+        crossProcess: cross.throughput,
+        crossProcessPolling: polled.throughput,
+      },
       streams,
       ...(idle ? { idleReads: idle } : {}),
       strayMessages: context.runs.strays,

@@ -2,7 +2,9 @@
 // streams that follow an owner's inboxes, the wait loop and the figures made from them.
 import { Metadata, status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
 import {
-  StreamAllMessagesRequest, type IncomingMessage, type NumberServiceClient,
+  StreamAllMessagesRequest,
+  type IncomingMessage,
+  type NumberServiceClient,
 } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import type { HttpClient } from '../http-client';
 import { percentile } from '../load';
@@ -39,7 +41,11 @@ export function distribution(values: number[]): Distribution {
   };
 }
 
-export function streamProcessCalls(before: BenchChildStats, after: BenchChildStats, messages: number): StreamProcessCalls {
+export function streamProcessCalls(
+  before: BenchChildStats,
+  after: BenchChildStats,
+  messages: number,
+): StreamProcessCalls {
   const streamQueries = methodCalls(after.store, 'readInbox') - methodCalls(before.store, 'readInbox');
   return {
     streamQueries,
@@ -50,10 +56,25 @@ export function streamProcessCalls(before: BenchChildStats, after: BenchChildSta
 }
 
 /** Store calls per message by method between two stats of one process (methods it did not call left out). */
-export function callsPerMessage(before: BenchChildStats, after: BenchChildStats, messages: number): Record<string, number> {
-  return Object.fromEntries(Object.keys(after.store.byMethod).sort()
-    .map((method) => [method, messages > 0 ? round2(((after.store.byMethod[method] ?? 0) - (before.store.byMethod[method] ?? 0)) / messages) : 0] as const)
-    .filter(([, perMessage]) => perMessage > 0));
+export function callsPerMessage(
+  before: BenchChildStats,
+  after: BenchChildStats,
+  messages: number,
+): Record<string, number> {
+  return Object.fromEntries(
+    Object.keys(after.store.byMethod)
+      .sort()
+      .map(
+        (method) =>
+          [
+            method,
+            messages > 0
+              ? round2(((after.store.byMethod[method] ?? 0) - (before.store.byMethod[method] ?? 0)) / messages)
+              : 0,
+          ] as const,
+      )
+      .filter(([, perMessage]) => perMessage > 0),
+  );
 }
 
 /** One sent message, all times performance.now() of this process. */
@@ -149,10 +170,18 @@ export interface Follower {
 }
 
 /** Opens StreamAllMessages from `cursor` and hands every message to `onMessage` with its receipt time. */
-export function follow(client: NumberServiceClient, token: string, cursor: string, onMessage: (message: IncomingMessage, at: number) => void): Follower {
+export function follow(
+  client: NumberServiceClient,
+  token: string,
+  cursor: string,
+  onMessage: (message: IncomingMessage, at: number) => void,
+): Follower {
   const metadata = new Metadata();
   metadata.set('authorization', `Bearer ${token}`);
-  const call: ClientReadableStream<IncomingMessage> = client.streamAllMessages(StreamAllMessagesRequest.fromPartial({ resumeCursor: cursor }), metadata);
+  const call: ClientReadableStream<IncomingMessage> = client.streamAllMessages(
+    StreamAllMessagesRequest.fromPartial({ resumeCursor: cursor }),
+    metadata,
+  );
   const follower: Follower = { cursor, received: 0, ended: false, cancel: () => call.cancel() };
   call.on('data', (message: IncomingMessage) => {
     const at = performance.now();
@@ -171,7 +200,11 @@ export function follow(client: NumberServiceClient, token: string, cursor: strin
 }
 
 /** Waits until `done()` (true) or `timeoutMs` (false); throws if `failed()` names a failure or the signal aborts. */
-export async function until(done: () => boolean, timeoutMs: number, options: { signal?: AbortSignal; failed?: () => string | undefined } = {}): Promise<boolean> {
+export async function until(
+  done: () => boolean,
+  timeoutMs: number,
+  options: { signal?: AbortSignal; failed?: () => string | undefined } = {},
+): Promise<boolean> {
   const deadline = performance.now() + timeoutMs;
   while (!done()) {
     options.signal?.throwIfAborted();
@@ -184,7 +217,11 @@ export async function until(done: () => boolean, timeoutMs: number, options: { s
 }
 
 export const streamFailure = (follower: Follower) => () =>
-  follower.error ? `the stream failed: ${status[follower.error.code]}: ${follower.error.details}` : follower.ended ? 'the stream ended' : undefined;
+  follower.error
+    ? `the stream failed: ${status[follower.error.code]}: ${follower.error.details}`
+    : follower.ended
+      ? 'the stream ended'
+      : undefined;
 
 export function memoryFigures(stats: BenchChildStats): MemoryFigures {
   const { rss, heapUsed, heapTotal, external, arrayBuffers } = stats.memory;
@@ -195,7 +232,10 @@ export function memoryFigures(stats: BenchChildStats): MemoryFigures {
 export interface Sender {
   /** Message `index` of `run`; resolves to the status code. */
   send(run: Run, index: number, bearer: string): Promise<number>;
-  /** `count` messages, one every intervalMs (open loop: a slow POST does not delay the next); resolves to the seconds taken. */
+  /**
+   * `count` messages, one every intervalMs (open loop: a slow POST does not delay the next); resolves to the seconds
+   * taken.
+   */
   paced(run: Run, count: number, bearer: string): Promise<number>;
 }
 

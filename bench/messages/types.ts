@@ -20,7 +20,10 @@ export interface MessagesOptions {
   signal?: AbortSignal;
   /** The runner's pub/sub engine (VALKEY_URL), for the idle-reads phase; without, that phase is skipped. */
   engineUrl?: string;
-  /** Numbers the owner gets for the idle-reads phase (every one watched), its idle window, and the messages delivered after it. */
+  /**
+   * Numbers the owner gets for the idle-reads phase (every one watched), its idle window, and the messages delivered
+   * after it.
+   */
   idleInboxes: number;
   idleSeconds: number;
   idleMessages: number;
@@ -29,7 +32,14 @@ export interface MessagesOptions {
 }
 
 /** Milliseconds. */
-export interface Distribution { count: number; p50: number; p90: number; p99: number; max: number; mean: number }
+export interface Distribution {
+  count: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
 
 export interface LatencyResult {
   /** POSTs made, answered 202, and of those received on the stream (once or more). */
@@ -48,7 +58,10 @@ export interface LatencyResult {
   sendToReceipt: Distribution;
   /** POST start → its 202 (the ingress's own latency). */
   sendToAccepted: Distribution;
-  /** The message's create_time (accepting process's Date.now(), ms) → receipt (this process's performance.timeOrigin + now()). */
+  /**
+   * The message's create_time (accepting process's Date.now(), ms) → receipt (this process's performance.timeOrigin +
+   * now()).
+   */
   createTimeToReceipt: Distribution;
   /** Messages that reached the stream before their POST had its 202. */
   receivedBeforeResponse: number;
@@ -81,7 +94,10 @@ export interface ThroughputResult {
   maxBacklog: number;
   /** CPU of the streaming process during the window (percent of one core). */
   streamCpuPercent: number | null;
-  /** Store calls of the accepting process (P1) per accepted message, by method (on the same-process path, its stream's too). */
+  /**
+   * Store calls of the accepting process (P1) per accepted message, by method (on the same-process path, its stream's
+   * too).
+   */
   ingressCallsPerMessage: Record<string, number>;
 }
 
@@ -94,7 +110,13 @@ export interface StreamProcessCalls {
   batchGetItems: number;
 }
 
-export interface MemoryFigures { rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number }
+export interface MemoryFigures {
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  arrayBuffers: number;
+}
 
 export interface StreamsResult {
   streams: number;
@@ -135,13 +157,22 @@ export interface IdleReadsMode {
   /** Its hub's poll interval while idle, and its streams' re-list interval (ms), as run (scaled). */
   pollIntervalMs: number;
   relistIntervalMs: number;
-  /** Its intervals were the defaults divided by this (1: the defaults); the per-minute figures below are scaled back by it. */
+  /**
+   * Its intervals were the defaults divided by this (1: the defaults); the per-minute figures below are scaled back by
+   * it.
+   */
   intervalScale: number;
   windowSeconds: number;
-  /** In the window: the hub's counter polls (store.inboxHeads calls) and the stream's listings of the owner's numbers (store.listOwned pages). */
+  /**
+   * In the window: the hub's counter polls (store.inboxHeads calls) and the stream's listings of the owner's numbers
+   * (store.listOwned pages).
+   */
   polls: number;
   listingPages: number;
-  /** Items read while nothing arrived, per watched inbox per minute at the default intervals (measured ÷ intervalScale): in all, and by store method. */
+  /**
+   * Items read while nothing arrived, per watched inbox per minute at the default intervals (measured ÷ intervalScale):
+   * in all, and by store method.
+   */
   itemReadsPerIdleInboxPerMinute: number;
   byMethodPerIdleInboxPerMinute: Record<string, number>;
   /** The same as measured, at the scaled intervals. */
@@ -168,8 +199,18 @@ export interface IdleReadsResult {
 }
 
 export interface MessagesResult {
-  setup: { numberSvcnum: string; agentSvcnum: string; channel: string; p2Pid: number; p2bPid: number; p3Pids: number[] };
-  /** crossProcess: P2 woken through the engine (when the bench has one); crossProcessPolling: P2b without one, polling (the design before the engine). */
+  setup: {
+    numberSvcnum: string;
+    agentSvcnum: string;
+    channel: string;
+    p2Pid: number;
+    p2bPid: number;
+    p3Pids: number[];
+  };
+  /**
+   * crossProcess: P2 woken through the engine (when the bench has one); crossProcessPolling: P2b without one, polling
+   * (the design before the engine).
+   */
   latency: { sameProcess: LatencyResult; crossProcess: LatencyResult; crossProcessPolling: LatencyResult };
   throughput: { sameProcess: ThroughputResult; crossProcess: ThroughputResult; crossProcessPolling: ThroughputResult };
   /** One per count of `options.streams`, each on a fresh P3. */

@@ -3,7 +3,13 @@ import * as z from 'zod/mini';
 import { newUlid } from '../kernel/ids';
 import { invalidArgument } from '../kernel/errors';
 import {
-  isRefreshResponse, REFRESH_RESPONSES, type AccountType, type Client, type ClientKind, type RefreshResponse, type User,
+  isRefreshResponse,
+  REFRESH_RESPONSES,
+  type AccountType,
+  type Client,
+  type ClientKind,
+  type RefreshResponse,
+  type User,
 } from '../kernel/model';
 import type { ClientInput } from '../kernel/capabilities';
 import type { Clock, Random } from '../kernel/ports';
@@ -57,13 +63,16 @@ function checkRefreshResponse(value = 'null'): RefreshResponse {
 // Built on first use, not at import: a bundle that imports this module without registering
 // anything (through the registry) carries no zod at all.
 const buildSchemas = () => ({
-  clientName: z.string().check(
-    z.trim(), z.minLength(1, 'name is required'), z.maxLength(100, 'name is longer than 100 characters'),
-  ),
+  clientName: z
+    .string()
+    .check(z.trim(), z.minLength(1, 'name is required'), z.maxLength(100, 'name is longer than 100 characters')),
   email: z.email('email is not a valid address').check(z.maxLength(254, 'email is longer than 254 characters')),
-  password: z.string().check(
-    z.minLength(8, 'password needs at least 8 characters'), z.maxLength(256, 'password is longer than 256 characters'),
-  ),
+  password: z
+    .string()
+    .check(
+      z.minLength(8, 'password needs at least 8 characters'),
+      z.maxLength(256, 'password is longer than 256 characters'),
+    ),
 });
 let builtSchemas: ReturnType<typeof buildSchemas> | undefined;
 const schemas = () => (builtSchemas ??= buildSchemas());
@@ -79,12 +88,24 @@ function randomServiceNumber(): string {
   return String(randomInt(1, 10)) + Array.from({ length: 10 }, () => randomInt(0, 10)).join('');
 }
 
-export interface CreatedClient { client: Client; clientSecret?: string }
+export interface CreatedClient {
+  client: Client;
+  clientSecret?: string;
+}
 
-export interface UserInput { email?: string; password?: string; setupRequired?: boolean; accountType?: AccountType }
+export interface UserInput {
+  email?: string;
+  password?: string;
+  setupRequired?: boolean;
+  accountType?: AccountType;
+}
 
 /** What registering works with: the store and the sources of time and randomness. */
-interface RegistrationContext { store: RegistrationPort; clock: Clock; random: Random }
+interface RegistrationContext {
+  store: RegistrationPort;
+  clock: Clock;
+  random: Random;
+}
 
 /** The owner account of a client: it must exist and be active. */
 async function activeOwner({ store }: RegistrationContext, ownerId: string) {
@@ -141,13 +162,19 @@ async function createClient(ctx: RegistrationContext, kind: ClientKind, input: C
 
 /** Claims a free service number for a new account, or throws. */
 async function claimServiceNumber(
-  { store, clock }: RegistrationContext, svcnumId: string, accountType: AccountType,
+  { store, clock }: RegistrationContext,
+  svcnumId: string,
+  accountType: AccountType,
 ): Promise<string> {
   let svcnum: string | undefined;
   for (let attempt = 0; attempt < 8 && !svcnum; attempt++) {
     const candidate = randomServiceNumber();
     const claimed = await store.claimNumber({
-      svcnum: candidate, svcnumId, entityType: accountType, state: 'active', updatedAt: clock.now(),
+      svcnum: candidate,
+      svcnumId,
+      entityType: accountType,
+      state: 'active',
+      updatedAt: clock.now(),
     });
     if (claimed) svcnum = candidate;
   }
@@ -206,9 +233,12 @@ export function createRegistration(store: RegistrationPort, clock: Clock, random
   const ctx: RegistrationContext = { store, clock, random };
   return {
     /** `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh. */
-    createLoginClient: async (
-      input: { name: string; scope: string; redirectUris: string[]; refreshResponse?: string },
-    ) => createClient(ctx, 'login', { ...input, refreshResponse: checkRefreshResponse(input.refreshResponse) }),
+    createLoginClient: async (input: {
+      name: string;
+      scope: string;
+      redirectUris: string[];
+      refreshResponse?: string;
+    }) => createClient(ctx, 'login', { ...input, refreshResponse: checkRefreshResponse(input.refreshResponse) }),
     /** An External API client; with an owner account it may send messages from that account's numbers. */
     async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
       if (input.ownerId) await activeOwner(ctx, input.ownerId);

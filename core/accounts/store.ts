@@ -30,6 +30,17 @@ export interface AccountsStore {
 export type AccountLookupsPort = Pick<AccountsStore, 'findSvcnumIdByEmail' | 'getClient' | 'getNumber' | 'getUser'>;
 
 /** Exactly the store methods the registration module calls. */
-export type RegistrationPort = Pick<AccountsStore & SharedStore,
-  | 'claimEmail' | 'claimNumber' | 'createClient' | 'createUser' | 'getUser' | 'listGrants' | 'releaseEmail'
-  | 'releaseNumber' | 'revokeGrant' | 'setClientSecret' | 'setUserStatus'>;
+export type RegistrationPort = Pick<
+  AccountsStore & SharedStore,
+  | 'claimEmail'
+  | 'claimNumber'
+  | 'createClient'
+  | 'createUser'
+  | 'getUser'
+  | 'listGrants'
+  | 'releaseEmail'
+  | 'releaseNumber'
+  | 'revokeGrant'
+  | 'setClientSecret'
+  | 'setUserStatus'
+>;

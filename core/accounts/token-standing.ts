@@ -54,16 +54,21 @@ export function createTokenStanding(lookups: {
     if (!enabledClient(own)) return { refused: 'its client is disabled' };
     for (const [index, found] of accounts.entries()) {
       if (activeAccount(found)) continue;
-      const refused = acting[index] === parties.sub
-        ? 'its account is not active' : `its acting agent ${acting[index]} is not active`;
+      const refused =
+        acting[index] === parties.sub ? 'its account is not active' : `its acting agent ${acting[index]} is not active`;
       return { own, refused };
     }
-    const owners = new Set([own.ownerId, ...accounts.map((found) => found!.ownerId)]
-      .filter((id): id is string => id !== undefined && !acting.includes(id)));
-    const agentClients = new Set(accounts.map((found) => found!.clientId)
-      .filter((id): id is string => id !== undefined && id !== own.clientId));
+    const owners = new Set(
+      [own.ownerId, ...accounts.map((found) => found!.ownerId)].filter(
+        (id): id is string => id !== undefined && !acting.includes(id),
+      ),
+    );
+    const agentClients = new Set(
+      accounts.map((found) => found!.clientId).filter((id): id is string => id !== undefined && id !== own.clientId),
+    );
     const [ownersFound, clientsFound] = await Promise.all([
-      Promise.all([...owners].map(account)), Promise.all([...agentClients].map(client)),
+      Promise.all([...owners].map(account)),
+      Promise.all([...agentClients].map(client)),
     ]);
     if (!ownersFound.every(activeAccount)) return { own, refused: 'its owner account is not active' };
     if (!clientsFound.every(enabledClient)) return { own, refused: 'the client of its acting agent is disabled' };

@@ -19,7 +19,11 @@ import { systemClock, systemRandom } from './system';
  * Only the units that use a MAC key have its variable (lib/access.ts `mac`, `pageTokenMac`);
  * elsewhere the key is never asked for, and says what is missing if it is.
  */
-function macKeyFromEnvironment(client: KMSClient, keyId: string | undefined, variable: 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID'): MacKey {
+function macKeyFromEnvironment(
+  client: KMSClient,
+  keyId: string | undefined,
+  variable: 'MAC_KEY_ID' | 'PAGE_TOKEN_KEY_ID',
+): MacKey {
   if (keyId) return createKmsMacKey({ client, keyId });
   const missing = () => Promise.reject(new Error(`environment variable ${variable} is not set`));
   return { mac: missing, verify: missing };
@@ -39,25 +43,37 @@ export type StoreOption<D extends readonly AnyModuleDefinition[]> = keyof StoreO
  * that stream messages, so that no other bundle holds its client.
  */
 export function modulesFromEnvironment<const D extends readonly AnyModuleDefinition[]>(
-  config: AwsRuntimeConfig, definitions: D, { store }: StoreOption<D>, inboxWakeups?: InboxWakeups,
+  config: AwsRuntimeConfig,
+  definitions: D,
+  { store }: StoreOption<D>,
+  inboxWakeups?: InboxWakeups,
 ): ModulesOf<D> {
-  // Every throttled KMS attempt is counted (KmsThrottles), retried or not. The stack always names the service (SERVICE_NAME).
+  // Every throttled KMS attempt is counted (KmsThrottles), retried or not. The stack always names the service
+  // (SERVICE_NAME).
   const kms = createKmsClient({ onThrottle: createKmsThrottleCounter('svcnum') });
-  const keys = createKmsKeyRing({ client: kms, activeKeyId: config.kmsKeyId, additionalKeyIds: config.kmsVerifyKeyIds, publicKeys: config.kmsPublicKeys });
-  return buildModules(modulePorts({
-    // Typed by StoreOption: the slices given serve every method these modules call.
-    store: (store ? store(config.tablePrefix) : {}) as Store,
-    keys,
-    macKey: macKeyFromEnvironment(kms, config.macKeyId, 'MAC_KEY_ID'),
-    pageTokenKey: macKeyFromEnvironment(kms, config.pageTokenKeyId, 'PAGE_TOKEN_KEY_ID'),
-    signIn: config.service.signIn,
-    clock: systemClock,
-    random: systemRandom,
-    config: serviceConfig(config.issuer),
-    provisioning: config.service.provisioning,
-    reportDerivedFailure: createDerivedFailureReport('svcnum'),
-    reportFreeNumbers: createFreeNumbersGauge('svcnum'),
-    messagePolling: config.service.messagePolling,
-    ...(inboxWakeups ? { inboxWakeups } : {}),
-  }), definitions);
+  const keys = createKmsKeyRing({
+    client: kms,
+    activeKeyId: config.kmsKeyId,
+    additionalKeyIds: config.kmsVerifyKeyIds,
+    publicKeys: config.kmsPublicKeys,
+  });
+  return buildModules(
+    modulePorts({
+      // Typed by StoreOption: the slices given serve every method these modules call.
+      store: (store ? store(config.tablePrefix) : {}) as Store,
+      keys,
+      macKey: macKeyFromEnvironment(kms, config.macKeyId, 'MAC_KEY_ID'),
+      pageTokenKey: macKeyFromEnvironment(kms, config.pageTokenKeyId, 'PAGE_TOKEN_KEY_ID'),
+      signIn: config.service.signIn,
+      clock: systemClock,
+      random: systemRandom,
+      config: serviceConfig(config.issuer),
+      provisioning: config.service.provisioning,
+      reportDerivedFailure: createDerivedFailureReport('svcnum'),
+      reportFreeNumbers: createFreeNumbersGauge('svcnum'),
+      messagePolling: config.service.messagePolling,
+      ...(inboxWakeups ? { inboxWakeups } : {}),
+    }),
+    definitions,
+  );
 }

@@ -8,19 +8,49 @@ import type { TelemetryVariable } from './telemetry-settings';
 export type Environment = Readonly<Record<string, string | undefined>>;
 
 export type ServiceVariable =
-  | 'NUMBER_COOL_OFF_DAYS' | 'AGENT_QUOTA_INDEPENDENT' | 'AGENT_QUOTA_DEPENDENT' | 'MASK_QUOTA' | 'NUMBER_QUOTA'
-  | 'MESSAGE_POLL_INTERVAL_MS' | 'MESSAGE_SAFETY_POLL_MS' | 'MESSAGE_ENGINE_LOST_POLL_MS' | 'MESSAGE_ENGINE_CHECK_MS'
-  | 'MESSAGE_RELIST_MS' | 'VALKEY_URL' | 'VALKEY_USERNAME' | 'VALKEY_PASSWORD' | 'VALKEY_IAM_AUTH' | 'AWS_REGION'
-  | 'SIGN_IN_CONCURRENT_CHECKS' | 'SIGN_IN_QUEUED_CHECKS'
+  | 'NUMBER_COOL_OFF_DAYS'
+  | 'AGENT_QUOTA_INDEPENDENT'
+  | 'AGENT_QUOTA_DEPENDENT'
+  | 'MASK_QUOTA'
+  | 'NUMBER_QUOTA'
+  | 'MESSAGE_POLL_INTERVAL_MS'
+  | 'MESSAGE_SAFETY_POLL_MS'
+  | 'MESSAGE_ENGINE_LOST_POLL_MS'
+  | 'MESSAGE_ENGINE_CHECK_MS'
+  | 'MESSAGE_RELIST_MS'
+  | 'VALKEY_URL'
+  | 'VALKEY_USERNAME'
+  | 'VALKEY_PASSWORD'
+  | 'VALKEY_IAM_AUTH'
+  | 'AWS_REGION'
+  | 'SIGN_IN_CONCURRENT_CHECKS'
+  | 'SIGN_IN_QUEUED_CHECKS'
   | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
 export type AwsVariable =
-  | 'ISSUER' | 'TABLE_PREFIX' | 'KMS_KEY_ID' | 'KMS_VERIFY_KEY_IDS' | 'KMS_PUBLIC_KEYS' | 'MAC_KEY_ID'
-  | 'PAGE_TOKEN_KEY_ID' | 'GRPC_PORT' | 'GRPC_REFLECTION' | 'HEALTH_PORT' | 'DRAIN_SECONDS'
-  | ServiceVariable | TelemetryVariable;
+  | 'ISSUER'
+  | 'TABLE_PREFIX'
+  | 'KMS_KEY_ID'
+  | 'KMS_VERIFY_KEY_IDS'
+  | 'KMS_PUBLIC_KEYS'
+  | 'MAC_KEY_ID'
+  | 'PAGE_TOKEN_KEY_ID'
+  | 'GRPC_PORT'
+  | 'GRPC_REFLECTION'
+  | 'HEALTH_PORT'
+  | 'DRAIN_SECONDS'
+  | ServiceVariable
+  | TelemetryVariable;
 type LocalVariable =
-  | 'HOST' | 'PORT' | 'GRPC_PORT' | 'GRPC_REFLECTION' | 'DYNAMODB_PORT' | 'DATA_DIR' | 'ISSUER'
-  | ServiceVariable | TelemetryVariable;
+  | 'HOST'
+  | 'PORT'
+  | 'GRPC_PORT'
+  | 'GRPC_REFLECTION'
+  | 'DYNAMODB_PORT'
+  | 'DATA_DIR'
+  | 'ISSUER'
+  | ServiceVariable
+  | TelemetryVariable;
 export type Variable = AwsVariable | LocalVariable;
 
 /** A URL with its userinfo (which may hold a password) replaced, for problems that quote it. */
@@ -36,7 +66,11 @@ export function variableReader(env: Environment) {
     return fallback;
   }
   function wholeNumber(
-    name: Variable, fallback: number, min: number, max: number, allowed = `a whole number ${min}-${max}`,
+    name: Variable,
+    fallback: number,
+    min: number,
+    max: number,
+    allowed = `a whole number ${min}-${max}`,
   ): number {
     const value = given(name);
     if (value === undefined) return fallback;
@@ -56,7 +90,11 @@ export function variableReader(env: Environment) {
     /** Not trimmed (a password is taken as given); blank counts as unset. */
     exact: (name: Variable) => (env[name]?.trim() ? env[name] : undefined),
     required,
-    list: (name: Variable) => (given(name) ?? '').split(',').map((item) => item.trim()).filter(Boolean),
+    list: (name: Variable) =>
+      (given(name) ?? '')
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean),
     wholeNumber,
     /** A non-negative decimal number of days, in milliseconds. */
     days(name: Variable, fallback: number): number {

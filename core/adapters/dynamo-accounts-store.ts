@@ -11,75 +11,121 @@ import type { StoreDb } from './dynamo-schema';
  * the records a number resolves to, which several modules read.
  */
 export function createDynamoAccountsStore(
-  db: StoreDb, tables: TableNames,
+  db: StoreDb,
+  tables: TableNames,
 ): AccountsStore & Pick<SharedStore, 'getMask'> {
   const { get, scanAll, updateReturning } = dynamoOps(db);
   return {
     // clients
     async createClient(client) {
-      const created = await conditional(db.send(new PutCommand({
-        TableName: tables.clients, Item: client, ConditionExpression: 'attribute_not_exists(clientId)',
-      })));
+      const created = await conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.clients,
+            Item: client,
+            ConditionExpression: 'attribute_not_exists(clientId)',
+          }),
+        ),
+      );
       if (!created) throw new Error(`client ${client.clientId} already exists`);
     },
-    setClientSecret: (clientId, secretHash) => conditional(db.send(new UpdateCommand({
-      TableName: tables.clients,
-      Key: { clientId },
-      UpdateExpression: 'SET secretHash = :hash',
-      ConditionExpression: 'attribute_exists(secretHash)',
-      ExpressionAttributeValues: { ':hash': secretHash },
-    }))),
+    setClientSecret: (clientId, secretHash) =>
+      conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.clients,
+            Key: { clientId },
+            UpdateExpression: 'SET secretHash = :hash',
+            ConditionExpression: 'attribute_exists(secretHash)',
+            ExpressionAttributeValues: { ':hash': secretHash },
+          }),
+        ),
+      ),
     async deleteClient(clientId) {
       await db.send(new DeleteCommand({ TableName: tables.clients, Key: { clientId } }));
     },
     getClient: (clientId) => get<Client>(tables.clients, { clientId }),
     listClients: () => scanAll<Client>(tables.clients),
-    setClientDisabled: (clientId, disabled) => updateReturning<Client>({
-      TableName: tables.clients,
-      Key: { clientId },
-      UpdateExpression: 'SET disabled = :disabled',
-      ConditionExpression: 'attribute_exists(clientId)',
-      ExpressionAttributeValues: { ':disabled': disabled },
-    }),
+    setClientDisabled: (clientId, disabled) =>
+      updateReturning<Client>({
+        TableName: tables.clients,
+        Key: { clientId },
+        UpdateExpression: 'SET disabled = :disabled',
+        ConditionExpression: 'attribute_exists(clientId)',
+        ExpressionAttributeValues: { ':disabled': disabled },
+      }),
 
     // users and unique identifiers
-    claimEmail: (email, svcnumId) => conditional(db.send(new PutCommand({
-      TableName: tables.emails, Item: { email, svcnumId }, ConditionExpression: 'attribute_not_exists(email)',
-    }))),
+    claimEmail: (email, svcnumId) =>
+      conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.emails,
+            Item: { email, svcnumId },
+            ConditionExpression: 'attribute_not_exists(email)',
+          }),
+        ),
+      ),
     async releaseEmail(email, svcnumId) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.emails, Key: { email },
-        ConditionExpression: 'svcnumId = :svcnumId', ExpressionAttributeValues: { ':svcnumId': svcnumId },
-      })));
+      await conditional(
+        db.send(
+          new DeleteCommand({
+            TableName: tables.emails,
+            Key: { email },
+            ConditionExpression: 'svcnumId = :svcnumId',
+            ExpressionAttributeValues: { ':svcnumId': svcnumId },
+          }),
+        ),
+      );
     },
     findSvcnumIdByEmail: async (email) => (await get<{ svcnumId: string }>(tables.emails, { email }))?.svcnumId,
-    claimNumber: (number) => conditional(db.send(new PutCommand({
-      TableName: tables.numbers, Item: number, ConditionExpression: 'attribute_not_exists(svcnum)',
-    }))),
+    claimNumber: (number) =>
+      conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.numbers,
+            Item: number,
+            ConditionExpression: 'attribute_not_exists(svcnum)',
+          }),
+        ),
+      ),
     async releaseNumber(svcnum, svcnumId) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.numbers, Key: { svcnum },
-        ConditionExpression: 'svcnumId = :svcnumId', ExpressionAttributeValues: { ':svcnumId': svcnumId },
-      })));
+      await conditional(
+        db.send(
+          new DeleteCommand({
+            TableName: tables.numbers,
+            Key: { svcnum },
+            ConditionExpression: 'svcnumId = :svcnumId',
+            ExpressionAttributeValues: { ':svcnumId': svcnumId },
+          }),
+        ),
+      );
     },
     getNumber: (svcnum) => get<NumberRecord>(tables.numbers, { svcnum }),
     getMask: (maskId) => get<Mask>(tables.masks, { maskId }, true),
     async createUser(user) {
-      const created = await conditional(db.send(new PutCommand({
-        TableName: tables.users, Item: user, ConditionExpression: 'attribute_not_exists(svcnumId)',
-      })));
+      const created = await conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.users,
+            Item: user,
+            ConditionExpression: 'attribute_not_exists(svcnumId)',
+          }),
+        ),
+      );
       if (!created) throw new Error(`user ${user.svcnumId} already exists`);
     },
     // Strongly consistent: a disabled account must be seen as disabled at once.
     getUser: (svcnumId) => get<User>(tables.users, { svcnumId }, true),
     listUsers: () => scanAll<User>(tables.users),
-    setUserStatus: (svcnumId, status) => updateReturning<User>({
-      TableName: tables.users,
-      Key: { svcnumId },
-      UpdateExpression: 'SET #status = :status',
-      ConditionExpression: 'attribute_exists(svcnumId)',
-      ExpressionAttributeNames: { '#status': 'status' },
-      ExpressionAttributeValues: { ':status': status },
-    }),
+    setUserStatus: (svcnumId, status) =>
+      updateReturning<User>({
+        TableName: tables.users,
+        Key: { svcnumId },
+        UpdateExpression: 'SET #status = :status',
+        ConditionExpression: 'attribute_exists(svcnumId)',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':status': status },
+      }),
   };
 }

@@ -1,5 +1,10 @@
 import {
-  BatchGetCommand, PutCommand, QueryCommand, UpdateCommand, type BatchGetCommandOutput, type QueryCommandOutput,
+  BatchGetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+  type BatchGetCommandOutput,
+  type QueryCommandOutput,
 } from '@aws-sdk/lib-dynamodb';
 import type { InboxEntry, MessagingStore } from '../messaging/store';
 import type { TableNames } from '../tables';
@@ -16,27 +21,39 @@ const LAST_SEQ_PAGE = 25;
 export function createDynamoMessagingStore(db: StoreDb, tables: TableNames): MessagingStore {
   return {
     async nextSeq(inboxId, count = 1) {
-      const out = await db.send(new UpdateCommand({
-        TableName: tables.inboxes,
-        Key: { svcnumId: inboxId },
-        UpdateExpression: 'ADD lastSeq :count',
-        ExpressionAttributeValues: { ':count': count },
-        ReturnValues: 'UPDATED_NEW',
-      }));
+      const out = await db.send(
+        new UpdateCommand({
+          TableName: tables.inboxes,
+          Key: { svcnumId: inboxId },
+          UpdateExpression: 'ADD lastSeq :count',
+          ExpressionAttributeValues: { ':count': count },
+          ReturnValues: 'UPDATED_NEW',
+        }),
+      );
       return Number(out.Attributes?.lastSeq) - count + 1;
     },
 
-    appendMessage: (message, retainUntil) => conditional(db.send(new PutCommand({
-      TableName: tables.messages,
-      Item: { ...message, seq: seqKey(message.seq), ttl: ttlSeconds(retainUntil) },
-      ConditionExpression: 'attribute_not_exists(seq)',
-    }))),
+    appendMessage: (message, retainUntil) =>
+      conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.messages,
+            Item: { ...message, seq: seqKey(message.seq), ttl: ttlSeconds(retainUntil) },
+            ConditionExpression: 'attribute_not_exists(seq)',
+          }),
+        ),
+      ),
 
-    tombstone: (inboxId, seq, retainUntil) => conditional(db.send(new PutCommand({
-      TableName: tables.messages,
-      Item: { inboxId, seq: seqKey(seq), tombstone: true, ttl: ttlSeconds(retainUntil) },
-      ConditionExpression: 'attribute_not_exists(seq)',
-    }))),
+    tombstone: (inboxId, seq, retainUntil) =>
+      conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.messages,
+            Item: { inboxId, seq: seqKey(seq), tombstone: true, ttl: ttlSeconds(retainUntil) },
+            ConditionExpression: 'attribute_not_exists(seq)',
+          }),
+        ),
+      ),
 
     readInbox: (inboxId, afterSeq, limit) => readInbox(db, tables, inboxId, afterSeq, limit),
     lastSeqBefore: (inboxId, acceptedBefore) => lastSeqBefore(db, tables, inboxId, acceptedBefore),
@@ -45,13 +62,15 @@ export function createDynamoMessagingStore(db: StoreDb, tables: TableNames): Mes
 }
 
 async function readInbox(db: StoreDb, tables: TableNames, inboxId: string, afterSeq: number, limit: number) {
-  const page = await db.send(new QueryCommand({
-    TableName: tables.messages,
-    KeyConditionExpression: 'inboxId = :inbox AND seq > :after',
-    ExpressionAttributeValues: { ':inbox': inboxId, ':after': seqKey(afterSeq) },
-    ConsistentRead: true,
-    Limit: limit,
-  }));
+  const page = await db.send(
+    new QueryCommand({
+      TableName: tables.messages,
+      KeyConditionExpression: 'inboxId = :inbox AND seq > :after',
+      ExpressionAttributeValues: { ':inbox': inboxId, ':after': seqKey(afterSeq) },
+      ConsistentRead: true,
+      Limit: limit,
+    }),
+  );
   return (page.Items ?? []).map((item) => {
     const entry = record<Record<string, unknown>>(item)!;
     return { ...entry, seq: Number(entry.seq) } as unknown as InboxEntry;
@@ -61,16 +80,18 @@ async function readInbox(db: StoreDb, tables: TableNames, inboxId: string, after
 async function lastSeqBefore(db: StoreDb, tables: TableNames, inboxId: string, acceptedBefore: number) {
   let startKey: Record<string, unknown> | undefined;
   do {
-    const page: QueryCommandOutput = await db.send(new QueryCommand({
-      TableName: tables.messages,
-      KeyConditionExpression: 'inboxId = :inbox',
-      ExpressionAttributeValues: { ':inbox': inboxId },
-      ProjectionExpression: 'seq, acceptedAt',
-      ScanIndexForward: false,
-      ConsistentRead: true,
-      Limit: LAST_SEQ_PAGE,
-      ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-    }));
+    const page: QueryCommandOutput = await db.send(
+      new QueryCommand({
+        TableName: tables.messages,
+        KeyConditionExpression: 'inboxId = :inbox',
+        ExpressionAttributeValues: { ':inbox': inboxId },
+        ProjectionExpression: 'seq, acceptedAt',
+        ScanIndexForward: false,
+        ConsistentRead: true,
+        Limit: LAST_SEQ_PAGE,
+        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+      }),
+    );
     // Tombstones carry no time: passed over.
     const found = (page.Items ?? []).find(
       (item) => typeof item.acceptedAt === 'number' && item.acceptedAt < acceptedBefore,
@@ -91,9 +112,11 @@ async function inboxHeads(db: StoreDb, tables: TableNames, inboxIds: readonly st
       .map((svcnumId) => ({ svcnumId }));
     // Unprocessed keys (throttling) are retried until none are left.
     while (keys && keys.length > 0) {
-      const out: BatchGetCommandOutput = await db.send(new BatchGetCommand({
-        RequestItems: { [tables.inboxes]: { Keys: keys, ConsistentRead: true } },
-      }));
+      const out: BatchGetCommandOutput = await db.send(
+        new BatchGetCommand({
+          RequestItems: { [tables.inboxes]: { Keys: keys, ConsistentRead: true } },
+        }),
+      );
       for (const item of out.Responses?.[tables.inboxes] ?? []) {
         heads.set(String(item.svcnumId), Number(item.lastSeq ?? 0));
       }

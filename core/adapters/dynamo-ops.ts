@@ -9,8 +9,9 @@ import type { StoreDb } from './dynamo-schema';
 /** TTL attribute value: epoch seconds, rounded up so an item is never swept before it expires. */
 export const ttlSeconds = (expiresAtMs: number) => Math.ceil(expiresAtMs / 1000);
 
-export const isConditionFailure = (error: unknown) => error instanceof ConditionalCheckFailedException
-  || (error as { name?: string } | null)?.name === 'ConditionalCheckFailedException';
+export const isConditionFailure = (error: unknown) =>
+  error instanceof ConditionalCheckFailedException ||
+  (error as { name?: string } | null)?.name === 'ConditionalCheckFailedException';
 
 /** Runs a conditional write; `false` when the condition did not hold, any other error rethrown. */
 export async function conditional(write: Promise<unknown>): Promise<boolean> {
@@ -68,7 +69,9 @@ export function dynamoOps(db: StoreDb) {
 
     /** One page of a query: up to `limit` items and the key to continue from. */
     async queryPage<T>(
-      input: QueryInput, limit: number, startKey?: StartKey,
+      input: QueryInput,
+      limit: number,
+      startKey?: StartKey,
     ): Promise<{ items: T[]; nextKey?: StartKey }> {
       const page = await db.send(new QueryCommand({ ...input, Limit: limit, ExclusiveStartKey: startKey }));
       return {

@@ -58,108 +58,182 @@ function updateEntity(
     TableName: tables.users,
     Key: { svcnumId },
     UpdateExpression: clauses.join(' '),
-    ConditionExpression: ['attribute_exists(svcnumId)', ...condition.set, ...(also ? [`(${also.condition})`] : [])]
-      .join(' AND '),
+    ConditionExpression: [
+      'attribute_exists(svcnumId)',
+      ...condition.set,
+      ...(also ? [`(${also.condition})`] : []),
+    ].join(' AND '),
     ExpressionAttributeNames: { ...update.names, ...condition.names },
     ...(Object.keys(values).length ? { ExpressionAttributeValues: values } : {}),
   });
 }
 
 /** The number pool: seeding, the free-number query, and a lease's three ends (confirmed, returned). */
-function numberPoolStore({ db, tables, ops }: StoreContext): Pick<ProvisioningStore,
-  'seedNumber' | 'freeNumbers' | 'leaseNumber' | 'confirmNumber' | 'returnNumber'> {
+function numberPoolStore({
+  db,
+  tables,
+  ops,
+}: StoreContext): Pick<
+  ProvisioningStore,
+  'seedNumber' | 'freeNumbers' | 'leaseNumber' | 'confirmNumber' | 'returnNumber'
+> {
   return {
-    seedNumber: (svcnum, now) => conditional(db.send(new PutCommand({
-      TableName: tables.numbers,
-      Item: { svcnum, state: 'available', poolKey: 'free', availableAt: poolTime(0), updatedAt: now },
-      ConditionExpression: 'attribute_not_exists(svcnum)',
-    }))),
+    seedNumber: (svcnum, now) =>
+      conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.numbers,
+            Item: { svcnum, state: 'available', poolKey: 'free', availableAt: poolTime(0), updatedAt: now },
+            ConditionExpression: 'attribute_not_exists(svcnum)',
+          }),
+        ),
+      ),
 
     async freeNumbers(now, limit) {
-      const page = await ops.queryPage<NumberRecord>({
-        TableName: tables.numbers,
-        IndexName: 'pool',
-        KeyConditionExpression: 'poolKey = :free AND availableAt <= :now',
-        ExpressionAttributeValues: { ':free': 'free', ':now': poolTime(now) },
-      }, limit);
+      const page = await ops.queryPage<NumberRecord>(
+        {
+          TableName: tables.numbers,
+          IndexName: 'pool',
+          KeyConditionExpression: 'poolKey = :free AND availableAt <= :now',
+          ExpressionAttributeValues: { ':free': 'free', ':now': poolTime(now) },
+        },
+        limit,
+      );
       return page.items;
     },
 
-    leaseNumber: (number, holder, entityType, leaseUntil, now) => conditional(db.send(new UpdateCommand({
-      TableName: tables.numbers,
-      Key: { svcnum: number.svcnum },
-      UpdateExpression: 'SET #state = :leased, svcnumId = :holder, entityType = :type, leaseUntil = :lease, '
-        + 'availableAt = :leaseAt, updatedAt = :now REMOVE quarantinedUntil',
-      // Optimistic: availableAt changes with every transition, so an unchanged value means nobody
-      // else got here first.
-      ConditionExpression: 'poolKey = :free AND availableAt = :seen AND availableAt <= :nowAt',
-      ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: {
-        ':leased': 'leased', ':holder': holder, ':type': entityType, ':lease': leaseUntil,
-        ':leaseAt': poolTime(leaseUntil), ':now': now, ':free': 'free', ':seen': number.availableAt ?? '',
-        ':nowAt': poolTime(now),
-      },
-    }))),
+    leaseNumber: (number, holder, entityType, leaseUntil, now) =>
+      conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.numbers,
+            Key: { svcnum: number.svcnum },
+            UpdateExpression:
+              'SET #state = :leased, svcnumId = :holder, entityType = :type, leaseUntil = :lease, ' +
+              'availableAt = :leaseAt, updatedAt = :now REMOVE quarantinedUntil',
+            // Optimistic: availableAt changes with every transition, so an unchanged value means nobody
+            // else got here first.
+            ConditionExpression: 'poolKey = :free AND availableAt = :seen AND availableAt <= :nowAt',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: {
+              ':leased': 'leased',
+              ':holder': holder,
+              ':type': entityType,
+              ':lease': leaseUntil,
+              ':leaseAt': poolTime(leaseUntil),
+              ':now': now,
+              ':free': 'free',
+              ':seen': number.availableAt ?? '',
+              ':nowAt': poolTime(now),
+            },
+          }),
+        ),
+      ),
 
-    confirmNumber: (svcnum, holder, state, now, poolFrom) => conditional(db.send(new UpdateCommand({
-      TableName: tables.numbers,
-      Key: { svcnum },
-      UpdateExpression: poolFrom === undefined
-        ? 'SET #state = :state, updatedAt = :now REMOVE poolKey, availableAt, leaseUntil'
-        : 'SET #state = :state, updatedAt = :now, availableAt = :from, quarantinedUntil = :until REMOVE leaseUntil',
-      // Confirming twice is harmless (a retried step).
-      ConditionExpression: 'svcnumId = :holder AND (#state = :leased OR #state = :state)',
-      ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: {
-        ':state': state, ':now': now, ':holder': holder, ':leased': 'leased',
-        ...(poolFrom === undefined ? {} : { ':from': poolTime(poolFrom), ':until': poolFrom }),
-      },
-    }))),
+    confirmNumber: (svcnum, holder, state, now, poolFrom) =>
+      conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.numbers,
+            Key: { svcnum },
+            UpdateExpression:
+              poolFrom === undefined
+                ? 'SET #state = :state, updatedAt = :now REMOVE poolKey, availableAt, leaseUntil'
+                : 'SET #state = :state, updatedAt = :now, availableAt = :from, quarantinedUntil = :until REMOVE leaseUntil',
+            // Confirming twice is harmless (a retried step).
+            ConditionExpression: 'svcnumId = :holder AND (#state = :leased OR #state = :state)',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: {
+              ':state': state,
+              ':now': now,
+              ':holder': holder,
+              ':leased': 'leased',
+              ...(poolFrom === undefined ? {} : { ':from': poolTime(poolFrom), ':until': poolFrom }),
+            },
+          }),
+        ),
+      ),
 
     async returnNumber(svcnum, holder, now) {
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.numbers,
-        Key: { svcnum },
-        UpdateExpression: 'SET #state = :available, poolKey = :free, availableAt = :nowAt, updatedAt = :now '
-          + 'REMOVE svcnumId, entityType, leaseUntil',
-        ConditionExpression: 'svcnumId = :holder AND #state = :leased',
-        ExpressionAttributeNames: { '#state': 'state' },
-        ExpressionAttributeValues: {
-          ':available': 'available', ':free': 'free', ':nowAt': poolTime(now), ':now': now, ':holder': holder,
-          ':leased': 'leased',
-        },
-      })));
+      await conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.numbers,
+            Key: { svcnum },
+            UpdateExpression:
+              'SET #state = :available, poolKey = :free, availableAt = :nowAt, updatedAt = :now ' +
+              'REMOVE svcnumId, entityType, leaseUntil',
+            ConditionExpression: 'svcnumId = :holder AND #state = :leased',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: {
+              ':available': 'available',
+              ':free': 'free',
+              ':nowAt': poolTime(now),
+              ':now': now,
+              ':holder': holder,
+              ':leased': 'leased',
+            },
+          }),
+        ),
+      );
     },
   };
 }
 
 /** A held number's lifecycle: retired to quarantine (and back, as compensation), state transitions. */
-function numberLifecycleStore({ db, tables, ops }: StoreContext): Pick<ProvisioningStore,
-  'quarantineNumber' | 'restoreNumber' | 'transitionNumber'> {
+function numberLifecycleStore({
+  db,
+  tables,
+  ops,
+}: StoreContext): Pick<ProvisioningStore, 'quarantineNumber' | 'restoreNumber' | 'transitionNumber'> {
   return {
-    quarantineNumber: (svcnum, holder, until, now) => conditional(db.send(new UpdateCommand({
-      TableName: tables.numbers,
-      Key: { svcnum },
-      UpdateExpression: 'SET #state = :quarantined, poolKey = :free, availableAt = :untilAt, '
-        + 'quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
-      ConditionExpression: 'svcnumId = :holder AND #state IN (:active, :suspended, :deactivated, :reserved)',
-      ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: {
-        ':quarantined': 'quarantined', ':free': 'free', ':untilAt': poolTime(until), ':until': until, ':holder': holder,
-        ':now': now, ':active': 'active', ':suspended': 'suspended', ':deactivated': 'deactivated',
-        ':reserved': 'reserved',
-      },
-    }))),
+    quarantineNumber: (svcnum, holder, until, now) =>
+      conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.numbers,
+            Key: { svcnum },
+            UpdateExpression:
+              'SET #state = :quarantined, poolKey = :free, availableAt = :untilAt, ' +
+              'quarantinedUntil = :until, previousSvcnumId = :holder, updatedAt = :now REMOVE svcnumId, leaseUntil',
+            ConditionExpression: 'svcnumId = :holder AND #state IN (:active, :suspended, :deactivated, :reserved)',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: {
+              ':quarantined': 'quarantined',
+              ':free': 'free',
+              ':untilAt': poolTime(until),
+              ':until': until,
+              ':holder': holder,
+              ':now': now,
+              ':active': 'active',
+              ':suspended': 'suspended',
+              ':deactivated': 'deactivated',
+              ':reserved': 'reserved',
+            },
+          }),
+        ),
+      ),
 
-    restoreNumber: (svcnum, holder, state, now) => conditional(db.send(new UpdateCommand({
-      TableName: tables.numbers,
-      Key: { svcnum },
-      UpdateExpression: 'SET #state = :state, svcnumId = :holder, updatedAt = :now '
-        + 'REMOVE poolKey, availableAt, quarantinedUntil, previousSvcnumId',
-      ConditionExpression: '#state = :quarantined AND previousSvcnumId = :holder',
-      ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: { ':state': state, ':holder': holder, ':now': now, ':quarantined': 'quarantined' },
-    }))),
+    restoreNumber: (svcnum, holder, state, now) =>
+      conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.numbers,
+            Key: { svcnum },
+            UpdateExpression:
+              'SET #state = :state, svcnumId = :holder, updatedAt = :now ' +
+              'REMOVE poolKey, availableAt, quarantinedUntil, previousSvcnumId',
+            ConditionExpression: '#state = :quarantined AND previousSvcnumId = :holder',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: {
+              ':state': state,
+              ':holder': holder,
+              ':now': now,
+              ':quarantined': 'quarantined',
+            },
+          }),
+        ),
+      ),
 
     transitionNumber: (svcnum, from, to, now, holder) => {
       const placeholders = from.map((_, index) => `:from${index}`);
@@ -170,7 +244,9 @@ function numberLifecycleStore({ db, tables, ops }: StoreContext): Pick<Provision
         ConditionExpression: `#state IN (${placeholders.join(', ')})${holder ? ' AND svcnumId = :holder' : ''}`,
         ExpressionAttributeNames: { '#state': 'state' },
         ExpressionAttributeValues: {
-          ':to': to, ':now': now, ...(holder ? { ':holder': holder } : {}),
+          ':to': to,
+          ':now': now,
+          ...(holder ? { ':holder': holder } : {}),
           ...Object.fromEntries(from.map((state, index) => [`:from${index}`, state])),
         },
       });
@@ -179,16 +255,25 @@ function numberLifecycleStore({ db, tables, ops }: StoreContext): Pick<Provision
 }
 
 /** Provisioned entities (programmable numbers, agents) in the users table. */
-function entityStore(context: StoreContext): Pick<ProvisioningStore,
-  'listOwned' | 'updateEntity' | 'claimRotation' | 'clearEntityFields' | 'deleteEntity' | 'setQuotaOverrides'> {
+function entityStore(
+  context: StoreContext,
+): Pick<
+  ProvisioningStore,
+  'listOwned' | 'updateEntity' | 'claimRotation' | 'clearEntityFields' | 'deleteEntity' | 'setQuotaOverrides'
+> {
   const { db, tables, ops } = context;
   return {
-    listOwned: (ownerId, accountType, limit, startKey) => ops.queryPage<User>({
-      TableName: tables.users,
-      IndexName: 'byOwner',
-      KeyConditionExpression: 'ownerId = :owner AND begins_with(ownerSort, :type)',
-      ExpressionAttributeValues: { ':owner': ownerId, ':type': `${accountType}#` },
-    }, limit, startKey),
+    listOwned: (ownerId, accountType, limit, startKey) =>
+      ops.queryPage<User>(
+        {
+          TableName: tables.users,
+          IndexName: 'byOwner',
+          KeyConditionExpression: 'ownerId = :owner AND begins_with(ownerSort, :type)',
+          ExpressionAttributeValues: { ':owner': ownerId, ':type': `${accountType}#` },
+        },
+        limit,
+        startKey,
+      ),
 
     updateEntity: (svcnumId, changes, expected) => updateEntity(context, svcnumId, changes, expected),
     claimRotation: async (svcnumId, expected, until, now) =>
@@ -199,13 +284,17 @@ function entityStore(context: StoreContext): Pick<ProvisioningStore,
 
     async clearEntityFields(svcnumId, fields) {
       if (fields.length === 0) return;
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.users,
-        Key: { svcnumId },
-        UpdateExpression: `REMOVE ${fields.map((_, index) => `#f${index}`).join(', ')}`,
-        ConditionExpression: 'attribute_exists(svcnumId)',
-        ExpressionAttributeNames: Object.fromEntries(fields.map((field, index) => [`#f${index}`, field])),
-      })));
+      await conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.users,
+            Key: { svcnumId },
+            UpdateExpression: `REMOVE ${fields.map((_, index) => `#f${index}`).join(', ')}`,
+            ConditionExpression: 'attribute_exists(svcnumId)',
+            ExpressionAttributeNames: Object.fromEntries(fields.map((field, index) => [`#f${index}`, field])),
+          }),
+        ),
+      );
     },
 
     async deleteEntity(svcnumId) {
@@ -216,76 +305,127 @@ function entityStore(context: StoreContext): Pick<ProvisioningStore,
   };
 }
 
-function maskStore({ db, tables, ops }: StoreContext): Pick<ProvisioningStore,
-  'createMask' | 'listMasks' | 'closeMask'> {
+function maskStore({
+  db,
+  tables,
+  ops,
+}: StoreContext): Pick<ProvisioningStore, 'createMask' | 'listMasks' | 'closeMask'> {
   return {
     async createMask(mask) {
-      await db.send(new PutCommand({
-        TableName: tables.masks,
-        Item: { ...mask, ttl: ttlSeconds(mask.expiresAt + MASK_RETENTION_MS) },
-        ConditionExpression: 'attribute_not_exists(maskId)',
-      }));
+      await db.send(
+        new PutCommand({
+          TableName: tables.masks,
+          Item: { ...mask, ttl: ttlSeconds(mask.expiresAt + MASK_RETENTION_MS) },
+          ConditionExpression: 'attribute_not_exists(maskId)',
+        }),
+      );
     },
-    listMasks: (ownerId, limit, startKey) => ops.queryPage<Mask>({
-      TableName: tables.masks,
-      IndexName: 'byOwner',
-      KeyConditionExpression: 'ownerId = :owner',
-      ExpressionAttributeValues: { ':owner': ownerId },
-    }, limit, startKey),
-    closeMask: (maskId, now) => ops.updateReturning<Mask>({
-      TableName: tables.masks,
-      Key: { maskId },
-      UpdateExpression: 'SET expiresAt = :now, #ttl = :ttl',
-      ConditionExpression: 'attribute_exists(maskId) AND expiresAt > :now',
-      ExpressionAttributeNames: { '#ttl': 'ttl' },
-      ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(now + MASK_RETENTION_MS) },
-    }),
+    listMasks: (ownerId, limit, startKey) =>
+      ops.queryPage<Mask>(
+        {
+          TableName: tables.masks,
+          IndexName: 'byOwner',
+          KeyConditionExpression: 'ownerId = :owner',
+          ExpressionAttributeValues: { ':owner': ownerId },
+        },
+        limit,
+        startKey,
+      ),
+    closeMask: (maskId, now) =>
+      ops.updateReturning<Mask>({
+        TableName: tables.masks,
+        Key: { maskId },
+        UpdateExpression: 'SET expiresAt = :now, #ttl = :ttl',
+        ConditionExpression: 'attribute_exists(maskId) AND expiresAt > :now',
+        ExpressionAttributeNames: { '#ttl': 'ttl' },
+        ExpressionAttributeValues: { ':now': now, ':ttl': ttlSeconds(now + MASK_RETENTION_MS) },
+      }),
   };
 }
 
-function quotaSlotStore({ db, tables }: StoreContext): Pick<ProvisioningStore,
-  'claimSlot' | 'takeOverSlot' | 'confirmSlot' | 'endSlot' | 'releaseSlot'> {
+function quotaSlotStore({
+  db,
+  tables,
+}: StoreContext): Pick<ProvisioningStore, 'claimSlot' | 'takeOverSlot' | 'confirmSlot' | 'endSlot' | 'releaseSlot'> {
   return {
     async claimSlot(slotKey, holder, leaseUntil, now) {
-      const claimed = await conditional(db.send(new PutCommand({
-        TableName: tables.quotaSlots,
-        Item: { slotKey, holder, leaseUntil },
-        ConditionExpression: 'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil)) '
-          + 'OR heldUntil <= :now',
-        ExpressionAttributeValues: { ':holder': holder, ':now': now },
-      })));
+      const claimed = await conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.quotaSlots,
+            Item: { slotKey, holder, leaseUntil },
+            ConditionExpression:
+              'attribute_not_exists(slotKey) OR (holder = :holder AND attribute_exists(leaseUntil)) ' +
+              'OR heldUntil <= :now',
+            ExpressionAttributeValues: { ':holder': holder, ':now': now },
+          }),
+        ),
+      );
       if (claimed) return { outcome: 'claimed' };
-      const slot = record<QuotaSlot>((await db.send(new GetCommand({
-        TableName: tables.quotaSlots, Key: { slotKey }, ConsistentRead: true,
-      }))).Item);
+      const slot = record<QuotaSlot>(
+        (
+          await db.send(
+            new GetCommand({
+              TableName: tables.quotaSlots,
+              Key: { slotKey },
+              ConsistentRead: true,
+            }),
+          )
+        ).Item,
+      );
       if (slot?.leaseUntil !== undefined && slot.leaseUntil <= now) return { outcome: 'lapsed', slot };
       return { outcome: 'taken' };
     },
-    takeOverSlot: (slot, holder, leaseUntil) => conditional(db.send(new PutCommand({
-      TableName: tables.quotaSlots,
-      Item: { slotKey: slot.slotKey, holder, leaseUntil },
-      ConditionExpression: 'holder = :previous AND leaseUntil = :previousLease',
-      ExpressionAttributeValues: { ':previous': slot.holder, ':previousLease': slot.leaseUntil },
-    }))),
-    confirmSlot: (slotKey, holder, heldUntil) => conditional(db.send(new UpdateCommand({
-      TableName: tables.quotaSlots,
-      Key: { slotKey },
-      UpdateExpression: heldUntil === undefined ? 'REMOVE leaseUntil' : 'SET heldUntil = :until REMOVE leaseUntil',
-      ConditionExpression: 'holder = :holder',
-      ExpressionAttributeValues: { ':holder': holder, ...(heldUntil === undefined ? {} : { ':until': heldUntil }) },
-    }))),
+    takeOverSlot: (slot, holder, leaseUntil) =>
+      conditional(
+        db.send(
+          new PutCommand({
+            TableName: tables.quotaSlots,
+            Item: { slotKey: slot.slotKey, holder, leaseUntil },
+            ConditionExpression: 'holder = :previous AND leaseUntil = :previousLease',
+            ExpressionAttributeValues: { ':previous': slot.holder, ':previousLease': slot.leaseUntil },
+          }),
+        ),
+      ),
+    confirmSlot: (slotKey, holder, heldUntil) =>
+      conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.quotaSlots,
+            Key: { slotKey },
+            UpdateExpression:
+              heldUntil === undefined ? 'REMOVE leaseUntil' : 'SET heldUntil = :until REMOVE leaseUntil',
+            ConditionExpression: 'holder = :holder',
+            ExpressionAttributeValues: {
+              ':holder': holder,
+              ...(heldUntil === undefined ? {} : { ':until': heldUntil }),
+            },
+          }),
+        ),
+      ),
     async endSlot(slotKey, holder) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.quotaSlots, Key: { slotKey }, ConditionExpression: 'holder = :holder',
-        ExpressionAttributeValues: { ':holder': holder },
-      })));
+      await conditional(
+        db.send(
+          new DeleteCommand({
+            TableName: tables.quotaSlots,
+            Key: { slotKey },
+            ConditionExpression: 'holder = :holder',
+            ExpressionAttributeValues: { ':holder': holder },
+          }),
+        ),
+      );
     },
     async releaseSlot(slotKey, holder) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.quotaSlots, Key: { slotKey },
-        ConditionExpression: 'holder = :holder AND attribute_exists(leaseUntil)',
-        ExpressionAttributeValues: { ':holder': holder },
-      })));
+      await conditional(
+        db.send(
+          new DeleteCommand({
+            TableName: tables.quotaSlots,
+            Key: { slotKey },
+            ConditionExpression: 'holder = :holder AND attribute_exists(leaseUntil)',
+            ExpressionAttributeValues: { ':holder': holder },
+          }),
+        ),
+      );
     },
   };
 }
@@ -293,11 +433,15 @@ function quotaSlotStore({ db, tables }: StoreContext): Pick<ProvisioningStore,
 /** The pending record of a create's first call, or the record already there. */
 async function beginRequest(context: StoreContext, request: IdempotencyRecord): Promise<RequestClaim> {
   const { db, tables, ops } = context;
-  const started = await conditional(db.send(new PutCommand({
-    TableName: tables.requests,
-    Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
-    ConditionExpression: 'attribute_not_exists(requestKey)',
-  })));
+  const started = await conditional(
+    db.send(
+      new PutCommand({
+        TableName: tables.requests,
+        Item: { ...request, ttl: ttlSeconds(request.expiresAt) },
+        ConditionExpression: 'attribute_not_exists(requestKey)',
+      }),
+    ),
+  );
   if (started) return { outcome: 'started' };
   const existing = await ops.get<IdempotencyRecord>(tables.requests, { requestKey: request.requestKey }, true);
   // Deleted in between (its first call was refused): start again.
@@ -305,50 +449,70 @@ async function beginRequest(context: StoreContext, request: IdempotencyRecord): 
 }
 
 /** Idempotency of creates: the request records. */
-function requestStore(context: StoreContext): Pick<ProvisioningStore,
-  'beginRequest' | 'takeOverRequest' | 'completeRequest' | 'releaseRequest' | 'abandonRequest'> {
+function requestStore(
+  context: StoreContext,
+): Pick<
+  ProvisioningStore,
+  'beginRequest' | 'takeOverRequest' | 'completeRequest' | 'releaseRequest' | 'abandonRequest'
+> {
   const { db, tables, ops } = context;
   return {
     beginRequest: (request) => beginRequest(context, request),
-    takeOverRequest: (seen, leaseUntil, resourceId) => ops.updateReturning<IdempotencyRecord>({
-      TableName: tables.requests,
-      Key: { requestKey: seen.requestKey },
-      UpdateExpression: 'SET leaseUntil = :lease, resourceId = if_not_exists(resourceId, :id)',
-      // Exactly as read: of concurrent retries, one takes the record over.
-      ConditionExpression: '#state = :pending AND leaseUntil = :seen',
-      ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: {
-        ':lease': leaseUntil, ':id': resourceId, ':pending': 'pending', ':seen': seen.leaseUntil,
-      },
-    }),
-    async completeRequest(requestKey, resourceId) {
-      await conditional(db.send(new UpdateCommand({
+    takeOverRequest: (seen, leaseUntil, resourceId) =>
+      ops.updateReturning<IdempotencyRecord>({
         TableName: tables.requests,
-        Key: { requestKey },
-        UpdateExpression: 'SET #state = :done',
-        ConditionExpression: 'resourceId = :id',
+        Key: { requestKey: seen.requestKey },
+        UpdateExpression: 'SET leaseUntil = :lease, resourceId = if_not_exists(resourceId, :id)',
+        // Exactly as read: of concurrent retries, one takes the record over.
+        ConditionExpression: '#state = :pending AND leaseUntil = :seen',
         ExpressionAttributeNames: { '#state': 'state' },
-        ExpressionAttributeValues: { ':done': 'done', ':id': resourceId },
-      })));
+        ExpressionAttributeValues: {
+          ':lease': leaseUntil,
+          ':id': resourceId,
+          ':pending': 'pending',
+          ':seen': seen.leaseUntil,
+        },
+      }),
+    async completeRequest(requestKey, resourceId) {
+      await conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.requests,
+            Key: { requestKey },
+            UpdateExpression: 'SET #state = :done',
+            ConditionExpression: 'resourceId = :id',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: { ':done': 'done', ':id': resourceId },
+          }),
+        ),
+      );
     },
     async releaseRequest(requestKey, leaseUntil, now) {
-      await conditional(db.send(new UpdateCommand({
-        TableName: tables.requests,
-        Key: { requestKey },
-        UpdateExpression: 'SET leaseUntil = :now',
-        ConditionExpression: '#state = :pending AND leaseUntil = :lease',
-        ExpressionAttributeNames: { '#state': 'state' },
-        ExpressionAttributeValues: { ':now': now, ':pending': 'pending', ':lease': leaseUntil },
-      })));
+      await conditional(
+        db.send(
+          new UpdateCommand({
+            TableName: tables.requests,
+            Key: { requestKey },
+            UpdateExpression: 'SET leaseUntil = :now',
+            ConditionExpression: '#state = :pending AND leaseUntil = :lease',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: { ':now': now, ':pending': 'pending', ':lease': leaseUntil },
+          }),
+        ),
+      );
     },
     async abandonRequest(requestKey, leaseUntil) {
-      await conditional(db.send(new DeleteCommand({
-        TableName: tables.requests,
-        Key: { requestKey },
-        ConditionExpression: '#state = :pending AND leaseUntil = :lease',
-        ExpressionAttributeNames: { '#state': 'state' },
-        ExpressionAttributeValues: { ':pending': 'pending', ':lease': leaseUntil },
-      })));
+      await conditional(
+        db.send(
+          new DeleteCommand({
+            TableName: tables.requests,
+            Key: { requestKey },
+            ConditionExpression: '#state = :pending AND leaseUntil = :lease',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: { ':pending': 'pending', ':lease': leaseUntil },
+          }),
+        ),
+      );
     },
   };
 }

@@ -1,5 +1,9 @@
 import {
-  CreateTableCommand, DescribeTableCommand, DynamoDBClient, ListTablesCommand, ResourceInUseException,
+  CreateTableCommand,
+  DescribeTableCommand,
+  DynamoDBClient,
+  ListTablesCommand,
+  ResourceInUseException,
   type CreateTableCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -32,9 +36,11 @@ export function createTableInput(definition: TableDefinition, tableName: string)
 
 /** Creates any missing table (idempotent) and waits until each is ACTIVE; all of them, or those of `only`. */
 export async function ensureTables(
-  client: DynamoDBClient, names: TableNames, only?: readonly TableKey[],
+  client: DynamoDBClient,
+  names: TableNames,
+  only?: readonly TableKey[],
 ): Promise<void> {
-  for (const key of only ?? Object.keys(tableDefinitions) as TableKey[]) {
+  for (const key of only ?? (Object.keys(tableDefinitions) as TableKey[])) {
     try {
       await client.send(new CreateTableCommand(createTableInput(tableDefinitions[key], names[key])));
     } catch (error) {
@@ -87,12 +93,26 @@ export function documentClient(client: DynamoDBClient): StoreDb {
   client.middlewareStack.remove('loggerMiddleware');
   // The resolved settings of `client` (providers, so credentials are resolved once for both).
   const {
-    region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler, endpoint,
+    region,
+    credentials,
+    maxAttempts,
+    retryMode,
+    useFipsEndpoint,
+    useDualstackEndpoint,
+    requestHandler,
+    endpoint,
     isCustomEndpoint,
   } = client.config;
   const reads = new DynamoDBClient({
-    region, credentials, maxAttempts, retryMode, useFipsEndpoint, useDualstackEndpoint, requestHandler,
-    ...(isCustomEndpoint ? { endpoint } : {}), cacheMiddleware: true,
+    region,
+    credentials,
+    maxAttempts,
+    retryMode,
+    useFipsEndpoint,
+    useDualstackEndpoint,
+    requestHandler,
+    ...(isCustomEndpoint ? { endpoint } : {}),
+    cacheMiddleware: true,
   });
   reads.middlewareStack.remove('loggerMiddleware');
   const doc = DynamoDBDocumentClient.from(client, {

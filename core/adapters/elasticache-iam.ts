@@ -62,9 +62,11 @@ export function elasticacheIamToken(auth: IamAuth, credentials: AwsCredentials, 
     ...(credentials.sessionToken ? [['X-Amz-Security-Token', credentials.sessionToken] as [string, string]] : []),
     ['X-Amz-SignedHeaders', 'host'],
   ];
-  const query = parameters.map(([name, value]) => [encode(name), encode(value)])
+  const query = parameters
+    .map(([name, value]) => [encode(name), encode(value)])
     .sort(([a], [b]) => (a! < b! ? -1 : a! > b! ? 1 : 0))
-    .map(([name, value]) => `${name}=${value}`).join('&');
+    .map(([name, value]) => `${name}=${value}`)
+    .join('&');
   // No body: the payload hash is the empty string's.
   const canonicalRequest = ['GET', '/', query, `host:${host}\n`, 'host', hex('')].join('\n');
   const stringToSign = [ALGORITHM, amzDate, scope, hex(canonicalRequest)].join('\n');
@@ -89,7 +91,10 @@ export interface IamTokens {
 }
 
 export function createIamTokens(
-  auth: IamAuth, credentials: CredentialsSupplier, now: () => Date = () => new Date(), renewAfterMs = IAM_RENEW_MS,
+  auth: IamAuth,
+  credentials: CredentialsSupplier,
+  now: () => Date = () => new Date(),
+  renewAfterMs = IAM_RENEW_MS,
 ): IamTokens {
   let current: AwsCredentials | undefined;
   let fetchedAt = -Infinity;
@@ -99,12 +104,15 @@ export function createIamTokens(
     expiration !== undefined && expiration.getTime() - now().getTime() < IAM_TOKEN_EXPIRES_SECONDS * 1000;
   const stale = () =>
     !current || now().getTime() - fetchedAt >= CREDENTIALS_REFRESH_MS || expiresSoon(current.expiration);
-  const refresh = () => (fetching ??= credentials().then((fresh) => {
-    current = fresh;
-    fetchedAt = now().getTime();
-  }).finally(() => {
-    fetching = undefined;
-  }));
+  const refresh = () =>
+    (fetching ??= credentials()
+      .then((fresh) => {
+        current = fresh;
+        fetchedAt = now().getTime();
+      })
+      .finally(() => {
+        fetching = undefined;
+      }));
   return {
     renewAfterMs,
     async ready() {

@@ -37,10 +37,14 @@ export const KMS_BUSY_RETRY_AFTER_SECONDS = 1;
  * up to `maxAttempts` with full jitter; `onThrottle` is told of every throttled attempt.
  */
 export function kmsRetryStrategy(
-  policy: KmsRetryPolicy, onThrottle: () => void, random: () => number = Math.random,
+  policy: KmsRetryPolicy,
+  onThrottle: () => void,
+  random: () => number = Math.random,
 ): RetryStrategy {
-  const token = (retries: number, delay: number): RetryToken =>
-    ({ getRetryCount: () => retries, getRetryDelay: () => delay });
+  const token = (retries: number, delay: number): RetryToken => ({
+    getRetryCount: () => retries,
+    getRetryDelay: () => delay,
+  });
   return {
     acquireInitialRetryToken: async () => token(0, 0),
     async refreshRetryTokenForRetry(previous, { errorType }) {
@@ -61,19 +65,25 @@ export function kmsRetryStrategy(
 export function createKmsClient(options: { onThrottle: () => void; policy?: KmsRetryPolicy }): KMSClient {
   const policy = options.policy ?? KMS_RETRY;
   return new KMSClient({
-    maxAttempts: policy.maxAttempts, retryStrategy: kmsRetryStrategy(policy, options.onThrottle),
+    maxAttempts: policy.maxAttempts,
+    retryStrategy: kmsRetryStrategy(policy, options.onThrottle),
   });
 }
 
 // The SDK's throttling names that KMS may answer (ThrottlingException is what KMS documents), or 429.
 const THROTTLING_NAMES = new Set([
-  'ThrottlingException', 'Throttling', 'TooManyRequestsException', 'RequestLimitExceeded', 'RequestThrottledException',
+  'ThrottlingException',
+  'Throttling',
+  'TooManyRequestsException',
+  'RequestLimitExceeded',
+  'RequestThrottledException',
 ]);
 
 export function isKmsThrottle(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const { $metadata, $retryable } = error as {
-    $metadata?: { httpStatusCode?: number }; $retryable?: { throttling?: boolean };
+    $metadata?: { httpStatusCode?: number };
+    $retryable?: { throttling?: boolean };
   };
   return THROTTLING_NAMES.has(error.name) || $metadata?.httpStatusCode === 429 || $retryable?.throttling === true;
 }
@@ -84,8 +94,9 @@ export function isKmsThrottle(error: unknown): boolean {
  */
 export function rethrowKmsFailure(error: unknown): never {
   if (isKmsThrottle(error)) {
-    throw oauthError('temporarily_unavailable', `the key service is busy; retry in ${KMS_BUSY_RETRY_AFTER_SECONDS} s`,
-      { retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS });
+    throw oauthError('temporarily_unavailable', `the key service is busy; retry in ${KMS_BUSY_RETRY_AFTER_SECONDS} s`, {
+      retryAfterSeconds: KMS_BUSY_RETRY_AFTER_SECONDS,
+    });
   }
   throw error;
 }

@@ -1,5 +1,10 @@
 import {
-  GenerateMacCommand, GetPublicKeyCommand, KMSInvalidMacException, SignCommand, VerifyMacCommand, type KMSClient,
+  GenerateMacCommand,
+  GetPublicKeyCommand,
+  KMSInvalidMacException,
+  SignCommand,
+  VerifyMacCommand,
+  type KMSClient,
 } from '@aws-sdk/client-kms';
 import { ed25519PublicJwk } from '../kernel/jwk';
 import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
@@ -63,16 +68,18 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
               `KMS can sign at most ${KMS_MAX_RAW_MESSAGE_BYTES} bytes with MessageType RAW; got ${message.length}`,
             );
           }
-          const response = await callKms(() => client.send(
-            new SignCommand({
-              KeyId: activeKeyId,
-              Message: message,
-              // ED25519_SHA_512 with RAW is KMS's pure Ed25519 (RFC 8032), which is what JWS EdDSA
-              // verifiers expect; ED25519_PH_SHA_512/DIGEST would produce Ed25519ph signatures.
-              MessageType: 'RAW',
-              SigningAlgorithm: 'ED25519_SHA_512',
-            }),
-          ));
+          const response = await callKms(() =>
+            client.send(
+              new SignCommand({
+                KeyId: activeKeyId,
+                Message: message,
+                // ED25519_SHA_512 with RAW is KMS's pure Ed25519 (RFC 8032), which is what JWS EdDSA
+                // verifiers expect; ED25519_PH_SHA_512/DIGEST would produce Ed25519ph signatures.
+                MessageType: 'RAW',
+                SigningAlgorithm: 'ED25519_SHA_512',
+              }),
+            ),
+          );
           const signature = response.Signature;
           if (!signature) {
             throw new Error(`KMS Sign for key ${activeKeyId} returned no Signature`);
@@ -95,14 +102,10 @@ async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJ
   // Checked up front so that a wrongly provisioned key fails at start-up with a readable
   // message rather than later as unverifiable tokens.
   if (response.KeySpec !== EXPECTED_KEY_SPEC) {
-    throw new Error(
-      `KMS key ${keyId} has KeySpec ${response.KeySpec ?? '(none)'}; expected ${EXPECTED_KEY_SPEC}`,
-    );
+    throw new Error(`KMS key ${keyId} has KeySpec ${response.KeySpec ?? '(none)'}; expected ${EXPECTED_KEY_SPEC}`);
   }
   if (response.KeyUsage !== EXPECTED_KEY_USAGE) {
-    throw new Error(
-      `KMS key ${keyId} has KeyUsage ${response.KeyUsage ?? '(none)'}; expected ${EXPECTED_KEY_USAGE}`,
-    );
+    throw new Error(`KMS key ${keyId} has KeyUsage ${response.KeyUsage ?? '(none)'}; expected ${EXPECTED_KEY_USAGE}`);
   }
   if (!response.PublicKey) {
     throw new Error(`KMS GetPublicKey for key ${keyId} returned no PublicKey`);
@@ -119,15 +122,21 @@ export function createKmsMacKey(options: { client: KMSClient; keyId: string }): 
   return {
     async mac(message) {
       const response = await callKms(() =>
-        client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' })));
+        client.send(new GenerateMacCommand({ KeyId: keyId, Message: message, MacAlgorithm: 'HMAC_SHA_256' })),
+      );
       if (!response.Mac) throw new Error(`KMS GenerateMac for key ${keyId} returned no Mac`);
       return response.Mac;
     },
     async verify(message, mac) {
       try {
-        const response = await client.send(new VerifyMacCommand({
-          KeyId: keyId, Message: message, Mac: mac, MacAlgorithm: 'HMAC_SHA_256',
-        }));
+        const response = await client.send(
+          new VerifyMacCommand({
+            KeyId: keyId,
+            Message: message,
+            Mac: mac,
+            MacAlgorithm: 'HMAC_SHA_256',
+          }),
+        );
         return response.MacValid === true;
       } catch (error) {
         // KMS answers a wrong MAC with this exception rather than MacValid: false.

@@ -1,5 +1,11 @@
 import {
-  createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual,
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  randomUUID,
+  timingSafeEqual,
   webcrypto,
 } from 'node:crypto';
 import { link, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
@@ -16,7 +22,11 @@ import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
  * `signingKey` is the private key imported into WebCrypto: Node signs with it on its threadpool,
  * off the event loop (node:crypto's sign() would take the main thread for every token).
  */
-interface LocalKey { kid: string; signingKey: webcrypto.CryptoKey; jwk: PublicJwk }
+interface LocalKey {
+  kid: string;
+  signingKey: webcrypto.CryptoKey;
+  jwk: PublicJwk;
+}
 
 export interface LocalKeyStore extends KeyRing {
   list(): Promise<Array<{ kid: string; active: boolean }>>;
@@ -88,8 +98,15 @@ function keyFolder(dir: string) {
     load(): Promise<LoadedKeys> {
       if (cached && Date.now() - cached.loadedAt < RELOAD_INTERVAL_MS) return Promise.resolve(cached);
       loading ??= readFolder().then(
-        (loaded) => { cached = loaded; loading = undefined; return loaded; },
-        (error: unknown) => { loading = undefined; throw error; },
+        (loaded) => {
+          cached = loaded;
+          loading = undefined;
+          return loaded;
+        },
+        (error: unknown) => {
+          loading = undefined;
+          throw error;
+        },
       );
       return loading;
     },
@@ -163,8 +180,10 @@ async function readMacKey(path: string): Promise<Buffer | undefined> {
   if (text === undefined) return undefined;
   const secret = Buffer.from(text.trim(), 'base64url');
   if (secret.length !== MAC_KEY_BYTES) {
-    throw new Error(`MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one `
-      + '(what it signed is then refused: browsers sign in again, or lists restart from the first page)');
+    throw new Error(
+      `MAC key file ${path} does not hold ${MAC_KEY_BYTES} bytes; delete it to make a new one ` +
+        '(what it signed is then refused: browsers sign in again, or lists restart from the first page)',
+    );
   }
   return secret;
 }
@@ -175,7 +194,8 @@ async function readMacKey(path: string): Promise<Buffer | undefined> {
  * which fails if another process got there first (then its key is used).
  */
 export async function openLocalMacKey(
-  dir: string, file: typeof MAC_KEY_FILE | typeof PAGE_TOKEN_KEY_FILE = MAC_KEY_FILE,
+  dir: string,
+  file: typeof MAC_KEY_FILE | typeof PAGE_TOKEN_KEY_FILE = MAC_KEY_FILE,
 ): Promise<MacKey> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, file);

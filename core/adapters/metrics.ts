@@ -25,16 +25,25 @@ const emfHead = (directive: string, service: string) =>
 
 /** The request metrics of `defaultService` (SERVICE_NAME, when set, instead), in the process's METRICS_NAMESPACE. */
 export function createRequestMetrics(
-  defaultService: string, settings: TelemetrySettings = telemetrySettings(),
+  defaultService: string,
+  settings: TelemetrySettings = telemetrySettings(),
 ): RequestMetrics {
   const namespace = settings.metricsNamespace;
   if (!namespace) return { record: () => undefined };
   // What never changes is serialized once; a line adds the timestamp and the route.
-  const directives = Object.fromEntries(OUTCOMES.map((outcome) => [outcome, JSON.stringify({
-    Namespace: namespace,
-    Dimensions: [['service', 'route']],
-    Metrics: [{ Name: 'Requests', Unit: 'Count' }, { Name: outcome, Unit: 'Count' }],
-  })])) as Record<Outcome, string>;
+  const directives = Object.fromEntries(
+    OUTCOMES.map((outcome) => [
+      outcome,
+      JSON.stringify({
+        Namespace: namespace,
+        Dimensions: [['service', 'route']],
+        Metrics: [
+          { Name: 'Requests', Unit: 'Count' },
+          { Name: outcome, Unit: 'Count' },
+        ],
+      }),
+    ]),
+  ) as Record<Outcome, string>;
   const service = JSON.stringify(settings.serviceName ?? defaultService);
   return {
     record(route, status) {
@@ -51,13 +60,17 @@ export function createRequestMetrics(
  * METRICS_NAMESPACE; nothing without one.
  */
 export function createEventCounter<const D extends readonly string[] = []>(
-  metric: string, defaultService: string, dimensions: D = [] as unknown as D,
+  metric: string,
+  defaultService: string,
+  dimensions: D = [] as unknown as D,
   settings: TelemetrySettings = telemetrySettings(),
 ): (values?: { [K in D[number]]: string }, count?: number) => void {
   const namespace = settings.metricsNamespace;
   if (!namespace) return () => undefined;
   const directive = JSON.stringify({
-    Namespace: namespace, Dimensions: [['service', ...dimensions]], Metrics: [{ Name: metric, Unit: 'Count' }],
+    Namespace: namespace,
+    Dimensions: [['service', ...dimensions]],
+    Metrics: [{ Name: metric, Unit: 'Count' }],
   });
   const service = JSON.stringify(settings.serviceName ?? defaultService);
   const name = JSON.stringify(metric);
@@ -73,7 +86,8 @@ export const KMS_THROTTLES_METRIC = 'KmsThrottles';
 
 /** One EMF line per throttled KMS attempt (retried or not): `KmsThrottles` by service. */
 export function createKmsThrottleCounter(
-  defaultService: string, settings: TelemetrySettings = telemetrySettings(),
+  defaultService: string,
+  settings: TelemetrySettings = telemetrySettings(),
 ): () => void {
   const count = createEventCounter(KMS_THROTTLES_METRIC, defaultService, [], settings);
   return () => count();
@@ -87,12 +101,15 @@ export const FREE_NUMBERS_METRIC = 'FreeNumbers';
  * by service; nothing without METRICS_NAMESPACE.
  */
 export function createFreeNumbersGauge(
-  defaultService: string, settings: TelemetrySettings = telemetrySettings(),
+  defaultService: string,
+  settings: TelemetrySettings = telemetrySettings(),
 ): (count: number) => void {
   const namespace = settings.metricsNamespace;
   if (!namespace) return () => undefined;
   const directive = JSON.stringify({
-    Namespace: namespace, Dimensions: [['service']], Metrics: [{ Name: FREE_NUMBERS_METRIC, Unit: 'Count' }],
+    Namespace: namespace,
+    Dimensions: [['service']],
+    Metrics: [{ Name: FREE_NUMBERS_METRIC, Unit: 'Count' }],
   });
   const service = JSON.stringify(settings.serviceName ?? defaultService);
   return (count) => {

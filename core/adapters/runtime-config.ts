@@ -1,12 +1,21 @@
 import { defaultRateLimit, type RateLimitConfig } from '../kernel/rate-limit';
 import {
-  ENGINE_CHECK_INTERVAL_MS, ENGINE_LOST_POLL_INTERVAL_MS, INBOX_REFRESH_MS, POLL_INTERVAL_MS, SAFETY_POLL_INTERVAL_MS,
+  ENGINE_CHECK_INTERVAL_MS,
+  ENGINE_LOST_POLL_INTERVAL_MS,
+  INBOX_REFRESH_MS,
+  POLL_INTERVAL_MS,
+  SAFETY_POLL_INTERVAL_MS,
   type HubPolling,
 } from '../messaging/hub-polling';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../provisioning/config';
 import { defaultSignInLimits, type SignInLimits } from '../oauth/sign-in-guard';
 import {
-  variableReader, withoutUserinfo, type Environment, type ServiceVariable, type Variable, type VariableReader,
+  variableReader,
+  withoutUserinfo,
+  type Environment,
+  type ServiceVariable,
+  type Variable,
+  type VariableReader,
 } from './config-variables';
 import { readRequiredWakeupEngine, readWakeupEngine, type WakeupEngine } from './wakeup-engine-config';
 
@@ -145,8 +154,10 @@ const DEFAULT_DRAIN_SECONDS = 25;
 const MAX_DRAIN_SECONDS = 120;
 
 const LOCAL_ISSUER = [/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/, 'an http(s) URL without query or fragment'] as const;
-const DEPLOYED_ISSUER =
-  [/^https:\/\/[^/?#\s@]+(\/[^?#\s]*)?$/, 'an https URL without userinfo, query or fragment'] as const;
+const DEPLOYED_ISSUER = [
+  /^https:\/\/[^/?#\s@]+(\/[^?#\s]*)?$/,
+  'an https URL without userinfo, query or fragment',
+] as const;
 
 /** GRPC_REFLECTION, `fallback` unless given. */
 function readReflection(read: VariableReader, fallback: ReflectionAccess): ReflectionAccess {
@@ -166,8 +177,9 @@ function readIssuer(read: VariableReader, name: Variable, deployed = false): str
 
 /** The fixed 12-byte DER header of an Ed25519 SubjectPublicKeyInfo (RFC 8410), before the 32-byte key. */
 const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
-const isEd25519Spki = (der: Buffer) => der.length === ED25519_SPKI_PREFIX.length + 32
-  && der.subarray(0, ED25519_SPKI_PREFIX.length).equals(ED25519_SPKI_PREFIX);
+const isEd25519Spki = (der: Buffer) =>
+  der.length === ED25519_SPKI_PREFIX.length + 32 &&
+  der.subarray(0, ED25519_SPKI_PREFIX.length).equals(ED25519_SPKI_PREFIX);
 
 /** A JSON object of key id → base64 DER SubjectPublicKeyInfo of an Ed25519 key (KMS GetPublicKey's PublicKey). */
 function readPublicKeys(read: VariableReader, name: Variable): ReadonlyMap<string, Uint8Array> {
@@ -289,7 +301,9 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
  * `needs`: MAC-key variables this process (a Lambda whose routes use the key) requires.
  */
 export function readRuntimeConfig<K extends ProcessKind>(
-  kind: K, env: Environment = process.env, needs: readonly MacKeyVariable[] = [],
+  kind: K,
+  env: Environment = process.env,
+  needs: readonly MacKeyVariable[] = [],
 ): RuntimeConfig[K] {
   const read = variableReader(env);
   const config = readers[kind](read);

@@ -56,7 +56,9 @@ function connectionOptions(engine: WakeupEngine, role: ConnectionRole, commandTi
 
 /** IAM auth tokens when the engine signs in by IAM; none with a password (or no authentication). */
 export function iamTokens(
-  engine: WakeupEngine, credentials: CredentialsSupplier | undefined, renewAfterMs?: number,
+  engine: WakeupEngine,
+  credentials: CredentialsSupplier | undefined,
+  renewAfterMs?: number,
 ): IamTokens | undefined {
   if (!engine.iam) return undefined;
   if (!credentials) {

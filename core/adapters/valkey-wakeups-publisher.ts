@@ -2,8 +2,15 @@ import type { Redis } from 'ioredis';
 import type { CredentialsSupplier, IamTokens } from './elasticache-iam';
 import type { Logger } from './log';
 import {
-  COMMAND_TIMEOUT_MS, engineConnection, HEAD_TTL_SECONDS, iamTokens, inboxChannel, inboxHeadKey, inboxWakeupMessage,
-  messageOf, renewBeforeTheLimit,
+  COMMAND_TIMEOUT_MS,
+  engineConnection,
+  HEAD_TTL_SECONDS,
+  iamTokens,
+  inboxChannel,
+  inboxHeadKey,
+  inboxWakeupMessage,
+  messageOf,
+  renewBeforeTheLimit,
 } from './valkey-wakeups-connection';
 import type { WakeupEngine } from './wakeup-engine-config';
 
@@ -52,7 +59,8 @@ export interface PublisherOptions {
 
 /** The publishing connection of a process: every writer's (the relay Lambda's alone). */
 export function createEnginePublisher(
-  engine: WakeupEngine, options: { logger: Logger; credentials?: CredentialsSupplier; firstConnectMs?: number },
+  engine: WakeupEngine,
+  options: { logger: Logger; credentials?: CredentialsSupplier; firstConnectMs?: number },
 ): EnginePublisher {
   const tokens = iamTokens(engine, options.credentials);
   const publisher = enginePublisher(engine, options.logger, tokens, { firstConnectMs: options.firstConnectMs });
@@ -70,11 +78,16 @@ export function createEnginePublisher(
  * `firstConnectMs`, whichever comes first; `onReady` is told of every ready.
  */
 function openPublisher(
-  engine: WakeupEngine, logger: Logger, tokens: IamTokens | undefined,
+  engine: WakeupEngine,
+  logger: Logger,
+  tokens: IamTokens | undefined,
   options: PublisherOptions & { isClosed: () => boolean; onReady: () => void },
 ): { connection: WakeupConnection; firstReady: Promise<void> } {
   const { connection, open } = engineConnection({
-    engine, role: 'publisher', commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS, tokens,
+    engine,
+    role: 'publisher',
+    commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
+    tokens,
     isClosed: options.isClosed,
     noCredentials: (error) => {
       const fields = { engine: engine.address, error: messageOf(error) };
@@ -103,7 +116,10 @@ function openPublisher(
 
 /** The publisher with the process's tokens (shared with its subscriber). */
 export function enginePublisher(
-  engine: WakeupEngine, logger: Logger, tokens: IamTokens | undefined, options: PublisherOptions,
+  engine: WakeupEngine,
+  logger: Logger,
+  tokens: IamTokens | undefined,
+  options: PublisherOptions,
 ): EnginePublisher {
   let closed = false;
   /** The connection was dropped as hung and is not ready again yet (its close may take DISCONNECT_MS). */
@@ -147,7 +163,8 @@ export function enginePublisher(
       if (closed) return;
       const message = inboxWakeupMessage(seq, publisherId);
       await send((connection) =>
-        connection.svcnumWakeup(inboxHeadKey(inboxId), seq, HEAD_TTL_SECONDS, inboxChannel(inboxId), message));
+        connection.svcnumWakeup(inboxHeadKey(inboxId), seq, HEAD_TTL_SECONDS, inboxChannel(inboxId), message),
+      );
     },
     heads: (inboxIds) => (closed ? Promise.resolve(new Map()) : readHeads(inboxIds, send)),
     close() {
@@ -159,7 +176,8 @@ export function enginePublisher(
 
 /** The recorded heads of `inboxIds`, HEADS_BATCH per MGET. */
 async function readHeads(
-  inboxIds: readonly string[], send: <T>(command: (connection: WakeupConnection) => Promise<T>) => Promise<T>,
+  inboxIds: readonly string[],
+  send: <T>(command: (connection: WakeupConnection) => Promise<T>) => Promise<T>,
 ): Promise<Map<string, number>> {
   const heads = new Map<string, number>();
   for (let start = 0; start < inboxIds.length; start += HEADS_BATCH) {

@@ -91,9 +91,15 @@ export class EngineSubscriber {
     if (!connection || !this.inForce || this.pinging) return;
     this.pinging = true;
     const current = this.generation;
-    connection.ping().then(() => undefined, () => {
-      if (current === this.generation && !this.closed) connection.disconnect(true);
-    }).finally(() => (this.pinging = false));
+    connection
+      .ping()
+      .then(
+        () => undefined,
+        () => {
+          if (current === this.generation && !this.closed) connection.disconnect(true);
+        },
+      )
+      .finally(() => (this.pinging = false));
   }
 
   close() {
@@ -108,7 +114,11 @@ export class EngineSubscriber {
     if (this.connection) return this.connection;
     const { engine, tokens, commandTimeoutMs } = this.setup;
     const { connection, open } = engineConnection({
-      engine, role: 'subscriber', commandTimeoutMs, tokens, isClosed: () => this.closed,
+      engine,
+      role: 'subscriber',
+      commandTimeoutMs,
+      tokens,
+      isClosed: () => this.closed,
       noCredentials: (error) => this.noCredentials(error),
     });
     this.connection = connection;
@@ -164,7 +174,10 @@ export class EngineSubscriber {
     const ownerId = OWNER_CHANNEL.exec(channel)?.[1];
     const [publisherId, ids = ''] = message.split(' ');
     if (!ownerId || publisherId === self) return;
-    listeners.numbersChanged(ownerId, ids.split(',').filter((id) => ANNOUNCED_ID.test(id)));
+    listeners.numbersChanged(
+      ownerId,
+      ids.split(',').filter((id) => ANNOUNCED_ID.test(id)),
+    );
   }
 
   private lost() {
@@ -174,8 +187,9 @@ export class EngineSubscriber {
     if (this.closed) return;
     const { logger, engine } = this.setup;
     if (this.renewing) {
-      const renewal = 'inbox wake-ups: renewing the engine connection (IAM sign-in lasts 12 hours), '
-        + 'streams poll until it is back';
+      const renewal =
+        'inbox wake-ups: renewing the engine connection (IAM sign-in lasts 12 hours), ' +
+        'streams poll until it is back';
       logger.info(renewal, { engine: engine.address });
     } else {
       logger.warn('inbox wake-ups: engine lost, streams poll until it is back', { engine: engine.address });

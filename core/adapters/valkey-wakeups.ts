@@ -4,9 +4,7 @@ import type { CredentialsSupplier } from './elasticache-iam';
 import { createLogger, type Logger } from './log';
 import { createEventCounter, WAKEUP_PUBLISH_FAILURES_METRIC } from './metrics';
 import type { TelemetrySettings } from './telemetry-settings';
-import {
-  COMMAND_TIMEOUT_MS, iamTokens, inboxChannel, messageOf, ownerChannel,
-} from './valkey-wakeups-connection';
+import { COMMAND_TIMEOUT_MS, iamTokens, inboxChannel, messageOf, ownerChannel } from './valkey-wakeups-connection';
 import { enginePublisher } from './valkey-wakeups-publisher';
 import { EngineSubscriber } from './valkey-wakeups-subscriber';
 import type { WakeupEngine } from './wakeup-engine-config';
@@ -46,7 +44,11 @@ import type { WakeupEngine } from './wakeup-engine-config';
 // valkey-wakeups-connection.ts; the engine's settings (WakeupEngine) come from wakeup-engine-config.ts.
 
 export {
-  HEAD_TTL_SECONDS, inboxChannel, inboxHeadKey, inboxWakeupMessage, ownerChannel,
+  HEAD_TTL_SECONDS,
+  inboxChannel,
+  inboxHeadKey,
+  inboxWakeupMessage,
+  ownerChannel,
 } from './valkey-wakeups-connection';
 export { createEnginePublisher, type EnginePublisher } from './valkey-wakeups-publisher';
 export type { WakeupEngine } from './wakeup-engine-config';
@@ -80,8 +82,9 @@ function failureReporter(logger: Logger, count: (failures: number) => void, addr
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (unreported === 0) return;
-    const warning = 'inbox wake-ups not published (streams see these messages at their next poll, '
-      + 'new numbers at their next re-list)';
+    const warning =
+      'inbox wake-ups not published (streams see these messages at their next poll, ' +
+      'new numbers at their next re-list)';
     logger.warn(warning, { engine: address, failures: unreported, error: lastError });
     count(unreported);
     unreported = 0;
@@ -104,7 +107,8 @@ function failureReporter(logger: Logger, count: (failures: number) => void, addr
 
 /** The engine's wake-ups when the configuration names one (VALKEY_URL); otherwise none (in-process). */
 export const engineWakeups = (
-  settings: { wakeupEngine?: WakeupEngine | undefined }, options: ValkeyWakeupsOptions = {},
+  settings: { wakeupEngine?: WakeupEngine | undefined },
+  options: ValkeyWakeupsOptions = {},
 ): InboxWakeups | undefined =>
   settings.wakeupEngine ? createValkeyWakeups(settings.wakeupEngine, options) : undefined;
 
@@ -124,7 +128,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
   const subscriber = new EngineSubscriber({ engine, logger, tokens, commandTimeoutMs, listeners, self });
   // A hung engine found by a publish: the subscriber is checked at once, not at its next ping.
   const publisher = enginePublisher(engine, logger, tokens, {
-    firstConnectMs: options.firstConnectMs, commandTimeoutMs, hung: () => subscriber.check(),
+    firstConnectMs: options.firstConnectMs,
+    commandTimeoutMs,
+    hung: () => subscriber.check(),
   });
 
   /** Never rejects: a failure is counted and reported. */
@@ -154,8 +160,9 @@ export function createValkeyWakeups(engine: WakeupEngine, options: ValkeyWakeups
       listeners.numbersChanged(ownerId, inboxIds);
       if (closing) return;
       if (ownerPublishes.size >= PENDING_INBOXES_MAX) return tooMany();
-      const publishing = reported(() => publisher.spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`))
-        .finally(() => ownerPublishes.delete(publishing));
+      const publishing = reported(() =>
+        publisher.spublish(ownerChannel(ownerId), `${self} ${inboxIds.join(',')}`),
+      ).finally(() => ownerPublishes.delete(publishing));
       ownerPublishes.add(publishing);
     },
     subscribeOwners: (ownerIds) => subscriber.want(ownerIds, ownerChannel, listeners.ownersSubscribed),

@@ -34,7 +34,10 @@ const AWS_REGION_NAME = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 
 /** VALKEY_IAM_AUTH's settings, with the user it signs in and AWS_REGION (where tokens are signed). */
 function iamAuth(
-  read: VariableReader, replicationGroupId: string, userId: string | undefined, passwordSet: boolean,
+  read: VariableReader,
+  replicationGroupId: string,
+  userId: string | undefined,
+  passwordSet: boolean,
 ): IamAuth | undefined {
   const { problems } = read;
   const region = read.optional('AWS_REGION');
@@ -45,8 +48,10 @@ function iamAuth(
   }
   if (!userId) problems.push('VALKEY_IAM_AUTH needs the user it signs in: VALKEY_USERNAME (or the user of VALKEY_URL)');
   if (passwordSet) {
-    problems.push('VALKEY_IAM_AUTH and a password (VALKEY_PASSWORD or in VALKEY_URL) are both set: '
-      + 'an IAM user signs in with tokens, give no password');
+    problems.push(
+      'VALKEY_IAM_AUTH and a password (VALKEY_PASSWORD or in VALKEY_URL) are both set: ' +
+        'an IAM user signs in with tokens, give no password',
+    );
   }
   if (region === undefined) {
     problems.push('AWS_REGION must be set with VALKEY_IAM_AUTH (the region IAM auth tokens are signed for)');
@@ -84,7 +89,9 @@ export function readWakeupEngine(read: VariableReader, deployed: boolean): Wakeu
   const iamGroup = read.optional('VALKEY_IAM_AUTH');
   if (value === undefined) {
     const apart = [
-      ['VALKEY_USERNAME', username], ['VALKEY_PASSWORD', password], ['VALKEY_IAM_AUTH', iamGroup],
+      ['VALKEY_USERNAME', username],
+      ['VALKEY_PASSWORD', password],
+      ['VALKEY_IAM_AUTH', iamGroup],
     ] as const;
     for (const [name, set] of apart) {
       if (set !== undefined) read.problems.push(`${name} is set but VALKEY_URL is not (the engine it signs in to)`);

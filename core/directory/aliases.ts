@@ -37,7 +37,9 @@ const SCOPE_FOR: Partial<Record<User['accountType'], ProvisioningScope>> = {
 };
 
 const view = (record: AliasRecord): AliasView => ({
-  alias: record.alias, svcnumId: record.svcnumId, createTime: record.createdAt,
+  alias: record.alias,
+  svcnumId: record.svcnumId,
+  createTime: record.createdAt,
 });
 
 /** What the alias operations work with. */
@@ -51,9 +53,10 @@ const { aliasesPerEntity: max, aliasClaimLease: lease } = directoryLimits;
 
 /** Whether `record` is live: its entity lists it. */
 async function live(store: DirectoryPort, record: AliasRecord, entity?: AliasedEntity): Promise<boolean> {
-  const holder = entity ?? await store.getAliasedEntity(record.svcnumId);
-  return holder?.entity.svcnumId === record.svcnumId
-    && holder.aliasClaims.includes(aliasMember(record.alias, record.claim));
+  const holder = entity ?? (await store.getAliasedEntity(record.svcnumId));
+  return (
+    holder?.entity.svcnumId === record.svcnumId && holder.aliasClaims.includes(aliasMember(record.alias, record.claim))
+  );
 }
 
 /**
@@ -61,7 +64,9 @@ async function live(store: DirectoryPort, record: AliasRecord, entity?: AliasedE
  * the matching scope).
  */
 async function entityFor(
-  store: DirectoryPort, actor: AliasActor, svcnumId: string | undefined,
+  store: DirectoryPort,
+  actor: AliasActor,
+  svcnumId: string | undefined,
 ): Promise<AliasedEntity> {
   const id = svcnumIdField(svcnumId, 'svcnum_id');
   const found = await store.getAliasedEntity(id);
@@ -90,11 +95,13 @@ async function prune(store: DirectoryPort, svcnumId: string): Promise<boolean> {
   const entity = await store.getAliasedEntity(svcnumId);
   if (!entity) return false;
   const stale: string[] = [];
-  await Promise.all(entity.aliasClaims.map(async (member) => {
-    const parsed = parseAliasMember(member);
-    const record = parsed && await store.getAlias(parsed.alias);
-    if (!parsed || record?.svcnumId !== svcnumId || record.claim !== parsed.claim) stale.push(member);
-  }));
+  await Promise.all(
+    entity.aliasClaims.map(async (member) => {
+      const parsed = parseAliasMember(member);
+      const record = parsed && (await store.getAlias(parsed.alias));
+      if (!parsed || record?.svcnumId !== svcnumId || record.claim !== parsed.claim) stale.push(member);
+    }),
+  );
   await store.removeAliasClaims(svcnumId, stale);
   return stale.length > 0;
 }
@@ -108,7 +115,7 @@ async function claim({ store, clock }: AliasesContext, record: AliasRecord): Pro
     if (await store.claimAlias(record)) return;
     const existing = await store.getAlias(record.alias);
     if (!existing) continue; // deleted meanwhile: try again
-    if (existing.leaseUntil > clock.now() || await live(store, existing)) break;
+    if (existing.leaseUntil > clock.now() || (await live(store, existing))) break;
     if (await store.takeOverAlias(record, existing)) return;
   }
   throw new DomainError('conflict', `the alias ${record.alias} is taken`);
@@ -118,7 +125,7 @@ async function claim({ store, clock }: AliasesContext, record: AliasRecord): Pro
 async function owned(store: DirectoryPort, actor: AliasActor, value: string | undefined) {
   const alias = aliasField(value, { allowReserved: true });
   const record = await store.getAlias(alias);
-  const entity = record && await store.getAliasedEntity(record.svcnumId);
+  const entity = record && (await store.getAliasedEntity(record.svcnumId));
   if (!record || !entity || !(await live(store, record, entity))) {
     throw notFound(`no alias ${alias}${'operator' in actor ? '' : ' in your account'}`);
   }
@@ -132,7 +139,9 @@ async function owned(store: DirectoryPort, actor: AliasActor, value: string | un
 
 /** Registers an alias for an active entity. Operators may alias any entity and use reserved names. */
 async function createAlias(
-  context: AliasesContext, actor: AliasActor, input: { svcnumId?: string; alias?: string },
+  context: AliasesContext,
+  actor: AliasActor,
+  input: { svcnumId?: string; alias?: string },
 ): Promise<AliasView> {
   const { store, clock, random } = context;
   const alias = aliasField(input.alias, { allowReserved: 'operator' in actor });
@@ -143,7 +152,11 @@ async function createAlias(
   }
   const now = clock.now();
   const record: AliasRecord = {
-    alias, svcnumId: entity.svcnumId, claim: newUlid(clock, random), createdAt: now, leaseUntil: now + lease,
+    alias,
+    svcnumId: entity.svcnumId,
+    claim: newUlid(clock, random),
+    createdAt: now,
+    leaseUntil: now + lease,
   };
   await claim(context, record);
   const member = aliasMember(alias, record.claim);
@@ -151,7 +164,7 @@ async function createAlias(
   try {
     committed = await store.addAliasClaim(entity.svcnumId, member, max);
     // A full list may hold listings whose claim is gone (an interrupted deletion): drop them, try once more.
-    if (!committed && await prune(store, entity.svcnumId)) {
+    if (!committed && (await prune(store, entity.svcnumId))) {
       committed = await store.addAliasClaim(entity.svcnumId, member, max);
     }
   } finally {
@@ -177,15 +190,20 @@ async function removeAlias(store: DirectoryPort, actor: AliasActor, value: strin
 
 /** The live aliases of one entity, sorted. */
 async function listAliases(
-  store: DirectoryPort, actor: AliasActor, svcnumId: string | undefined,
+  store: DirectoryPort,
+  actor: AliasActor,
+  svcnumId: string | undefined,
 ): Promise<AliasView[]> {
   const found = await entityFor(store, actor, svcnumId);
-  const records = await Promise.all(found.aliasClaims.map(async (member) => {
-    const parsed = parseAliasMember(member);
-    const record = parsed && await store.getAlias(parsed.alias);
-    return record?.svcnumId === found.entity.svcnumId && record.claim === parsed!.claim ? record : undefined;
-  }));
-  return records.filter((record): record is AliasRecord => record !== undefined)
+  const records = await Promise.all(
+    found.aliasClaims.map(async (member) => {
+      const parsed = parseAliasMember(member);
+      const record = parsed && (await store.getAlias(parsed.alias));
+      return record?.svcnumId === found.entity.svcnumId && record.claim === parsed!.claim ? record : undefined;
+    }),
+  );
+  return records
+    .filter((record): record is AliasRecord => record !== undefined)
     .sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0))
     .map(view);
 }
@@ -195,7 +213,7 @@ async function lookupAlias(store: DirectoryPort, alias: string): Promise<Aliased
   const record = await store.getAlias(alias);
   if (!record) return undefined;
   const entity = await store.getAliasedEntity(record.svcnumId);
-  return entity && await live(store, record, entity) ? entity : undefined;
+  return entity && (await live(store, record, entity)) ? entity : undefined;
 }
 
 /** Public aliases: each operation is a function of the context above. */

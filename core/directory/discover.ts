@@ -32,12 +32,18 @@ export async function indexAgent(store: DirectoryPort, agent: User, now: number)
 
 /** Whether an agent may be shown for `capability` right now. */
 export function discoverable(agent: User | undefined, capability: string): agent is User {
-  return agent?.accountType === 'ai_agent' && inService(agent)
-    && agent.discoverable === true && (agent.capabilities ?? []).includes(capability);
+  return (
+    agent?.accountType === 'ai_agent' &&
+    inService(agent) &&
+    agent.discoverable === true &&
+    (agent.capabilities ?? []).includes(capability)
+  );
 }
 
 const publicAgent = (agent: User): DiscoveredAgent => ({
-  svcnum: agent.svcnum, display_name: agent.displayName ?? '', capabilities: [...(agent.capabilities ?? [])],
+  svcnum: agent.svcnum,
+  display_name: agent.displayName ?? '',
+  capabilities: [...(agent.capabilities ?? [])],
 });
 
 /**
@@ -56,7 +62,9 @@ function pageSizeParam(value: string | undefined): number {
 }
 
 export function createDiscovery(deps: {
-  store: DirectoryPort; pageTokens: PageTokenCodec; accounts: Pick<AccountStatus, 'accountActiveCached'>;
+  store: DirectoryPort;
+  pageTokens: PageTokenCodec;
+  accounts: Pick<AccountStatus, 'accountActiveCached'>;
 }) {
   const { store, pageTokens, accounts } = deps;
   return {
@@ -64,17 +72,18 @@ export function createDiscovery(deps: {
      * One page of discoverable agents offering `capability`, oldest first. Reads at most
      * `discoverScanMax` index entries; a page may then be short and still carry a token.
      */
-    async discover(
-      input: { capability?: string; pageToken?: string; pageSize?: string },
-    ): Promise<{ agents: DiscoveredAgent[]; next_page_token: string }> {
+    async discover(input: {
+      capability?: string;
+      pageToken?: string;
+      pageSize?: string;
+    }): Promise<{ agents: DiscoveredAgent[]; next_page_token: string }> {
       if (!input.capability) throw invalidArgument('capability is required');
       const [capability] = capabilitiesField([input.capability]);
       const size = pageSizeParam(input.pageSize);
       const pages = discoverPages(capability!);
       const after = await pageTokens.open<string>(pages, input.pageToken);
-      let startKey: PageKey | undefined = after === undefined
-        ? undefined
-        : { capability: capability!, svcnumId: after };
+      let startKey: PageKey | undefined =
+        after === undefined ? undefined : { capability: capability!, svcnumId: after };
       const shown: Array<{ entry: CapabilityEntry; agent: User }> = [];
       let lastRead: CapabilityEntry | undefined;
       let scanned = 0;
@@ -88,8 +97,9 @@ export function createDiscovery(deps: {
           return discoverable(agent, capability!) ? [{ entry, agent }] : [];
         });
         // Agents of one owner share its look-up (the accounts cache reads each owner once at a time).
-        const ownerActive = await Promise.all(candidates.map(({ agent }) =>
-          (agent.ownerId ? accounts.accountActiveCached(agent.ownerId) : false)));
+        const ownerActive = await Promise.all(
+          candidates.map(({ agent }) => (agent.ownerId ? accounts.accountActiveCached(agent.ownerId) : false)),
+        );
         shown.push(...candidates.filter((_, index) => ownerActive[index]));
         scanned += page.items.length;
         lastRead = page.items.at(-1) ?? lastRead;

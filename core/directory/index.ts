@@ -11,7 +11,11 @@ import { createResolver } from './resolve';
 
 /** The public directory: aliases (gRPC, admin CLI), resolve and discover (public HTTP). */
 export function createDirectory(deps: {
-  store: DirectoryPort; clock: Clock; random: Random; coolOff: number; pageTokens: PageTokenCodec;
+  store: DirectoryPort;
+  clock: Clock;
+  random: Random;
+  coolOff: number;
+  pageTokens: PageTokenCodec;
   accounts: Pick<AccountStatus, 'accountActiveCached'>;
 }) {
   const { store, clock, random, coolOff, pageTokens, accounts } = deps;
@@ -31,7 +35,11 @@ export type Directory = ReturnType<typeof createDirectory>;
  */
 export function createDirectoryModule(
   ports: {
-    store: DirectoryPort; clock: Clock; random: Random; pageTokens: PageTokenCodec; provisioning: { coolOff: number };
+    store: DirectoryPort;
+    clock: Clock;
+    random: Random;
+    pageTokens: PageTokenCodec;
+    provisioning: { coolOff: number };
     config: ServiceConfig;
   },
   needs: { accounts: Pick<AccountStatus, 'accountActiveCached'> },

@@ -21,7 +21,10 @@ export interface Resolved {
 }
 
 /** The answer and how long it stays true by itself (an active mask expires; ms, undefined: no known end). */
-export interface Resolution { resolved: Resolved; validFor?: number }
+export interface Resolution {
+  resolved: Resolved;
+  validFor?: number;
+}
 
 const PUBLIC_STATES: ReadonlySet<string> = new Set(['active', 'suspended', 'deactivated', 'quarantined']);
 
@@ -53,8 +56,8 @@ export function createResolver(deps: { store: DirectoryPort; clock: Clock; coolO
     let state: string = numberView(number, now, coolOff).state;
     // Through an alias: the entity's own number, or the number it retired, while it cools off.
     // A number handed to someone else since is no longer this entity's.
-    const retiredByHolder = number.svcnumId === undefined && number.previousSvcnumId === holder
-      && state === 'quarantined';
+    const retiredByHolder =
+      number.svcnumId === undefined && number.previousSvcnumId === holder && state === 'quarantined';
     if (holder !== undefined && number.svcnumId !== holder && !retiredByHolder) {
       return undefined;
     }
@@ -78,7 +81,7 @@ export function createResolver(deps: { store: DirectoryPort; clock: Clock; coolO
       }
       const alias = aliasField(query.trim(), { allowReserved: true });
       const entity = await aliases.lookup(alias);
-      const found = entity && await publicNumber(entity.entity.svcnum, entity.entity.svcnumId);
+      const found = entity && (await publicNumber(entity.entity.svcnum, entity.entity.svcnumId));
       if (!found) throw notFound(`no alias ${alias}`);
       // The entity type is the entity's own (a person, a business, …), whatever the number record says.
       return { ...found, resolved: { ...found.resolved, entity_type: entity.entity.accountType } };

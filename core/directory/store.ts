@@ -70,6 +70,19 @@ export interface DirectoryStore {
 }
 
 /** Exactly the store methods the directory module calls. */
-export type DirectoryPort = Pick<DirectoryStore & SharedStore,
-  | 'addAliasClaim' | 'claimAlias' | 'deleteAlias' | 'getAlias' | 'getAliasedEntity' | 'getEntities' | 'getMask'
-  | 'getNumber' | 'getUser' | 'indexCapabilities' | 'listCapability' | 'removeAliasClaims' | 'takeOverAlias'>;
+export type DirectoryPort = Pick<
+  DirectoryStore & SharedStore,
+  | 'addAliasClaim'
+  | 'claimAlias'
+  | 'deleteAlias'
+  | 'getAlias'
+  | 'getAliasedEntity'
+  | 'getEntities'
+  | 'getMask'
+  | 'getNumber'
+  | 'getUser'
+  | 'indexCapabilities'
+  | 'listCapability'
+  | 'removeAliasClaims'
+  | 'takeOverAlias'
+>;

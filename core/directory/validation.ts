@@ -12,9 +12,33 @@ const HAS_LETTER = /[a-z]/;
  * can pose as the service. Compared after normalisation.
  */
 export const RESERVED_ALIASES: ReadonlySet<string> = new Set([
-  'admin', 'administrator', 'root', 'support', 'help', 'helpdesk', 'security', 'abuse', 'system',
-  'staff', 'official', 'operator', 'moderator', 'info', 'billing', 'postmaster', 'webmaster',
-  'hostmaster', 'noreply', 'no-reply', 'api', 'www', 'mail', 'svcnum', 'service', 'null', 'undefined',
+  'admin',
+  'administrator',
+  'root',
+  'support',
+  'help',
+  'helpdesk',
+  'security',
+  'abuse',
+  'system',
+  'staff',
+  'official',
+  'operator',
+  'moderator',
+  'info',
+  'billing',
+  'postmaster',
+  'webmaster',
+  'hostmaster',
+  'noreply',
+  'no-reply',
+  'api',
+  'www',
+  'mail',
+  'svcnum',
+  'service',
+  'null',
+  'undefined',
 ]);
 
 /** The normalised alias, or INVALID_ARGUMENT saying what an alias must be. */

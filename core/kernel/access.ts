@@ -44,10 +44,13 @@ export const invalidToken = (message: string) =>
 
 /** RFC 6750 insufficient_scope: the token carries none of `needed`. */
 export const insufficientScope = (
-  needed: readonly string[], message = `this call needs a token with the ${needed.join(' or ')} scope`,
+  needed: readonly string[],
+  message = `this call needs a token with the ${needed.join(' or ')} scope`,
 ) =>
   new DomainError('forbidden', message, {
-    ...bearer, oauth: 'insufficient_scope', scope: needed.join(' '),
+    ...bearer,
+    oauth: 'insufficient_scope',
+    scope: needed.join(' '),
   });
 
 /** The scopes the token carries, if it has at least one of `anyOf`; else insufficient_scope naming them. */

@@ -1,7 +1,11 @@
 import type { Clock } from './ports';
 
 /** What a read found, when it began, and its place in the order reads began. */
-interface Entry<V> { value: V; readAt: number; order: number }
+interface Entry<V> {
+  value: V;
+  readAt: number;
+  order: number;
+}
 
 export interface TtlCacheOptions {
   /** The time the lifetime and the spacing of re-reads are measured by (the service's clock). */
@@ -33,18 +37,20 @@ export function ttlCache<V>(load: (key: string) => Promise<V>, options: TtlCache
   function read(key: string): Promise<Entry<V>> {
     const order = ++reads;
     const readAt = clock.now();
-    const reading = load(key).then((value) => {
-      const entry = { value, readAt, order };
-      const current = entries.get(key);
-      // A read that began earlier but ended later must not replace a newer value.
-      if (!current || current.order < order) {
-        if (!current && entries.size >= maxEntries) entries.clear();
-        entries.set(key, entry);
-      }
-      return entry;
-    }).finally(() => {
-      if (loading.get(key) === reading) loading.delete(key);
-    });
+    const reading = load(key)
+      .then((value) => {
+        const entry = { value, readAt, order };
+        const current = entries.get(key);
+        // A read that began earlier but ended later must not replace a newer value.
+        if (!current || current.order < order) {
+          if (!current && entries.size >= maxEntries) entries.clear();
+          entries.set(key, entry);
+        }
+        return entry;
+      })
+      .finally(() => {
+        if (loading.get(key) === reading) loading.delete(key);
+      });
     loading.set(key, reading);
     return reading;
   }
@@ -99,7 +105,8 @@ export function ttlCache<V>(load: (key: string) => Promise<V>, options: TtlCache
  * fan-out): nothing is kept once the read ends, and a failed read fails only its sharers.
  */
 export function sharedReads<A extends unknown[], V>(
-  load: (...args: A) => Promise<V>, keyOf: (...args: A) => string,
+  load: (...args: A) => Promise<V>,
+  keyOf: (...args: A) => string,
 ): (...args: A) => Promise<V> {
   const loading = new Map<string, Promise<V>>();
   return (...args) => {

@@ -30,7 +30,11 @@ export interface AccountStatus {
 }
 
 /** What a token names, as its claims do: its client, the account it acts for, its actors (RFC 8693 `act`). */
-export interface TokenParties { client_id: string; sub: string; act?: unknown }
+export interface TokenParties {
+  client_id: string;
+  sub: string;
+  act?: unknown;
+}
 
 /**
  * Disabled means disabled (accounts, core/accounts/token-standing.ts): whether every party a token

@@ -21,11 +21,26 @@ export type ErrorKind =
   | 'unavailable';
 
 export type OAuthErrorCode =
-  | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client'
-  | 'unsupported_grant_type' | 'invalid_scope' | 'invalid_target' | 'access_denied' | 'unsupported_response_type'
-  | 'server_error' | 'temporarily_unavailable' | 'invalid_token' | 'insufficient_scope'
-  | 'unsupported_token_type' | 'login_required' | 'consent_required' | 'interaction_required'
-  | 'request_not_supported' | 'request_uri_not_supported' | 'account_setup_required';
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'access_denied'
+  | 'unsupported_response_type'
+  | 'server_error'
+  | 'temporarily_unavailable'
+  | 'invalid_token'
+  | 'insufficient_scope'
+  | 'unsupported_token_type'
+  | 'login_required'
+  | 'consent_required'
+  | 'interaction_required'
+  | 'request_not_supported'
+  | 'request_uri_not_supported'
+  | 'account_setup_required';
 
 export interface DomainErrorOptions {
   /** The OAuth error code, where the refusal is one a standard names. */
@@ -48,7 +63,11 @@ export class DomainError extends Error {
   readonly scope?: string;
   readonly retryAfterSeconds?: number;
 
-  constructor(readonly kind: ErrorKind, message: string, options: DomainErrorOptions = {}) {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    options: DomainErrorOptions = {},
+  ) {
     super(message);
     if (options.oauth !== undefined) this.oauth = options.oauth;
     if (options.code !== undefined) this.code = options.code;
@@ -70,13 +89,26 @@ export const failedPrecondition = (message: string, options?: DomainErrorOptions
  * authorization redirects). Refusals that need another kind (a token exchange's NOT_FOUND) say so.
  */
 const OAUTH_KINDS: Record<OAuthErrorCode, ErrorKind> = {
-  invalid_request: 'invalid_argument', invalid_client: 'unauthenticated', invalid_grant: 'invalid_argument',
-  unauthorized_client: 'forbidden', unsupported_grant_type: 'invalid_argument', invalid_scope: 'invalid_argument',
-  invalid_target: 'invalid_argument', access_denied: 'forbidden', unsupported_response_type: 'invalid_argument',
-  server_error: 'unavailable', temporarily_unavailable: 'unavailable', invalid_token: 'unauthenticated',
-  insufficient_scope: 'forbidden', unsupported_token_type: 'invalid_argument', login_required: 'unauthenticated',
-  consent_required: 'forbidden', interaction_required: 'unauthenticated', request_not_supported: 'invalid_argument',
-  request_uri_not_supported: 'invalid_argument', account_setup_required: 'failed_precondition',
+  invalid_request: 'invalid_argument',
+  invalid_client: 'unauthenticated',
+  invalid_grant: 'invalid_argument',
+  unauthorized_client: 'forbidden',
+  unsupported_grant_type: 'invalid_argument',
+  invalid_scope: 'invalid_argument',
+  invalid_target: 'invalid_argument',
+  access_denied: 'forbidden',
+  unsupported_response_type: 'invalid_argument',
+  server_error: 'unavailable',
+  temporarily_unavailable: 'unavailable',
+  invalid_token: 'unauthenticated',
+  insufficient_scope: 'forbidden',
+  unsupported_token_type: 'invalid_argument',
+  login_required: 'unauthenticated',
+  consent_required: 'forbidden',
+  interaction_required: 'unauthenticated',
+  request_not_supported: 'invalid_argument',
+  request_uri_not_supported: 'invalid_argument',
+  account_setup_required: 'failed_precondition',
 };
 
 export const oauthError = (oauth: OAuthErrorCode, message: string, options?: Omit<DomainErrorOptions, 'oauth'>) =>

@@ -75,7 +75,9 @@ export function serveGrant<Deps, Required extends string, Optional extends strin
   const { name, clients, parameters } = grant;
   // The context's parameters were read from this grant's own declaration (readGrantParameters).
   return {
-    name, clients, parameters,
+    name,
+    clients,
+    parameters,
     handle: (context) => grant.handler(context as GrantContext<Required, Optional>, deps),
   };
 }

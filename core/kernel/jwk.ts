@@ -8,9 +8,8 @@ import type { PublicJwk } from './ports';
  * for a key wherever the key lives and needs no separate bookkeeping.
  */
 export async function ed25519PublicJwk(key: KeyObject | Uint8Array): Promise<PublicJwk> {
-  const keyObject = key instanceof Uint8Array
-    ? createPublicKey({ key: Buffer.from(key), format: 'der', type: 'spki' })
-    : key;
+  const keyObject =
+    key instanceof Uint8Array ? createPublicKey({ key: Buffer.from(key), format: 'der', type: 'spki' }) : key;
   if (keyObject.asymmetricKeyType !== 'ed25519') {
     throw new Error(`expected an Ed25519 public key, got ${keyObject.asymmetricKeyType ?? 'unknown'}`);
   }

@@ -71,10 +71,11 @@ export function createPageTokenCodec(pageTokenKey: MacKey, clock: Clock = { now:
     );
     return derived;
   };
-  const tag = (secret: KeyObject, binding: PageTokenBinding, position: Buffer) => createHmac('sha256', secret)
-    .update(JSON.stringify([binding.list, binding.filter ?? '', binding.caller]))
-    .update(position)
-    .digest();
+  const tag = (secret: KeyObject, binding: PageTokenBinding, position: Buffer) =>
+    createHmac('sha256', secret)
+      .update(JSON.stringify([binding.list, binding.filter ?? '', binding.caller]))
+      .update(position)
+      .digest();
 
   return {
     async seal(binding, position) {

@@ -3,7 +3,10 @@ import type { PageTokenCodec } from './page-token';
 
 /** Where a page of a list continues (DynamoDB's LastEvaluatedKey, opaque to callers). */
 export type PageKey = Record<string, unknown>;
-export interface Page<T> { items: T[]; nextKey?: PageKey }
+export interface Page<T> {
+  items: T[];
+  nextKey?: PageKey;
+}
 
 /** AIP-158 page sizes of the gRPC lists. */
 export const pageLimits = { pageSizeDefault: 50, pageSizeMax: 100 } as const;

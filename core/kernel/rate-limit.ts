@@ -39,10 +39,16 @@ export function clientKey(sourceIp: string | undefined): string {
   const right = tail ? tail.split(':') : [];
   const zeros = Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0');
   const groups = tail === undefined ? left : [...left, ...zeros, ...right];
-  return `${groups.slice(0, 4).map((group) => Number.parseInt(group, 16).toString(16)).join(':')}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((group) => Number.parseInt(group, 16).toString(16))
+    .join(':')}::/64`;
 }
 
-interface Bucket { tokens: number; at: number }
+interface Bucket {
+  tokens: number;
+  at: number;
+}
 
 export function createRateLimiter(config: RateLimitConfig, clock: Clock) {
   const burst = config.burst;

@@ -35,8 +35,9 @@ const SCRYPT = { N: 2 ** 17, r: 8, p: 1, keyLength: 32, saltBytes: 16 };
 
 function scrypt(password: string, salt: Buffer, keyLength: number, options: ScryptOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    scryptCallback(password.normalize('NFKC'), salt, keyLength, options,
-      (error, key) => (error ? reject(error) : resolve(key)));
+    scryptCallback(password.normalize('NFKC'), salt, keyLength, options, (error, key) =>
+      error ? reject(error) : resolve(key),
+    );
   });
 }
 
@@ -75,7 +76,10 @@ const macInput = (purpose: string, fields: readonly string[], expirySeconds: str
   new TextEncoder().encode([purpose, ...fields, expirySeconds].join('\n'));
 
 export async function sealToken(
-  macKey: MacKey, purpose: string, fields: readonly string[], expiresAt: number,
+  macKey: MacKey,
+  purpose: string,
+  fields: readonly string[],
+  expiresAt: number,
 ): Promise<string> {
   if (!fields.every((field) => TOKEN_FIELD.test(field))) {
     throw new Error('a signed token field must be 1-64 base64url characters');
@@ -87,7 +91,10 @@ export async function sealToken(
 
 /** The fields of a token sealed for `purpose` that has not expired at `now`, or undefined. */
 export async function openToken(
-  macKey: MacKey, purpose: string, token: string | undefined, now: number,
+  macKey: MacKey,
+  purpose: string,
+  token: string | undefined,
+  now: number,
 ): Promise<string[] | undefined> {
   if (!token || token.length > MAX_TOKEN_LENGTH) return undefined;
   const parts = token.split('.');

@@ -119,14 +119,16 @@ export function inboxProgress() {
      * Date.now(), the poll's).
      */
     of(inboxes: readonly string[], positions: Positions, polled: PolledHeads, clockAhead: number) {
-      return new Map(inboxes.map((inboxId): [string, InboxProgress] => {
-        const position = positions.get(inboxId) ?? 0;
-        const polledFrom = polled.headReadFrom(inboxId);
-        if (polledFrom !== undefined && (polled.head(inboxId) ?? Infinity) <= position) {
-          raiseSince(inboxId, polledFrom + clockAhead - STAMP_SLACK_MS);
-        }
-        return [inboxId, { position, since: since.get(inboxId) ?? 0, lastAccepted: lastAccepted.get(inboxId) ?? 0 }];
-      }));
+      return new Map(
+        inboxes.map((inboxId): [string, InboxProgress] => {
+          const position = positions.get(inboxId) ?? 0;
+          const polledFrom = polled.headReadFrom(inboxId);
+          if (polledFrom !== undefined && (polled.head(inboxId) ?? Infinity) <= position) {
+            raiseSince(inboxId, polledFrom + clockAhead - STAMP_SLACK_MS);
+          }
+          return [inboxId, { position, since: since.get(inboxId) ?? 0, lastAccepted: lastAccepted.get(inboxId) ?? 0 }];
+        }),
+      );
     },
   };
 }
@@ -149,9 +151,10 @@ export function resumePoint(watched: ReadonlyMap<string, InboxProgress>, listedF
   // would be delivered again back to W).
   const unknown = inboxes.filter(({ since }) => since <= 0);
   const byNewest = (list: typeof inboxes) => [...list].sort((a, b) => b.lastAccepted - a.lastAccepted);
-  const chosen = unknown.length <= CURSOR_MAX_INBOXES
-    ? [...unknown, ...byNewest(inboxes.filter(({ since }) => since > 0))].slice(0, CURSOR_MAX_INBOXES)
-    : byNewest(inboxes.filter(({ position }) => position > 0)).slice(0, CURSOR_MAX_INBOXES);
+  const chosen =
+    unknown.length <= CURSOR_MAX_INBOXES
+      ? [...unknown, ...byNewest(inboxes.filter(({ since }) => since > 0))].slice(0, CURSOR_MAX_INBOXES)
+      : byNewest(inboxes.filter(({ position }) => position > 0)).slice(0, CURSOR_MAX_INBOXES);
   const isNamed = new Set(chosen.map(({ inboxId }) => inboxId));
   const sinceOfOthers = inboxes.filter(({ inboxId }) => !isNamed.has(inboxId)).map(({ since }) => since);
   const watermark = Math.min(listedFrom - LIST_LAG_MS, ...sinceOfOthers);

@@ -103,10 +103,12 @@ async function follow(follower: Follower, listed: readonly string[]) {
   // watermark (every one, without a watermark), a few at a time.
   const starting = next.filter((inboxId) => !positions.has(inboxId));
   for (let index = 0; index < starting.length; index += START_LOOKUPS) {
-    await Promise.all(starting.slice(index, index + START_LOOKUPS).map(async (inboxId) => {
-      positions.set(inboxId, watermark > 0 ? await follower.deps.store.lastSeqBefore(inboxId, watermark) : 0);
-      follower.progress.raiseSince(inboxId, watermark);
-    }));
+    await Promise.all(
+      starting.slice(index, index + START_LOOKUPS).map(async (inboxId) => {
+        positions.set(inboxId, watermark > 0 ? await follower.deps.store.lastSeqBefore(inboxId, watermark) : 0);
+        follower.progress.raiseSince(inboxId, watermark);
+      }),
+    );
   }
   if (next.join() === follower.inboxes.join()) return;
   // Watched anew before the old watch ends: inboxes in both stay subscribed throughout.
@@ -151,7 +153,10 @@ async function joinAnnounced(follower: Follower) {
  * (`passed`), or filled meanwhile (`reread`).
  */
 async function passGap(
-  follower: Follower, inboxId: string, position: number, entry: InboxEntry,
+  follower: Follower,
+  inboxId: string,
+  position: number,
+  entry: InboxEntry,
 ): Promise<'wait' | 'passed' | 'reread'> {
   const { store, clock } = follower.deps;
   // A sequence is missing: its writer is in flight, or gave up.
@@ -174,7 +179,8 @@ async function passGap(
  * its grace), `reread` (at once), `more` (a full batch: read on), or `done`.
  */
 async function* readBatch(
-  follower: Follower, inboxId: string,
+  follower: Follower,
+  inboxId: string,
 ): AsyncGenerator<Delivery, 'aborted' | 'blocked' | 'reread' | 'more' | 'done'> {
   const { hub, clock, signal } = follower.deps;
   const from = follower.positions.get(inboxId) ?? 0;
@@ -247,10 +253,13 @@ function watchTail(follower: Follower, inboxId: string) {
 function sleep(follower: Follower): Promise<void> {
   const { hub } = follower.deps;
   return new Promise<void>((resolve) => {
-    const timeout = setTimeout(() => {
-      if (follower.waitingOnGap) follower.pending = true;
-      resolve();
-    }, follower.waitingOnGap ? GAP_RECHECK_MS : Math.max(0, follower.listedAt + hub.relistIntervalMs() - Date.now()));
+    const timeout = setTimeout(
+      () => {
+        if (follower.waitingOnGap) follower.pending = true;
+        resolve();
+      },
+      follower.waitingOnGap ? GAP_RECHECK_MS : Math.max(0, follower.listedAt + hub.relistIntervalMs() - Date.now()),
+    );
     timeout.unref();
     // Woken early, the timer goes too: left to run (up to the re-list interval, 15 min with
     // the engine), it would keep an ended stream's state and its call in memory until then.
@@ -283,9 +292,23 @@ export async function* followInboxes(deps: FollowDeps): AsyncGenerator<Delivery>
   // A cursor that is not this owner's is refused before anything is read.
   const { positions, watermark } = await hub.cursors.open(ownerId, deps.resumeCursor);
   const follower: Follower = {
-    deps, positions, watermark, progress: inboxProgress(), listedFrom: clock.now(), listedAt: -Infinity,
-    inboxes: [], unwatch: undefined, relistNow: true, announced: new Set(), joined: new Set(), pending: true,
-    dirty: new Set(), gapSince: new Map(), tailSince: new Map(), waitingOnGap: false, wakeUp: undefined,
+    deps,
+    positions,
+    watermark,
+    progress: inboxProgress(),
+    listedFrom: clock.now(),
+    listedAt: -Infinity,
+    inboxes: [],
+    unwatch: undefined,
+    relistNow: true,
+    announced: new Set(),
+    joined: new Set(),
+    pending: true,
+    dirty: new Set(),
+    gapSince: new Map(),
+    tailSince: new Map(),
+    waitingOnGap: false,
+    wakeUp: undefined,
   };
   const onAbort = () => follower.wakeUp?.();
   signal.addEventListener('abort', onAbort);

@@ -91,9 +91,12 @@ export interface HubState {
 
 /** The poll interval of the moment (by how far wake-ups reach, and whether the engine is ready). */
 export function pollInterval({ wakeups, polling, pollFailed }: HubState): number {
-  const base = wakeups.reach === 'process'
-    ? polling.pollIntervalMs
-    : wakeups.ready() ? polling.safetyPollMs : polling.engineLostPollMs;
+  const base =
+    wakeups.reach === 'process'
+      ? polling.pollIntervalMs
+      : wakeups.ready()
+        ? polling.safetyPollMs
+        : polling.engineLostPollMs;
   return pollFailed ? Math.min(base, polling.engineLostPollMs) : base;
 }
 
@@ -165,12 +168,18 @@ export function scheduleCheck(hub: HubState) {
     const watched = [...watchers.keys()].filter((inboxId) => heads.has(inboxId));
     if (!wakeups.ready() || watched.length === 0) return scheduleCheck(hub);
     hub.checking = true;
-    wakeups.heads!(watched).then((recorded) => {
-      for (const [inboxId, seq] of recorded) if (seq > (heads.get(inboxId) ?? Infinity)) appended(hub, inboxId, seq);
-    }, () => undefined).finally(() => {
-      hub.checking = false;
-      scheduleCheck(hub);
-    });
+    wakeups.heads!(watched)
+      .then(
+        (recorded) => {
+          for (const [inboxId, seq] of recorded)
+            if (seq > (heads.get(inboxId) ?? Infinity)) appended(hub, inboxId, seq);
+        },
+        () => undefined,
+      )
+      .finally(() => {
+        hub.checking = false;
+        scheduleCheck(hub);
+      });
   }, hub.polling.engineCheckMs);
   hub.checkTimer.unref();
 }

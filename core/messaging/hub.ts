@@ -2,8 +2,16 @@ import { sharedReads } from '../kernel/cache';
 import type { PageTokenCodec } from '../kernel/page-token';
 import { messageCursors } from './cursors';
 import {
-  appended, DEFAULT_HUB_POLLING, poll, pollInterval, RELIST_SAFETY_POLLS, schedule, scheduleCheck, stopChecks,
-  type HubPolling, type HubState,
+  appended,
+  DEFAULT_HUB_POLLING,
+  poll,
+  pollInterval,
+  RELIST_SAFETY_POLLS,
+  schedule,
+  scheduleCheck,
+  stopChecks,
+  type HubPolling,
+  type HubState,
 } from './hub-polling';
 import type { MessagingPort } from './store';
 import type { InboxWakeups, WakeupListener } from './wakeups';
@@ -140,12 +148,26 @@ function closeHub(hub: Hub, stopListening: () => void) {
 }
 
 export function createMessageHub(
-  store: MessagingPort, wakeups: InboxWakeups, pageTokens: PageTokenCodec, polling: HubPolling = DEFAULT_HUB_POLLING,
+  store: MessagingPort,
+  wakeups: InboxWakeups,
+  pageTokens: PageTokenCodec,
+  polling: HubPolling = DEFAULT_HUB_POLLING,
 ) {
   const hub: Hub = {
-    store, wakeups, polling, watchers: new Map(), heads: new Map(), headsReadFrom: new Map(), toPoll: new Set(),
-    pollInFlight: undefined, pollFailed: false, timer: undefined, checkTimer: undefined, checking: false,
-    ownerWatchers: new Map(), engineWatchers: new Set(),
+    store,
+    wakeups,
+    polling,
+    watchers: new Map(),
+    heads: new Map(),
+    headsReadFrom: new Map(),
+    toPoll: new Set(),
+    pollInFlight: undefined,
+    pollFailed: false,
+    timer: undefined,
+    checkTimer: undefined,
+    checking: false,
+    ownerWatchers: new Map(),
+    engineWatchers: new Set(),
   };
   // Streams woken together at the same position share one Query (fan-out to many streams of one
   // inbox costs one read, not one per stream).

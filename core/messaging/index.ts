@@ -11,7 +11,10 @@ import { createInProcessWakeups, type InboxWakeups } from './wakeups';
 /** The messaging module: the ingress (`sender`, `send`) and the streams of incoming messages. */
 export function createMessagingModule(
   ports: {
-    store: MessagingPort; clock: Clock; random: Random; pageTokens: PageTokenCodec;
+    store: MessagingPort;
+    clock: Clock;
+    random: Random;
+    pageTokens: PageTokenCodec;
     /** Wake-ups through a pub/sub engine (core/adapters/valkey-wakeups.ts); without, within this process only. */
     inboxWakeups?: InboxWakeups;
     /** The hub's intervals (MESSAGE_…_MS); each one not given is the default (DEFAULT_HUB_POLLING). */
@@ -34,7 +37,11 @@ export function createMessagingModule(
   const hub = createMessageHub(store, wakeups, pageTokens, polling);
   return {
     ...createMessaging({
-      store, clock, random, wakeups, tokenInForce: needs.accounts.tokenInForce,
+      store,
+      clock,
+      random,
+      wakeups,
+      tokenInForce: needs.accounts.tokenInForce,
       // Every process that serves messages gives one (core/adapters/derived-failures.ts); a module
       // built by hand without one reports nowhere.
       reportDerivedFailure: ports.reportDerivedFailure ?? (() => undefined),
@@ -52,9 +59,12 @@ export function createMessagingModule(
      */
     stream(
       owner: {
-        ownerId: string; listInboxes: () => Promise<string[]>; holdsInbox: (inboxId: string) => Promise<boolean>;
+        ownerId: string;
+        listInboxes: () => Promise<string[]>;
+        holdsInbox: (inboxId: string) => Promise<boolean>;
       },
-      resumeCursor: string | undefined, signal: AbortSignal,
+      resumeCursor: string | undefined,
+      signal: AbortSignal,
     ): AsyncGenerator<Delivery> {
       const { ownerId, listInboxes, holdsInbox } = owner;
       return followInboxes({ store, hub, clock, ownerId, listInboxes, holdsInbox, resumeCursor, signal });

@@ -20,12 +20,20 @@ export const MAX_DERIVED_HOPS = 3;
 export const MAX_TEXT_LENGTH = 2000;
 
 /** A number that exists but cannot send or receive now (suspended, an inactive account): 409 `not_in_service`. */
-const notInService = (message: string) =>
-  new DomainError('failed_precondition', message, { code: 'not_in_service' });
+const notInService = (message: string) => new DomainError('failed_precondition', message, { code: 'not_in_service' });
 
-export interface Sender { svcnumId: string; svcnum: string; entityType: SenderEntityType }
+export interface Sender {
+  svcnumId: string;
+  svcnum: string;
+  entityType: SenderEntityType;
+}
 
-export interface AcceptedMessage { messageId: string; from: string; to: string; acceptedAt: number }
+export interface AcceptedMessage {
+  messageId: string;
+  from: string;
+  to: string;
+  acceptedAt: number;
+}
 
 /** A derived message (auto-reply, forward) that could not be stored: ids only, never the text. */
 export interface DerivedMessageFailure {
@@ -85,7 +93,10 @@ function sharedStoreReads(store: MessagingPort): SendContext['store'] {
 
 /** A report that fails (it should not) must not fail the send either. */
 function derivedFailed(
-  context: SendContext, kind: DerivedMessageFailure['kind'], message: StoredMessage, target: string,
+  context: SendContext,
+  kind: DerivedMessageFailure['kind'],
+  message: StoredMessage,
+  target: string,
 ) {
   return (error: unknown) => {
     try {
@@ -121,9 +132,12 @@ async function routeThroughMask(context: SendContext, sender: Sender, to: string
   const mask = await store.getMask(maskId);
   if (!mask || mask.svcnum !== to) throw notFound(`number ${to} is not in service`);
   if (mask.expiresAt <= clock.now()) throw new DomainError('gone', `mask ${to} has expired`);
-  const other = sender.svcnumId === mask.participantA
-    ? mask.participantB
-    : sender.svcnumId === mask.participantB ? mask.participantA : undefined;
+  const other =
+    sender.svcnumId === mask.participantA
+      ? mask.participantB
+      : sender.svcnumId === mask.participantB
+        ? mask.participantA
+        : undefined;
   if (!other) throw new DomainError('forbidden', `only the two participants of mask ${to} can send to it`);
   const recipient = await store.getUser(other);
   if (!inService(recipient)) throw notInService('the other participant cannot receive messages now');
@@ -148,7 +162,12 @@ async function route(context: SendContext, sender: Sender, to: string) {
 
 /** Delivers to `to` and runs the recipient's programmable behaviour. */
 async function deliver(
-  context: SendContext, sender: Sender, to: string, text: string, kind: MessageKind, hops: number,
+  context: SendContext,
+  sender: Sender,
+  to: string,
+  text: string,
+  kind: MessageKind,
+  hops: number,
 ): Promise<StoredMessage> {
   const { recipient, ...addressing } = await route(context, sender, to);
   const message = await append(context, recipient.svcnumId, { ...addressing, text, kind, hops });
@@ -166,12 +185,14 @@ async function behave(context: SendContext, number: User, message: StoredMessage
   if (message.hops >= MAX_DERIVED_HOPS) return;
   const self: Sender = { svcnumId: number.svcnumId, svcnum: number.svcnum, entityType: 'programmable' };
   if (number.autoReply && message.kind === 'message') {
-    await deliver(context, self, message.fromSvcnum, number.autoReply, 'auto_reply', message.hops + 1)
-      .catch(derivedFailed(context, 'auto_reply', message, message.fromSvcnum));
+    await deliver(context, self, message.fromSvcnum, number.autoReply, 'auto_reply', message.hops + 1).catch(
+      derivedFailed(context, 'auto_reply', message, message.fromSvcnum),
+    );
   }
   if (number.forwardToSvcnumId) {
-    await forward(context, number, number.forwardToSvcnumId, message)
-      .catch(derivedFailed(context, 'forward', message, number.forwardToSvcnumId));
+    await forward(context, number, number.forwardToSvcnumId, message).catch(
+      derivedFailed(context, 'forward', message, number.forwardToSvcnumId),
+    );
   }
 }
 
@@ -179,8 +200,12 @@ async function forward(context: SendContext, number: User, targetId: string, mes
   const target = await context.store.getUser(targetId);
   if (!inService(target) || target!.svcnumId === number.svcnumId) return;
   const copy = await append(context, target!.svcnumId, {
-    fromSvcnum: message.fromSvcnum, senderEntityType: message.senderEntityType, toSvcnum: target!.svcnum,
-    text: message.text, kind: 'forward', hops: message.hops + 1,
+    fromSvcnum: message.fromSvcnum,
+    senderEntityType: message.senderEntityType,
+    toSvcnum: target!.svcnum,
+    text: message.text,
+    kind: 'forward',
+    hops: message.hops + 1,
     // Through a mask, the forwarder is named by the mask's number: a participant's own number never leaks.
     forwardedBy: message.senderEntityType === 'mask' ? message.toSvcnum : number.svcnum,
   });
@@ -195,8 +220,8 @@ async function apiClientSender(context: SendContext, client: Client, fromNumber:
   if (!fromNumber) throw invalidArgument('from is required: a number of the account this client belongs to');
   const holder = (await context.store.getNumber(fromNumber))?.svcnumId;
   const entity = holder ? await context.store.getUser(holder) : undefined;
-  const controlled = entity && entity.svcnum === fromNumber
-    && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
+  const controlled =
+    entity && entity.svcnum === fromNumber && (entity.svcnumId === client.ownerId || entity.ownerId === client.ownerId);
   if (!controlled) throw new DomainError('forbidden', `number ${fromNumber} is not a number of this client's account`);
   // Read just now: the owner disabled less than the cache's lifetime ago is refused alike.
   if (entity!.svcnumId === client.ownerId && entity!.status !== 'active') {
@@ -218,17 +243,20 @@ async function entitySender(context: SendContext, claims: AccessTokenClaims, fro
 }
 
 async function senderOf(
-  context: SendContext, tokenInForce: (claims: AccessTokenClaims) => Promise<Client>,
-  claims: AccessTokenClaims, from: string | undefined,
+  context: SendContext,
+  tokenInForce: (claims: AccessTokenClaims) => Promise<Client>,
+  claims: AccessTokenClaims,
+  from: string | undefined,
 ): Promise<Sender> {
   // Whatever its scope, a token whose client, account, actor or owner is disabled is refused (401).
   const client = await tokenInForce(claims);
   requireScope(claims, 'messaging');
   const fromNumber = from === undefined ? undefined : normaliseNumber(from);
   if (from !== undefined && !fromNumber) throw invalidArgument('from must be a number of 11 to 15 digits');
-  const entity: User | undefined = claims.sub === client.clientId
-    ? await apiClientSender(context, client, fromNumber)
-    : await entitySender(context, claims, fromNumber);
+  const entity: User | undefined =
+    claims.sub === client.clientId
+      ? await apiClientSender(context, client, fromNumber)
+      : await entitySender(context, claims, fromNumber);
   if (!SENDER_TYPES.has(entity!.accountType)) throw new DomainError('forbidden', 'this account cannot send messages');
   if (!inService(entity)) {
     throw notInService(`number ${entity!.svcnum} cannot send now (${entity!.numberState ?? entity!.status})`);
@@ -237,7 +265,9 @@ async function senderOf(
 }
 
 async function send(
-  context: SendContext, sender: Sender, input: { to?: unknown; text?: unknown },
+  context: SendContext,
+  sender: Sender,
+  input: { to?: unknown; text?: unknown },
 ): Promise<AcceptedMessage> {
   if (typeof input.to !== 'string' || !normaliseNumber(input.to)) {
     throw invalidArgument('to must be a number of 11 to 15 digits');
@@ -252,7 +282,9 @@ async function send(
 }
 
 export function createMessaging(deps: {
-  store: MessagingPort; clock: Clock; random: Random;
+  store: MessagingPort;
+  clock: Clock;
+  random: Random;
   /** Told of every stored message, so that open streams (of this process, or any through the engine) look at once. */
   wakeups: InboxWakeups;
   /**
@@ -263,8 +295,12 @@ export function createMessaging(deps: {
   reportDerivedFailure: DerivedFailureReport;
 }) {
   const context: SendContext = {
-    store: sharedStoreReads(deps.store), clock: deps.clock, random: deps.random, wakeups: deps.wakeups,
-    claimSeq: createSequenceClaims(deps.store), reportDerivedFailure: deps.reportDerivedFailure,
+    store: sharedStoreReads(deps.store),
+    clock: deps.clock,
+    random: deps.random,
+    wakeups: deps.wakeups,
+    claimSeq: createSequenceClaims(deps.store),
+    reportDerivedFailure: deps.reportDerivedFailure,
   };
   return {
     /**

@@ -25,7 +25,11 @@ export interface StoredMessage {
 }
 
 /** A sequence number given up by its writer, or skipped by a reader after a grace period. */
-export interface Tombstone { inboxId: string; seq: number; tombstone: true }
+export interface Tombstone {
+  inboxId: string;
+  seq: number;
+  tombstone: true;
+}
 
 export type InboxEntry = StoredMessage | Tombstone;
 
@@ -53,6 +57,15 @@ export interface MessagingStore {
 }
 
 /** Exactly the store methods the messaging module calls. */
-export type MessagingPort = Pick<MessagingStore & SharedStore,
-  | 'appendMessage' | 'getMask' | 'getNumber' | 'getUser' | 'inboxHeads' | 'lastSeqBefore' | 'nextSeq' | 'readInbox'
-  | 'tombstone'>;
+export type MessagingPort = Pick<
+  MessagingStore & SharedStore,
+  | 'appendMessage'
+  | 'getMask'
+  | 'getNumber'
+  | 'getUser'
+  | 'inboxHeads'
+  | 'lastSeqBefore'
+  | 'nextSeq'
+  | 'readInbox'
+  | 'tombstone'
+>;

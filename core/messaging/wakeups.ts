@@ -128,7 +128,8 @@ export interface WakeupQueue {
  * most `maxInboxes` inboxes wait. `publishOne` reports its own failures.
  */
 export function latestWakeups(
-  publishOne: (inboxId: string, seq: number) => Promise<void>, maxInboxes = PENDING_INBOXES_MAX,
+  publishOne: (inboxId: string, seq: number) => Promise<void>,
+  maxInboxes = PENDING_INBOXES_MAX,
 ): WakeupQueue {
   /** Per inbox with a publish in flight: the highest sequence stored since, if any. */
   const next = new Map<string, number | undefined>();

@@ -31,10 +31,15 @@ export interface AuthorizationContext {
   getClient: (clientId: string) => Promise<Client | undefined>;
 }
 
-export interface SignedIn { session: Session; user: User }
+export interface SignedIn {
+  session: Session;
+  user: User;
+}
 
 export function redirectTo(
-  ctx: AuthorizationContext, redirectUri: string, params: Record<string, string | undefined>,
+  ctx: AuthorizationContext,
+  redirectUri: string,
+  params: Record<string, string | undefined>,
 ): AuthorizeOutcome {
   const url = new URL(redirectUri);
   for (const [name, value] of Object.entries(params)) if (value !== undefined) url.searchParams.append(name, value);
@@ -44,16 +49,24 @@ export function redirectTo(
 }
 
 export const redirectError = (
-  ctx: AuthorizationContext, request: { redirectUri: string; state?: string }, error: DomainError,
-) => redirectTo(ctx, request.redirectUri, {
-  error: error.oauth ?? 'invalid_request', error_description: error.message, state: request.state,
-});
+  ctx: AuthorizationContext,
+  request: { redirectUri: string; state?: string },
+  error: DomainError,
+) =>
+  redirectTo(ctx, request.redirectUri, {
+    error: error.oauth ?? 'invalid_request',
+    error_description: error.message,
+    state: request.state,
+  });
 
 export const setupRequired = () =>
   oauthError('account_setup_required', 'the account has not finished registration; complete it and sign in again');
 
 export async function issueCode(
-  ctx: AuthorizationContext, request: AuthRequest, user: User, authTime: number,
+  ctx: AuthorizationContext,
+  request: AuthRequest,
+  user: User,
+  authTime: number,
 ): Promise<AuthorizeOutcome> {
   const { store, random, clock } = ctx;
   const code = randomSecret(random);
@@ -74,7 +87,8 @@ export async function issueCode(
 
 /** A signed-in, usable session and its user, or nothing. */
 export async function sessionUser(
-  ctx: AuthorizationContext, sessionToken: string | undefined,
+  ctx: AuthorizationContext,
+  sessionToken: string | undefined,
 ): Promise<SignedIn | undefined> {
   if (!sessionToken || sessionToken.length > 100) return undefined;
   const session = await ctx.store.getSession(sha256(sessionToken), ctx.clock.now());
@@ -86,14 +100,20 @@ export async function sessionUser(
 
 /** Where an authorization request goes next, given who (if anyone) is signed in. */
 export async function proceed(
-  ctx: AuthorizationContext, request: AuthRequest, signedIn: SignedIn | undefined, stored: boolean,
+  ctx: AuthorizationContext,
+  request: AuthRequest,
+  signedIn: SignedIn | undefined,
+  stored: boolean,
 ): Promise<AuthorizeOutcome> {
   const { store, clock } = ctx;
   // A sign-in made for this very request satisfies prompt=login and max_age (else max_age=0
   // would send the person back to the sign-in page forever).
   const freshSignIn = request.signedInAt !== undefined;
-  const needsLogin = !signedIn || (!freshSignIn && (request.forceLogin
-    || (request.maxAge !== undefined && clock.now() - signedIn.session.authTime > request.maxAge * 1000)));
+  const needsLogin =
+    !signedIn ||
+    (!freshSignIn &&
+      (request.forceLogin ||
+        (request.maxAge !== undefined && clock.now() - signedIn.session.authTime > request.maxAge * 1000)));
   const interactive = !request.promptNone;
   if (needsLogin) {
     if (!interactive) return redirectError(ctx, request, oauthError('login_required', 'the user is not signed in'));

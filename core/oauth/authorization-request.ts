@@ -97,7 +97,10 @@ function readPrompts({ param, fail }: RequestReader): string[] {
  * for errors that may be redirected.
  */
 export function parseAuthorizationRequest(
-  ctx: { clock: Clock; random: Random }, params: Params, client: Client, redirectUri: string,
+  ctx: { clock: Clock; random: Random },
+  params: Params,
+  client: Client,
+  redirectUri: string,
 ): AuthRequest {
   const state = optionalParam(params, 'state');
   const reader = requestReader(params, state);

@@ -3,7 +3,13 @@ import type { AuthRequest, Session } from '../kernel/model';
 import { optionalParam, type Params } from '../kernel/params';
 import { safeEqual, sha256 } from '../kernel/secrets';
 import {
-  type AuthorizationContext, type AuthorizeOutcome, issueCode, parkedRequest, proceed, redirectError, sessionUser,
+  type AuthorizationContext,
+  type AuthorizeOutcome,
+  issueCode,
+  parkedRequest,
+  proceed,
+  redirectError,
+  sessionUser,
   setupRequired,
 } from './authorization-flow';
 import { parseAuthorizationRequest, type RedirectableError } from './authorization-request';
@@ -18,12 +24,17 @@ import { createUserGrants } from './user-grants';
 export type { AuthorizationContext, AuthorizeOutcome } from './authorization-flow';
 export type { SignInRefusal, SignInResult } from './sign-in';
 
-const errorPage = (message: string): AuthorizeOutcome =>
-  ({ type: 'error_page', title: 'This sign-in link is not valid', message });
+const errorPage = (message: string): AuthorizeOutcome => ({
+  type: 'error_page',
+  title: 'This sign-in link is not valid',
+  message,
+});
 
 /** GET /oauth/authorize. */
 async function authorize(
-  ctx: AuthorizationContext, params: Params, sessionToken: string | undefined,
+  ctx: AuthorizationContext,
+  params: Params,
+  sessionToken: string | undefined,
 ): Promise<AuthorizeOutcome> {
   let clientId: string | undefined;
   let redirectUri: string | undefined;
@@ -56,7 +67,10 @@ async function authorize(
 
 /** POST of the consent form (Allow or Deny). CSRF has been checked by the edge. */
 async function decideConsent(
-  ctx: AuthorizationContext, requestId: string | undefined, sessionToken: string | undefined, allow: boolean,
+  ctx: AuthorizationContext,
+  requestId: string | undefined,
+  sessionToken: string | undefined,
+  allow: boolean,
 ): Promise<AuthorizeOutcome> {
   const { store, clock } = ctx;
   const parked = await parkedRequest(ctx, requestId);
@@ -83,10 +97,13 @@ async function decideConsent(
 /** The signed-in user's connected applications, for /account. */
 async function connectedApps(ctx: AuthorizationContext, svcnumId: string) {
   const consents = await ctx.store.listConsents(svcnumId);
-  const apps = await Promise.all(consents.map(async (consent) =>
-    ({ consent, client: await ctx.getClient(consent.clientId) })));
+  const apps = await Promise.all(
+    consents.map(async (consent) => ({ consent, client: await ctx.getClient(consent.clientId) })),
+  );
   return apps.map(({ consent, client }) => ({
-    clientId: consent.clientId, name: client?.name ?? 'Removed application', scopes: consent.scopes,
+    clientId: consent.clientId,
+    name: client?.name ?? 'Removed application',
+    scopes: consent.scopes,
     grantedAt: consent.grantedAt,
   }));
 }

@@ -30,20 +30,24 @@ const bearerToken = (authorization: string): string | undefined =>
 export function createBearerAuthentication(verify: AccessTokenVerifier) {
   /** The claims of the one Bearer access token the request presents, or the refusal. */
   return async function authenticateBearer(authorization: AuthorizationValues): Promise<AccessTokenClaims> {
-    const values = authorization === undefined ? []
-      : typeof authorization === 'string' ? [authorization] : authorization;
+    const values =
+      authorization === undefined ? [] : typeof authorization === 'string' ? [authorization] : authorization;
     if (!values.some(presentsBearer)) {
       throw new DomainError('unauthenticated', 'send one "authorization: Bearer <access token>" header', bearer);
     }
     // RFC 6750 §3.1: more than one credential is a malformed request.
     if (values.length > 1) {
-      throw new DomainError('unauthenticated', 'send one "authorization: Bearer <access token>" header, not several',
-        { ...bearer, oauth: 'invalid_request' });
+      throw new DomainError('unauthenticated', 'send one "authorization: Bearer <access token>" header, not several', {
+        ...bearer,
+        oauth: 'invalid_request',
+      });
     }
     const token = bearerToken(values[0] as string);
     if (!token) {
-      throw new DomainError('unauthenticated', 'the authorization header must be: Bearer <access token>',
-        { ...bearer, oauth: 'invalid_request' });
+      throw new DomainError('unauthenticated', 'the authorization header must be: Bearer <access token>', {
+        ...bearer,
+        oauth: 'invalid_request',
+      });
     }
     return verify(token);
   };

@@ -34,7 +34,8 @@ export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: 
  * enabled), of the account and the grant the token was issued under.
  */
 export function createUserInfoModule(
-  ports: { store: UserInfoPort; clock: Clock }, needs: { accounts: Pick<TokenStanding, 'tokenInForce'> },
+  ports: { store: UserInfoPort; clock: Clock },
+  needs: { accounts: Pick<TokenStanding, 'tokenInForce'> },
 ) {
   const { store, clock } = ports;
   return {
@@ -48,7 +49,12 @@ export function createUserInfoModule(
  */
 export function createAuthorizationModule(
   ports: {
-    store: OAuthPort; macKey: MacKey; clock: Clock; random: Random; config: ServiceConfig; signIn?: SignInLimits;
+    store: OAuthPort;
+    macKey: MacKey;
+    clock: Clock;
+    random: Random;
+    config: ServiceConfig;
+    signIn?: SignInLimits;
   },
   needs: { accounts: AccountFinder & ClientLookup },
 ) {
@@ -57,7 +63,9 @@ export function createAuthorizationModule(
   // unknown id is not, so that anonymous requests cannot force a read each).
   const getClient = (clientId: string) => needs.accounts.getClientRechecked(clientId, (client) => !client?.disabled);
   return createAuthorization({
-    ...ports, accounts: needs.accounts, getClient,
+    ...ports,
+    accounts: needs.accounts,
+    getClient,
     guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
   });
 }

@@ -23,7 +23,9 @@ export interface SignInLimits {
 }
 
 export const defaultSignInLimits: SignInLimits = {
-  concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 },
+  concurrentChecks: 2,
+  queuedChecks: 8,
+  perIp: { burst: 20, perMinute: 10 },
 };
 
 /** A place for one sign-in: its store work, then at most one password check. */
@@ -122,7 +124,9 @@ export function createSignInGuard(deps: { store: OAuthPort; clock: Clock; limits
           return { counted: false, retryAfterMs: state.expiresAt - now };
         }
         const next = {
-          key, failures: failures + 1, blockedUntil: now + delayAfter(failures + 1),
+          key,
+          failures: failures + 1,
+          blockedUntil: now + delayAfter(failures + 1),
           expiresAt: now + limits.signInFailureMemory,
         };
         if (await store.putSignInThrottle(next, state?.failures, now)) return { counted: true };

@@ -3,7 +3,11 @@ import { DomainError } from '../kernel/errors';
 import type { Session, User } from '../kernel/model';
 import { decoyPasswordHash, openToken, randomSecret, sealToken, sha256, verifyPassword } from '../kernel/secrets';
 import {
-  type AuthorizationContext, type AuthorizeOutcome, type ParkedRequest, parkedRequest, proceed,
+  type AuthorizationContext,
+  type AuthorizeOutcome,
+  type ParkedRequest,
+  parkedRequest,
+  proceed,
 } from './authorization-flow';
 import { deviceKey, identifierKey } from './sign-in-guard';
 
@@ -15,7 +19,10 @@ import { deviceKey, identifierKey } from './sign-in-guard';
  * attempt `invalid_argument`, throttled `exhausted`, busy `unavailable`, the last two with
  * retry-after); the edge's one mapping turns the kind into the page's status.
  */
-export interface SignInRefusal { type: 'sign_in_error'; error: DomainError }
+export interface SignInRefusal {
+  type: 'sign_in_error';
+  error: DomainError;
+}
 
 export interface SignInResult {
   outcome: AuthorizeOutcome | { type: 'account' } | SignInRefusal;
@@ -35,8 +42,9 @@ export interface SignInInput {
 
 // One message per kind of refusal, whatever the account: none of them tells whether it exists.
 const SIGN_IN_FAILED = 'The number, email or password is not right.';
-const SIGN_IN_THROTTLED = 'Too many attempts to sign in with this number or email. Wait a few minutes and try again, '
-  + 'or sign in from a browser you used before.';
+const SIGN_IN_THROTTLED =
+  'Too many attempts to sign in with this number or email. Wait a few minutes and try again, ' +
+  'or sign in from a browser you used before.';
 const ADDRESS_THROTTLED = 'Too many sign-in attempts from your network. Wait a few minutes and try again.';
 const SIGN_IN_BUSY = 'We are busy right now. Try again in a moment.';
 const SIGN_IN_EXPIRED = 'This sign-in took too long. Go back to the application and start again.';
@@ -46,12 +54,17 @@ const DEVICE_TOKEN = 'device';
 const SIGN_IN_CSRF_TOKEN = 'sign-in-csrf';
 
 const refused = (
-  kind: 'invalid_argument' | 'exhausted' | 'unavailable', message: string, retryAfterMs?: number,
+  kind: 'invalid_argument' | 'exhausted' | 'unavailable',
+  message: string,
+  retryAfterMs?: number,
 ): SignInResult => ({
   outcome: {
     type: 'sign_in_error',
-    error: new DomainError(kind, message,
-      retryAfterMs !== undefined ? { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) } : {}),
+    error: new DomainError(
+      kind,
+      message,
+      retryAfterMs !== undefined ? { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) } : {},
+    ),
   },
 });
 
@@ -64,14 +77,20 @@ export const validSignInCsrf = async ({ macKey, clock }: AuthorizationContext, t
 
 /** A new session for a person who just signed in, and where they go next. */
 async function startSession(
-  ctx: AuthorizationContext, user: User, parked: ParkedRequest, now: number,
+  ctx: AuthorizationContext,
+  user: User,
+  parked: ParkedRequest,
+  now: number,
 ): Promise<SignInResult> {
   const { store, random } = ctx;
   // A new session id on every sign-in: no session fixation.
   const sessionToken = randomSecret(random);
   const session: Session = {
-    sessionHash: sha256(sessionToken), svcnumId: user.svcnumId, authTime: now,
-    csrfToken: randomSecret(random), expiresAt: now + limits.sessionTtl,
+    sessionHash: sha256(sessionToken),
+    svcnumId: user.svcnumId,
+    authTime: now,
+    csrfToken: randomSecret(random),
+    expiresAt: now + limits.sessionTtl,
   };
   await store.putSession(session);
   if (!parked) return { outcome: { type: 'account' }, sessionToken };
@@ -85,7 +104,9 @@ async function startSession(
  * whatever identifier is typed, a cookie costs the same MAC check).
  */
 async function knownDevice(
-  ctx: AuthorizationContext, deviceToken: string | undefined, now: number,
+  ctx: AuthorizationContext,
+  deviceToken: string | undefined,
+  now: number,
 ): Promise<{ svcnumId: string; deviceId: string } | undefined> {
   const fields = await openToken(ctx.macKey, DEVICE_TOKEN, deviceToken, now);
   return fields?.length === 2 ? { svcnumId: fields[0]!, deviceId: fields[1]! } : undefined;
@@ -124,7 +145,8 @@ export async function signIn(ctx: AuthorizationContext, input: SignInInput): Pro
     if (!counted.counted) return refused('exhausted', SIGN_IN_THROTTLED, counted.retryAfterMs);
     const usable = user?.passwordHash !== undefined && user.status !== 'disabled' ? user : undefined;
     const matches = await admission.check(() =>
-      verifyPassword(input.password, usable?.passwordHash ?? decoyPasswordHash));
+      verifyPassword(input.password, usable?.passwordHash ?? decoyPasswordHash),
+    );
     if (!usable || !matches) return refused('invalid_argument', SIGN_IN_FAILED);
     await guard.clear(key);
     guard.giveBackAddress(input.clientAddress);

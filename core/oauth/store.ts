@@ -70,8 +70,29 @@ export interface OAuthStore {
  * The store methods of OAuth's modules that keep state (authorization, the token endpoint; UserInfo
  * picks its two): the OAuth and accounts slices of the DynamoDB adapter serve them.
  */
-export type OAuthPort = Pick<OAuthStore & SharedStore,
-  | 'createGrant' | 'deleteAuthRequest' | 'deleteConsent' | 'deleteSession' | 'deleteSignInThrottle' | 'getAuthRequest'
-  | 'getConsent' | 'getGrant' | 'getSession' | 'getSignInThrottle' | 'getUser' | 'getUserAndGrant' | 'listConsents'
-  | 'listGrants' | 'markAuthRequestSignedIn' | 'putAuthRequest' | 'putCode' | 'putConsent' | 'putSession'
-  | 'putSignInThrottle' | 'redeemCode' | 'revokeGrant' | 'touchGrant'>;
+export type OAuthPort = Pick<
+  OAuthStore & SharedStore,
+  | 'createGrant'
+  | 'deleteAuthRequest'
+  | 'deleteConsent'
+  | 'deleteSession'
+  | 'deleteSignInThrottle'
+  | 'getAuthRequest'
+  | 'getConsent'
+  | 'getGrant'
+  | 'getSession'
+  | 'getSignInThrottle'
+  | 'getUser'
+  | 'getUserAndGrant'
+  | 'listConsents'
+  | 'listGrants'
+  | 'markAuthRequestSignedIn'
+  | 'putAuthRequest'
+  | 'putCode'
+  | 'putConsent'
+  | 'putSession'
+  | 'putSignInThrottle'
+  | 'redeemCode'
+  | 'revokeGrant'
+  | 'touchGrant'
+>;

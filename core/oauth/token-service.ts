@@ -24,7 +24,9 @@ export interface PresentedCredentials {
  * `secretHash`; undefined for a secret of the wrong form), or undefined when it may.
  */
 function clientRefusal(
-  client: Client | undefined, sentSecret: boolean, secretHash: string | undefined,
+  client: Client | undefined,
+  sentSecret: boolean,
+  secretHash: string | undefined,
 ): string | undefined {
   if (!client || client.disabled) return 'unknown or disabled client';
   // Only login clients are public: every other kind proves a secret, so one without a secret
@@ -47,7 +49,9 @@ const invalidClient = (description: string, usedBasic: boolean): DomainError =>
  * by client_secret_post but not both; login clients are public and only name themselves.
  */
 async function authenticateClient(
-  getClientRechecked: ClientLookup['getClientRechecked'], params: Params, credentials: PresentedCredentials,
+  getClientRechecked: ClientLookup['getClientRechecked'],
+  params: Params,
+  credentials: PresentedCredentials,
 ): Promise<Client> {
   if (credentials.malformedAuthorization) throw invalidClient('the Authorization header is not valid HTTP Basic', true);
   const postedId = optionalParam(params, 'client_id');
@@ -72,8 +76,10 @@ async function authenticateClient(
   // new secret or a re-enabled client works at once. A secret of the wrong form can never match.
   const secretHash = secret !== undefined && OPAQUE_SECRET.test(secret) ? sha256(secret) : undefined;
   const refusal = (client: Client | undefined) => clientRefusal(client, secret !== undefined, secretHash);
-  const client = await getClientRechecked(clientId,
-    (cached) => refusal(cached) === undefined || (secret !== undefined && secretHash === undefined));
+  const client = await getClientRechecked(
+    clientId,
+    (cached) => refusal(cached) === undefined || (secret !== undefined && secretHash === undefined),
+  );
   const refused = refusal(client);
   if (refused) throw invalidClient(refused, usedBasic);
   return client!;
@@ -128,8 +134,10 @@ export function createTokenService(deps: {
         return;
       }
       if (hint === 'access_token' || token.split('.').length === 3) {
-        throw oauthError('unsupported_token_type',
-          'access tokens are self-contained and expire within an hour; revoke the refresh token instead');
+        throw oauthError(
+          'unsupported_token_type',
+          'access tokens are self-contained and expire within an hour; revoke the refresh token instead',
+        );
       }
     },
   };

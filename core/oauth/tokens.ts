@@ -98,8 +98,10 @@ function deepFrozen<T extends object>(value: T): T {
 
 /** Whether verified claims lack the shape this service's tokens always have. */
 const malformedClaims = (payload: JWTPayload) =>
-  typeof payload.sub !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string'
-  || (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)));
+  typeof payload.sub !== 'string' ||
+  typeof payload.client_id !== 'string' ||
+  typeof payload.scope !== 'string' ||
+  (payload.grant_id !== undefined && (typeof payload.grant_id !== 'string' || !GRANT_ID.test(payload.grant_id)));
 
 /**
  * Verifies our access tokens locally: algorithm, issuer, audience, type and expiry pinned; a
@@ -110,8 +112,10 @@ export function createAccessTokenVerifier(config: ServiceConfig, keys: KeyRing, 
 
   async function keySet(kid: string | undefined) {
     const now = Date.now();
-    const stale = !cache || now - cache.loadedAt > KEY_CACHE_TTL
-      || (kid !== undefined && !cache.kids.has(kid) && now - cache.loadedAt > KEY_RELOAD_MIN_INTERVAL);
+    const stale =
+      !cache ||
+      now - cache.loadedAt > KEY_CACHE_TTL ||
+      (kid !== undefined && !cache.kids.has(kid) && now - cache.loadedAt > KEY_RELOAD_MIN_INTERVAL);
     if (stale) {
       const publicKeys = await keys.publicKeys();
       const kids = new Set(publicKeys.map((key) => key.kid));

@@ -17,7 +17,9 @@ export const grantInForce = (grant: Grant, now: number): boolean =>
 
 /** The grant behind a refresh token, if the token is genuine and still alive. */
 export async function liveGrant(
-  store: Pick<Store, 'getGrant'>, refreshToken: string, now: number,
+  store: Pick<Store, 'getGrant'>,
+  refreshToken: string,
+  now: number,
 ): Promise<Grant | undefined> {
   const match = REFRESH_TOKEN.exec(refreshToken);
   if (!match) return undefined;
@@ -28,10 +30,17 @@ export async function liveGrant(
 
 /** Every access token of a grant names it, the first and each refreshed one: one grant = one consent chain. */
 export const grantAccessToken = (
-  issuer: TokenIssuer, grant: Pick<Grant, 'grantId' | 'svcnumId' | 'clientId' | 'authTime'>, scopes: string[],
-) => issuer.accessToken({
-  subject: grant.svcnumId, clientId: grant.clientId, scopes, authTime: grant.authTime, grantId: grant.grantId,
-});
+  issuer: TokenIssuer,
+  grant: Pick<Grant, 'grantId' | 'svcnumId' | 'clientId' | 'authTime'>,
+  scopes: string[],
+) =>
+  issuer.accessToken({
+    subject: grant.svcnumId,
+    clientId: grant.clientId,
+    scopes,
+    authTime: grant.authTime,
+    grantId: grant.grantId,
+  });
 
 /** The store methods an account's grants are read and revoked with (the account page, the admin CLI). */
 export type UserGrantsPort = Pick<Store, 'deleteConsent' | 'getGrant' | 'listConsents' | 'listGrants' | 'revokeGrant'>;

@@ -39,14 +39,20 @@ export type UserInfoPort = Pick<OAuthPort, 'getUser' | 'getUserAndGrant'>;
  * actors, owner) come from the accounts caches: no round trip in steady state.
  */
 export async function userInfo(
-  store: UserInfoPort, standing: Pick<TokenStanding, 'tokenInForce'>, claims: AccessTokenClaims, now: number,
+  store: UserInfoPort,
+  standing: Pick<TokenStanding, 'tokenInForce'>,
+  claims: AccessTokenClaims,
+  now: number,
 ): Promise<UserInfoResponse> {
   const scopes = requireScope(claims, 'openid');
-  const { user, grant } = claims.grant_id === undefined
-    ? { user: await store.getUser(claims.sub), grant: undefined }
-    : await store.getUserAndGrant(claims.sub, claims.grant_id);
-  if (claims.grant_id !== undefined
-    && !(grant && grantInForce(grant, now) && grant.svcnumId === claims.sub && grant.clientId === claims.client_id)) {
+  const { user, grant } =
+    claims.grant_id === undefined
+      ? { user: await store.getUser(claims.sub), grant: undefined }
+      : await store.getUserAndGrant(claims.sub, claims.grant_id);
+  if (
+    claims.grant_id !== undefined &&
+    !(grant && grantInForce(grant, now) && grant.svcnumId === claims.sub && grant.clientId === claims.client_id)
+  ) {
     throw invalidToken('the access was revoked or has expired');
   }
   if (!user) throw invalidToken('the account behind this token no longer exists');

@@ -58,7 +58,9 @@ function agentPages(kind: AgentKind | 'all'): PagedList<User> {
     name: 'agents',
     filter: kind,
     keyOf: (agent) => ({
-      svcnumId: agent.svcnumId, ownerId: agent.ownerId!, ownerSort: agent.ownerSort ?? `ai_agent#${agent.svcnumId}`,
+      svcnumId: agent.svcnumId,
+      ownerId: agent.ownerId!,
+      ownerSort: agent.ownerSort ?? `ai_agent#${agent.svcnumId}`,
     }),
   };
 }
@@ -115,7 +117,10 @@ function usable(agent: User) {
  * interrupted attempt of the same request is found and reused (with a new secret), not orphaned.
  */
 async function agentCredentials(
-  ctx: AgentsContext, svcnumId: string, name: string, scopes: string[],
+  ctx: AgentsContext,
+  svcnumId: string,
+  name: string,
+  scopes: string[],
 ): Promise<{ clientId: string; clientSecret: string }> {
   const clientId = agentClientId(svcnumId);
   const existing = await ctx.store.getClient(clientId);
@@ -123,25 +128,32 @@ async function agentCredentials(
     return { clientId, clientSecret: await ctx.accounts.rotateClientSecret(clientId) };
   }
   const created = await ctx.accounts.createClient('agent', {
-    name, scope: formatScope(scopes), subjectId: svcnumId, clientId,
+    name,
+    scope: formatScope(scopes),
+    subjectId: svcnumId,
+    clientId,
   });
   return { clientId, clientSecret: created.clientSecret! };
 }
 
 /** After the commit: the leases made permanent, the slot confirmed, the agent in the discover index. */
-const confirmAgent = ({ pool, quota, discoverIndex, clock }: AgentsContext, agent: User) => afterCommit(
-  () => pool.confirm(agent.svcnum, agent.svcnumId, 'active'),
-  () => pool.confirm(agent.fallbackSvcnum!, agent.svcnumId, 'reserved'),
-  // Agents from before slots were named: their lapsed slot is confirmed by the next claim.
-  async () => agent.quotaSlot && quota.confirm(agent.quotaSlot, agent.svcnumId),
-  // The discover index (discoverable agents only); readers re-check the agent, so a lost write
-  // only hides it.
-  () => discoverIndex.indexAgent(agent, clock.now()),
-);
+const confirmAgent = ({ pool, quota, discoverIndex, clock }: AgentsContext, agent: User) =>
+  afterCommit(
+    () => pool.confirm(agent.svcnum, agent.svcnumId, 'active'),
+    () => pool.confirm(agent.fallbackSvcnum!, agent.svcnumId, 'reserved'),
+    // Agents from before slots were named: their lapsed slot is confirmed by the next claim.
+    async () => agent.quotaSlot && quota.confirm(agent.quotaSlot, agent.svcnumId),
+    // The discover index (discoverable agents only); readers re-check the agent, so a lost write
+    // only hides it.
+    () => discoverIndex.indexAgent(agent, clock.now()),
+  );
 
 /** The agent an interrupted attempt committed under `svcnumId` (confirmations finished), if any. */
 async function recoverAgent(
-  ctx: AgentsContext, caller: Caller, svcnumId: string, kind: AgentKind,
+  ctx: AgentsContext,
+  caller: Caller,
+  svcnumId: string,
+  kind: AgentKind,
 ): Promise<User | undefined> {
   const agent = await ctx.store.getUser(svcnumId);
   if (agent?.accountType !== 'ai_agent' || agent.ownerId !== caller.ownerId || agent.agentKind !== kind) {
@@ -160,7 +172,7 @@ async function provisionAgent(ctx: AgentsContext, svcnumId: string, input: Agent
   const displayName = displayNameField(input.displayName, true)!;
   const capabilities = capabilitiesField(input.capabilities);
   // A dependent of an agent can do no more than its owner agent.
-  const ceiling = owner.quotaOwner.accountType === 'ai_agent' ? owner.quotaOwner.scopes ?? [] : undefined;
+  const ceiling = owner.quotaOwner.accountType === 'ai_agent' ? (owner.quotaOwner.scopes ?? []) : undefined;
   const scopes = input.scope?.trim() || !ceiling ? agentScopeField(input.scope) : [...ceiling];
   if (ceiling && !isSubset(scopes, ceiling)) {
     throw invalidArgument(`scope must stay within the owner agent's scopes: ${formatScope(ceiling)}`);
@@ -171,38 +183,61 @@ async function provisionAgent(ctx: AgentsContext, svcnumId: string, input: Agent
       () => quota.claim(owner.quotaOwner.svcnumId, owner.kind, svcnumId, limit),
       (key) => quota.release(key, svcnumId),
     );
-    const svcnum = await steps.run(() => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId));
-    const fallback = await steps.run(
-      () => pool.lease(svcnumId, 'ai_agent'), (number) => pool.giveBack(number, svcnumId),
+    const svcnum = await steps.run(
+      () => pool.lease(svcnumId, 'ai_agent'),
+      (number) => pool.giveBack(number, svcnumId),
     );
-    const credentials = owner.kind === 'independent'
-      ? await steps.run(
-        () => agentCredentials(ctx, svcnumId, displayName, scopes),
-        (created) => store.deleteClient(created.clientId),
-      )
-      : undefined;
+    const fallback = await steps.run(
+      () => pool.lease(svcnumId, 'ai_agent'),
+      (number) => pool.giveBack(number, svcnumId),
+    );
+    const credentials =
+      owner.kind === 'independent'
+        ? await steps.run(
+            () => agentCredentials(ctx, svcnumId, displayName, scopes),
+            (created) => store.deleteClient(created.clientId),
+          )
+        : undefined;
     // Created when its id was chosen: ListAgents (by id) is then oldest first by create_time too.
     const createdAt = idTime(svcnumId);
     const agent: User = {
-      svcnumId, svcnum, status: 'active', accountType: 'ai_agent', createdAt, updatedAt: createdAt,
-      ownerId: owner.ownerId, ownerSort: `ai_agent#${svcnumId}`,
+      svcnumId,
+      svcnum,
+      status: 'active',
+      accountType: 'ai_agent',
+      createdAt,
+      updatedAt: createdAt,
+      ownerId: owner.ownerId,
+      ownerSort: `ai_agent#${svcnumId}`,
       ...(owner.parentId ? { parentId: owner.parentId } : {}),
-      agentKind: owner.kind, displayName, capabilities, discoverable: input.discoverable ?? false, scopes,
-      numberState: 'active', fallbackSvcnum: fallback, quotaSlot: slot,
+      agentKind: owner.kind,
+      displayName,
+      capabilities,
+      discoverable: input.discoverable ?? false,
+      scopes,
+      numberState: 'active',
+      fallbackSvcnum: fallback,
+      quotaSlot: slot,
       ...(credentials ? { clientId: credentials.clientId } : {}),
     };
-    await steps.commit(() => store.createUser(agent), async () => {
-      const stored = await store.getUser(svcnumId);
-      return stored?.svcnum === svcnum && stored.fallbackSvcnum === fallback;
-    });
+    await steps.commit(
+      () => store.createUser(agent),
+      async () => {
+        const stored = await store.getUser(svcnumId);
+        return stored?.svcnum === svcnum && stored.fallbackSvcnum === fallback;
+      },
+    );
     await confirmAgent(ctx, agent);
     return { agent, clientSecret: credentials?.clientSecret };
   }, held);
 }
 
 const fingerprint = (input: AgentInput, extra: Record<string, unknown> = {}) => ({
-  displayName: input.displayName, capabilities: input.capabilities ?? [], discoverable: input.discoverable ?? false,
-  scope: input.scope ?? '', ...extra,
+  displayName: input.displayName,
+  capabilities: input.capabilities ?? [],
+  discoverable: input.discoverable ?? false,
+  scope: input.scope ?? '',
+  ...extra,
 });
 
 /** The caller's owner account, which must be active to provision agents. */
@@ -214,7 +249,9 @@ async function activeAccount(store: ProvisioningPort, caller: Caller): Promise<U
 
 /** An independent agent with client credentials of its own; the secret is in this answer only. */
 async function createIndependentAgent(
-  ctx: AgentsContext, caller: Caller, input: AgentInput,
+  ctx: AgentsContext,
+  caller: Caller,
+  input: AgentInput,
 ): Promise<{ agent: AgentView; clientId: string; clientSecret: string }> {
   const owner = await activeAccount(ctx.store, caller);
   // A retry gets the same agent. The first secret cannot be shown again (it is stored hashed),
@@ -225,7 +262,10 @@ async function createIndependentAgent(
     return { agent: agentView(agent), clientId: agent.clientId!, clientSecret };
   };
   const request = {
-    ownerId: caller.ownerId, method: 'CreateAgent', requestId: input.requestId, request: fingerprint(input),
+    ownerId: caller.ownerId,
+    method: 'CreateAgent',
+    requestId: input.requestId,
+    request: fingerprint(input),
   };
   return ctx.once(request, {
     async create(svcnumId, held) {
@@ -243,7 +283,9 @@ async function createIndependentAgent(
 
 /** A dependent agent under the caller's account or one of its independent agents. */
 async function createDependentAgent(
-  ctx: AgentsContext, caller: Caller, input: AgentInput & { ownerSvcnumId?: string },
+  ctx: AgentsContext,
+  caller: Caller,
+  input: AgentInput & { ownerSvcnumId?: string },
 ): Promise<AgentView> {
   const account = await activeAccount(ctx.store, caller);
   let parent = account;
@@ -255,11 +297,17 @@ async function createDependentAgent(
     usable(parent);
   }
   const request = {
-    ownerId: caller.ownerId, method: 'CreateDependentAgent', requestId: input.requestId,
+    ownerId: caller.ownerId,
+    method: 'CreateDependentAgent',
+    requestId: input.requestId,
     request: fingerprint(input, { owner: parent.svcnumId }),
   };
   const agentOwner: AgentOwner = {
-    ownerId: caller.ownerId, parentId: parent.svcnumId, kind: 'dependent', quotaOwner: parent, caller,
+    ownerId: caller.ownerId,
+    parentId: parent.svcnumId,
+    kind: 'dependent',
+    quotaOwner: parent,
+    caller,
   };
   return ctx.once(request, {
     create: async (svcnumId, held) => agentView((await provisionAgent(ctx, svcnumId, input, agentOwner, held)).agent),
@@ -276,17 +324,24 @@ function listAgents(
   caller: Caller,
   input: { pageSize?: number; pageToken?: string; kind?: AgentKind },
 ) {
-  return listPage(pageTokens, input, caller.ownerId, agentPages(input.kind ?? 'all'), async (limit, startKey) => {
-    // A kind filter reads on until `limit` agents match.
-    let next: PageKey | undefined = startKey;
-    const agents: User[] = [];
-    do {
-      const page = await store.listOwned(caller.ownerId, 'ai_agent', limit - agents.length, next);
-      agents.push(...page.items.filter((agent) => !input.kind || agent.agentKind === input.kind));
-      next = page.nextKey;
-    } while (next && agents.length < limit);
-    return { items: agents, ...(next ? { nextKey: next } : {}) };
-  }, agentView);
+  return listPage(
+    pageTokens,
+    input,
+    caller.ownerId,
+    agentPages(input.kind ?? 'all'),
+    async (limit, startKey) => {
+      // A kind filter reads on until `limit` agents match.
+      let next: PageKey | undefined = startKey;
+      const agents: User[] = [];
+      do {
+        const page = await store.listOwned(caller.ownerId, 'ai_agent', limit - agents.length, next);
+        agents.push(...page.items.filter((agent) => !input.kind || agent.agentKind === input.kind));
+        next = page.nextKey;
+      } while (next && agents.length < limit);
+      return { items: agents, ...(next ? { nextKey: next } : {}) };
+    },
+    agentView,
+  );
 }
 
 /** A token for one of the caller's independent agents (dependents get theirs by exchange). */
@@ -311,7 +366,9 @@ async function issueAgentToken(ctx: AgentsContext, caller: Caller, input: { svcn
   const refused = await ctx.standing.tokenRefusal({ client_id: agent.clientId, sub: agent.svcnumId });
   if (refused) throw failedPrecondition(`agent ${agent.svcnumId} cannot get a token: ${refused}`);
   const { token, expiresIn } = await ctx.issuer.accessToken({
-    subject: agent.svcnumId, clientId: agent.clientId, scopes,
+    subject: agent.svcnumId,
+    clientId: agent.clientId,
+    scopes,
   });
   return { accessToken: token, tokenType: 'Bearer' as const, expiresIn, scope: formatScope(scopes) };
 }
@@ -342,7 +399,8 @@ async function rotateAgent(ctx: AgentsContext, caller: Caller, svcnumId: string 
       () => store.updateEntity(agent.svcnumId, { rotationUntil: undefined }, { rotationUntil: held }),
     );
     const newFallback = await steps.run(
-      () => pool.lease(agent.svcnumId, 'ai_agent'), (number) => pool.giveBack(number, agent.svcnumId),
+      () => pool.lease(agent.svcnumId, 'ai_agent'),
+      (number) => pool.giveBack(number, agent.svcnumId),
     );
     const now = clock.now();
     await steps.run(
@@ -371,7 +429,10 @@ async function rotateAgent(ctx: AgentsContext, caller: Caller, svcnumId: string 
       const updated = await store.updateEntity(
         agent.svcnumId,
         {
-          svcnum: oldFallback, fallbackSvcnum: newFallback, numberState: 'active', updatedAt: now,
+          svcnum: oldFallback,
+          fallbackSvcnum: newFallback,
+          numberState: 'active',
+          updatedAt: now,
           rotationUntil: undefined,
         },
         { svcnum: oldNumber, fallbackSvcnum: oldFallback, rotationUntil: held },

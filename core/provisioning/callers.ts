@@ -23,7 +23,10 @@ export interface CallerRefusals {
 export function createProvisioningCallers(accountActive: (svcnumId: string) => Promise<boolean>) {
   /** The caller behind `client` holding `granted`, if it holds one of `anyOf`; else the refusal. */
   return async function provisioningCaller(
-    client: Client | undefined, granted: readonly string[], anyOf: string | readonly string[], refuse: CallerRefusals,
+    client: Client | undefined,
+    granted: readonly string[],
+    anyOf: string | readonly string[],
+    refuse: CallerRefusals,
   ): Promise<ScopedCaller> {
     if (!client || client.disabled || client.kind !== 'provisioning' || !client.ownerId) throw refuse.client();
     const needed = typeof anyOf === 'string' ? [anyOf] : anyOf;

@@ -45,7 +45,6 @@ export interface ExchangeResult {
   scope: string;
 }
 
-
 const invalidRequest = (message: string) => oauthError('invalid_request', message);
 
 /** The store methods token exchange calls: it reads accounts only. */
@@ -88,7 +87,7 @@ async function actorClaims(verify: AccessTokenVerifier, input: ExchangeInput): P
   }
   // RFC 8693 §2.2.2: unacceptable by policy is invalid_request. Delegation does not chain.
   if (claims.act !== undefined) {
-    throw invalidRequest('actor_token must be an agent\'s own access token, not one obtained by token exchange');
+    throw invalidRequest("actor_token must be an agent's own access token, not one obtained by token exchange");
   }
   return claims;
 }
@@ -100,7 +99,7 @@ async function actorAgent(store: TokenExchangePort, caller: Caller, claims: Acce
     throw invalidRequest('actor_token does not belong to an agent of your account');
   }
   if (agent.agentKind === 'dependent' || !agent.clientId || claims.client_id !== agent.clientId) {
-    throw invalidRequest('actor_token must be an agent\'s own access token (client_credentials or IssueAgentToken)');
+    throw invalidRequest("actor_token must be an agent's own access token (client_credentials or IssueAgentToken)");
   }
   if (!inService(agent)) {
     throw new DomainError('failed_precondition', `the acting agent ${agent.svcnumId} is not active`, {
@@ -142,14 +141,19 @@ function checkParameters(config: ServiceConfig, input: ExchangeInput): string {
 async function exchangeSubject(store: TokenExchangePort, caller: Caller, subjectToken: string): Promise<User> {
   const subject = await store.getUser(subjectToken.slice(0, 64));
   const yours = subject !== undefined && subject.ownerId === caller.ownerId;
-  const exchangeable = subject?.accountType === 'programmable'
-    || (subject?.accountType === 'ai_agent' && subject.agentKind === 'dependent');
+  const exchangeable =
+    subject?.accountType === 'programmable' ||
+    (subject?.accountType === 'ai_agent' && subject.agentKind === 'dependent');
   if (!yours || !exchangeable) {
     // The contract: NOT_FOUND for anything but a programmable number or a dependent agent of the caller.
     const independent = yours && subject.accountType === 'ai_agent';
-    throw new DomainError('not_found', independent
-      ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
-      : 'subject_token names no programmable number or dependent agent of your account', { oauth: 'invalid_request' });
+    throw new DomainError(
+      'not_found',
+      independent
+        ? 'subject_token names an independent agent, which gets its tokens from IssueAgentToken, not by exchange'
+        : 'subject_token names no programmable number or dependent agent of your account',
+      { oauth: 'invalid_request' },
+    );
   }
   if (!inService(subject)) {
     throw new DomainError('failed_precondition', `subject ${subject.svcnumId} is not active`, {
@@ -161,12 +165,18 @@ async function exchangeSubject(store: TokenExchangePort, caller: Caller, subject
 
 /** Lending a number: the agent (actor) acts for the number, with the lendable scopes it holds. */
 async function lendNumber(
-  store: TokenExchangePort, caller: Caller, input: ExchangeInput, actor: AccessTokenClaims | undefined,
+  store: TokenExchangePort,
+  caller: Caller,
+  input: ExchangeInput,
+  actor: AccessTokenClaims | undefined,
 ): Promise<Delegation> {
-  if (!actor) throw invalidRequest('lending a number needs the agent\'s access token as actor_token');
+  if (!actor) throw invalidRequest("lending a number needs the agent's access token as actor_token");
   await actorAgent(store, caller, actor);
   return {
-    scopes: narrowed(input.scope, LENDABLE_SCOPES.filter((scope) => actor.scope.split(' ').includes(scope))),
+    scopes: narrowed(
+      input.scope,
+      LENDABLE_SCOPES.filter((scope) => actor.scope.split(' ').includes(scope)),
+    ),
     act: { sub: actor.sub },
     clientId: actor.client_id,
   };
@@ -174,12 +184,16 @@ async function lendNumber(
 
 /** A dependent agent's token: its owner acts (with its token, or without as the caller's account). */
 async function dependentToken(
-  store: TokenExchangePort, caller: Caller, input: ExchangeInput, subject: User, actor: AccessTokenClaims | undefined,
+  store: TokenExchangePort,
+  caller: Caller,
+  input: ExchangeInput,
+  subject: User,
+  actor: AccessTokenClaims | undefined,
 ): Promise<Delegation> {
   if (actor) {
     await actorAgent(store, caller, actor);
     if (actor.sub !== subject.parentId) {
-      throw invalidRequest('actor_token must be the token of the dependent agent\'s owner');
+      throw invalidRequest("actor_token must be the token of the dependent agent's owner");
     }
   } else if (subject.parentId && subject.parentId !== caller.ownerId) {
     // The owner agent acts (act.sub) even without its token: it must be active too.
@@ -222,10 +236,17 @@ async function runExchange(ctx: ExchangeContext, caller: Caller, input: Exchange
     });
   }
   const { token, expiresIn } = await issuer.accessToken({
-    subject: subject.svcnumId, clientId, scopes, act, maxLifetime: remaining,
+    subject: subject.svcnumId,
+    clientId,
+    scopes,
+    act,
+    maxLifetime: remaining,
   });
   return {
-    accessToken: token, issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN, tokenType: 'Bearer', expiresIn,
+    accessToken: token,
+    issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN,
+    tokenType: 'Bearer',
+    expiresIn,
     scope: formatScope(scopes),
   };
 }

@@ -38,14 +38,31 @@ function slotHolder(store: ProvisioningPort): SlotHolder {
 
 /** The provisioning domain: programmable numbers, masks, agents, token exchange, the number lifecycle. */
 export function createProvisioning(deps: {
-  store: ProvisioningPort; clock: Clock; random: Random; accounts: AgentClients; issuer: AccessTokenIssuer;
-  discoverIndex: DiscoverIndex; exchange: TokenExchange; config: ServiceConfig; provisioning: ProvisioningConfig;
-  pageTokens: PageTokenCodec; numberStreams: NumberStreams;
+  store: ProvisioningPort;
+  clock: Clock;
+  random: Random;
+  accounts: AgentClients;
+  issuer: AccessTokenIssuer;
+  discoverIndex: DiscoverIndex;
+  exchange: TokenExchange;
+  config: ServiceConfig;
+  provisioning: ProvisioningConfig;
+  pageTokens: PageTokenCodec;
+  numberStreams: NumberStreams;
   status: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>;
   reportFreeNumbers?: FreeNumbersReport;
 }) {
   const {
-    store, clock, random, accounts, issuer, provisioning: config, pageTokens, discoverIndex, numberStreams, status,
+    store,
+    clock,
+    random,
+    accounts,
+    issuer,
+    provisioning: config,
+    pageTokens,
+    discoverIndex,
+    numberStreams,
+    status,
   } = deps;
   const pool = createNumberPool(store, clock, config, leaseResolver(store, config), deps.reportFreeNumbers);
   const once = createRequestLog(store, clock, random, config);
@@ -54,7 +71,17 @@ export function createProvisioning(deps: {
     numbers: createProgrammableNumbers({ store, clock, pool, quota, once, config, pageTokens, streams: numberStreams }),
     masks: createMasks({ store, clock, pool, quota, once, config, pageTokens, status }),
     agents: createAgents({
-      store, clock, pool, quota, once, accounts, issuer, config, pageTokens, discoverIndex, standing: status,
+      store,
+      clock,
+      pool,
+      quota,
+      once,
+      accounts,
+      issuer,
+      config,
+      pageTokens,
+      discoverIndex,
+      standing: status,
     }),
     /**
      * The ExchangeToken RPC: the tokenExchange module's function, the one the token endpoint's
@@ -70,18 +97,30 @@ export type Provisioning = ReturnType<typeof createProvisioning>;
 /** The provisioning module, as the registry builds it. */
 export function createProvisioningModule(
   ports: {
-    store: ProvisioningPort; clock: Clock; random: Random; config: ServiceConfig; provisioning: ProvisioningConfig;
-    pageTokens: PageTokenCodec; reportFreeNumbers?: FreeNumbersReport;
+    store: ProvisioningPort;
+    clock: Clock;
+    random: Random;
+    config: ServiceConfig;
+    provisioning: ProvisioningConfig;
+    pageTokens: PageTokenCodec;
+    reportFreeNumbers?: FreeNumbersReport;
   },
   needs: {
-    registration: AgentClients; accounts: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>;
-    oauth: { issuer: AccessTokenIssuer }; directory: DiscoverIndex;
-    tokenExchange: { exchange: TokenExchange }; messaging: { numberStreams: NumberStreams };
+    registration: AgentClients;
+    accounts: Pick<AccountStatus, 'entityInService'> & Pick<TokenStanding, 'tokenRefusal'>;
+    oauth: { issuer: AccessTokenIssuer };
+    directory: DiscoverIndex;
+    tokenExchange: { exchange: TokenExchange };
+    messaging: { numberStreams: NumberStreams };
   },
 ) {
   return createProvisioning({
-    ...ports, accounts: needs.registration, status: needs.accounts, issuer: needs.oauth.issuer,
-    discoverIndex: needs.directory, exchange: needs.tokenExchange.exchange,
+    ...ports,
+    accounts: needs.registration,
+    status: needs.accounts,
+    issuer: needs.oauth.issuer,
+    discoverIndex: needs.directory,
+    exchange: needs.tokenExchange.exchange,
     numberStreams: needs.messaging.numberStreams,
   });
 }
@@ -100,8 +139,12 @@ export function createTokenExchangeModule(
   },
 ) {
   const exchange = createTokenExchange({
-    store: ports.store, clock: ports.clock, issuer: needs.oauth.issuer, verify: needs.oauth.verifyAccessToken,
-    config: ports.config, standing: needs.accounts,
+    store: ports.store,
+    clock: ports.clock,
+    issuer: needs.oauth.issuer,
+    verify: needs.oauth.verifyAccessToken,
+    config: ports.config,
+    standing: needs.accounts,
   });
   // Who may call the provisioning API: over gRPC (a Bearer token) and at the token endpoint (a
   // client secret) alike, the owner's status from the accounts cache (at most 30 s old), as

@@ -92,22 +92,28 @@ async function participant({ store, status }: MasksContext, value: string | unde
  * After the commit: the number rejoins the pool once the mask has expired and cooled off; the
  * quota slot is held until it expires.
  */
-const confirmMask = ({ pool, quota, config }: MasksContext, mask: Mask) => afterCommit(
-  () => pool.confirm(mask.svcnum, mask.maskId, 'active', mask.expiresAt + config.coolOff),
-  async () => mask.quotaSlot && quota.confirm(mask.quotaSlot, mask.maskId, mask.expiresAt),
-);
+const confirmMask = ({ pool, quota, config }: MasksContext, mask: Mask) =>
+  afterCommit(
+    () => pool.confirm(mask.svcnum, mask.maskId, 'active', mask.expiresAt + config.coolOff),
+    async () => mask.quotaSlot && quota.confirm(mask.quotaSlot, mask.maskId, mask.expiresAt),
+  );
 
 /** The steps of one CreateMask attempt under `maskId`: slot, number, the mask as commit. */
 function buildMask(
-  ctx: MasksContext, caller: Caller, input: MaskInput, checked: { ttl: number; scope: string },
-  maskId: string, held: Held,
+  ctx: MasksContext,
+  caller: Caller,
+  input: MaskInput,
+  checked: { ttl: number; scope: string },
+  maskId: string,
+  held: Held,
 ): Promise<MaskView> {
   const { store, clock, pool, quota, config } = ctx;
   return Steps.all(async (steps) => {
     // Read at once (one round trip of wall time); the first refusal in field order wins.
     const [[participantA, participantB], owner] = await inOrder(
       inOrder(
-        participant(ctx, input.participantA, 'participant_a'), participant(ctx, input.participantB, 'participant_b'),
+        participant(ctx, input.participantA, 'participant_a'),
+        participant(ctx, input.participantB, 'participant_b'),
       ),
       store.getUser(caller.ownerId),
     );
@@ -115,7 +121,10 @@ function buildMask(
       () => quota.claim(caller.ownerId, 'masks', maskId, quotaLimit(owner, 'masks', config)),
       (key) => quota.release(key, maskId),
     );
-    const svcnum = await steps.run(() => pool.lease(maskId, 'mask'), (number) => pool.giveBack(number, maskId));
+    const svcnum = await steps.run(
+      () => pool.lease(maskId, 'mask'),
+      (number) => pool.giveBack(number, maskId),
+    );
     // Created when its id was chosen (ListMasks, by id, is oldest first by create_time too), and
     // expires ttl_seconds after that; one finished by a retry after its first attempt's lease
     // lived its whole TTL from the commit instead.
@@ -123,10 +132,20 @@ function buildMask(
     const createdAt = idTime(maskId);
     const lifeFrom = now - createdAt < config.lease ? createdAt : now;
     const mask: Mask = {
-      maskId, ownerId: caller.ownerId, svcnum, participantA, participantB, scope: checked.scope, createdAt,
-      expiresAt: lifeFrom + checked.ttl * 1000, quotaSlot: slot,
+      maskId,
+      ownerId: caller.ownerId,
+      svcnum,
+      participantA,
+      participantB,
+      scope: checked.scope,
+      createdAt,
+      expiresAt: lifeFrom + checked.ttl * 1000,
+      quotaSlot: slot,
     };
-    await steps.commit(() => store.createMask(mask), async () => (await store.getMask(maskId))?.svcnum === svcnum);
+    await steps.commit(
+      () => store.createMask(mask),
+      async () => (await store.getMask(maskId))?.svcnum === svcnum,
+    );
     await confirmMask(ctx, mask);
     return maskView(mask, now);
   }, held);
@@ -145,16 +164,19 @@ function createMask(ctx: MasksContext, caller: Caller, input: MaskInput): Promis
     throw invalidArgument('participant_a and participant_b must be different');
   }
   const request = { ttl, scope, participantA: input.participantA, participantB: input.participantB };
-  return once({ ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request }, {
-    create: (maskId, held) => buildMask(ctx, caller, input, { ttl, scope }, maskId, held),
-    async recover(maskId) {
-      const mask = await store.getMask(maskId);
-      if (mask?.ownerId !== caller.ownerId) return undefined;
-      await confirmMask(ctx, mask);
-      return maskView(mask, clock.now());
+  return once(
+    { ownerId: caller.ownerId, method: 'CreateMask', requestId: input.requestId, request },
+    {
+      create: (maskId, held) => buildMask(ctx, caller, input, { ttl, scope }, maskId, held),
+      async recover(maskId) {
+        const mask = await store.getMask(maskId);
+        if (mask?.ownerId !== caller.ownerId) return undefined;
+        await confirmMask(ctx, mask);
+        return maskView(mask, clock.now());
+      },
+      replay: async (maskId) => maskView(await ownedMask(store, caller, maskId), clock.now()),
     },
-    replay: async (maskId) => maskView(await ownedMask(store, caller, maskId), clock.now()),
-  });
+  );
 }
 
 /**
@@ -162,7 +184,9 @@ function createMask(ctx: MasksContext, caller: Caller, input: MaskInput): Promis
  * an expired mask changes nothing but frees its slot if a close failed half way.
  */
 async function closeMask(
-  { store, clock, quota, config }: MasksContext, caller: Caller, maskId: string | undefined,
+  { store, clock, quota, config }: MasksContext,
+  caller: Caller,
+  maskId: string | undefined,
 ): Promise<MaskView> {
   const mask = await ownedMask(store, caller, maskId);
   const now = clock.now();
@@ -184,8 +208,14 @@ export function createMasks(ctx: MasksContext) {
 
     async list(caller: Caller, input: { pageSize?: number; pageToken?: string }) {
       const now = clock.now();
-      return listPage(pageTokens, input, caller.ownerId, maskPages,
-        (limit, startKey) => store.listMasks(caller.ownerId, limit, startKey), (mask) => maskView(mask, now));
+      return listPage(
+        pageTokens,
+        input,
+        caller.ownerId,
+        maskPages,
+        (limit, startKey) => store.listMasks(caller.ownerId, limit, startKey),
+        (mask) => maskView(mask, now),
+      );
     },
 
     /** Early close (see closeMask). */

@@ -67,7 +67,9 @@ export function shuffled<T>(items: T[]): T[] {
 function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumbersReport) {
   /** `complete`: the query read every allocatable number (fewer than it asked for). */
   let supply: { candidates: NumberRecord[]; readAt: number; complete: boolean } = {
-    candidates: [], readAt: -Infinity, complete: false,
+    candidates: [],
+    readAt: -Infinity,
+    complete: false,
   };
   let query: Promise<void> | undefined;
   /**
@@ -80,20 +82,21 @@ function candidateSupply(store: ProvisioningPort, clock: Clock, report: FreeNumb
   /** Handed-out candidates whose lease is under way: still free in the index, so a query reads that many more. */
   let underway = 0;
 
-  const refill = () => (query ??= (async () => {
-    const readAt = clock.now();
-    const limit = CANDIDATES_PER_QUERY + underway;
-    try {
-      const found = await store.freeNumbers(readAt, limit);
-      // Random order: allocations in other processes, reading the same head of the index, rarely
-      // race for the same number.
-      const candidates = shuffled(found.filter((number) => !handedOut.has(readAs(number))));
-      supply = { candidates, readAt, complete: found.length < limit };
-      report(supply.candidates.length);
-    } finally {
-      query = undefined;
-    }
-  })());
+  const refill = () =>
+    (query ??= (async () => {
+      const readAt = clock.now();
+      const limit = CANDIDATES_PER_QUERY + underway;
+      try {
+        const found = await store.freeNumbers(readAt, limit);
+        // Random order: allocations in other processes, reading the same head of the index, rarely
+        // race for the same number.
+        const candidates = shuffled(found.filter((number) => !handedOut.has(readAs(number))));
+        supply = { candidates, readAt, complete: found.length < limit };
+        report(supply.candidates.length);
+      } finally {
+        query = undefined;
+      }
+    })());
 
   return {
     /**
@@ -160,8 +163,10 @@ export function createNumberPool(
       for (let tried = 0; tried < CANDIDATES_PER_QUERY; tried++) {
         const candidate = await supply.take(queries);
         if (!candidate) {
-          throw new DomainError('failed_precondition',
-            'no number is free in the pool; an operator must seed more numbers');
+          throw new DomainError(
+            'failed_precondition',
+            'no number is free in the pool; an operator must seed more numbers',
+          );
         }
         let failed = true;
         try {

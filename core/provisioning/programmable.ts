@@ -14,9 +14,15 @@ import { displayNameField, svcnumIdField } from './validation';
 // (auto_reply, forward_to_svcnum_id) is configured here and acted on when messages arrive. Each
 // holds one of its owner's number quota slots (quota.ts) until it is deactivated.
 
-export interface Caller { ownerId: string; clientId: string }
+export interface Caller {
+  ownerId: string;
+  clientId: string;
+}
 
-export interface ProgrammableConfig { autoReply: string; forwardToSvcnumId: string }
+export interface ProgrammableConfig {
+  autoReply: string;
+  forwardToSvcnumId: string;
+}
 
 export interface ProgrammableNumberView {
   svcnumId: string;
@@ -82,7 +88,10 @@ async function ownedNumber(store: ProvisioningPort, caller: Caller, svcnumId: st
 
 /** Validated configuration changes: the fields named in `paths` (all when empty). */
 async function configChanges(
-  store: ProvisioningPort, self: string, config: Partial<ProgrammableConfig>, paths: readonly string[],
+  store: ProvisioningPort,
+  self: string,
+  config: Partial<ProgrammableConfig>,
+  paths: readonly string[],
 ): Promise<Partial<User>> {
   const unknown = paths.filter((path) => !(CONFIG_FIELDS as readonly string[]).includes(path));
   if (unknown.length > 0) throw invalidArgument(`update_mask may name only: ${CONFIG_FIELDS.join(', ')}`);
@@ -116,38 +125,56 @@ async function configChanges(
  * After the commit: the number's lease and quota slot made permanent, and the owner's open
  * streams told (the number is the owner's, and an inbox of its streams, from the commit on).
  */
-const confirmNumber = ({ pool, quota, streams }: ProgrammableContext, entity: User) => afterCommit(
-  () => pool.confirm(entity.svcnum, entity.svcnumId, 'active'),
-  async () => entity.quotaSlot && quota.confirm(entity.quotaSlot, entity.svcnumId),
-  () => streams.numbersGained(entity.ownerId!, [entity.svcnumId]),
-);
+const confirmNumber = ({ pool, quota, streams }: ProgrammableContext, entity: User) =>
+  afterCommit(
+    () => pool.confirm(entity.svcnum, entity.svcnumId, 'active'),
+    async () => entity.quotaSlot && quota.confirm(entity.quotaSlot, entity.svcnumId),
+    () => streams.numbersGained(entity.ownerId!, [entity.svcnumId]),
+  );
 
 /** The steps of one ProvisionNumber attempt under `svcnumId`: slot, number, the record as commit. */
 function buildNumber(
-  ctx: ProgrammableContext, caller: Caller, input: ProvisionInput, displayName: string | undefined,
-  svcnumId: string, held: Held,
+  ctx: ProgrammableContext,
+  caller: Caller,
+  input: ProvisionInput,
+  displayName: string | undefined,
+  svcnumId: string,
+  held: Held,
 ): Promise<ProgrammableNumberView> {
   const { store, pool, quota, config } = ctx;
   return Steps.all(async (steps) => {
     const [changes, owner] = await Promise.all([
-      configChanges(store, svcnumId, input.config ?? {}, []), store.getUser(caller.ownerId),
+      configChanges(store, svcnumId, input.config ?? {}, []),
+      store.getUser(caller.ownerId),
     ]);
     const slot = await steps.run(
       () => quota.claim(caller.ownerId, 'numbers', svcnumId, quotaLimit(owner, 'numbers', config)),
       (key) => quota.release(key, svcnumId),
     );
     const svcnum = await steps.run(
-      () => pool.lease(svcnumId, 'programmable'), (number) => pool.giveBack(number, svcnumId),
+      () => pool.lease(svcnumId, 'programmable'),
+      (number) => pool.giveBack(number, svcnumId),
     );
     // Created when its id was chosen: ListNumbers (by id) is then oldest first by create_time too.
     const createdAt = idTime(svcnumId);
     const entity: User = {
-      svcnumId, svcnum, status: 'active', accountType: 'programmable', createdAt, updatedAt: createdAt,
-      ownerId: caller.ownerId, ownerSort: `programmable#${svcnumId}`, numberState: 'active', quotaSlot: slot,
+      svcnumId,
+      svcnum,
+      status: 'active',
+      accountType: 'programmable',
+      createdAt,
+      updatedAt: createdAt,
+      ownerId: caller.ownerId,
+      ownerSort: `programmable#${svcnumId}`,
+      numberState: 'active',
+      quotaSlot: slot,
       ...(displayName ? { displayName } : {}),
       ...Object.fromEntries(Object.entries(changes).filter(([, value]) => value !== undefined)),
     };
-    await steps.commit(() => store.createUser(entity), async () => (await store.getUser(svcnumId))?.svcnum === svcnum);
+    await steps.commit(
+      () => store.createUser(entity),
+      async () => (await store.getUser(svcnumId))?.svcnum === svcnum,
+    );
     await confirmNumber(ctx, entity);
     return programmableView(entity);
   }, held);
@@ -155,7 +182,9 @@ function buildNumber(
 
 /** Takes a number from the pool for the caller's account. */
 function provisionNumber(
-  ctx: ProgrammableContext, caller: Caller, input: ProvisionInput,
+  ctx: ProgrammableContext,
+  caller: Caller,
+  input: ProvisionInput,
 ): Promise<ProgrammableNumberView> {
   const { store, once } = ctx;
   const displayName = displayNameField(input.displayName, false);
@@ -164,16 +193,19 @@ function provisionNumber(
     displayName: displayName ?? '',
     config: { autoReply: input.config?.autoReply ?? '', forwardToSvcnumId: input.config?.forwardToSvcnumId ?? '' },
   };
-  return once({ ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request }, {
-    create: (svcnumId, held) => buildNumber(ctx, caller, input, displayName, svcnumId, held),
-    async recover(svcnumId) {
-      const entity = await store.getUser(svcnumId);
-      if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) return undefined;
-      await confirmNumber(ctx, entity);
-      return programmableView(entity);
+  return once(
+    { ownerId: caller.ownerId, method: 'ProvisionNumber', requestId: input.requestId, request },
+    {
+      create: (svcnumId, held) => buildNumber(ctx, caller, input, displayName, svcnumId, held),
+      async recover(svcnumId) {
+        const entity = await store.getUser(svcnumId);
+        if (entity?.accountType !== 'programmable' || entity.ownerId !== caller.ownerId) return undefined;
+        await confirmNumber(ctx, entity);
+        return programmableView(entity);
+      },
+      replay: async (svcnumId) => programmableView(await ownedNumber(store, caller, svcnumId)),
     },
-    replay: async (svcnumId) => programmableView(await ownedNumber(store, caller, svcnumId)),
-  });
+  );
 }
 
 /** Every programmable number of the caller's account (the inboxes its message stream follows). */
@@ -225,10 +257,15 @@ export function createProgrammableNumbers(ctx: ProgrammableContext) {
     /** Every programmable number of the caller's account (the inboxes its message stream follows). */
     allIds: (caller: Caller) => allNumberIds(store, caller),
 
-    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) => listPage(
-      pageTokens, input, caller.ownerId, numberPages,
-      (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey), programmableView,
-    ),
+    list: (caller: Caller, input: { pageSize?: number; pageToken?: string }) =>
+      listPage(
+        pageTokens,
+        input,
+        caller.ownerId,
+        numberPages,
+        (limit, startKey) => store.listOwned(caller.ownerId, 'programmable', limit, startKey),
+        programmableView,
+      ),
 
     configure: (caller: Caller, input: ConfigureInput) => configureNumber(ctx, caller, input),
   };

@@ -14,9 +14,14 @@ import type { ProvisioningPort } from './store';
 export type QuotaKind = 'independent' | 'dependent' | 'masks' | 'numbers';
 
 /** What each quota counts (in refusals), the owner record's override and the default. */
-const QUOTAS: Record<QuotaKind, {
-  counts: string; override: keyof User & `${string}Quota`; fallback: keyof ProvisioningConfig & `${string}Quota`;
-}> = {
+const QUOTAS: Record<
+  QuotaKind,
+  {
+    counts: string;
+    override: keyof User & `${string}Quota`;
+    fallback: keyof ProvisioningConfig & `${string}Quota`;
+  }
+> = {
   independent: { counts: 'independent agents', override: 'independentAgentQuota', fallback: 'independentAgentQuota' },
   dependent: { counts: 'dependent agents', override: 'dependentAgentQuota', fallback: 'dependentAgentQuota' },
   masks: { counts: 'live masks', override: 'maskQuota', fallback: 'maskQuota' },
@@ -85,8 +90,11 @@ export function createQuota(store: ProvisioningPort, clock: Clock, config: Provi
       for (const slot of lapsed) {
         if (await store.takeOverSlot(slot, holder, clock.now() + config.lease)) return slot.slotKey;
       }
-      throw new DomainError('exhausted', `the quota of ${limit} ${QUOTAS[kind].counts} for ${ownerId} is used up; `
-        + 'higher quotas are available on request');
+      throw new DomainError(
+        'exhausted',
+        `the quota of ${limit} ${QUOTAS[kind].counts} for ${ownerId} is used up; ` +
+          'higher quotas are available on request',
+      );
     },
 
     /** Makes a claim permanent for its holder, or (`heldUntil`) until then. */

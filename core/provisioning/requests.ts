@@ -60,7 +60,8 @@ export function createRequestLog(store: ProvisioningPort, clock: Clock, random: 
     // The resource exists from here on, so the caller gets it even if recording it fails (one
     // retry, then given up): left pending, a retry is ABORTED until the lease lapses, then finds
     // the resource under the record's id.
-    await store.completeRequest(record.requestKey, id)
+    await store
+      .completeRequest(record.requestKey, id)
       .catch(() => store.completeRequest(record.requestKey, id))
       .catch(ignore);
     return result;
@@ -72,15 +73,21 @@ export function createRequestLog(store: ProvisioningPort, clock: Clock, random: 
   ): Promise<T> {
     if (!scope.requestId) return creation.create(newUlid(clock, random), () => true);
     if (!REQUEST_ID.test(scope.requestId)) {
-      throw new DomainError('invalid_argument',
-        `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`);
+      throw new DomainError(
+        'invalid_argument',
+        `request_id must be 1-${provisioningLimits.requestIdMax} characters of [A-Za-z0-9._:-]`,
+      );
     }
     const requestKey = `${scope.ownerId}#${scope.method}#${scope.requestId}`;
     const fingerprint = createHash('sha256').update(JSON.stringify(scope.request)).digest('base64url');
     const now = clock.now();
     const first: IdempotencyRecord = {
-      requestKey, fingerprint, state: 'pending', resourceId: newUlid(clock, random),
-      leaseUntil: now + config.lease, expiresAt: now + provisioningLimits.requestRetention,
+      requestKey,
+      fingerprint,
+      state: 'pending',
+      resourceId: newUlid(clock, random),
+      leaseUntil: now + config.lease,
+      expiresAt: now + provisioningLimits.requestRetention,
     };
     const claim = await store.beginRequest(first);
     if (claim.outcome === 'started') return attempt(first, creation.create);

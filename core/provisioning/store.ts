@@ -30,7 +30,10 @@ export interface ProvisioningStore {
   freeNumbers(now: number, limit: number): Promise<NumberRecord[]>;
   /** Claims a pooled number as read by freeNumbers, if nobody changed it since (optimistic). */
   leaseNumber(
-    number: NumberRecord, holder: string, entityType: NonNullable<NumberRecord['entityType']>, leaseUntil: number,
+    number: NumberRecord,
+    holder: string,
+    entityType: NonNullable<NumberRecord['entityType']>,
+    leaseUntil: number,
     now: number,
   ): Promise<boolean>;
   /**
@@ -38,7 +41,11 @@ export interface ProvisioningStore {
    * it from `poolFrom` on. False if the number is no longer this holder's.
    */
   confirmNumber(
-    svcnum: string, holder: string, state: NumberRecord['state'], now: number, poolFrom?: number,
+    svcnum: string,
+    holder: string,
+    state: NumberRecord['state'],
+    now: number,
+    poolFrom?: number,
   ): Promise<boolean>;
   /** Gives a leased, uncommitted number straight back to the pool. */
   returnNumber(svcnum: string, holder: string, now: number): Promise<void>;
@@ -51,7 +58,11 @@ export interface ProvisioningStore {
    * Returns the new record, or undefined.
    */
   transitionNumber(
-    svcnum: string, from: readonly NumberRecord['state'][], to: NumberRecord['state'], now: number, holder?: string,
+    svcnum: string,
+    from: readonly NumberRecord['state'][],
+    to: NumberRecord['state'],
+    now: number,
+    holder?: string,
   ): Promise<NumberRecord | undefined>;
 
   // provisioned entities (in the users table)
@@ -99,7 +110,9 @@ export interface ProvisioningStore {
    * and `resourceId` only if the record has none. Returns the record as taken, or undefined.
    */
   takeOverRequest(
-    seen: IdempotencyRecord, leaseUntil: number, resourceId: string,
+    seen: IdempotencyRecord,
+    leaseUntil: number,
+    resourceId: string,
   ): Promise<IdempotencyRecord | undefined>;
   /** Marks the request done, if the record still names `resourceId`. */
   completeRequest(requestKey: string, resourceId: string): Promise<void>;
@@ -110,9 +123,36 @@ export interface ProvisioningStore {
 }
 
 /** Exactly the store methods the provisioning module calls. */
-export type ProvisioningPort = Pick<ProvisioningStore & SharedStore,
-  | 'abandonRequest' | 'beginRequest' | 'claimRotation' | 'claimSlot' | 'closeMask' | 'completeRequest'
-  | 'confirmNumber' | 'confirmSlot' | 'createMask' | 'createUser' | 'deleteClient' | 'endSlot' | 'freeNumbers'
-  | 'getClient' | 'getMask' | 'getNumber' | 'getUser' | 'leaseNumber' | 'listMasks' | 'listOwned'
-  | 'quarantineNumber' | 'releaseRequest' | 'releaseSlot' | 'restoreNumber' | 'returnNumber' | 'seedNumber'
-  | 'takeOverRequest' | 'takeOverSlot' | 'transitionNumber' | 'updateEntity'>;
+export type ProvisioningPort = Pick<
+  ProvisioningStore & SharedStore,
+  | 'abandonRequest'
+  | 'beginRequest'
+  | 'claimRotation'
+  | 'claimSlot'
+  | 'closeMask'
+  | 'completeRequest'
+  | 'confirmNumber'
+  | 'confirmSlot'
+  | 'createMask'
+  | 'createUser'
+  | 'deleteClient'
+  | 'endSlot'
+  | 'freeNumbers'
+  | 'getClient'
+  | 'getMask'
+  | 'getNumber'
+  | 'getUser'
+  | 'leaseNumber'
+  | 'listMasks'
+  | 'listOwned'
+  | 'quarantineNumber'
+  | 'releaseRequest'
+  | 'releaseSlot'
+  | 'restoreNumber'
+  | 'returnNumber'
+  | 'seedNumber'
+  | 'takeOverRequest'
+  | 'takeOverSlot'
+  | 'transitionNumber'
+  | 'updateEntity'
+>;

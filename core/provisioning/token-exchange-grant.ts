@@ -36,8 +36,14 @@ export const tokenExchangeGrant = /* @__PURE__ */ defineGrant({
   parameters: {
     required: [],
     optional: [
-      'subject_token', 'subject_token_type', 'actor_token', 'actor_token_type', 'requested_token_type', 'scope',
-      'audience', 'resource',
+      'subject_token',
+      'subject_token_type',
+      'actor_token',
+      'actor_token_type',
+      'requested_token_type',
+      'scope',
+      'audience',
+      'resource',
     ],
   },
   async handler({ client, parameters }, { exchange, provisioningCaller }: TokenExchangeGrantDeps) {
@@ -54,8 +60,11 @@ export const tokenExchangeGrant = /* @__PURE__ */ defineGrant({
     });
     // RFC 8693 §2.2.1.
     return {
-      access_token: result.accessToken, issued_token_type: result.issuedTokenType, token_type: result.tokenType,
-      expires_in: result.expiresIn, scope: result.scope,
+      access_token: result.accessToken,
+      issued_token_type: result.issuedTokenType,
+      token_type: result.tokenType,
+      expires_in: result.expiresIn,
+      scope: result.scope,
     };
   },
 });

@@ -11,7 +11,11 @@ const KINDS: Record<CoreAgentKind, AgentKind> = {
 };
 
 const kindFilter = (kind: AgentKind): CoreAgentKind | undefined =>
-  kind === AgentKind.AGENT_KIND_INDEPENDENT ? 'independent' : kind === AgentKind.AGENT_KIND_DEPENDENT ? 'dependent' : undefined;
+  kind === AgentKind.AGENT_KIND_INDEPENDENT
+    ? 'independent'
+    : kind === AgentKind.AGENT_KIND_DEPENDENT
+      ? 'dependent'
+      : undefined;
 
 const toProto = (agent: AgentView): Agent => ({
   svcnumId: agent.svcnumId,
@@ -29,9 +33,18 @@ const toProto = (agent: AgentView): Agent => ({
 
 export function agentService({ provisioning }: Pick<Modules, 'provisioning'>): AgentServiceServer {
   const { agents, exchange } = provisioning;
-  const input = (request: { requestId: string; displayName: string; capabilities: string[]; discoverable: boolean; scope: string }) => ({
-    requestId: request.requestId, displayName: request.displayName, capabilities: request.capabilities,
-    discoverable: request.discoverable, scope: request.scope,
+  const input = (request: {
+    requestId: string;
+    displayName: string;
+    capabilities: string[];
+    discoverable: boolean;
+    scope: string;
+  }) => ({
+    requestId: request.requestId,
+    displayName: request.displayName,
+    capabilities: request.capabilities,
+    discoverable: request.discoverable,
+    scope: request.scope,
   });
   return {
     createAgent: unary(async (caller, request) => {
@@ -41,21 +54,42 @@ export function agentService({ provisioning }: Pick<Modules, 'provisioning'>): A
     getAgent: unary(async (caller, request) => toProto(await agents.get(caller, request.svcnumId))),
     listAgents: unary(async (caller, request) => {
       const kind = kindFilter(request.kind);
-      const page = await agents.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken, ...(kind ? { kind } : {}) });
+      const page = await agents.list(caller, {
+        pageSize: request.pageSize,
+        pageToken: request.pageToken,
+        ...(kind ? { kind } : {}),
+      });
       return { agents: page.items.map(toProto), nextPageToken: page.nextPageToken };
     }),
     issueAgentToken: unary(async (caller, request) => {
       const token = await agents.issueToken(caller, { svcnumId: request.svcnumId, scope: request.scope });
-      return { accessToken: token.accessToken, tokenType: token.tokenType, expiresIn: token.expiresIn, scope: token.scope };
+      return {
+        accessToken: token.accessToken,
+        tokenType: token.tokenType,
+        expiresIn: token.expiresIn,
+        scope: token.scope,
+      };
     }),
     createDependentAgent: unary(async (caller, request) =>
-      toProto(await agents.createDependent(caller, { ...input(request), ownerSvcnumId: request.ownerSvcnumId }))),
+      toProto(await agents.createDependent(caller, { ...input(request), ownerSvcnumId: request.ownerSvcnumId })),
+    ),
     exchangeToken: unary(async (caller, request) => {
       const result = await exchange(caller, {
-        subjectToken: request.subjectToken, subjectTokenType: request.subjectTokenType, actorToken: request.actorToken,
-        actorTokenType: request.actorTokenType, requestedTokenType: request.requestedTokenType, scope: request.scope, audience: request.audience,
+        subjectToken: request.subjectToken,
+        subjectTokenType: request.subjectTokenType,
+        actorToken: request.actorToken,
+        actorTokenType: request.actorTokenType,
+        requestedTokenType: request.requestedTokenType,
+        scope: request.scope,
+        audience: request.audience,
       });
-      return { accessToken: result.accessToken, issuedTokenType: result.issuedTokenType, tokenType: result.tokenType, expiresIn: result.expiresIn, scope: result.scope };
+      return {
+        accessToken: result.accessToken,
+        issuedTokenType: result.issuedTokenType,
+        tokenType: result.tokenType,
+        expiresIn: result.expiresIn,
+        scope: result.scope,
+      };
     }),
     rotateAgentSvcnum: unary(async (caller, request) => toProto(await agents.rotate(caller, request.svcnumId))),
   };

@@ -8,18 +8,24 @@ import { timestamp } from './convert';
 // scope the entity needs (prov:numbers for a programmable number, prov:agents for an agent).
 export const ALIAS_SCOPES = ['prov:numbers', 'prov:agents'] as const;
 
-const toProto = (alias: AliasView): Alias => ({ alias: alias.alias, svcnumId: alias.svcnumId, createTime: timestamp(alias.createTime) });
+const toProto = (alias: AliasView): Alias => ({
+  alias: alias.alias,
+  svcnumId: alias.svcnumId,
+  createTime: timestamp(alias.createTime),
+});
 
 export function aliasService({ directory }: Pick<Modules, 'directory'>): AliasServiceServer {
   const { aliases } = directory;
   return {
     createAlias: unary(async (caller, request) =>
-      toProto(await aliases.create(caller, { svcnumId: request.svcnumId, alias: request.alias }))),
+      toProto(await aliases.create(caller, { svcnumId: request.svcnumId, alias: request.alias })),
+    ),
     deleteAlias: unary(async (caller, request) => {
       await aliases.remove(caller, request.alias);
       return {};
     }),
-    listAliases: unary(async (caller, request) =>
-      ({ aliases: (await aliases.list(caller, request.svcnumId)).map(toProto) })),
+    listAliases: unary(async (caller, request) => ({
+      aliases: (await aliases.list(caller, request.svcnumId)).map(toProto),
+    })),
   };
 }

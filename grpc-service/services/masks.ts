@@ -18,10 +18,17 @@ const toProto = (mask: MaskView): Mask => ({
 export function maskService({ provisioning }: Pick<Modules, 'provisioning'>): MaskServiceServer {
   const { masks } = provisioning;
   return {
-    createMask: unary(async (caller, request) => toProto(await masks.create(caller, {
-      requestId: request.requestId, ttlSeconds: request.ttlSeconds, participantA: request.participantA,
-      participantB: request.participantB, scope: request.scope,
-    }))),
+    createMask: unary(async (caller, request) =>
+      toProto(
+        await masks.create(caller, {
+          requestId: request.requestId,
+          ttlSeconds: request.ttlSeconds,
+          participantA: request.participantA,
+          participantB: request.participantB,
+          scope: request.scope,
+        }),
+      ),
+    ),
     getMask: unary(async (caller, request) => toProto(await masks.get(caller, request.maskId))),
     listMasks: unary(async (caller, request) => {
       const page = await masks.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });

@@ -1,6 +1,11 @@
 import type { ProgrammableNumberView } from '../../core/provisioning/programmable';
 import type { Modules } from '../../core/registry';
-import { MessageKind, type IncomingMessage, type NumberServiceServer, type ProgrammableNumber } from '../gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  MessageKind,
+  type IncomingMessage,
+  type NumberServiceServer,
+  type ProgrammableNumber,
+} from '../gen/svcnum/provisioning/v1alpha1/number_service';
 import { EntityType } from '../gen/svcnum/provisioning/v1alpha1/common';
 import type { MessageKind as CoreMessageKind, SenderEntityType, StoredMessage } from '../../core/messaging/store';
 import { invalidArgument } from '../../core/kernel/errors';
@@ -45,13 +50,21 @@ const incoming = (message: StoredMessage, cursor: string): IncomingMessage => ({
 });
 
 /** `closing` aborts when the server drains: open streams end, clients resume elsewhere with their cursor. */
-export function numberService({ provisioning, messaging }: Pick<Modules, 'provisioning' | 'messaging'>, closing: AbortSignal = new AbortController().signal): NumberServiceServer {
+export function numberService(
+  { provisioning, messaging }: Pick<Modules, 'provisioning' | 'messaging'>,
+  closing: AbortSignal = new AbortController().signal,
+): NumberServiceServer {
   const { numbers } = provisioning;
   return {
-    provisionNumber: unary(async (caller, request) => toProto(await numbers.provision(caller, {
-      requestId: request.requestId, displayName: request.displayName,
-      ...(request.config ? { config: request.config } : {}),
-    }))),
+    provisionNumber: unary(async (caller, request) =>
+      toProto(
+        await numbers.provision(caller, {
+          requestId: request.requestId,
+          displayName: request.displayName,
+          ...(request.config ? { config: request.config } : {}),
+        }),
+      ),
+    ),
     getNumber: unary(async (caller, request) => toProto(await numbers.get(caller, request.svcnumId))),
     listNumbers: unary(async (caller, request) => {
       const page = await numbers.list(caller, { pageSize: request.pageSize, pageToken: request.pageToken });
@@ -59,22 +72,32 @@ export function numberService({ provisioning, messaging }: Pick<Modules, 'provis
     }),
     streamAllMessages: serverStream(closing, async (caller, request, send, signal, recheck) => {
       let listed = false;
-      const deliveries = messaging.stream({
-        ownerId: caller.ownerId,
-        // Each re-list first checks the caller again (an expired token, a disabled client or
-        // account ends the stream with its refusal), so a stream lasts no longer than its access.
-        listInboxes: async () => {
-          if (listed) await recheck();
-          listed = true;
-          return numbers.allIds(caller);
+      const deliveries = messaging.stream(
+        {
+          ownerId: caller.ownerId,
+          // Each re-list first checks the caller again (an expired token, a disabled client or
+          // account ends the stream with its refusal), so a stream lasts no longer than its access.
+          listInboxes: async () => {
+            if (listed) await recheck();
+            listed = true;
+            return numbers.allIds(caller);
+          },
+          holdsInbox: (inboxId) => numbers.holds(caller, inboxId),
         },
-        holdsInbox: (inboxId) => numbers.holds(caller, inboxId),
-      }, request.resumeCursor, signal);
+        request.resumeCursor,
+        signal,
+      );
       for await (const { message, cursor } of deliveries) await send(incoming(message, cursor));
     }),
     configureProgrammable: unary(async (caller, request) => {
       if (!request.config) throw invalidArgument('config is required');
-      return toProto(await numbers.configure(caller, { svcnumId: request.svcnumId, config: request.config, updatePaths: request.updateMask ?? [] }));
+      return toProto(
+        await numbers.configure(caller, {
+          svcnumId: request.svcnumId,
+          config: request.config,
+          updatePaths: request.updateMask ?? [],
+        }),
+      );
     }),
   };
 }

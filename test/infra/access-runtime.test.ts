@@ -13,10 +13,35 @@ import { serviceConfig } from '../../core/kernel/config';
 import type { MacKey } from '../../core/kernel/ports';
 import { buildModules, modulePorts, type Modules } from '../../core/registry';
 import { tableNames, type TableKey } from '../../core/tables';
-import { CreateAgentRequest, CreateDependentAgentRequest, ExchangeTokenRequest, IssueAgentTokenRequest, RotateAgentSvcnumRequest, type CreateAgentResponse, type Agent } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import { AliasServiceClient, CreateAliasRequest, DeleteAliasRequest, ListAliasesRequest } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
-import { CloseMaskRequest, CreateMaskRequest, GetMaskRequest, ListMasksRequest, type Mask } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
-import { ConfigureProgrammableRequest, GetNumberRequest, ListNumbersRequest, ProvisionNumberRequest, type ProgrammableNumber } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import {
+  CreateAgentRequest,
+  CreateDependentAgentRequest,
+  ExchangeTokenRequest,
+  IssueAgentTokenRequest,
+  RotateAgentSvcnumRequest,
+  type CreateAgentResponse,
+  type Agent,
+} from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import {
+  AliasServiceClient,
+  CreateAliasRequest,
+  DeleteAliasRequest,
+  ListAliasesRequest,
+} from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/alias_service';
+import {
+  CloseMaskRequest,
+  CreateMaskRequest,
+  GetMaskRequest,
+  ListMasksRequest,
+  type Mask,
+} from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/mask_service';
+import {
+  ConfigureProgrammableRequest,
+  GetNumberRequest,
+  ListNumbersRequest,
+  ProvisionNumberRequest,
+  type ProgrammableNumber,
+} from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { startGrpcServer, type RunningGrpcServer } from '../../grpc-service/server';
 import { routeGroups, type RouteGroup } from '../../lambdas/routes';
 import { localCore, type LocalCore } from '../../local/runner';
@@ -47,16 +72,19 @@ const used = new Map<ComputeUnit, Set<string>>(units.map((unit) => [unit, new Se
 
 /** Records `<Action> <table>` or `<Action> <table>/index/<name>` for every DynamoDB call of `unit`. */
 function recordCalls(client: DynamoDBClient, unit: ComputeUnit) {
-  client.middlewareStack.add((next, context) => async (args) => {
-    const action = String(context.commandName).replace(/Command$/, '');
-    const input = args.input as { TableName?: string; IndexName?: string; RequestItems?: Record<string, unknown> };
-    const tables = input.TableName ? [input.TableName] : Object.keys(input.RequestItems ?? {});
-    for (const table of tables) {
-      const key = tableOf.get(table) ?? `unknown table ${table}`;
-      used.get(unit)!.add(`${action} ${key}${input.IndexName ? `/index/${input.IndexName}` : ''}`);
-    }
-    return next(args);
-  }, { step: 'initialize', name: `record-${unit}` });
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const action = String(context.commandName).replace(/Command$/, '');
+      const input = args.input as { TableName?: string; IndexName?: string; RequestItems?: Record<string, unknown> };
+      const tables = input.TableName ? [input.TableName] : Object.keys(input.RequestItems ?? {});
+      for (const table of tables) {
+        const key = tableOf.get(table) ?? `unknown table ${table}`;
+        used.get(unit)!.add(`${action} ${key}${input.IndexName ? `/index/${input.IndexName}` : ''}`);
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: `record-${unit}` },
+  );
 }
 
 /** Records `kms:GenerateMac <name>` / `kms:VerifyMac <name>` for every use of a MAC key by `unit`. */
@@ -116,21 +144,41 @@ beforeAll(async () => {
     // Single-item reads go through the store client's own read client (core/adapters/dynamo-schema.ts).
     if (unit) for (const recorded of [client, db.reads]) recordCalls(recorded, unit);
     return {
-      store: createDynamoStore(db, names), keys, clock, random: systemRandom, config: serviceConfig(issuer),
+      store: createDynamoStore(db, names),
+      keys,
+      clock,
+      random: systemRandom,
+      config: serviceConfig(issuer),
       macKey: unit ? recordMac(macKey, unit, 'mac-key') : macKey,
       pageTokenKey: unit ? recordMac(pageTokenKey, unit, 'page-token-key') : pageTokenKey,
     };
   };
   // Each unit builds only the modules its entry builds (lambdas/<group>.ts, grpc-service/main.ts).
   for (const [group, definition] of Object.entries(routeGroups)) {
-    const modules = buildModules(modulePorts(infrastructureFor(group as RouteGroup)), definition.modules) as unknown as Modules;
+    const modules = buildModules(
+      modulePorts(infrastructureFor(group as RouteGroup)),
+      definition.modules,
+    ) as unknown as Modules;
     const handler = definition.create(modules) as LambdaHandler;
     for (const path of Object.keys(definition.routes)) routes.set(path, { handler, functionName: group });
   }
-  grpc = await startGrpcServer(buildModules(modulePorts(infrastructureFor('provisioning')), grpcModules), { port: 0, host: '127.0.0.1' });
+  grpc = await startGrpcServer(buildModules(modulePorts(infrastructureFor('provisioning')), grpcModules), {
+    port: 0,
+    host: '127.0.0.1',
+  });
   // Set-up (clients, users, the pool) goes through an unrecorded core: the operator's admin CLI.
   const operator: LocalCore = localCore(infrastructureFor());
-  service = { issuer, host: '127.0.0.1', port: started.port, grpcPort: grpc.port, dynamoEndpoint: dynamo.endpoint, core: operator, clock, dataDir, close: async () => undefined };
+  service = {
+    issuer,
+    host: '127.0.0.1',
+    port: started.port,
+    grpcPort: grpc.port,
+    dynamoEndpoint: dynamo.endpoint,
+    core: operator,
+    clock,
+    dataDir,
+    close: async () => undefined,
+  };
   await seedPool(service, '77', 20);
   app = await provisioningApp(service);
   aliases = new AliasServiceClient(`127.0.0.1:${grpc.port}`, credentials.createInsecure());
@@ -141,7 +189,7 @@ afterAll(async () => {
   aliases?.close();
   await grpc?.drain(1_000);
   server?.closeAllConnections();
-  await new Promise((resolve) => server ? server.close(resolve) : resolve(undefined));
+  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
   for (const client of clients) client.destroy();
   await dynamo?.close();
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
@@ -160,20 +208,49 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     const fresh = await exchange(service, client, second.code, second.verifier);
     const refresh = String(fresh.json.refresh_token);
     service.clock.advance(2 * 86_400_000); // the refresh then moves the inactivity window (a write)
-    const refreshed = await postForm(`${service.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refresh, client_id: client.clientId });
+    const refreshed = await postForm(`${service.issuer}/oauth/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: refresh,
+      client_id: client.clientId,
+    });
     expect(refreshed.status).toBe(200);
-    expect((await send(`${service.issuer}/oauth/userinfo`, { method: 'GET', headers: { Authorization: `Bearer ${String(refreshed.json.access_token)}` } })).status).toBe(200);
-    expect((await postForm(`${service.issuer}/oauth/revoke`, { token: refresh, client_id: client.clientId })).status).toBe(200);
+    expect(
+      (
+        await send(`${service.issuer}/oauth/userinfo`, {
+          method: 'GET',
+          headers: { Authorization: `Bearer ${String(refreshed.json.access_token)}` },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (await postForm(`${service.issuer}/oauth/revoke`, { token: refresh, client_id: client.clientId })).status,
+    ).toBe(200);
     // Sign-in by number, a wrong password, prompt=none, the account page, revoking an app, sign-out.
     const other = new Browser(service.issuer);
     const page = await other.request('/login');
-    await other.request('/login', { form: { csrf: Browser.field(page.body, 'csrf'), identifier: login.user.svcnum, password: 'wrong password here' } });
-    await other.request('/login', { form: { csrf: Browser.field(page.body, 'csrf'), identifier: login.user.svcnum, password: login.password } });
+    await other.request('/login', {
+      form: { csrf: Browser.field(page.body, 'csrf'), identifier: login.user.svcnum, password: 'wrong password here' },
+    });
+    await other.request('/login', {
+      form: { csrf: Browser.field(page.body, 'csrf'), identifier: login.user.svcnum, password: login.password },
+    });
     const account = await other.request('/account');
     expect(account.status).toBe(200);
     // (The first browser's session expired with the clock moved 2 days; the second one is fresh.)
-    expect((await other.request('/account/revoke', { form: { client_id: client.clientId, csrf: Browser.field(account.body, 'csrf') } })).status).toBe(303);
-    expect((await other.request('/logout', { form: { csrf: Browser.field((await other.request('/account')).body, 'csrf') } })).status).toBeLessThan(400);
+    expect(
+      (
+        await other.request('/account/revoke', {
+          form: { client_id: client.clientId, csrf: Browser.field(account.body, 'csrf') },
+        })
+      ).status,
+    ).toBe(303);
+    expect(
+      (
+        await other.request('/logout', {
+          form: { csrf: Browser.field((await other.request('/account')).body, 'csrf') },
+        })
+      ).status,
+    ).toBeLessThan(400);
     // Discovery and keys.
     expect((await send(`${service.issuer}/.well-known/openid-configuration`, { method: 'GET' })).status).toBe(200);
     expect((await send(`${service.issuer}/.well-known/jwks.json`, { method: 'GET' })).status).toBe(200);
@@ -181,22 +258,90 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     // gRPC: numbers, masks, agents, token exchange, rotation, aliases, the message stream (with a
     // token from after the clock moved).
     const token = await clientCredentialsToken(service, app.clientId, app.clientSecret);
-    const number = await call<ProvisionNumberRequest, ProgrammableNumber>(app.numbers, 'provisionNumber', ProvisionNumberRequest.fromPartial({ displayName: 'Inbox', requestId: 'n-1' }), token);
+    const number = await call<ProvisionNumberRequest, ProgrammableNumber>(
+      app.numbers,
+      'provisionNumber',
+      ProvisionNumberRequest.fromPartial({ displayName: 'Inbox', requestId: 'n-1' }),
+      token,
+    );
     await call(app.numbers, 'getNumber', GetNumberRequest.fromPartial({ svcnumId: number.svcnumId }), token);
     await call(app.numbers, 'listNumbers', ListNumbersRequest.fromPartial({ pageSize: 10 }), token);
-    await call(app.numbers, 'configureProgrammable', ConfigureProgrammableRequest.fromPartial({ svcnumId: number.svcnumId, config: { autoReply: 'closed' }, updateMask: ['auto_reply'] }), token);
-    const agent = await call<CreateAgentRequest, CreateAgentResponse>(app.agents, 'createAgent', CreateAgentRequest.fromPartial({ displayName: 'Booking', capabilities: ['booking'], discoverable: true, requestId: 'a-1' }), token);
-    const agentToken = await call<IssueAgentTokenRequest, { accessToken: string }>(app.agents, 'issueAgentToken', IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }), token);
-    await call<CreateDependentAgentRequest, Agent>(app.agents, 'createDependentAgent', CreateDependentAgentRequest.fromPartial({ ownerSvcnumId: agent.agent!.svcnumId, displayName: 'Sub', capabilities: ['booking'], discoverable: true }), token);
-    await call(app.agents, 'exchangeToken', ExchangeTokenRequest.fromPartial({
-      subjectToken: number.svcnumId, subjectTokenType: 'urn:svcnum:params:oauth:token-type:svcnum-id',
-      actorToken: agentToken.accessToken, actorTokenType: 'urn:ietf:params:oauth:token-type:access_token', scope: 'messaging',
-    }), token);
-    await call(app.agents, 'rotateAgentSvcnum', RotateAgentSvcnumRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }), token);
-    const mask = await call<CreateMaskRequest, Mask>(app.masks, 'createMask', CreateMaskRequest.fromPartial({ ttlSeconds: 3600, participantA: number.svcnumId, participantB: agent.agent!.svcnumId, scope: 'delivery', requestId: 'm-1' }), token);
+    await call(
+      app.numbers,
+      'configureProgrammable',
+      ConfigureProgrammableRequest.fromPartial({
+        svcnumId: number.svcnumId,
+        config: { autoReply: 'closed' },
+        updateMask: ['auto_reply'],
+      }),
+      token,
+    );
+    const agent = await call<CreateAgentRequest, CreateAgentResponse>(
+      app.agents,
+      'createAgent',
+      CreateAgentRequest.fromPartial({
+        displayName: 'Booking',
+        capabilities: ['booking'],
+        discoverable: true,
+        requestId: 'a-1',
+      }),
+      token,
+    );
+    const agentToken = await call<IssueAgentTokenRequest, { accessToken: string }>(
+      app.agents,
+      'issueAgentToken',
+      IssueAgentTokenRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }),
+      token,
+    );
+    await call<CreateDependentAgentRequest, Agent>(
+      app.agents,
+      'createDependentAgent',
+      CreateDependentAgentRequest.fromPartial({
+        ownerSvcnumId: agent.agent!.svcnumId,
+        displayName: 'Sub',
+        capabilities: ['booking'],
+        discoverable: true,
+      }),
+      token,
+    );
+    await call(
+      app.agents,
+      'exchangeToken',
+      ExchangeTokenRequest.fromPartial({
+        subjectToken: number.svcnumId,
+        subjectTokenType: 'urn:svcnum:params:oauth:token-type:svcnum-id',
+        actorToken: agentToken.accessToken,
+        actorTokenType: 'urn:ietf:params:oauth:token-type:access_token',
+        scope: 'messaging',
+      }),
+      token,
+    );
+    await call(
+      app.agents,
+      'rotateAgentSvcnum',
+      RotateAgentSvcnumRequest.fromPartial({ svcnumId: agent.agent!.svcnumId }),
+      token,
+    );
+    const mask = await call<CreateMaskRequest, Mask>(
+      app.masks,
+      'createMask',
+      CreateMaskRequest.fromPartial({
+        ttlSeconds: 3600,
+        participantA: number.svcnumId,
+        participantB: agent.agent!.svcnumId,
+        scope: 'delivery',
+        requestId: 'm-1',
+      }),
+      token,
+    );
     await call(app.masks, 'getMask', GetMaskRequest.fromPartial({ maskId: mask.maskId }), token);
     await call(app.masks, 'listMasks', ListMasksRequest.fromPartial({ pageSize: 10 }), token);
-    await call(aliases, 'createAlias', CreateAliasRequest.fromPartial({ svcnumId: number.svcnumId, alias: 'access-test-inbox' }), token);
+    await call(
+      aliases,
+      'createAlias',
+      CreateAliasRequest.fromPartial({ svcnumId: number.svcnumId, alias: 'access-test-inbox' }),
+      token,
+    );
     await call(aliases, 'listAliases', ListAliasesRequest.fromPartial({ svcnumId: number.svcnumId }), token);
 
     // Messages in, on the owner's stream; the public directory.
@@ -211,7 +356,13 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     expect(firstPage.status).toBe(200);
     const pageToken = String(firstPage.json.next_page_token);
     expect(pageToken).not.toBe('');
-    expect((await send(`${service.issuer}/api/discover?capability=booking&page_size=1&page_token=${pageToken}`, { method: 'GET' })).status).toBe(200);
+    expect(
+      (
+        await send(`${service.issuer}/api/discover?capability=booking&page_size=1&page_token=${pageToken}`, {
+          method: 'GET',
+        })
+      ).status,
+    ).toBe(200);
     await call(aliases, 'deleteAlias', DeleteAliasRequest.fromPartial({ alias: 'access-test-inbox' }), token);
     await call(app.masks, 'closeMask', CloseMaskRequest.fromPartial({ maskId: mask.maskId }), token);
   }, 60_000);
@@ -219,7 +370,10 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
   it.each(units)('grants %s every DynamoDB call it made', (unit) => {
     const made = [...used.get(unit)!].sort();
     const allowed = granted(unit);
-    expect(made.filter((operation) => !allowed.has(operation)), `${unit} made: ${made.join(', ')}`).toStrictEqual([]);
+    expect(
+      made.filter((operation) => !allowed.has(operation)),
+      `${unit} made: ${made.join(', ')}`,
+    ).toStrictEqual([]);
   });
 
   it('uses every MAC key action it grants, on its key (sign-in tokens; the page-token key of discover, List* and the message stream)', () => {

@@ -14,7 +14,7 @@ const stages = () => grpcImageStages().map((text) => ({ from: text.split('\n')[0
 const npmCi = (text: string) => [...text.matchAll(/^RUN npm ci\b(.*)$/gm)].map((match) => match[1]!);
 
 describe('the gRPC image', () => {
-  it('starts every stage from NODE_IMAGE, a Node 22 slim image pinned by digest (the Lambda runtime\'s major)', () => {
+  it("starts every stage from NODE_IMAGE, a Node 22 slim image pinned by digest (the Lambda runtime's major)", () => {
     const { NODE_IMAGE } = grpcImageArguments();
     expect(NODE_IMAGE).toMatch(/^node:22-[a-z]+-slim@sha256:[0-9a-f]{64}$/);
     expect(lambdaBundle.target).toBe(`node${/^node:(\d+)-/.exec(NODE_IMAGE!)![1]}`);
@@ -41,7 +41,11 @@ describe('the gRPC image', () => {
     // No RUN at all: nothing is installed or built in the image that runs.
     expect(runtime).not.toMatch(/^RUN /m);
     const copies = [...runtime.matchAll(/^COPY (.+)$/gm)].map((match) => match[1]);
-    expect(copies).toStrictEqual(['package.json ./', '--from=deps /app/node_modules ./node_modules', '--from=build /src/dist/grpc-service/ ./']);
+    expect(copies).toStrictEqual([
+      'package.json ./',
+      '--from=deps /app/node_modules ./node_modules',
+      '--from=build /src/dist/grpc-service/ ./',
+    ]);
     expect(npmCi(grpcImageStage('deps'))).toStrictEqual([' --omit=dev --no-audit --no-fund --ignore-scripts']);
     expect(runtime).toMatch(/^USER node$/m);
     expect(runtime).toMatch(new RegExp(`^EXPOSE ${GRPC_PORT} ${HEALTH_PORT}$`, 'm'));
@@ -49,7 +53,9 @@ describe('the gRPC image', () => {
   });
 
   it('gets no host node_modules, build output or CDK output in its context (.dockerignore)', () => {
-    const ignored = readFileSync(join(repoRoot, '.dockerignore'), 'utf8').split('\n').map((line) => line.trim());
+    const ignored = readFileSync(join(repoRoot, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim());
     expect(ignored).toEqual(expect.arrayContaining(['node_modules', 'dist', 'cdk.out', 'grpc-service/gen', '.git']));
   });
 });

@@ -28,7 +28,8 @@ export interface Synthesized {
 }
 
 /** The configuration of both environments from the committed example settings (deploy/settings.example.json). */
-export const testConfigs = () => resolveConfigs(EXAMPLE_SETTINGS_FILE, ['**'], repoRoot).configs as Record<EnvironmentName, EnvironmentConfig>;
+export const testConfigs = () =>
+  resolveConfigs(EXAMPLE_SETTINGS_FILE, ['**'], repoRoot).configs as Record<EnvironmentName, EnvironmentConfig>;
 
 export interface SynthesisOptions {
   /** Whether the Lambdas are bundled (true unless the file reads only templates). */
@@ -45,12 +46,20 @@ export function synthesize(
   const { app, stacks } = createServiceApp({ outdir, configs, environments, context });
   const assembly = app.synth();
   const template = (stack: ServiceStack) =>
-    Template.fromJSON(JSON.parse(readFileSync(assembly.getStackArtifact(stack.artifactId).templateFullPath, 'utf8')) as Record<string, unknown>);
+    Template.fromJSON(
+      JSON.parse(readFileSync(assembly.getStackArtifact(stack.artifactId).templateFullPath, 'utf8')) as Record<
+        string,
+        unknown
+      >,
+    );
   return {
     assembly,
     stacks,
     configs,
-    templates: Object.fromEntries(environments.map((name) => [name, template(stacks[name])])) as Record<EnvironmentName, Template>,
+    templates: Object.fromEntries(environments.map((name) => [name, template(stacks[name])])) as Record<
+      EnvironmentName,
+      Template
+    >,
     cleanup: () => rmSync(outdir, { recursive: true, force: true }),
   };
 }
@@ -70,10 +79,18 @@ export function synthesizeForFile(options: SynthesisOptions = {}): Synthesized {
     return synthesized;
   };
   return {
-    get assembly() { return current().assembly; },
-    get stacks() { return current().stacks; },
-    get templates() { return current().templates; },
-    get configs() { return current().configs; },
+    get assembly() {
+      return current().assembly;
+    },
+    get stacks() {
+      return current().stacks;
+    },
+    get templates() {
+      return current().templates;
+    },
+    get configs() {
+      return current().configs;
+    },
     cleanup: () => current().cleanup(),
   };
 }
@@ -85,7 +102,12 @@ export function logicalId(construct: IConstruct): string {
 }
 
 export type Json = Record<string, unknown>;
-export interface Resource { Type: string; Properties?: Json; DeletionPolicy?: string; UpdateReplacePolicy?: string }
+export interface Resource {
+  Type: string;
+  Properties?: Json;
+  DeletionPolicy?: string;
+  UpdateReplacePolicy?: string;
+}
 
 export const resources = (template: Template, type: string) => template.findResources(type) as Record<string, Resource>;
 
@@ -98,21 +120,25 @@ export interface Statement {
   Principal?: unknown;
 }
 
-export const list = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
+export const list = <T>(value: T | T[] | undefined): T[] =>
+  value === undefined ? [] : Array.isArray(value) ? value : [value];
 
 /** Every IAM statement of the template: policies, inline role policies, managed policies. */
 export function iamStatements(template: Template): Array<{ where: string; roles: string[]; statement: Statement }> {
   const found: Array<{ where: string; roles: string[]; statement: Statement }> = [];
   const push = (where: string, roles: string[], document: unknown) => {
-    for (const statement of list((document as { Statement?: Statement | Statement[] } | undefined)?.Statement)) found.push({ where, roles, statement });
+    for (const statement of list((document as { Statement?: Statement | Statement[] } | undefined)?.Statement))
+      found.push({ where, roles, statement });
   };
   for (const [id, policy] of Object.entries(resources(template, 'AWS::IAM::Policy'))) {
     const roles = list(policy.Properties?.Roles as Array<{ Ref: string }> | undefined).map((role) => role.Ref);
     push(id, roles, policy.Properties?.PolicyDocument);
   }
-  for (const [id, policy] of Object.entries(resources(template, 'AWS::IAM::ManagedPolicy'))) push(id, [], policy.Properties?.PolicyDocument);
+  for (const [id, policy] of Object.entries(resources(template, 'AWS::IAM::ManagedPolicy')))
+    push(id, [], policy.Properties?.PolicyDocument);
   for (const [id, role] of Object.entries(resources(template, 'AWS::IAM::Role'))) {
-    for (const inline of list(role.Properties?.Policies as Array<{ PolicyDocument: unknown }> | undefined)) push(id, [id], inline.PolicyDocument);
+    for (const inline of list(role.Properties?.Policies as Array<{ PolicyDocument: unknown }> | undefined))
+      push(id, [id], inline.PolicyDocument);
   }
   return found;
 }

@@ -49,7 +49,15 @@ export interface StackSettings {
 }
 
 export interface TaskHealthChecks {
-  targetGroup: { protocol: string; port: number; path: string; httpCode: string; intervalSeconds: number; timeoutSeconds: number; unhealthyThreshold: number };
+  targetGroup: {
+    protocol: string;
+    port: number;
+    path: string;
+    httpCode: string;
+    intervalSeconds: number;
+    timeoutSeconds: number;
+    unhealthyThreshold: number;
+  };
   container: { command: string[]; intervalSeconds: number; timeoutSeconds: number; retries: number };
 }
 
@@ -67,9 +75,17 @@ export const PUBLIC_KEYS_MARK = '(published public keys)';
 export const ENGINE_HOST = '127.0.0.1';
 
 /** `environment` with KMS_PUBLIC_KEYS as the custom resource would publish it: `der(keyId)` of every signing key. */
-export function withPublicKeys(environment: Record<string, string>, settings: StackSettings, der: (keyId: string) => string): Record<string, string> {
-  if (environment.KMS_PUBLIC_KEYS !== PUBLIC_KEYS_MARK) throw new Error('KMS_PUBLIC_KEYS is not the custom resource\'s attribute');
-  return { ...environment, KMS_PUBLIC_KEYS: JSON.stringify(Object.fromEntries(settings.keys.signing.map((keyId) => [keyId, der(keyId)]))) };
+export function withPublicKeys(
+  environment: Record<string, string>,
+  settings: StackSettings,
+  der: (keyId: string) => string,
+): Record<string, string> {
+  if (environment.KMS_PUBLIC_KEYS !== PUBLIC_KEYS_MARK)
+    throw new Error("KMS_PUBLIC_KEYS is not the custom resource's attribute");
+  return {
+    ...environment,
+    KMS_PUBLIC_KEYS: JSON.stringify(Object.fromEntries(settings.keys.signing.map((keyId) => [keyId, der(keyId)]))),
+  };
 }
 
 /**
@@ -83,17 +99,23 @@ export function stackSettings(): StackSettings {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-artifacts-cdk-'));
   try {
     const { app, stacks } = createServiceApp({
-      outdir, nag: false, environments: ['sandbox'], configs: { sandbox: resolveConfigs(EXAMPLE_SETTINGS_FILE, ['svcnum-sandbox'], repoRoot).configs.sandbox! },
+      outdir,
+      nag: false,
+      environments: ['sandbox'],
+      configs: { sandbox: resolveConfigs(EXAMPLE_SETTINGS_FILE, ['svcnum-sandbox'], repoRoot).configs.sandbox! },
       context: { 'aws:cdk:bundling-stacks': [] },
     });
     const assembly = app.synth();
     const stack = stacks.sandbox;
-    const template = JSON.parse(readFileSync(assembly.getStackArtifact(stack.artifactId).templateFullPath, 'utf8')) as { Resources: Record<string, { Type: string; Properties: Json }> };
+    const template = JSON.parse(readFileSync(assembly.getStackArtifact(stack.artifactId).templateFullPath, 'utf8')) as {
+      Resources: Record<string, { Type: string; Properties: Json }>;
+    };
     const { region, account } = stack;
     const keys = { signing: [] as string[], mac: [] as string[] };
     const keyArn = (id: string) => {
       const resource = template.Resources[id];
-      if (resource?.Type !== 'AWS::KMS::Key') throw new Error(`an environment value refers to ${id} (${resource?.Type}), which this test cannot resolve`);
+      if (resource?.Type !== 'AWS::KMS::Key')
+        throw new Error(`an environment value refers to ${id} (${resource?.Type}), which this test cannot resolve`);
       const arn = `arn:aws:kms:${region}:${account}:key/${id}`;
       const kind = resource.Properties.KeySpec === 'HMAC_256' ? keys.mac : keys.signing;
       if (!kind.includes(arn)) kind.push(arn);
@@ -105,13 +127,20 @@ export function stackSettings(): StackSettings {
       if (typeof token.Ref === 'string') return keyArn(token.Ref);
       const getAtt = token['Fn::GetAtt'] as [string, string] | undefined;
       if (getAtt && getAtt[1] === 'Arn') return keyArn(getAtt[0]);
-      if (getAtt && getAtt[1] === 'PublicKeys' && template.Resources[getAtt[0]]?.Type === PUBLIC_KEYS_RESOURCE_TYPE) return PUBLIC_KEYS_MARK;
-      if (getAtt && getAtt[1] === 'PrimaryEndPoint.Address' && template.Resources[getAtt[0]]?.Type === 'AWS::ElastiCache::ReplicationGroup') return ENGINE_HOST;
+      if (getAtt && getAtt[1] === 'PublicKeys' && template.Resources[getAtt[0]]?.Type === PUBLIC_KEYS_RESOURCE_TYPE)
+        return PUBLIC_KEYS_MARK;
+      if (
+        getAtt &&
+        getAtt[1] === 'PrimaryEndPoint.Address' &&
+        template.Resources[getAtt[0]]?.Type === 'AWS::ElastiCache::ReplicationGroup'
+      )
+        return ENGINE_HOST;
       const joined = token['Fn::Join'] as [string, unknown[]] | undefined;
       if (joined) return joined[1].map(resolve).join(joined[0]);
       throw new Error(`unresolvable environment value ${JSON.stringify(value)}`);
     };
-    const resolveAll = (entries: Array<[string, unknown]>) => Object.fromEntries(entries.map(([name, value]) => [name, resolve(value)]));
+    const resolveAll = (entries: Array<[string, unknown]>) =>
+      Object.fromEntries(entries.map(([name, value]) => [name, resolve(value)]));
 
     const lambdas = {} as Record<RouteGroup, FunctionSettings>;
     let task: Record<string, string> | undefined;
@@ -120,16 +149,30 @@ export function stackSettings(): StackSettings {
     for (const resource of Object.values(template.Resources)) {
       const properties = resource.Properties;
       if (resource.Type === 'AWS::Lambda::Function') {
-        const group = (Object.keys(routeManifest) as RouteGroup[]).find((name) => properties.FunctionName === `svcnum-sandbox-${name}`);
+        const group = (Object.keys(routeManifest) as RouteGroup[]).find(
+          (name) => properties.FunctionName === `svcnum-sandbox-${name}`,
+        );
         if (!group) continue; // CDK's own custom-resource functions
         const variables = (properties.Environment as { Variables?: Json } | undefined)?.Variables ?? {};
-        lambdas[group] = { functionName: properties.FunctionName as string, handler: properties.Handler as string, environment: resolveAll(Object.entries(variables)) };
+        lambdas[group] = {
+          functionName: properties.FunctionName as string,
+          handler: properties.Handler as string,
+          environment: resolveAll(Object.entries(variables)),
+        };
       }
       if (resource.Type === 'AWS::ECS::TaskDefinition') {
-        const [container] = properties.ContainerDefinitions as Array<{ Environment?: Array<{ Name: string; Value: unknown }>; HealthCheck: { Command: string[]; Interval: number; Timeout: number; Retries: number } }>;
+        const [container] = properties.ContainerDefinitions as Array<{
+          Environment?: Array<{ Name: string; Value: unknown }>;
+          HealthCheck: { Command: string[]; Interval: number; Timeout: number; Retries: number };
+        }>;
         task = resolveAll((container!.Environment ?? []).map(({ Name, Value }) => [Name, Value]));
         const check = container!.HealthCheck;
-        containerHealth = { command: check.Command, intervalSeconds: check.Interval, timeoutSeconds: check.Timeout, retries: check.Retries };
+        containerHealth = {
+          command: check.Command,
+          intervalSeconds: check.Interval,
+          timeoutSeconds: check.Timeout,
+          retries: check.Retries,
+        };
       }
       if (resource.Type === 'AWS::ElasticLoadBalancingV2::TargetGroup') {
         targetHealth = {
@@ -145,9 +188,18 @@ export function stackSettings(): StackSettings {
     }
     const missing = Object.keys(routeManifest).filter((group) => !lambdas[group as RouteGroup]);
     if (missing.length || !task || !containerHealth || !targetHealth) {
-      throw new Error(`the template lacks ${[...missing, ...(task ? [] : ['the task definition']), ...(targetHealth ? [] : ['the target group'])].join(', ')}`);
+      throw new Error(
+        `the template lacks ${[...missing, ...(task ? [] : ['the task definition']), ...(targetHealth ? [] : ['the target group'])].join(', ')}`,
+      );
     }
-    return { region, account, lambdas, task, taskHealth: { targetGroup: targetHealth, container: containerHealth }, keys };
+    return {
+      region,
+      account,
+      lambdas,
+      task,
+      taskHealth: { targetGroup: targetHealth, container: containerHealth },
+      keys,
+    };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
   }
@@ -157,7 +209,10 @@ export function stackSettings(): StackSettings {
  * What a real AWS process has on top of its configured environment: region, credentials (here
  * fake ones; signing is real) and, for this test, the SDK's endpoint overrides.
  */
-export function awsRuntimeEnvironment(settings: StackSettings, endpoints: { dynamodb: string; kms: string }): Record<string, string> {
+export function awsRuntimeEnvironment(
+  settings: StackSettings,
+  endpoints: { dynamodb: string; kms: string },
+): Record<string, string> {
   return {
     AWS_REGION: settings.region,
     AWS_DEFAULT_REGION: settings.region,
@@ -188,8 +243,12 @@ export interface ChildOutput {
 
 function collect(child: ChildProcess): ChildOutput {
   const output = { stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => { output.stdout += chunk.toString('utf8'); });
-  child.stderr?.on('data', (chunk: Buffer) => { output.stderr += chunk.toString('utf8'); });
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output.stdout += chunk.toString('utf8');
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    output.stderr += chunk.toString('utf8');
+  });
   return output;
 }
 
@@ -203,9 +262,16 @@ export interface LambdaHost {
 }
 
 /** Starts a child that imports the bundle in `directory` as the Lambda runtime would. */
-export async function startLambdaHost(directory: string, settings: FunctionSettings, environment: Record<string, string>): Promise<LambdaHost> {
+export async function startLambdaHost(
+  directory: string,
+  settings: FunctionSettings,
+  environment: Record<string, string>,
+): Promise<LambdaHost> {
   const child = fork(here('lambda-host.mjs'), [directory, settings.handler], {
-    cwd: directory, env: environment, execArgv: guard, stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    cwd: directory,
+    env: environment,
+    execArgv: guard,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   const output = collect(child);
   const pending = new Map<number, { resolve: (result: HttpResult) => void; reject: (error: Error) => void }>();
@@ -213,17 +279,34 @@ export async function startLambdaHost(directory: string, settings: FunctionSetti
   let failWith: ((error: Error) => void) | undefined;
   const ready = new Promise<number>((resolve, reject) => {
     failWith = reject;
-    child.on('message', (message: { ready?: boolean; loadMs?: number; id?: number; result?: HttpResult; error?: { name: string; message: string; stack?: string } }) => {
-      if (message.ready === true) return resolve(message.loadMs!);
-      if (message.ready === false) return reject(new Error(`${settings.functionName}: the bundle failed to load: ${message.error?.stack}`));
-      const waiting = pending.get(message.id!);
-      pending.delete(message.id!);
-      if (message.error) waiting?.reject(new Error(`${settings.functionName} threw ${message.error.name}: ${message.error.message}\n${message.error.stack}`));
-      else waiting?.resolve(message.result!);
-    });
+    child.on(
+      'message',
+      (message: {
+        ready?: boolean;
+        loadMs?: number;
+        id?: number;
+        result?: HttpResult;
+        error?: { name: string; message: string; stack?: string };
+      }) => {
+        if (message.ready === true) return resolve(message.loadMs!);
+        if (message.ready === false)
+          return reject(new Error(`${settings.functionName}: the bundle failed to load: ${message.error?.stack}`));
+        const waiting = pending.get(message.id!);
+        pending.delete(message.id!);
+        if (message.error)
+          waiting?.reject(
+            new Error(
+              `${settings.functionName} threw ${message.error.name}: ${message.error.message}\n${message.error.stack}`,
+            ),
+          );
+        else waiting?.resolve(message.result!);
+      },
+    );
   });
   child.on('exit', (code, signal) => {
-    const error = new Error(`${settings.functionName} exited (${code ?? signal})\n${output.stderr}\n${output.stdout}`.slice(0, 8000));
+    const error = new Error(
+      `${settings.functionName} exited (${code ?? signal})\n${output.stderr}\n${output.stdout}`.slice(0, 8000),
+    );
     failWith?.(error);
     for (const waiting of pending.values()) waiting.reject(error);
     pending.clear();
@@ -233,13 +316,16 @@ export async function startLambdaHost(directory: string, settings: FunctionSetti
     settings,
     output,
     loadMs,
-    invoke: (event, context) => new Promise((resolve, reject) => {
-      const id = nextId++;
-      pending.set(id, { resolve, reject });
-      // IPC serialises as JSON: the context's functions are rebuilt by the host.
-      child.send({ id, event, context });
-    }),
-    close: async () => { await stop(child); },
+    invoke: (event, context) =>
+      new Promise((resolve, reject) => {
+        const id = nextId++;
+        pending.set(id, { resolve, reject });
+        // IPC serialises as JSON: the context's functions are rebuilt by the host.
+        child.send({ id, event, context });
+      }),
+    close: async () => {
+      await stop(child);
+    },
   };
 }
 
@@ -269,17 +355,27 @@ export interface GrpcBundle {
  * dependencies, never devDependencies).
  */
 export async function buildGrpcBundle(directory: string): Promise<GrpcBundle> {
-  const packageJson = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const packageJson = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
   const command = packageJson.scripts['build:grpc']!.split('&&').at(-1)!.trim().split(/\s+/);
-  if (command[0] !== 'esbuild') throw new Error(`build:grpc does not end in an esbuild command: ${packageJson.scripts['build:grpc']}`);
+  if (command[0] !== 'esbuild')
+    throw new Error(`build:grpc does not end in an esbuild command: ${packageJson.scripts['build:grpc']}`);
   const metafilePath = join(directory, '..', `${Date.now()}-grpc-meta.json`);
-  const args = [...command.slice(1).filter((arg) => !arg.startsWith('--outdir=')), `--outdir=${directory}`, `--metafile=${metafilePath}`, '--log-level=warning'];
+  const args = [
+    ...command.slice(1).filter((arg) => !arg.startsWith('--outdir=')),
+    `--outdir=${directory}`,
+    `--metafile=${metafilePath}`,
+    '--log-level=warning',
+  ];
   await run(join(repoRoot, 'node_modules', '.bin', 'esbuild'), args, { cwd: repoRoot });
   const metafile = JSON.parse(readFileSync(metafilePath, 'utf8')) as Metafile;
   rmSync(metafilePath, { force: true });
   await copyFile(join(repoRoot, 'package.json'), join(directory, 'package.json'));
   await symlink(join(repoRoot, 'node_modules'), join(directory, 'node_modules'), 'dir');
-  const dockerBuildContext = [...grpcImageStage('build').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
+  const dockerBuildContext = [...grpcImageStage('build').matchAll(/^COPY (?!--)(.+) \S+$/gm)].flatMap((match) =>
+    match[1]!.split(/\s+/),
+  );
   const imageEnvironment = grpcImageEnvironment();
   return { directory, metafile, dockerBuildContext, imageEnvironment };
 }
@@ -301,7 +397,11 @@ export interface GrpcTask {
 /** `node main.mjs` in the bundle's folder, as the image's CMD, with the image's and then the task's environment. */
 export async function startGrpcTask(bundle: GrpcBundle, environment: Record<string, string>): Promise<GrpcTask> {
   const env = { ...bundle.imageEnvironment, ...environment };
-  const child = spawn(process.execPath, [...guard, 'main.mjs'], { cwd: bundle.directory, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...guard, 'main.mjs'], {
+    cwd: bundle.directory,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output = collect(child);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const { port, healthPort } = await new Promise<{ port: number; healthPort: number }>((resolve, reject) => {
@@ -325,10 +425,13 @@ export async function startGrpcTask(bundle: GrpcBundle, environment: Record<stri
     port,
     healthPort,
     output,
-    signal: (signal) => { child.kill(signal); },
+    signal: (signal) => {
+      child.kill(signal);
+    },
     exited,
     stop: () => stop(child, 'SIGTERM'),
-    kill: async () => { await stop(child); },
+    kill: async () => {
+      await stop(child);
+    },
   };
 }
-

@@ -3,7 +3,11 @@ import { request as httpRequest } from 'node:http';
 
 /** What Chromium sends with a form posted from one of our own pages (Referrer-Policy: same-origin). */
 export const sameOriginFormHeaders = (origin: string): Record<string, string> => ({
-  Origin: origin, 'Sec-Fetch-Site': 'same-origin', 'Sec-Fetch-Mode': 'navigate', 'Sec-Fetch-Dest': 'document', 'Sec-Fetch-User': '?1',
+  Origin: origin,
+  'Sec-Fetch-Site': 'same-origin',
+  'Sec-Fetch-Mode': 'navigate',
+  'Sec-Fetch-Dest': 'document',
+  'Sec-Fetch-User': '?1',
 });
 
 /**
@@ -14,12 +18,20 @@ export class Browser {
   readonly cookies = new Map<string, string>();
 
   /** `sourceIp`: a loopback address (127.x.y.z) to send from, a distinct client for per-IP limits. */
-  constructor(readonly base: string, readonly sourceIp?: string) {}
+  constructor(
+    readonly base: string,
+    readonly sourceIp?: string,
+  ) {}
 
-  async request(path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string | undefined> } = {}) {
+  async request(
+    path: string,
+    init: { method?: string; form?: Record<string, string>; headers?: Record<string, string | undefined> } = {},
+  ) {
     const url = path.startsWith('http') ? path : `${this.base}${path}`;
     const merged = { ...(init.form ? sameOriginFormHeaders(new URL(this.base).origin) : {}), ...init.headers };
-    const headers = Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const headers = Object.fromEntries(
+      Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined),
+    );
     if (this.cookies.size) headers.Cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
     if (init.form) headers['Content-Type'] = 'application/x-www-form-urlencoded';
     const method = init.method ?? (init.form ? 'POST' : 'GET');
@@ -36,7 +48,12 @@ export class Browser {
       else this.cookies.set(name, value);
     }
     const body = await response.text();
-    return { status: response.status, headers: response.headers, body, location: response.headers.get('location') ?? undefined };
+    return {
+      status: response.status,
+      headers: response.headers,
+      body,
+      location: response.headers.get('location') ?? undefined,
+    };
   }
 
   /** The value of a hidden form field in the last page. */
@@ -48,15 +65,27 @@ export class Browser {
 }
 
 /** One request over node:http from a chosen local address (fetch cannot pick one), as a fetch Response. */
-function sendFrom(localAddress: string, url: string, method: string, headers: Record<string, string>, body: string | undefined): Promise<Response> {
+function sendFrom(
+  localAddress: string,
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<Response> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(url, { method, headers, localAddress, agent: false }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {
         const replyHeaders = new Headers();
-        for (let index = 0; index < response.rawHeaders.length; index += 2) replyHeaders.append(response.rawHeaders[index]!, response.rawHeaders[index + 1]!);
-        resolve(new Response(response.statusCode === 204 || response.statusCode === 304 ? null : Buffer.concat(chunks), { status: response.statusCode ?? 0, headers: replyHeaders }));
+        for (let index = 0; index < response.rawHeaders.length; index += 2)
+          replyHeaders.append(response.rawHeaders[index]!, response.rawHeaders[index + 1]!);
+        resolve(
+          new Response(response.statusCode === 204 || response.statusCode === 304 ? null : Buffer.concat(chunks), {
+            status: response.statusCode ?? 0,
+            headers: replyHeaders,
+          }),
+        );
       });
       response.on('error', reject);
     });

@@ -6,13 +6,22 @@ import { fileURLToPath } from 'node:url';
 
 const buf = fileURLToPath(new URL('../../node_modules/.bin/buf', import.meta.url));
 
-export interface BufResult { code: number; stdout: string; stderr: string }
+export interface BufResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 /** `buf curl` over plaintext HTTP/2 (asynchronous: the service may run in the test's own process). */
 export function bufCurl(args: string[]): Promise<BufResult> {
   return new Promise((resolve) => {
-    execFile(buf, ['curl', '--protocol', 'grpc', '--http2-prior-knowledge', ...args], { encoding: 'utf8', timeout: 20_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? -1) : 0, stdout, stderr });
-    });
+    execFile(
+      buf,
+      ['curl', '--protocol', 'grpc', '--http2-prior-knowledge', ...args],
+      { encoding: 'utf8', timeout: 20_000 },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number(error.code ?? -1) : 0, stdout, stderr });
+      },
+    );
   });
 }

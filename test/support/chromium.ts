@@ -11,8 +11,13 @@ import puppeteer, { type Browser, type BrowserContext, type Page } from 'puppete
  * which would hide the very CSP, CORS and Origin behaviour the tests are about.
  */
 const FLAGS = [
-  '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage',
 ];
 
 export async function launchChromium(): Promise<Browser> {
@@ -42,20 +47,30 @@ export function watchProblems(page: Page): { list(): string[]; clear(): void } {
     problems.push(status ? `\0${status} ${url}` : `console ${message.type()}: ${message.text()} (${url})`);
   });
   page.on('pageerror', (error) => problems.push(`page error: ${String(error)}`));
-  page.on('requestfailed', (request) => problems.push(`request failed: ${request.url()} ${request.failure()?.errorText ?? ''}`));
+  page.on('requestfailed', (request) =>
+    problems.push(`request failed: ${request.url()} ${request.failure()?.errorText ?? ''}`),
+  );
   page.on('response', (response) => {
     const document = response.request().resourceType() === 'document';
     if (document) documents.add(`${response.status()} ${response.url()}`);
     else if (response.status() >= 400) problems.push(`${response.status()} for ${response.url()}`);
   });
   return {
-    list: () => problems.filter((problem) => !(problem.startsWith('\0') && documents.has(problem.slice(1))))
-      .map((problem) => (problem.startsWith('\0') ? `console error: ${problem.slice(1)}` : problem)),
-    clear: () => { problems = []; },
+    list: () =>
+      problems
+        .filter((problem) => !(problem.startsWith('\0') && documents.has(problem.slice(1))))
+        .map((problem) => (problem.startsWith('\0') ? `console error: ${problem.slice(1)}` : problem)),
+    clear: () => {
+      problems = [];
+    },
   };
 }
 
-export interface Tab { context: BrowserContext; page: Page; problems: ReturnType<typeof watchProblems> }
+export interface Tab {
+  context: BrowserContext;
+  page: Page;
+  problems: ReturnType<typeof watchProblems>;
+}
 
 /** A fresh incognito context (no cookies from other tests) with one watched page. */
 export async function openTab(browser: Browser): Promise<Tab> {
@@ -75,7 +90,10 @@ export async function fillLabelled(page: Page, label: string, value: string) {
   await page.locator(`::-p-aria([name="${label}"][role="textbox"])`).fill(value);
 }
 
-export interface SentForm { url: string; headers: Record<string, string> }
+export interface SentForm {
+  url: string;
+  headers: Record<string, string>;
+}
 
 /**
  * The headers Chromium really sent with each form post of this page, as the network stack
@@ -89,9 +107,12 @@ export async function watchFormPosts(page: Page): Promise<() => SentForm[]> {
     if (event.request.method === 'POST') urls.set(event.requestId, event.request.url);
   });
   session.on('Network.requestWillBeSentExtraInfo', (event) => {
-    const headers = Object.fromEntries(Object.entries(event.headers).map(([name, value]) => [name.toLowerCase(), String(value)]));
+    const headers = Object.fromEntries(
+      Object.entries(event.headers).map(([name, value]) => [name.toLowerCase(), String(value)]),
+    );
     // A redirect after the post reuses its request id; only the post itself has a form body.
-    if (headers['content-type'] === 'application/x-www-form-urlencoded') sent.push({ requestId: event.requestId, headers });
+    if (headers['content-type'] === 'application/x-www-form-urlencoded')
+      sent.push({ requestId: event.requestId, headers });
   });
   await session.send('Network.enable');
   return () => sent.map(({ requestId, headers }) => ({ url: urls.get(requestId) ?? '?', headers }));

@@ -21,7 +21,8 @@ export class TestClock implements Clock {
   /** Stops the clock at `instant` (by default where it stands: one reading, no race with the ms tick). */
   freeze(instant?: number): number {
     const current = this.now();
-    if (instant !== undefined && instant < current) throw new Error(`cannot freeze the clock in the past (${instant} < ${current})`);
+    if (instant !== undefined && instant < current)
+      throw new Error(`cannot freeze the clock in the past (${instant} < ${current})`);
     this.frozen = instant ?? current;
     return this.frozen;
   }

@@ -14,9 +14,13 @@ import type { Store } from '../../core/store';
 import { startGrpcServer } from '../../grpc-service/server';
 import { need, processCore } from './process-core';
 
-interface CrashPoint { requestId: string; method: keyof Store; nth: number }
+interface CrashPoint {
+  requestId: string;
+  method: keyof Store;
+  nth: number;
+}
 
-const crash = process.env.CRASH ? JSON.parse(process.env.CRASH) as CrashPoint : undefined;
+const crash = process.env.CRASH ? (JSON.parse(process.env.CRASH) as CrashPoint) : undefined;
 /** What identifies the target request in a store call's arguments: its request key, then its resource id. */
 const marks: string[] = [];
 let seen = 0;
@@ -41,7 +45,8 @@ function wrapStore(store: Store): Store {
       if (typeof value !== 'function' || typeof property !== 'string') return value;
       return async (...args: unknown[]) => {
         const result = await Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
-        // Every call is looked at (the target's beginRequest names its resource id); only calls of the chosen method count.
+        // Every call is looked at (the target's beginRequest names its resource id); only calls of the chosen method
+        // count.
         const concerned = concernsTarget(property, args);
         if (concerned && property === crash.method && ++seen === crash.nth) process.kill(process.pid, 'SIGKILL');
         return result;
@@ -50,7 +55,10 @@ function wrapStore(store: Store): Store {
   });
 }
 
-const { modules } = await processCore({ wrapStore, provisioning: { ...defaultProvisioningConfig, lease: Number(need('LEASE_MS')) } });
+const { modules } = await processCore({
+  wrapStore,
+  provisioning: { ...defaultProvisioningConfig, lease: Number(need('LEASE_MS')) },
+});
 const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1' });
 process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port })}\n`);
 // The parent going away (its stdin pipe closing) ends this process too.

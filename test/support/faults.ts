@@ -5,7 +5,9 @@ import type { Store } from '../../core/store';
 // it. Calls are counted per method only while something is armed for it, so setting up a test
 // (creating owners, clients, tokens) never uses up an armed fault.
 
-export type StoreMethod = { [K in keyof Store]: Store[K] extends (...args: never[]) => unknown ? K : never }[keyof Store];
+export type StoreMethod = {
+  [K in keyof Store]: Store[K] extends (...args: never[]) => unknown ? K : never;
+}[keyof Store];
 
 type Args<M extends StoreMethod> = Parameters<Store[M]>;
 type Result<M extends StoreMethod> = Awaited<ReturnType<Store[M]>>;
@@ -28,20 +30,39 @@ export class StoreFaults {
   readonly fired: string[] = [];
 
   /** Fails the `nth` call (1-based, counted from now) of `method`; more numbers fail more calls. */
-  failOn<M extends StoreMethod>(method: M, nth: number | number[] = 1, error: () => Error = () => new Error(`injected failure in ${method}`)): this {
+  failOn<M extends StoreMethod>(
+    method: M,
+    nth: number | number[] = 1,
+    error: () => Error = () => new Error(`injected failure in ${method}`),
+  ): this {
     this.armed.set(method, { seen: 0, failAt: new Set([nth].flat()), error });
     return this;
   }
 
   /** The `nth` call of `method` does not reach the store and answers `answer(...args)` instead. */
-  answerOn<M extends StoreMethod>(method: M, nth: number, answer: (...args: Args<M>) => Result<M> | Promise<Result<M>>): this {
-    this.armed.set(method, { seen: 0, failAt: new Set(), error: () => new Error('unused'), answerAt: new Set([nth]), answer: answer as (...args: unknown[]) => unknown });
+  answerOn<M extends StoreMethod>(
+    method: M,
+    nth: number,
+    answer: (...args: Args<M>) => Result<M> | Promise<Result<M>>,
+  ): this {
+    this.armed.set(method, {
+      seen: 0,
+      failAt: new Set(),
+      error: () => new Error('unused'),
+      answerAt: new Set([nth]),
+      answer: answer as (...args: unknown[]) => unknown,
+    });
     return this;
   }
 
   /** Runs `hook` before every call of `method` (for example, awaits a gate). */
   before<M extends StoreMethod>(method: M, hook: (...args: Args<M>) => Promise<void> | void): this {
-    this.armed.set(method, { seen: 0, failAt: new Set(), error: () => new Error('unused'), before: hook as (...args: unknown[]) => Promise<void> });
+    this.armed.set(method, {
+      seen: 0,
+      failAt: new Set(),
+      error: () => new Error('unused'),
+      before: hook as (...args: unknown[]) => Promise<void>,
+    });
     return this;
   }
 
@@ -57,28 +78,29 @@ export class StoreFaults {
   }
 
   /** The `wrapStore` option: every method goes through the armed faults first. */
-  readonly wrap = (store: Store): Store => new Proxy(store, {
-    get: (target, property, receiver) => {
-      const value = Reflect.get(target, property, receiver) as unknown;
-      if (typeof value !== 'function' || typeof property !== 'string') return value;
-      return async (...args: unknown[]) => {
-        const armed = this.armed.get(property);
-        if (armed) {
-          armed.seen++;
-          if (armed.before) await armed.before(...args);
-          if (armed.failAt.has(armed.seen)) {
-            this.fired.push(`${property}#${armed.seen}`);
-            throw armed.error();
+  readonly wrap = (store: Store): Store =>
+    new Proxy(store, {
+      get: (target, property, receiver) => {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        if (typeof value !== 'function' || typeof property !== 'string') return value;
+        return async (...args: unknown[]) => {
+          const armed = this.armed.get(property);
+          if (armed) {
+            armed.seen++;
+            if (armed.before) await armed.before(...args);
+            if (armed.failAt.has(armed.seen)) {
+              this.fired.push(`${property}#${armed.seen}`);
+              throw armed.error();
+            }
+            if (armed.answerAt?.has(armed.seen)) {
+              this.fired.push(`${property}#${armed.seen}=answer`);
+              return armed.answer!(...args);
+            }
           }
-          if (armed.answerAt?.has(armed.seen)) {
-            this.fired.push(`${property}#${armed.seen}=answer`);
-            return armed.answer!(...args);
-          }
-        }
-        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
-      };
-    },
-  });
+          return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+        };
+      },
+    });
 }
 
 /**
@@ -97,17 +119,19 @@ export class StoreCallCounter {
     return counted;
   }
 
-  readonly wrap = (store: Store): Store => new Proxy(store, {
-    get: (target, property, receiver) => {
-      const value = Reflect.get(target, property, receiver) as unknown;
-      if (typeof value !== 'function' || typeof property !== 'string') return value;
-      return (...args: unknown[]) => {
-        this.counts[property] = (this.counts[property] ?? 0) + 1;
-        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
-      };
-    },
-  });
+  readonly wrap = (store: Store): Store =>
+    new Proxy(store, {
+      get: (target, property, receiver) => {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        if (typeof value !== 'function' || typeof property !== 'string') return value;
+        return (...args: unknown[]) => {
+          this.counts[property] = (this.counts[property] ?? 0) + 1;
+          return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+        };
+      },
+    });
 }
 
 /** The number of calls in a StoreCallCounter count. */
-export const totalCalls = (counted: Record<string, number>) => Object.values(counted).reduce((sum, calls) => sum + calls, 0);
+export const totalCalls = (counted: Record<string, number>) =>
+  Object.values(counted).reduce((sum, calls) => sum + calls, 0);

@@ -50,31 +50,88 @@ export class Prng {
 
 /** Names that are also Object.prototype members (or special to JavaScript objects). */
 export const PROPERTY_NAMES = [
-  '__proto__', 'constructor', 'prototype', 'toString', 'valueOf', 'hasOwnProperty', 'isPrototypeOf',
-  'propertyIsEnumerable', 'toLocaleString', '__defineGetter__', '__defineSetter__', '__lookupGetter__',
-  '__lookupSetter__', 'length', 'then', 'toJSON',
+  '__proto__',
+  'constructor',
+  'prototype',
+  'toString',
+  'valueOf',
+  'hasOwnProperty',
+  'isPrototypeOf',
+  'propertyIsEnumerable',
+  'toLocaleString',
+  '__defineGetter__',
+  '__defineSetter__',
+  '__lookupGetter__',
+  '__lookupSetter__',
+  'length',
+  'then',
+  'toJSON',
 ] as const;
 
 /** Values chosen to break parsers: empty, property names, unicode, numbers at edges, huge ones. */
 export function oddValue(random: Prng): string {
   switch (random.int(12)) {
-    case 0: return '';
-    case 1: return random.pick(PROPERTY_NAMES);
-    case 2: return random.text();
-    case 3: return random.pick(['0', '-1', '1e309', 'NaN', '9007199254740993', '-9223372036854775808', '18446744073709551616', '1.5', '0x10']);
-    case 4: return 'x'.repeat(random.pick([4096, 4097, 10_000, 70_000]));
-    case 5: return random.pick(['null', 'true', '[]', '{}', '{"__proto__":{"admin":true}}', 'undefined']);
-    case 6: return '\u{1F600}'.repeat(random.int(50) + 1) + '\uD800';
-    case 7: return random.pick(['openid', 'openid profile email', 'prov:agents', 'messaging', 'code', 'authorization_code', 'refresh_token', 'client_credentials', 'S256', 'plain']);
-    case 8: return random.pick(['http://localhost/cb', 'https://example.com/callback', 'javascript:alert(1)', '//evil.example', 'http://[::1', 'urn:ietf:params:oauth:token-type:access_token']);
-    case 9: return Buffer.from(random.text(40)).toString('base64url');
-    case 10: return random.pick(['a.b.c', 'eyJhbGciOiJFZERTQSJ9.e30.', 'Bearer', '\r\n', ' ']);
-    default: return String(random.int(1_000_000) - 500_000);
+    case 0:
+      return '';
+    case 1:
+      return random.pick(PROPERTY_NAMES);
+    case 2:
+      return random.text();
+    case 3:
+      return random.pick([
+        '0',
+        '-1',
+        '1e309',
+        'NaN',
+        '9007199254740993',
+        '-9223372036854775808',
+        '18446744073709551616',
+        '1.5',
+        '0x10',
+      ]);
+    case 4:
+      return 'x'.repeat(random.pick([4096, 4097, 10_000, 70_000]));
+    case 5:
+      return random.pick(['null', 'true', '[]', '{}', '{"__proto__":{"admin":true}}', 'undefined']);
+    case 6:
+      return '\u{1F600}'.repeat(random.int(50) + 1) + '\uD800';
+    case 7:
+      return random.pick([
+        'openid',
+        'openid profile email',
+        'prov:agents',
+        'messaging',
+        'code',
+        'authorization_code',
+        'refresh_token',
+        'client_credentials',
+        'S256',
+        'plain',
+      ]);
+    case 8:
+      return random.pick([
+        'http://localhost/cb',
+        'https://example.com/callback',
+        'javascript:alert(1)',
+        '//evil.example',
+        'http://[::1',
+        'urn:ietf:params:oauth:token-type:access_token',
+      ]);
+    case 9:
+      return Buffer.from(random.text(40)).toString('base64url');
+    case 10:
+      return random.pick(['a.b.c', 'eyJhbGciOiJFZERTQSJ9.e30.', 'Bearer', '\r\n', ' ']);
+    default:
+      return String(random.int(1_000_000) - 500_000);
   }
 }
 
 /** Runs `count` tasks with at most `concurrency` in flight. */
-export async function runConcurrently(count: number, concurrency: number, task: (index: number) => Promise<void>): Promise<void> {
+export async function runConcurrently(
+  count: number,
+  concurrency: number,
+  task: (index: number) => Promise<void>,
+): Promise<void> {
   let nextIndex = 0;
   const worker = async () => {
     while (nextIndex < count) await task(nextIndex++);

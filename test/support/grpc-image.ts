@@ -9,7 +9,10 @@ import { repoRoot } from '../../lib/util';
 const dockerfile = () => readFileSync(join(repoRoot, 'grpc-service', 'Dockerfile'), 'utf8');
 
 /** The Dockerfile's stages, each from its FROM line on. */
-export const grpcImageStages = () => dockerfile().split(/^FROM /m).slice(1);
+export const grpcImageStages = () =>
+  dockerfile()
+    .split(/^FROM /m)
+    .slice(1);
 
 /** A stage by its name (`FROM … AS <name>`). */
 export function grpcImageStage(name: string): string {
@@ -26,12 +29,18 @@ export function grpcImageArguments(): Record<string, string> {
 
 /** The final stage's `ENV NAME=value …` pairs (values without spaces or quotes; a value may contain `=`). */
 export function grpcImageEnvironment(): Record<string, string> {
-  const pairs = [...grpcImageStages().at(-1)!.matchAll(/^ENV (.+)$/gm)].flatMap((match) => match[1]!.trim().split(/\s+/));
-  return Object.fromEntries(pairs.map((pair) => {
-    const equals = pair.indexOf('=');
-    if (equals <= 0) throw new Error(`grpc-service/Dockerfile: ENV '${pair}' is not NAME=value`);
-    return [pair.slice(0, equals), pair.slice(equals + 1)];
-  }));
+  const pairs = [
+    ...grpcImageStages()
+      .at(-1)!
+      .matchAll(/^ENV (.+)$/gm),
+  ].flatMap((match) => match[1]!.trim().split(/\s+/));
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      const equals = pair.indexOf('=');
+      if (equals <= 0) throw new Error(`grpc-service/Dockerfile: ENV '${pair}' is not NAME=value`);
+      return [pair.slice(0, equals), pair.slice(equals + 1)];
+    }),
+  );
 }
 
 /** The image's NODE_OPTIONS ('' without). */

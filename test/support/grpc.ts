@@ -27,7 +27,9 @@ export function call<Request, Response>(
   if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
   return new Promise((resolve, reject) => {
     const rpc = (client as unknown as Record<string, Function>)[method]!.bind(client);
-    rpc(request, metadata, (error: ServiceError | null, response: Response) => (error ? reject(error) : resolve(response)));
+    rpc(request, metadata, (error: ServiceError | null, response: Response) =>
+      error ? reject(error) : resolve(response),
+    );
   });
 }
 
@@ -49,9 +51,17 @@ export async function rejects(promise: Promise<unknown>, code: status, message?:
   return error;
 }
 
-export async function clientCredentialsToken(service: TestService, clientId: string, clientSecret: string, scope?: string): Promise<string> {
+export async function clientCredentialsToken(
+  service: TestService,
+  clientId: string,
+  clientSecret: string,
+  scope?: string,
+): Promise<string> {
   const reply = await postForm(`${service.issuer}/oauth/token`, {
-    grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, ...(scope ? { scope } : {}),
+    grant_type: 'client_credentials',
+    client_id: clientId,
+    client_secret: clientSecret,
+    ...(scope ? { scope } : {}),
   });
   if (reply.status !== 200) throw new Error(`token: ${reply.text}`);
   return String(reply.json.access_token);
@@ -72,12 +82,22 @@ export interface ProvisioningApp {
  * An owner account (business by default: it may hold every prov:* scope) with a provisioning
  * client and its token, plus generated clients connected to the service's gRPC port.
  */
-export async function provisioningApp(service: TestService, options: { accountType?: AccountType; scope?: string } = {}): Promise<ProvisioningApp> {
+export async function provisioningApp(
+  service: TestService,
+  options: { accountType?: AccountType; scope?: string } = {},
+): Promise<ProvisioningApp> {
   const accountType = options.accountType ?? 'business';
   // No password: the owner never signs in here, and each hash (scrypt) costs about 0.4 s of CPU.
-  const owner = await service.core.registration.createUser({ email: `owner${++counter}-${Date.now()}@example.com`, accountType });
+  const owner = await service.core.registration.createUser({
+    email: `owner${++counter}-${Date.now()}@example.com`,
+    accountType,
+  });
   const scope = options.scope ?? (accountType === 'business' ? 'prov:numbers prov:masks prov:agents' : 'prov:agents');
-  const { client, clientSecret } = await service.core.registration.createProvisioningClient({ name: `Provisioning app ${counter}`, scope, ownerId: owner.svcnumId });
+  const { client, clientSecret } = await service.core.registration.createProvisioningClient({
+    name: `Provisioning app ${counter}`,
+    scope,
+    ownerId: owner.svcnumId,
+  });
   const token = await clientCredentialsToken(service, client.clientId, clientSecret!);
   const address = `127.0.0.1:${service.grpcPort}`;
   const insecure = credentials.createInsecure();
@@ -85,7 +105,13 @@ export async function provisioningApp(service: TestService, options: { accountTy
   const masks = new MaskServiceClient(address, insecure);
   const agents = new AgentServiceClient(address, insecure);
   return {
-    owner, clientId: client.clientId, clientSecret: clientSecret!, token, numbers, masks, agents,
+    owner,
+    clientId: client.clientId,
+    clientSecret: clientSecret!,
+    token,
+    numbers,
+    masks,
+    agents,
     close() {
       numbers.close();
       masks.close();

@@ -36,23 +36,33 @@ export interface KmsStandIn {
 }
 
 class KmsFault extends Error {
-  constructor(readonly type: string, message: string) {
+  constructor(
+    readonly type: string,
+    message: string,
+  ) {
     super(message);
   }
 }
 
 const blob = (value: unknown, field: string): Buffer => {
-  if (typeof value !== 'string' || value.length === 0) throw new KmsFault('ValidationException', `${field} is required`);
+  if (typeof value !== 'string' || value.length === 0)
+    throw new KmsFault('ValidationException', `${field} is required`);
   return Buffer.from(value, 'base64');
 };
 
-export async function startKmsStandIn(keys: { signing: readonly string[]; mac: readonly string[] }): Promise<KmsStandIn> {
-  const signing = new Map<string, { publicKey: KeyObject; privateKey: KeyObject }>(keys.signing.map((keyId) => [keyId, generateKeyPairSync('ed25519')]));
+export async function startKmsStandIn(keys: {
+  signing: readonly string[];
+  mac: readonly string[];
+}): Promise<KmsStandIn> {
+  const signing = new Map<string, { publicKey: KeyObject; privateKey: KeyObject }>(
+    keys.signing.map((keyId) => [keyId, generateKeyPairSync('ed25519')]),
+  );
   const mac = new Map<string, Buffer>(keys.mac.map((keyId) => [keyId, randomBytes(32)]));
   const requests: KmsRequest[] = [];
   const throttles = new Map<string, number>();
 
-  const publicKeyDer = (keyId: string) => signingKey(keyId).publicKey.export({ format: 'der', type: 'spki' }).toString('base64');
+  const publicKeyDer = (keyId: string) =>
+    signingKey(keyId).publicKey.export({ format: 'der', type: 'spki' }).toString('base64');
   const signingKey = (keyId: string) => {
     const key = signing.get(keyId);
     if (key) return key;
@@ -61,8 +71,13 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
   };
   const macKey = (keyId: string, algorithm: unknown) => {
     const key = mac.get(keyId);
-    if (!key) throw new KmsFault(signing.has(keyId) ? 'InvalidKeyUsageException' : 'NotFoundException', `${keyId} is not a GENERATE_VERIFY_MAC key`);
-    if (algorithm !== 'HMAC_SHA_256') throw new KmsFault('InvalidKeyUsageException', `MacAlgorithm ${String(algorithm)} is not valid for ${keyId}`);
+    if (!key)
+      throw new KmsFault(
+        signing.has(keyId) ? 'InvalidKeyUsageException' : 'NotFoundException',
+        `${keyId} is not a GENERATE_VERIFY_MAC key`,
+      );
+    if (algorithm !== 'HMAC_SHA_256')
+      throw new KmsFault('InvalidKeyUsageException', `MacAlgorithm ${String(algorithm)} is not valid for ${keyId}`);
     return key;
   };
 
@@ -78,22 +93,34 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
       const key = signingKey(keyId);
       // KMS's pure Ed25519 (RFC 8032) is ED25519_SHA_512 over a RAW message, at most 4096 bytes.
       if (input.SigningAlgorithm !== 'ED25519_SHA_512' || input.MessageType !== 'RAW') {
-        throw new KmsFault('InvalidKeyUsageException', `SigningAlgorithm ${String(input.SigningAlgorithm)} with MessageType ${String(input.MessageType)} is not supported here`);
+        throw new KmsFault(
+          'InvalidKeyUsageException',
+          `SigningAlgorithm ${String(input.SigningAlgorithm)} with MessageType ${String(input.MessageType)} is not supported here`,
+        );
       }
       const message = blob(input.Message, 'Message');
       if (message.length > 4096) throw new KmsFault('ValidationException', 'Message is longer than 4096 bytes');
-      return { KeyId: keyId, SigningAlgorithm: 'ED25519_SHA_512', Signature: sign(null, message, key.privateKey).toString('base64') };
+      return {
+        KeyId: keyId,
+        SigningAlgorithm: 'ED25519_SHA_512',
+        Signature: sign(null, message, key.privateKey).toString('base64'),
+      };
     },
     GenerateMac: (input, keyId) => ({
       KeyId: keyId,
       MacAlgorithm: 'HMAC_SHA_256',
-      Mac: createHmac('sha256', macKey(keyId, input.MacAlgorithm)).update(blob(input.Message, 'Message')).digest('base64'),
+      Mac: createHmac('sha256', macKey(keyId, input.MacAlgorithm))
+        .update(blob(input.Message, 'Message'))
+        .digest('base64'),
     }),
     VerifyMac: (input, keyId) => {
-      const expected = createHmac('sha256', macKey(keyId, input.MacAlgorithm)).update(blob(input.Message, 'Message')).digest();
+      const expected = createHmac('sha256', macKey(keyId, input.MacAlgorithm))
+        .update(blob(input.Message, 'Message'))
+        .digest();
       const presented = blob(input.Mac, 'Mac');
       // KMS answers a wrong MAC with an exception, never MacValid: false.
-      if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) throw new KmsFault('KMSInvalidMacException', 'the MAC is not valid');
+      if (presented.length !== expected.length || !timingSafeEqual(presented, expected))
+        throw new KmsFault('KMSInvalidMacException', 'the MAC is not valid');
       return { KeyId: keyId, MacAlgorithm: 'HMAC_SHA_256', MacValid: true };
     },
   };
@@ -102,7 +129,11 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const operation = String(request.headers['x-amz-target'] ?? '').replace(/^TrentService\./, '');
-    const record: KmsRequest = { operation, signed: /^AWS4-HMAC-SHA256 Credential=/.test(request.headers.authorization ?? ''), status: 200 };
+    const record: KmsRequest = {
+      operation,
+      signed: /^AWS4-HMAC-SHA256 Credential=/.test(request.headers.authorization ?? ''),
+      status: 200,
+    };
     requests.push(record);
     let status = 200;
     let body: Record<string, unknown>;
@@ -124,7 +155,10 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
       body = handle(input, input.KeyId);
     } catch (error) {
       status = 400;
-      body = error instanceof KmsFault ? { __type: error.type, message: error.message } : { __type: 'ValidationException', message: String(error) };
+      body =
+        error instanceof KmsFault
+          ? { __type: error.type, message: error.message }
+          : { __type: 'ValidationException', message: String(error) };
       record.error = String(body.__type);
     }
     record.status = status;
@@ -145,9 +179,10 @@ export async function startKmsStandIn(keys: { signing: readonly string[]; mac: r
     throttle(operation, times) {
       throttles.set(operation, times);
     },
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -34,6 +34,9 @@ export class LongestFirst extends BaseSequencer {
       const index = SLOWEST.indexOf(relative(this.ctx.config.root, file.moduleId));
       return index === -1 ? SLOWEST.length : index;
     };
-    return sorted.map((file, order) => ({ file, order })).sort((a, b) => rank(a.file) - rank(b.file) || a.order - b.order).map(({ file }) => file);
+    return sorted
+      .map((file, order) => ({ file, order }))
+      .sort((a, b) => rank(a.file) - rank(b.file) || a.order - b.order)
+      .map(({ file }) => file);
   }
 }

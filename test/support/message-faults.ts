@@ -7,7 +7,11 @@ import type { Store } from '../../core/store';
 // and a log of inbox reads so a test can tell when a reader has seen a gap. Nothing is armed by
 // default: the wrapped store behaves exactly like the real one.
 
-export interface InboxRead { inboxId: string; afterSeq: number; seqs: number[] }
+export interface InboxRead {
+  inboxId: string;
+  afterSeq: number;
+  seqs: number[];
+}
 
 export class InboxFaults {
   /** The real store behind the wrapper (writes through it bypass the hooks and the notifier). */
@@ -139,7 +143,8 @@ export class InboxFaults {
       },
     };
     return new Proxy(store, {
-      get: (target, property, receiver) => (property in overrides ? overrides[property as keyof Store] : Reflect.get(target, property, receiver)),
+      get: (target, property, receiver) =>
+        property in overrides ? overrides[property as keyof Store] : Reflect.get(target, property, receiver),
     });
   };
 }

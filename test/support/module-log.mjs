@@ -13,7 +13,12 @@ if (isMainThread) {
   if (!file) throw new Error('module-log.mjs: set MODULE_LOG_FILE');
   register(import.meta.url, { data: { file } });
   process.on('exit', () => {
-    appendFileSync(file, Object.keys(createRequire(import.meta.url).cache).map((path) => `${path}\n`).join(''));
+    appendFileSync(
+      file,
+      Object.keys(createRequire(import.meta.url).cache)
+        .map((path) => `${path}\n`)
+        .join(''),
+    );
   });
 }
 

@@ -25,12 +25,19 @@ export function need(name: string): string {
   return value;
 }
 
-export async function processCore(options: { wrapStore?: (store: Store) => Store; provisioning?: ProvisioningConfig } = {}) {
+export async function processCore(
+  options: { wrapStore?: (store: Store) => Store; provisioning?: ProvisioningConfig } = {},
+) {
   const client = localDynamoClient(need('DYNAMO_ENDPOINT'));
   const store = createDynamoStore(documentClient(client), tableNames(LOCAL_TABLE_PREFIX));
   const keys = join(need('DATA_DIR'), 'keys');
   const { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS } = process.env;
-  const settings = readRuntimeConfig('local', { VALKEY_URL, MESSAGE_SAFETY_POLL_MS, MESSAGE_ENGINE_LOST_POLL_MS, MESSAGE_RELIST_MS }).service;
+  const settings = readRuntimeConfig('local', {
+    VALKEY_URL,
+    MESSAGE_SAFETY_POLL_MS,
+    MESSAGE_ENGINE_LOST_POLL_MS,
+    MESSAGE_RELIST_MS,
+  }).service;
   const inboxWakeups = engineWakeups(settings);
   const core = localCore({
     store: options.wrapStore ? options.wrapStore(store) : store,

@@ -22,7 +22,10 @@ export interface TestRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port (after `kill`). */
   restart(): Promise<void>;
-  /** SIGSTOP: a hung engine. Connections stay open (the kernel even accepts new ones); nothing is answered until `resume`. */
+  /**
+   * SIGSTOP: a hung engine. Connections stay open (the kernel even accepts new ones); nothing is answered until
+   * `resume`.
+   */
   pause(): void;
   /** SIGCONT: it answers again, commands written meanwhile included. */
   resume(): void;
@@ -41,7 +44,11 @@ async function freePort(): Promise<number> {
 
 /** Resolves once the server accepts connections; rejects with its output if it exits first. */
 function launch(port: number, extra: string[]): Promise<ChildProcess> {
-  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    REDIS_SERVER,
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let output = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {

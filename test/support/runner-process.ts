@@ -3,17 +3,28 @@ import { spawn, type ChildProcess } from 'node:child_process';
 // `npm start` as a person runs it: local/start.ts in its own process (through tsx, which is what
 // `npm start` runs after generating the gRPC code that `npm test` has already generated).
 
-export interface RunnerProcess { child: ChildProcess; output: string; issuer: string; grpcPort: number; dynamoPort: number; stop(): Promise<void> }
+export interface RunnerProcess {
+  child: ChildProcess;
+  output: string;
+  issuer: string;
+  grpcPort: number;
+  dynamoPort: number;
+  stop(): Promise<void>;
+}
 
 /** Starts the runner with `env` added to ours; resolves once it prints that it is running. */
 export function startRunnerProcess(env: Record<string, string>): Promise<RunnerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'local/start.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const stop = () => new Promise<void>((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
+  const child = spawn(process.execPath, ['--import', 'tsx', 'local/start.ts'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let output = '';
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');

@@ -18,7 +18,9 @@ const { grpcReflection } = readRuntimeConfig('local', { GRPC_REFLECTION: process
 const grpc = await startGrpcServer(modules, { port: 0, host: '127.0.0.1', reflection: grpcReflection });
 const messages = routeGroups.messages;
 const handler = messages.create(modulesOf('messages', modules)) as LambdaHandler;
-const routes = new Map<string, LocalRoute>(Object.keys(messages.routes).map((path) => [path, { handler, functionName: 'second-messages' }]));
+const routes = new Map<string, LocalRoute>(
+  Object.keys(messages.routes).map((path) => [path, { handler, functionName: 'second-messages' }]),
+);
 const http = await startHttpServer(routes, { port: 0, host: '127.0.0.1' }, () => Promise.resolve(false));
 process.stdout.write(`${JSON.stringify({ grpcPort: grpc.port, httpPort: http.port })}\n`);
 

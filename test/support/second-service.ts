@@ -23,13 +23,20 @@ export interface SecondProcess {
 }
 
 /** Starts it with `env` added (LOG_LEVEL SILENT unless given); resolves once it listens. */
-export async function startSecondProcess(service: TestService, env: Record<string, string> = {}): Promise<SecondProcess> {
+export async function startSecondProcess(
+  service: TestService,
+  env: Record<string, string> = {},
+): Promise<SecondProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/second-process.ts'], {
     cwd: REPO,
     env: {
       ...process.env,
-      DYNAMO_ENDPOINT: service.dynamoEndpoint, DATA_DIR: service.dataDir, ISSUER: service.issuer,
-      LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env,
+      DYNAMO_ENDPOINT: service.dynamoEndpoint,
+      DATA_DIR: service.dataDir,
+      ISSUER: service.issuer,
+      LOG_LEVEL: 'SILENT',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...env,
     },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
@@ -54,7 +61,10 @@ export async function startSecondProcess(service: TestService, env: Record<strin
   });
   const numbers = new NumberServiceClient(`127.0.0.1:${ports.grpcPort}`, credentials.createInsecure());
   return {
-    child, ...ports, numbers, lines,
+    child,
+    ...ports,
+    numbers,
+    lines,
     async stop() {
       numbers.close();
       if (child.exitCode !== null || child.signalCode !== null) return;

@@ -16,13 +16,34 @@ export interface TestService extends LocalService {
  */
 export const ROOMY_POOL_LIMITS = { maskQuota: 100_000, numberQuota: 100_000 } as const;
 
-/** The local runner on free ports with a fresh data folder and a hand-moved clock; `provisioning` defaults to the defaults with ROOMY_POOL_LIMITS. */
+/**
+ * The local runner on free ports with a fresh data folder and a hand-moved clock; `provisioning` defaults to the
+ * defaults with ROOMY_POOL_LIMITS.
+ */
 export async function startTestService(
-  options: Pick<LocalOptions, 'provisioning' | 'wrapStore' | 'signIn' | 'publicRateLimit' | 'wakeupEngine' | 'wakeupOptions' | 'messagePolling' | 'issuer'> = {},
+  options: Pick<
+    LocalOptions,
+    | 'provisioning'
+    | 'wrapStore'
+    | 'signIn'
+    | 'publicRateLimit'
+    | 'wakeupEngine'
+    | 'wakeupOptions'
+    | 'messagePolling'
+    | 'issuer'
+  > = {},
 ): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));
   const clock = new TestClock();
-  const service = await startLocal({ dataDir, port: 0, dynamoPort: 0, grpcPort: 0, clock, provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS }, ...options });
+  const service = await startLocal({
+    dataDir,
+    port: 0,
+    dynamoPort: 0,
+    grpcPort: 0,
+    clock,
+    provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS },
+    ...options,
+  });
   return {
     ...service,
     clock,

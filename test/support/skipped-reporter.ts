@@ -10,7 +10,10 @@ export default class SkippedReporter implements Reporter {
 
   onTestCaseResult(testCase: TestCase) {
     const result = testCase.result();
-    if (result.state === 'skipped' && result.note) this.skipped.push(`  ${testCase.module.moduleId.replace(`${process.cwd()}/`, '')} > ${testCase.fullName}: ${result.note}`);
+    if (result.state === 'skipped' && result.note)
+      this.skipped.push(
+        `  ${testCase.module.moduleId.replace(`${process.cwd()}/`, '')} > ${testCase.fullName}: ${result.note}`,
+      );
   }
 
   onTestRunEnd() {

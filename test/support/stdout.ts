@@ -1,6 +1,8 @@
 import { vi } from 'vitest';
 
-/** Holds back what is written to stdout (log and metric lines) from now until `restore`; `written` reads it meanwhile. */
+/**
+ * Holds back what is written to stdout (log and metric lines) from now until `restore`; `written` reads it meanwhile.
+ */
 export function stdoutCapture() {
   const written: string[] = [];
   const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {

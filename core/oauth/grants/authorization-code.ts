@@ -63,8 +63,14 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
     const { redeemed, now } = await redeem(deps, code, { clientId: client.clientId, redirectUri, verifier });
     const secret = randomSecret(random);
     const grant: Grant = {
-      grantId: redeemed.grantId, secretHash: sha256(secret), clientId: redeemed.clientId, svcnumId: redeemed.svcnumId,
-      scopes: redeemed.scopes, authTime: redeemed.authTime, createdAt: now, lastUsedAt: now,
+      grantId: redeemed.grantId,
+      secretHash: sha256(secret),
+      clientId: redeemed.clientId,
+      svcnumId: redeemed.svcnumId,
+      scopes: redeemed.scopes,
+      authTime: redeemed.authTime,
+      createdAt: now,
+      lastUsedAt: now,
     };
     // Fails only if a replay revoked this grant before it existed (the tombstone wins).
     if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
@@ -78,9 +84,11 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
       grantAccessToken(issuer, grant, grant.scopes),
       grant.scopes.includes('openid')
         ? issuer.idToken({
-          subject: grant.svcnumId, clientId: grant.clientId, authTime: grant.authTime,
-          ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}),
-        })
+            subject: grant.svcnumId,
+            clientId: grant.clientId,
+            authTime: grant.authTime,
+            ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}),
+          })
         : undefined,
     ]);
     if (user?.status !== 'active') {
@@ -88,7 +96,9 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
       throw oauthError('invalid_grant', 'the account behind this authorization code is no longer active');
     }
     return {
-      access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
+      access_token: access.token,
+      token_type: 'Bearer',
+      expires_in: access.expiresIn,
       refresh_token: `${grant.grantId}.${secret}`,
       ...(idToken ? { id_token: idToken } : {}),
       scope: formatScope(grant.scopes),

@@ -32,7 +32,10 @@ export const clientCredentialsGrant = /* @__PURE__ */ defineGrant({
     }
     const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
     return {
-      access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: formatScope(scopes),
+      access_token: access.token,
+      token_type: 'Bearer',
+      expires_in: access.expiresIn,
+      scope: formatScope(scopes),
     };
   },
 });

@@ -34,8 +34,11 @@ export const refreshTokenGrant = /* @__PURE__ */ defineGrant({
     const access = await grantAccessToken(issuer, grant, scopes);
     // The same refresh token stays valid: `null` says so per the spec, or the member is left out.
     return {
-      access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn,
-      ...(client.refreshResponse === 'omit' ? {} : { refresh_token: null }), scope: formatScope(scopes),
+      access_token: access.token,
+      token_type: 'Bearer',
+      expires_in: access.expiresIn,
+      ...(client.refreshResponse === 'omit' ? {} : { refresh_token: null }),
+      scope: formatScope(scopes),
     };
   },
 });

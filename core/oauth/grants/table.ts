@@ -21,7 +21,9 @@ export interface OAuthGrantDeps {
 
 /** RFC 6749 §4.1, §6, §4.4: the grants the token endpoint serves itself. */
 export const oauthGrants: readonly GrantType<OAuthGrantDeps>[] = [
-  authorizationCodeGrant, refreshTokenGrant, clientCredentialsGrant,
+  authorizationCodeGrant,
+  refreshTokenGrant,
+  clientCredentialsGrant,
 ];
 
 /** The `grant_type` values of `grants`, in their order (discovery's `grant_types_supported`). */

@@ -26,7 +26,9 @@ process.on('message', async ({ id, event, context }) => {
     ...context,
     callbackWaitsForEmptyEventLoop: true,
     getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => undefined, fail: () => undefined, succeed: () => undefined,
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
   };
   try {
     process.send({ id, result: await handler(event, lambdaContext) });

@@ -10,7 +10,10 @@ const connect = net.Socket.prototype.connect;
 net.Socket.prototype.connect = function guardedConnect(...args) {
   // net.connect passes its normalised arguments as one array: [options, callback].
   const first = Array.isArray(args[0]) ? args[0][0] : args[0];
-  const options = typeof first === 'object' && first !== null ? first : { port: first, host: typeof args[1] === 'string' ? args[1] : undefined };
+  const options =
+    typeof first === 'object' && first !== null
+      ? first
+      : { port: first, host: typeof args[1] === 'string' ? args[1] : undefined };
   // A pipe (`path`, as http sets it to null otherwise) stays on the machine.
   if (!options.path) {
     const host = String(options.host ?? 'localhost');
