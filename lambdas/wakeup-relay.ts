@@ -89,5 +89,7 @@ export function createWakeupRelay(engine: WakeupEngine, options: WakeupRelayOpti
 let relay: ReturnType<typeof createWakeupRelay> | undefined;
 
 /** The Lambda entry: configured on the first batch (VALKEY_*, AWS_REGION), credentials from Lambda's environment. */
-export const handler = (event: DynamoDBStreamEvent): Promise<void> =>
-  (relay ??= createWakeupRelay(readRuntimeConfig('relay').wakeupEngine, { credentials: fromEnv() })).handler(event);
+export const handler = (event: DynamoDBStreamEvent): Promise<void> => {
+  relay ??= createWakeupRelay(readRuntimeConfig('relay').wakeupEngine, { credentials: fromEnv() });
+  return relay.handler(event);
+};

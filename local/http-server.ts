@@ -70,13 +70,15 @@ export function buildEvent(request: IncomingMessage, url: URL, body: Buffer, req
     const name = request.rawHeaders[index]!;
     const value = request.rawHeaders[index + 1]!;
     headers[name] = headers[name] === undefined ? value : `${headers[name]},${value}`;
-    (multiValueHeaders[name] ??= []).push(value);
+    multiValueHeaders[name] ??= [];
+    multiValueHeaders[name].push(value);
   }
   const query = clientKeyed<string>();
   const multiQuery = clientKeyed<string[]>();
   for (const [name, value] of url.searchParams) {
     query[name] = value;
-    (multiQuery[name] ??= []).push(value);
+    multiQuery[name] ??= [];
+    multiQuery[name].push(value);
   }
   const hasQuery = Object.keys(query).length > 0;
   const isText =

@@ -26,6 +26,7 @@ describe('the admin CLI bundle', () => {
     // It sees its own location, not the bundle's.
     await writeFile(
       join(root, 'local', 'admin.ts'),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the source of a module, with its own template literal
       "import { word } from './word';\nexport const main = (): string => `${word} ${import.meta.url}`;\n",
     );
     const setWord = (word: string) =>

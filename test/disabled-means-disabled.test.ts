@@ -10,7 +10,6 @@ import {
   type ExchangeTokenResponse,
   IssueAgentTokenRequest,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
 import {
   ListNumbersRequest,
   ProvisionNumberRequest,
@@ -20,7 +19,7 @@ import type { Client } from '../core/kernel/model';
 import * as exchangeTokenTypes from '../core/provisioning/exchange';
 import { TOKEN_EXCHANGE } from '../core/provisioning/token-exchange-grant';
 import { createLoginClient, createUser, exchange as redeemCode, obtainCode, postForm, send } from './support/flow';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { sendMessage } from './support/messages';
 import { startTestService, type TestService } from './support/service';
 

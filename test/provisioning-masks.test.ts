@@ -137,7 +137,10 @@ const lifecycle = () => service.core.provisioning.lifecycle;
 
 /** Direct reads of stored items (what the store port does not expose). */
 let raw: DynamoDBClient | undefined;
-const db = () => documentClient((raw ??= localDynamoClient(service.dynamoEndpoint)));
+const db = () => {
+  raw ??= localDynamoClient(service.dynamoEndpoint);
+  return documentClient(raw);
+};
 const tables = tableNames(LOCAL_TABLE_PREFIX);
 
 /** How many masks the app's account has (all pages). */

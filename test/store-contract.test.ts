@@ -13,7 +13,6 @@ import type {
   Grant,
   IdempotencyRecord,
   Mask,
-  NumberRecord,
   Session,
   SignInThrottle,
   User,
@@ -776,7 +775,7 @@ describe.each(engines)('store contract on $name', (engine) => {
     it("listOwned pages one type of an owner's entities oldest first; the pages join without gaps or repeats", async () => {
       const { ownerId, entities } = await ownerWith(7, 'ai_agent');
       const seen: string[] = [];
-      let startKey;
+      let startKey: Awaited<ReturnType<typeof store.listOwned>>['nextKey'];
       let pages = 0;
       do {
         const page = await store.listOwned(ownerId, 'ai_agent', 3, startKey);
@@ -1216,7 +1215,7 @@ describe.each(engines)('store contract on $name', (engine) => {
       );
       const heads = await store.inboxHeads([...inboxes, inboxes[0]!, inboxes[104]!]);
       expect(heads.size).toBe(105);
-      inboxes.forEach((inbox, n) => expect(heads.get(inbox)).toBe(n >= 103 ? 0 : n % 2 ? 2 : 1));
+      for (const [n, inbox] of inboxes.entries()) expect(heads.get(inbox)).toBe(n >= 103 ? 0 : n % 2 ? 2 : 1);
       expect(await store.inboxHeads([])).toEqual(new Map());
     });
   });

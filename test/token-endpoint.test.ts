@@ -761,14 +761,14 @@ describe('bad input at the token endpoint', () => {
     const requests: Array<Parameters<typeof send>[1]> = [
       { headers: form, body: 'grant_type=refresh_token&client_id=nobody&refresh_token=x' },
       { headers: form, body: 'grant_type=authorization_code' },
-      { headers: { ...form, Authorization: 'Basic ' + 'A'.repeat(10_000) }, body: 'grant_type=client_credentials' },
+      { headers: { ...form, Authorization: `Basic ${'A'.repeat(10_000)}` }, body: 'grant_type=client_credentials' },
       { headers: { ...form, Authorization: basic('é', 'ü') }, body: 'grant_type=client_credentials' },
       {
         headers: form,
         body: `grant_type=client_credentials&client_id=${'é'.repeat(100)}&client_secret=${'x'.repeat(43)}`,
       },
-      { headers: form, body: 'grant_type=client_credentials&scope=' + encodeURIComponent('\u0000') },
-      { headers: form, body: 'grant_type=refresh_token&refresh_token=a.b&client_id=' + encodeURIComponent('😀') },
+      { headers: form, body: `grant_type=client_credentials&scope=${encodeURIComponent('\u0000')}` },
+      { headers: form, body: `grant_type=refresh_token&refresh_token=a.b&client_id=${encodeURIComponent('😀')}` },
     ];
     for (const request of requests) {
       const reply = await send(tokenUrl, request);

@@ -43,7 +43,10 @@ afterEach(() => service.clock.release());
 
 /** Direct reads of stored items (what the store port does not expose). */
 let raw: DynamoDBClient | undefined;
-const db = () => documentClient((raw ??= localDynamoClient(service.dynamoEndpoint)));
+const db = () => {
+  raw ??= localDynamoClient(service.dynamoEndpoint);
+  return documentClient(raw);
+};
 const tables = tableNames(LOCAL_TABLE_PREFIX);
 
 /** When a code expires, as stored (the code itself is only stored as its hash). */

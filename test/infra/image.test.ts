@@ -19,6 +19,7 @@ describe('the gRPC image', () => {
     expect(NODE_IMAGE).toMatch(/^node:22-[a-z]+-slim@sha256:[0-9a-f]{64}$/);
     expect(lambdaBundle.target).toBe(`node${/^node:(\d+)-/.exec(NODE_IMAGE!)![1]}`);
     const froms = stages().map((stage) => stage.from);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${NODE_IMAGE} build argument
     expect(froms).toStrictEqual(['${NODE_IMAGE} AS build', '${NODE_IMAGE} AS deps', '${NODE_IMAGE} AS runtime']);
   });
 

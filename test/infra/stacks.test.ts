@@ -9,7 +9,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { build } from 'esbuild';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tableDefinitions, tableNames, type TableDefinition, type TableKey } from '../../core/tables';
 import { routeManifest, type RouteGroup } from '../../lambdas/manifest';
 import { access, keyActions, type ComputeUnit } from '../../lib/access';

@@ -94,7 +94,7 @@ export function oddValue(random: Prng): string {
     case 5:
       return random.pick(['null', 'true', '[]', '{}', '{"__proto__":{"admin":true}}', 'undefined']);
     case 6:
-      return '\u{1F600}'.repeat(random.int(50) + 1) + '\uD800';
+      return `${'\u{1F600}'.repeat(random.int(50) + 1)}\uD800`;
     case 7:
       return random.pick([
         'openid',

@@ -26,7 +26,7 @@ export function call<Request, Response>(
   const metadata = new Metadata();
   if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
   return new Promise((resolve, reject) => {
-    const rpc = (client as unknown as Record<string, Function>)[method]!.bind(client);
+    const rpc = (client as unknown as Record<string, (...args: unknown[]) => unknown>)[method]!.bind(client);
     rpc(request, metadata, (error: ServiceError | null, response: Response) =>
       error ? reject(error) : resolve(response),
     );
