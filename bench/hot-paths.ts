@@ -169,12 +169,16 @@ export async function hotPathBenchmarks(
     )) as [LoadResult, LoadResult];
     const path = (request: ClientCredentials) => new URL(request.url).pathname;
     const peerGrants: MeasuredRun = {
-      description: `POST ${path(peerRequest)} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic; EdDSA JWT access token for resource ${peer.info.resource}`,
+      description:
+        `POST ${path(peerRequest)} grant_type=client_credentials scope=${peer.info.scope}, client_secret_basic;` +
+        ` EdDSA JWT access token for resource ${peer.info.resource}`,
       ...peerLoad,
       cost: peerMeter.cost(peerLoad),
     };
     const ourGrants: MeasuredRun = {
-      description: `POST ${path(ourRequest)} grant_type=client_credentials scope=${ours.info.apiClient.scope}, client_secret_basic (External API client, no owner); EdDSA JWT access token`,
+      description:
+        `POST ${path(ourRequest)} grant_type=client_credentials scope=${ours.info.apiClient.scope},` +
+        ' client_secret_basic (External API client, no owner); EdDSA JWT access token',
       ...ourLoad,
       cost: ourMeter.cost(ourLoad),
     };
@@ -355,7 +359,7 @@ function hotPathReport(
     ),
     `  ratio ours/peer, grants/s: ${fmt(result.clientCredentialsRatio, 2)}× (target ≥ 2×)`,
     `  the peer's warnings, held back: ` +
-      `${peer.warnings.length ? peer.warnings.map((warning) => warning.replace('oidc-provider WARNING: ', '')).join(' | ') : 'none'}`,
+      `${peer.warnings.map((warning) => warning.replace('oidc-provider WARNING: ', '')).join(' | ') || 'none'}`,
     '',
     `Our hot paths, per request of the measured phase (steady state); store calls in the warm-up beside them; ` +
       `client: client_credentials as above, the others ${settings.httpClient}`,

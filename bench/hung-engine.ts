@@ -135,7 +135,8 @@ export async function hungEngineBenchmarks(
 export function hungEngineLines(result: HungEngineResult): string[] {
   const fmt = (value: number) => value.toFixed(1);
   const row = (name: string, healthy: LoadResult, stopped: LoadResult) =>
-    `${name.padEnd(34)} ${fmt(healthy.p50).padStart(8)} ${fmt(stopped.p50).padStart(8)} ${`${fmt((stopped.p50 / healthy.p50) * 100)} %`.padStart(9)}` +
+    `${name.padEnd(34)} ${fmt(healthy.p50).padStart(8)} ${fmt(stopped.p50).padStart(8)} ` +
+    `${`${fmt((stopped.p50 / healthy.p50) * 100)} %`.padStart(9)}` +
     ` ${fmt(healthy.rps).padStart(9)} ${fmt(stopped.rps).padStart(9)} ` +
     `${String(healthy.errors + stopped.errors).padStart(7)}`;
   return [

@@ -74,7 +74,8 @@ const percentile = (sorted: number[], p: number) =>
 
 /** One cold import of the bundle in a fresh Node process; the import's own duration in ms. */
 async function coldLoad(file: string): Promise<number> {
-  const script = `const started = performance.now(); const module = await import(${JSON.stringify(pathToFileURL(file).href)});
+  const url = JSON.stringify(pathToFileURL(file).href);
+  const script = `const started = performance.now(); const module = await import(${url});
 if (typeof module.handler !== 'function') throw new Error('no handler export');
 process.stdout.write(String(performance.now() - started));`;
   const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], {

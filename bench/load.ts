@@ -41,7 +41,8 @@ export interface LoadOptions {
 }
 
 /** How FixedRequests are sent, for reports. */
-export const FIXED_REQUEST_CLIENT = `autocannon ${(createRequire(import.meta.url)('autocannon/package.json') as { version: string }).version}`;
+const autocannonPackage = createRequire(import.meta.url)('autocannon/package.json') as { version: string };
+export const FIXED_REQUEST_CLIENT = `autocannon ${autocannonPackage.version}`;
 
 /** The same HTTP request every time, sent by autocannon. */
 export interface FixedRequest {

@@ -4,7 +4,8 @@
 // Its access tokens are RFC 9068 JWTs signed EdDSA with an Ed25519 key, as ours are: the resource
 // indicators feature gives every client_credentials token one resource server whose format is jwt.
 // Prints one JSON line on stdout:
-// {"ready":true,"role":"peer","pid":…,"issuer":…,"version":…,"warnings":[…],"clientId":…,"clientSecret":…,"scope":…,"resource":…}
+// {"ready":true,"role":"peer","pid":…,"issuer":…,"version":…,"warnings":[…],"clientId":…,"clientSecret":…,
+//  "scope":…,"resource":…}
 // and answers stats requests on stdin like bench/server.ts (bench/child.ts).
 
 import { generateKeyPairSync, randomBytes } from 'node:crypto';

@@ -314,7 +314,9 @@ export async function provisioningBenchmarks(
     // Every OK CreateMask took one number; the timed run's OK calls are its count minus its errors.
     const usedTimed = createMaskResult.count - createMaskResult.errors;
     return {
-      channel: `grpc-js ${grpcVersion()}, insecure loopback ${address}; one client (one channel, own subchannel pool: one HTTP/2 connection) per service, shared by all ${concurrency} workers`,
+      channel:
+        `grpc-js ${grpcVersion()}, insecure loopback ${address}; one client (one channel, own subchannel pool:` +
+        ` one HTTP/2 connection) per service, shared by all ${concurrency} workers`,
       pool: {
         ...pool,
         usedSetup: SETUP_NUMBERS,

@@ -375,7 +375,8 @@ async function provisioningFlow(settings: Settings, poolNumbers: number, context
     ),
     `  pool: ${seeded.added.toLocaleString('en-US')} numbers seeded through the core before the server was ready, ` +
       `in ${seeded.seconds} s` +
-      ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
+      ` (${seeded.numbersPerSecond.toLocaleString('en-US')}/s, ${seeded.concurrency} ranges at once` +
+      `${seeded.skipped ? `, ${seeded.skipped} already there` : ''})`,
     `  pool use: ${pool.usedSetup} at setup + ${pool.usedWarmup.toLocaleString('en-US')} in CreateMask warm-up + ` +
       `${pool.usedTimed.toLocaleString('en-US')} timed; ${pool.left.toLocaleString('en-US')} left` +
       (pool.ranDry
@@ -383,11 +384,10 @@ async function provisioningFlow(settings: Settings, poolNumbers: number, context
         : ' (never ran dry)'),
     ...(provisioning.createMask.storeCallsPerCall
       ? [
-          `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (${Object.entries(
-            provisioning.createMask.storeCallsPerCall.byMethod,
-          )
-            .map(([method, calls]) => `${method} ${calls}`)
-            .join(', ')})`,
+          `  store round trips per OK CreateMask (timed run): ${provisioning.createMask.storeCallsPerCall.calls} (` +
+            `${Object.entries(provisioning.createMask.storeCallsPerCall.byMethod)
+              .map(([method, calls]) => `${method} ${calls}`)
+              .join(', ')})`,
         ]
       : []),
     '  errors: calls that ended in a non-OK gRPC status, by status name',

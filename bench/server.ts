@@ -10,7 +10,8 @@
 //                     core (timed), and prints a single JSON line on stdout:
 //     {"ready":true,"role":"runner","issuer":…,"clientId":…,"redirectUri":…,"scope":…,"email":…,"password":…,
 //      "apiClient":{"clientId":…,"clientSecret":…,"scope":…},
-// "grpcPort":…,"dynamoEndpoint":…,"dataDir":…,"provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
+//      "grpcPort":…,"dynamoEndpoint":…,"dataDir":…,
+//      "provisioning":{"clientId":…,"clientSecret":…,"scope":…,"ownerId":…,"participants":[…],"pool":{…}}}
 //   grpc              A second gRPC task: only the gRPC server, with a core built against a runner's
 //                     embedded DynamoDB (BENCH_DYNAMO_ENDPOINT), the runner's signing keys (DATA_DIR/keys)
 //                     and issuer (BENCH_ISSUER), as a Fargate task shares the tables with the Lambdas.

@@ -166,7 +166,8 @@ function checkMessage(reader: BinaryReader, message: DescMessage, prefix: string
     }
     if (wireType !== expected) {
       throw new Misfit(
-        `${name} (field ${number}) must be sent as ${WIRE_NAMES[expected]}, not as ${WIRE_NAMES[wireType] ?? `wire type ${wireType}`}`,
+        `${name} (field ${number}) must be sent as ${WIRE_NAMES[expected]}, ` +
+          `not as ${WIRE_NAMES[wireType] ?? `wire type ${wireType}`}`,
       );
     }
     checkElement(reader, field, name, depth);

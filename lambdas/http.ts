@@ -171,7 +171,9 @@ export function html(statusCode: number, body: string, options: PageOptions = {}
       'Referrer-Policy': PAGE_REFERRER_POLICY,
       'Content-Type': 'text/html; charset=utf-8',
       // No inline script anywhere; styles only from our own stylesheet.
-      'Content-Security-Policy': `default-src 'none'; style-src 'self'; img-src 'self'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
+      'Content-Security-Policy':
+        `default-src 'none'; style-src 'self'; img-src 'self'; form-action ${formAction}; ` +
+        "frame-ancestors 'none'; base-uri 'none'",
       'X-Frame-Options': 'DENY',
     },
     ...(options.cookies?.length ? { multiValueHeaders: { 'Set-Cookie': options.cookies } } : {}),

@@ -12,10 +12,9 @@ export interface Link {
   text: string;
 }
 
-const links = (items: Link[]) =>
-  items.length === 0
-    ? ''
-    : `\n<p class="links">${items.map((link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`).join(' · ')}</p>`;
+const scopeList = (scopes: string[]) => scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ');
+const anchor = (link: Link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`;
+const links = (items: Link[]) => (items.length === 0 ? '' : `\n<p class="links">${items.map(anchor).join(' · ')}</p>`);
 
 /** The page frame; `wide` for pages that show data (the local demo client). */
 export function layout(title: string, content: string, options: { wide?: boolean } = {}): string {
@@ -60,9 +59,11 @@ ${error}
 <form method="post" action="/login">
 ${hidden('request', input.requestId)}${hidden('csrf', input.csrf)}
 <label for="identifier">Number or email</label>
-<input id="identifier" name="identifier" type="text" autocomplete="username" required maxlength="254" value="${escapeHtml(input.identifier ?? '')}"${described}>
+<input id="identifier" name="identifier" type="text" autocomplete="username" required maxlength="254"
+ value="${escapeHtml(input.identifier ?? '')}"${described}>
 <label for="password">Password</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256"${described}>
+<input id="password" name="password" type="password" autocomplete="current-password" required
+ maxlength="256"${described}>
 <button type="submit">Sign in</button>
 </form>`,
   );
@@ -108,8 +109,9 @@ ${input.apps
   .map(
     (app) => `<li>
 <h3>${escapeHtml(app.name)}</h3>
-<p>Can: ${app.scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ')}. Allowed on ${new Date(app.grantedAt).toISOString().slice(0, 10)}.</p>
-<a class="button danger secondary" href="/account/revoke?client_id=${encodeURIComponent(app.clientId)}" aria-label="Revoke access for ${escapeHtml(app.name)}">Revoke access</a>
+<p>Can: ${scopeList(app.scopes)}. Allowed on ${new Date(app.grantedAt).toISOString().slice(0, 10)}.</p>
+<a class="button danger secondary" href="/account/revoke?client_id=${encodeURIComponent(app.clientId)}"
+ aria-label="Revoke access for ${escapeHtml(app.name)}">Revoke access</a>
 </li>`,
   )
   .join('\n')}
@@ -133,8 +135,9 @@ export function revokePage(input: { csrf: string; app: ConnectedApp }): string {
   return layout(
     `Revoke access for ${input.app.name}?`,
     `<h1>Revoke access for <strong>${name}</strong>?</h1>
-<p><strong>${name}</strong> will no longer be able to: ${input.app.scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ')}.
-It can no longer renew its access (an access token it already holds ends within the hour). If you use it again, it will ask for your permission.</p>
+<p><strong>${name}</strong> will no longer be able to: ${scopeList(input.app.scopes)}.
+It can no longer renew its access (an access token it already holds ends within the hour).
+If you use it again, it will ask for your permission.</p>
 <form method="post" action="/account/revoke">
 ${hidden('csrf', input.csrf)}${hidden('client_id', input.app.clientId)}
 <button type="submit" class="danger">Revoke access</button>
@@ -152,18 +155,30 @@ export function messagePage(title: string, message: string, onward: Link[] = [])
 }
 
 /** The pages' icon: a small SVG, so it is text (no binary media type at API Gateway). */
-export const favicon = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0b57d0"/><path d="M9 17l5 5 9-11" fill="none" stroke="#fff" stroke-width="3.5" stroke-linecap="round" stroke-linejoin="round"/></svg>
+export const favicon = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">
+<rect width="32" height="32" rx="6" fill="#0b57d0"/>
+<path d="M9 17l5 5 9-11" fill="none" stroke="#fff" stroke-width="3.5" stroke-linecap="round" stroke-linejoin="round"/>
+</svg>
 `;
 
 export const stylesheet = `
 body { font-family: system-ui, sans-serif; background: #f5f6f8; color: #1b1d21; margin: 0; }
-main { max-width: 28rem; margin: 3rem auto; background: #fff; padding: 2rem; border-radius: 8px; box-shadow: 0 1px 4px rgba(0,0,0,.12); }
+main {
+  max-width: 28rem; margin: 3rem auto; background: #fff; padding: 2rem; border-radius: 8px;
+  box-shadow: 0 1px 4px rgba(0,0,0,.12);
+}
 h1 { font-size: 1.4rem; margin-top: 0; }
 label { display: block; margin: 1rem 0 .25rem; font-weight: 600; }
-input[type=text], input[type=password] { width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8a8f98; border-radius: 4px; }
+input[type=text], input[type=password] {
+  width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8a8f98; border-radius: 4px;
+}
 main.wide { max-width: 48rem; }
 a { color: #0b57d0; }
-button, a.button { display: inline-block; margin-top: 1.25rem; margin-right: .5rem; padding: .6rem 1.2rem; font: inherit; font-size: 1rem; line-height: 1.2; text-decoration: none; border-radius: 4px; border: 1px solid #0b57d0; background: #0b57d0; color: #fff; cursor: pointer; }
+button, a.button {
+  display: inline-block; margin-top: 1.25rem; margin-right: .5rem; padding: .6rem 1.2rem;
+  font: inherit; font-size: 1rem; line-height: 1.2; text-decoration: none; border-radius: 4px;
+  border: 1px solid #0b57d0; background: #0b57d0; color: #fff; cursor: pointer;
+}
 .secondary { background: #fff; color: #0b57d0; }
 .danger { background: #a50e0e; border-color: #a50e0e; color: #fff; }
 .danger.secondary { background: #fff; color: #a50e0e; }

@@ -8,6 +8,9 @@ import type { EnvironmentConfig } from './config';
 // acknowledgment covers the construct and everything below it. Each one names a construct path
 // that must exist, so a suppression cannot silently outlive what it was written for.
 
+/** How cdk-nag names an AWS managed policy of a service role in its finding ids. */
+const SERVICE_ROLE_POLICY = 'arn:<AWS::Partition>:iam::aws:policy/service-role';
+
 export interface Acknowledgment {
   /** Construct path below the stack, e.g. `Http/Api`. */
   readonly path: string;
@@ -48,7 +51,7 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
     },
     {
       path: 'Http/Api/CloudWatchRole',
-      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
+      id: `AwsSolutions-IAM4[Policy::${SERVICE_ROLE_POLICY}/AmazonAPIGatewayPushToCloudWatchLogs]`,
       reason:
         'The account-level role API Gateway needs to write execution logs (ERROR level; APIG6). AWS documents this ' +
         'managed policy for it; ' +
@@ -146,7 +149,7 @@ export function acknowledgments(config: EnvironmentConfig): Acknowledgment[] {
   if (config.lambdaReleases.traffic === 'canary') {
     list.push({
       path: 'Releases/DeployRole',
-      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited]',
+      id: `AwsSolutions-IAM4[Policy::${SERVICE_ROLE_POLICY}/AWSCodeDeployRoleForLambdaLimited]`,
       reason:
         'The role CodeDeploy assumes to shift the live aliases (lib/releases.ts). AWS documents this managed ' +
         'policy for Lambda deployments: ' +

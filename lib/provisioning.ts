@@ -88,7 +88,8 @@ export const containerHealthCommand = () => [
   'CMD',
   'node',
   '-e',
-  `require('http').get({host:'127.0.0.1',port:process.env.HEALTH_PORT,path:'${TARGET_HEALTH_CHECK.path}',timeout:${(TARGET_HEALTH_CHECK.timeoutSeconds - 1) * 1000}},` +
+  "require('http').get({host:'127.0.0.1',port:process.env.HEALTH_PORT," +
+    `path:'${TARGET_HEALTH_CHECK.path}',timeout:${(TARGET_HEALTH_CHECK.timeoutSeconds - 1) * 1000}},` +
     "(r)=>process.exit(r.statusCode===200?0:1)).on('timeout',()=>process.exit(1)).on('error',()=>process.exit(1))",
 ];
 /** SERVICE_NAME of the task: the `service` of its log lines and the dimension of its metrics. */

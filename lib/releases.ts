@@ -66,7 +66,9 @@ export class LambdaReleases extends Construct {
       };
       const alarms = [
         alarm(`${name}ReleaseErrors`, {
-          description: `The ${group} function's live alias failed ${release.rollbackErrors}+ times in a minute (a release in progress rolls back)`,
+          description:
+            `The ${group} function's live alias failed ${release.rollbackErrors}+ times in a minute` +
+            ' (a release in progress rolls back)',
           metric: alias.metricErrors({ period: minute, statistic: 'Sum' }),
           threshold: release.rollbackErrors,
           periods: 1,
@@ -74,7 +76,9 @@ export class LambdaReleases extends Construct {
           comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         }),
         alarm(`${name}ReleaseLatencyP99`, {
-          description: `The ${group} function's live alias took more than ${release.rollbackP99Ms[group]} ms at p99 (a release in progress rolls back)`,
+          description:
+            `The ${group} function's live alias took more than ${release.rollbackP99Ms[group]} ms at p99` +
+            ' (a release in progress rolls back)',
           metric: alias.metricDuration({ period: minute, statistic: 'p99' }),
           threshold: release.rollbackP99Ms[group],
           periods: 3,

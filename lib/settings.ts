@@ -70,7 +70,8 @@ export function readSettingsFile(path: string, cwd = process.cwd()): SettingsFil
   );
   if (unknown.length)
     throw new SettingsError(
-      `settings file ${path}: unknown section ${unknown.map((key) => `"${key}"`).join(', ')} (sections: ${environmentNames.join(', ')})`,
+      `settings file ${path}: unknown section ${unknown.map((key) => `"${key}"`).join(', ')}` +
+        ` (sections: ${environmentNames.join(', ')})`,
     );
   const sections = Object.fromEntries(
     environmentNames.filter((name) => name in parsed).map((name) => [name, (parsed as Record<string, unknown>)[name]]),

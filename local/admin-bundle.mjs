@@ -62,7 +62,11 @@ export const sourceLocations = (root, loaded) => ({
  * The folder of the current bundle of `entry` (its `admin.mjs` exports what the entry does),
  * built first if any of its inputs changed since the last build.
  */
-export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', cache = join(root, 'node_modules', '.cache', 'svcnum-admin') } = {}) {
+export async function adminBundle({
+  root = repoRoot,
+  entry = 'local/admin.ts',
+  cache = join(root, 'node_modules', '.cache', 'svcnum-admin'),
+} = {}) {
   const inputsFile = join(cache, 'inputs.json');
   try {
     const folder = join(cache, keyOf(root, JSON.parse(readFileSync(inputsFile, 'utf8'))));
@@ -94,12 +98,18 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
     // classic-level (under level) loads a native addon from its own folder; dynalite runs in a worker by its path.
     external: ['classic-level', 'dynalite'],
     // Bundled CommonJS packages require Node's built-ins.
-    banner: { js: "import { createRequire as __adminRequire } from 'node:module'; const require = __adminRequire(import.meta.url);" },
+    banner: {
+      js:
+        "import { createRequire as __adminRequire } from 'node:module'; " +
+        'const require = __adminRequire(import.meta.url);',
+    },
     plugins: [sourceLocations(root, loaded)],
     metafile: true,
     logLevel: 'error',
   });
-  const inputs = Object.keys(result.metafile.inputs).filter((file) => !file.startsWith('node_modules/')).sort();
+  const inputs = Object.keys(result.metafile.inputs)
+    .filter((file) => !file.startsWith('node_modules/'))
+    .sort();
   const key = keyOf(root, inputs, loaded);
   const folder = join(cache, key);
   try {
@@ -114,7 +124,8 @@ export async function adminBundle({ root = repoRoot, entry = 'local/admin.ts', c
     const path = join(cache, name);
     // Another run may be cleaning up at the same time: a folder already gone is skipped.
     const modified = statSync(path, { throwIfNoEntry: false })?.mtimeMs;
-    if (name !== key && name !== 'inputs.json' && modified !== undefined && Date.now() - modified > KEEP_OLD_MS) rmSync(path, { recursive: true, force: true });
+    if (name !== key && name !== 'inputs.json' && modified !== undefined && Date.now() - modified > KEEP_OLD_MS)
+      rmSync(path, { recursive: true, force: true });
   }
   return folder;
 }

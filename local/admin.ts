@@ -55,11 +55,13 @@ const COMMANDS: Record<string, string[]> = {
 };
 
 const USAGE_FOOTER = `options: --env sandbox|production  act on a deployed environment instead of the local data
-environment: DATA_DIR (default .data); a running \`npm start\` with the same DATA_DIR is used through the note it leaves there (runner.json)`;
+environment: DATA_DIR (default .data); a running \`npm start\` with the same DATA_DIR is used through the note
+             it leaves there (runner.json)`;
 
 function usage(group?: string): string {
   const lines = group && COMMANDS[group] ? COMMANDS[group] : Object.values(COMMANDS).flat();
-  return `usage: npm run --silent admin -- <command> [options]\n\n${lines.map((line) => `  ${line}`).join('\n')}\n\n${USAGE_FOOTER}`;
+  const commands = lines.map((line) => `  ${line}`).join('\n');
+  return `usage: npm run --silent admin -- <command> [options]\n\n${commands}\n\n${USAGE_FOOTER}`;
 }
 
 /** The commands of a group, as its usage lines name them (`client` → create, list, show, …). */

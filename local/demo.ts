@@ -102,7 +102,11 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
     pending.delete(state);
     let body: string;
     if (url.searchParams.has('error')) {
-      body = `<h1>The sign-in did not complete</h1><p><strong>${escapeHtml(url.searchParams.get('error') ?? '')}</strong>: ${escapeHtml(url.searchParams.get('error_description') ?? '')}</p><p><a href="/demo">Try again</a></p>`;
+      const error = escapeHtml(url.searchParams.get('error') ?? '');
+      const description = escapeHtml(url.searchParams.get('error_description') ?? '');
+      body =
+        `<h1>The sign-in did not complete</h1><p><strong>${error}</strong>: ${description}</p>` +
+        '<p><a href="/demo">Try again</a></p>';
     } else if (!flow || url.searchParams.get('iss') !== issuer) {
       body =
         '<h1>Unknown or expired sign-in</h1><p>The state or issuer does not match a sign-in started here. <a ' +
@@ -128,6 +132,7 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
             headers: { Authorization: `Bearer ${String(tokens.access_token)}` },
           })
         ).json();
+        const idTokenClaims = tokens.id_token ? decodeJwt(String(tokens.id_token)) : null;
         const shown = {
           ...tokens,
           access_token: `${String(tokens.access_token).slice(0, 24)}…`,
@@ -137,8 +142,7 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
         body =
           '<h1>Signed in</h1><p>The demo app exchanged the code (PKCE S256) and called UserInfo.</p>' +
           `<h2>UserInfo</h2><pre>${escapeHtml(JSON.stringify(userInfo, null, 2))}</pre>` +
-          `<h2>ID token ` +
-          `claims</h2><pre>${escapeHtml(JSON.stringify(tokens.id_token ? decodeJwt(String(tokens.id_token)) : null, null, 2))}</pre>` +
+          `<h2>ID token claims</h2><pre>${escapeHtml(JSON.stringify(idTokenClaims, null, 2))}</pre>` +
           `<h2>Token response</h2><pre>${escapeHtml(JSON.stringify(shown, null, 2))}</pre>` +
           '<p><a href="/account">Your account</a> · <a href="/demo">Run the demo again</a></p>';
       }

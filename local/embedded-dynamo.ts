@@ -60,7 +60,9 @@ const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const dynalite = require(workerData.dynalite);
 const server = dynalite({ path: workerData.path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-server.once('error', (error) => parentPort.postMessage({ failed: { code: error.code, errno: error.errno, syscall: error.syscall, message: error.message } }));
+server.once('error', ({ code, errno, syscall, message }) => {
+  parentPort.postMessage({ failed: { code, errno, syscall, message } });
+});
 server.listen(workerData.port, '127.0.0.1', () => parentPort.postMessage({ listening: server.address().port }));
 parentPort.on('message', () => {
   server.close(() => parentPort.postMessage({ closed: true }));

@@ -64,7 +64,8 @@ export async function idleReads(context: FlowContext, engineUrl: string, childre
   children.push(processes.p4, processes.p5);
   try {
     const { p4, p5 } = processes;
-    const intervals = `intervals ÷${options.idleScale}: safety poll ${scaled.safetyPollMs} ms, re-list ${scaled.readyRelistMs} ms`;
+    const periods = `safety poll ${scaled.safetyPollMs} ms, re-list ${scaled.readyRelistMs} ms`;
+    const intervals = `intervals ÷${options.idleScale}: ${periods}`;
     options.log(
       `idle reads: one stream on pid ${p4.info.pid} (no engine) and one on pid ${p5.info.pid}` +
         ` (engine ${engineUrl}, ${intervals}), each watching ${watched} inboxes`,

@@ -36,7 +36,7 @@ export function readTelemetrySettings(
   const serviceName = given('SERVICE_NAME');
   const metricsNamespace = given('METRICS_NAMESPACE');
   const problem =
-    `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${levelGiven?.slice(0, 40)}'; logging at INFO`;
+    `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, ` + `got '${levelGiven?.slice(0, 40)}'; logging at INFO`;
   return {
     logLevel: known ? (level as LogLevel) : 'INFO',
     ...(serviceName ? { serviceName } : {}),
