@@ -6,17 +6,23 @@ import type { TableNames } from '../tables';
 import { conditional, dynamoOps } from './dynamo-ops';
 import type { StoreDb } from './dynamo-schema';
 
-/**
- * The accounts tables (clients, users, emails, numbers' ownership) in DynamoDB, and a mask by id:
- * the records a number resolves to, which several modules read.
- */
-export function createDynamoAccountsStore(
-  db: StoreDb,
-  tables: TableNames,
-): AccountsStore & Pick<SharedStore, 'getMask'> {
-  const { get, scanAll, updateReturning } = dynamoOps(db);
+/** What each part of the store below works with: the client, the table names and the shared operations. */
+interface StoreContext {
+  db: StoreDb;
+  tables: TableNames;
+  ops: ReturnType<typeof dynamoOps>;
+}
+
+/** Clients: registration, secret rotation, disabling, and removal as compensation. */
+function clientStore({
+  db,
+  tables,
+  ops,
+}: StoreContext): Pick<
+  AccountsStore,
+  'createClient' | 'setClientSecret' | 'deleteClient' | 'getClient' | 'listClients' | 'setClientDisabled'
+> {
   return {
-    // clients
     async createClient(client) {
       const created = await conditional(
         db.send(
@@ -44,18 +50,30 @@ export function createDynamoAccountsStore(
     async deleteClient(clientId) {
       await db.send(new DeleteCommand({ TableName: tables.clients, Key: { clientId } }));
     },
-    getClient: (clientId) => get<Client>(tables.clients, { clientId }),
-    listClients: () => scanAll<Client>(tables.clients),
+    getClient: (clientId) => ops.get<Client>(tables.clients, { clientId }),
+    listClients: () => ops.scanAll<Client>(tables.clients),
     setClientDisabled: (clientId, disabled) =>
-      updateReturning<Client>({
+      ops.updateReturning<Client>({
         TableName: tables.clients,
         Key: { clientId },
         UpdateExpression: 'SET disabled = :disabled',
         ConditionExpression: 'attribute_exists(clientId)',
         ExpressionAttributeValues: { ':disabled': disabled },
       }),
+  };
+}
 
-    // users and unique identifiers
+/** Unique identifiers (emails, numbers), each claimed by one user, and the mask a number may resolve to. */
+function identifierStore({
+  db,
+  tables,
+  ops,
+}: StoreContext): Pick<
+  AccountsStore,
+  'claimEmail' | 'releaseEmail' | 'findSvcnumIdByEmail' | 'claimNumber' | 'releaseNumber' | 'getNumber'
+> &
+  Pick<SharedStore, 'getMask'> {
+  return {
     claimEmail: (email, svcnumId) =>
       conditional(
         db.send(
@@ -78,7 +96,7 @@ export function createDynamoAccountsStore(
         ),
       );
     },
-    findSvcnumIdByEmail: async (email) => (await get<{ svcnumId: string }>(tables.emails, { email }))?.svcnumId,
+    findSvcnumIdByEmail: async (email) => (await ops.get<{ svcnumId: string }>(tables.emails, { email }))?.svcnumId,
     claimNumber: (number) =>
       conditional(
         db.send(
@@ -101,8 +119,18 @@ export function createDynamoAccountsStore(
         ),
       );
     },
-    getNumber: (svcnum) => get<NumberRecord>(tables.numbers, { svcnum }),
-    getMask: (maskId) => get<Mask>(tables.masks, { maskId }, true),
+    getNumber: (svcnum) => ops.get<NumberRecord>(tables.numbers, { svcnum }),
+    getMask: (maskId) => ops.get<Mask>(tables.masks, { maskId }, true),
+  };
+}
+
+/** User records: creation, reads and the account status. */
+function userStore({
+  db,
+  tables,
+  ops,
+}: StoreContext): Pick<AccountsStore, 'createUser' | 'getUser' | 'listUsers' | 'setUserStatus'> {
+  return {
     async createUser(user) {
       const created = await conditional(
         db.send(
@@ -116,10 +144,10 @@ export function createDynamoAccountsStore(
       if (!created) throw new Error(`user ${user.svcnumId} already exists`);
     },
     // Strongly consistent: a disabled account must be seen as disabled at once.
-    getUser: (svcnumId) => get<User>(tables.users, { svcnumId }, true),
-    listUsers: () => scanAll<User>(tables.users),
+    getUser: (svcnumId) => ops.get<User>(tables.users, { svcnumId }, true),
+    listUsers: () => ops.scanAll<User>(tables.users),
     setUserStatus: (svcnumId, status) =>
-      updateReturning<User>({
+      ops.updateReturning<User>({
         TableName: tables.users,
         Key: { svcnumId },
         UpdateExpression: 'SET #status = :status',
@@ -128,4 +156,16 @@ export function createDynamoAccountsStore(
         ExpressionAttributeValues: { ':status': status },
       }),
   };
+}
+
+/**
+ * The accounts tables (clients, users, emails, numbers' ownership) in DynamoDB, and a mask by id:
+ * the records a number resolves to, which several modules read.
+ */
+export function createDynamoAccountsStore(
+  db: StoreDb,
+  tables: TableNames,
+): AccountsStore & Pick<SharedStore, 'getMask'> {
+  const context: StoreContext = { db, tables, ops: dynamoOps(db) };
+  return { ...clientStore(context), ...identifierStore(context), ...userStore(context) };
 }

@@ -20,20 +20,11 @@ function split(item: Record<string, unknown> | undefined) {
   return { entity: record<User>(rest)!, aliasClaims };
 }
 
-/** Aliases: the claims in the aliases table and the list of live claims on each entity. */
-function aliasStore(
+/** Aliases: the claims in the aliases table. */
+function aliasRecordStore(
   db: StoreDb,
   tables: TableNames,
-): Pick<
-  DirectoryStore,
-  | 'claimAlias'
-  | 'takeOverAlias'
-  | 'getAlias'
-  | 'deleteAlias'
-  | 'addAliasClaim'
-  | 'removeAliasClaims'
-  | 'getAliasedEntity'
-> {
+): Pick<DirectoryStore, 'claimAlias' | 'takeOverAlias' | 'getAlias' | 'deleteAlias'> {
   const { get } = dynamoOps(db);
   return {
     claimAlias: (alias) =>
@@ -69,6 +60,15 @@ function aliasStore(
           }),
         ),
       ),
+  };
+}
+
+/** The list of live alias claims on each entity (users table). */
+function aliasClaimsStore(
+  db: StoreDb,
+  tables: TableNames,
+): Pick<DirectoryStore, 'addAliasClaim' | 'removeAliasClaims' | 'getAliasedEntity'> {
+  return {
     addAliasClaim: (svcnumId, member, max) =>
       conditional(
         db.send(
@@ -166,5 +166,5 @@ function discoverIndexStore(
 }
 
 export function createDynamoDirectoryStore(db: StoreDb, tables: TableNames): DirectoryStore {
-  return { ...aliasStore(db, tables), ...discoverIndexStore(db, tables) };
+  return { ...aliasRecordStore(db, tables), ...aliasClaimsStore(db, tables), ...discoverIndexStore(db, tables) };
 }

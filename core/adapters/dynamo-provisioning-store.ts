@@ -68,15 +68,12 @@ function updateEntity(
   });
 }
 
-/** The number pool: seeding, the free-number query, and a lease's three ends (confirmed, returned). */
+/** The number pool: seeding, the free-number query, and leasing a free number. */
 function numberPoolStore({
   db,
   tables,
   ops,
-}: StoreContext): Pick<
-  ProvisioningStore,
-  'seedNumber' | 'freeNumbers' | 'leaseNumber' | 'confirmNumber' | 'returnNumber'
-> {
+}: StoreContext): Pick<ProvisioningStore, 'seedNumber' | 'freeNumbers' | 'leaseNumber'> {
   return {
     seedNumber: (svcnum, now) =>
       conditional(
@@ -129,7 +126,12 @@ function numberPoolStore({
           }),
         ),
       ),
+  };
+}
 
+/** A lease's two ends: confirmed (the number is kept) or returned to the pool. */
+function numberLeaseEndStore({ db, tables }: StoreContext): Pick<ProvisioningStore, 'confirmNumber' | 'returnNumber'> {
+  return {
     confirmNumber: (svcnum, holder, state, now, poolFrom) =>
       conditional(
         db.send(
@@ -139,7 +141,8 @@ function numberPoolStore({
             UpdateExpression:
               poolFrom === undefined
                 ? 'SET #state = :state, updatedAt = :now REMOVE poolKey, availableAt, leaseUntil'
-                : 'SET #state = :state, updatedAt = :now, availableAt = :from, quarantinedUntil = :until REMOVE leaseUntil',
+                : 'SET #state = :state, updatedAt = :now, availableAt = :from, quarantinedUntil = :until ' +
+                  'REMOVE leaseUntil',
             // Confirming twice is harmless (a retried step).
             ConditionExpression: 'svcnumId = :holder AND (#state = :leased OR #state = :state)',
             ExpressionAttributeNames: { '#state': 'state' },
@@ -343,10 +346,8 @@ function maskStore({
   };
 }
 
-function quotaSlotStore({
-  db,
-  tables,
-}: StoreContext): Pick<ProvisioningStore, 'claimSlot' | 'takeOverSlot' | 'confirmSlot' | 'endSlot' | 'releaseSlot'> {
+/** Quota slots, claimed first under a lease: a new claim, or the takeover of a lapsed one. */
+function quotaSlotClaimStore({ db, tables }: StoreContext): Pick<ProvisioningStore, 'claimSlot' | 'takeOverSlot'> {
   return {
     async claimSlot(slotKey, holder, leaseUntil, now) {
       const claimed = await conditional(
@@ -387,6 +388,15 @@ function quotaSlotStore({
           }),
         ),
       ),
+  };
+}
+
+/** A claimed quota slot's ends: confirmed (held, perhaps until a time), ended, or released unconfirmed. */
+function quotaSlotEndStore({
+  db,
+  tables,
+}: StoreContext): Pick<ProvisioningStore, 'confirmSlot' | 'endSlot' | 'releaseSlot'> {
+  return {
     confirmSlot: (slotKey, holder, heldUntil) =>
       conditional(
         db.send(
@@ -522,10 +532,12 @@ export function createDynamoProvisioningStore(db: StoreDb, tables: TableNames): 
   const context: StoreContext = { db, tables, ops: dynamoOps(db) };
   return {
     ...numberPoolStore(context),
+    ...numberLeaseEndStore(context),
     ...numberLifecycleStore(context),
     ...entityStore(context),
     ...maskStore(context),
-    ...quotaSlotStore(context),
+    ...quotaSlotClaimStore(context),
+    ...quotaSlotEndStore(context),
     ...requestStore(context),
   };
 }
