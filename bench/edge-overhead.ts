@@ -228,8 +228,8 @@ export async function edgeOverheadBenchmark(
         ['refused (401)', ''],
       ] as const) {
         log(
-          `edge overhead: LOG_LEVEL ${level}, ${outcome}, ${settings.rounds} rounds × ${settings.calls} calls per ` +
-            `variant`,
+          `edge overhead: LOG_LEVEL ${level}, ${outcome},` +
+            ` ${settings.rounds} rounds × ${settings.calls} calls per variant`,
         );
         process.stdout.write = (() => true) as typeof process.stdout.write;
         results[`${level}, ${outcome}`] = await measure(level, secret, settings.calls, settings.rounds);
@@ -262,8 +262,8 @@ export async function edgeOverheadBenchmark(
   );
   const report = [
     '',
-    `The Lambda edge per request, in process, CPU µs per call (${settings.rounds} rounds × ${settings.calls} ` +
-      `sequential calls; fastest and median round), ${result.date}`,
+    `The Lambda edge per request, in process, CPU µs per call (${settings.rounds} rounds` +
+      ` × ${settings.calls} sequential calls; fastest and median round), ${result.date}`,
     table(['case', ...names.map((name) => `${name} µs`), ...names.slice(1).map((name) => `${name} overhead µs`)], rows),
     `  token Lambda bundle: ${fmt(bundle.bundleBytes)} bytes, of which @middy/core ${fmt(bundle.middyBytes)}`,
     '',

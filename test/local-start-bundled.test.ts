@@ -70,7 +70,10 @@ describe('the bundle npm start serves', () => {
         "import { word } from './word';",
         "process.stderr.write('serving ' + word + ' as ' + process.pid + '\\n');",
         'const alive = setInterval(() => undefined, 1_000);',
-        "process.on('SIGTERM', () => { clearInterval(alive); process.stderr.write('stopped ' + process.pid + '\\n'); });",
+        "process.on('SIGTERM', () => {",
+        '  clearInterval(alive);',
+        "  process.stderr.write('stopped ' + process.pid + '\\n');",
+        '});',
         '',
       ].join('\n'),
     );
