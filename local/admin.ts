@@ -19,8 +19,10 @@ import type { EnvironmentName } from '../lib/config';
 /** Usage, per command group: `admin help [GROUP]` and `admin GROUP … --help` print it (exit 0). */
 const COMMANDS: Record<string, string[]> = {
   client: [
-    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email" ' +
+    'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email offline_access" ' +
       '[--refresh-response null|omit]',
+    '      --refresh-response omit: needed by openid-client 6, oauth4webapi 3, Python authlib and requests-oauthlib ' +
+      '(they refuse or store "refresh_token": null); null is the default',
     'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
   ],
   'api-client': [

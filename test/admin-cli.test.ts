@@ -114,18 +114,28 @@ describe('admin CLI against the running local service', () => {
         'client',
         'create',
         '--name',
-        'Auth.js app',
+        'Python app',
         '--redirect-uri',
-        'https://authjs.example/cb',
+        'https://python.example/cb',
         '--scope',
-        'openid email',
+        'openid email offline_access',
         '--refresh-response',
         'omit',
       ],
       env,
     );
     expect(created.code).toBe(0);
-    expect(created.json).toMatchObject({ kind: 'login', refresh_response: 'omit' });
+    expect(created.json).toMatchObject({
+      kind: 'login',
+      refresh_response: 'omit',
+      scope: 'openid email offline_access',
+    });
+    // The usage names the libraries that need the option.
+    const help = await admin(['client', 'create', '--help'], env);
+    expect(help.code).toBe(0);
+    for (const library of ['openid-client 6', 'oauth4webapi 3', 'authlib', 'requests-oauthlib'])
+      expect(help.stdout).toContain(library);
+    expect(help.stdout).not.toContain('Auth.js');
     const clientId = String(created.json!.client_id);
     expect((await service.core.store.getClient(clientId))!.refreshResponse).toBe('omit');
     const shown = await admin(['client', 'show', clientId], env);

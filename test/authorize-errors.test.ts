@@ -168,6 +168,7 @@ describe('GET /oauth/authorize: other errors → 302 to the client with error, s
     ['empty scope', { scope: '' }, 'invalid_request'],
     ['scope of another client kind', { scope: 'openid messaging' }, 'invalid_scope'],
     ['unknown scope', { scope: 'openid phone' }, 'invalid_scope'],
+    ['offline_access the client did not register', { scope: 'openid offline_access' }, 'invalid_scope'],
     ['malformed scope', { scope: 'openid "profile"' }, 'invalid_scope'],
     ['missing code_challenge', { code_challenge: undefined }, 'invalid_request'],
     ['missing code_challenge_method', { code_challenge_method: undefined }, 'invalid_request'],

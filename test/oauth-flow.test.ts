@@ -235,6 +235,38 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     expect(again.location).toMatch(/^\/consent\?request=/);
   });
 
+  it('names offline_access in plain words on the consent and account pages; refresh tokens come as without it', async () => {
+    const client = await createLoginClient(service, 'openid profile offline_access');
+    const login = await createUser(service);
+    const browser = new Browser(service.issuer);
+    const words = 'Stay connected when you&#39;re not using it';
+    const without = await obtainCode(service, client, login, { scope: 'openid profile' }, browser);
+    const plain = await exchange(service, client, without.code, without.verifier);
+    expect(plain.json).toMatchObject({ scope: 'openid profile' });
+    expect(typeof plain.json.refresh_token).toBe('string');
+
+    // A remembered scope set that gains offline_access asks again (OIDC Core §11: consent for it).
+    const pkce = pkcePair();
+    const start = await browser.request(
+      authorizePath(client, { code_challenge: pkce.challenge, scope: 'openid profile offline_access' }),
+    );
+    expect(start.location).toMatch(/^\/consent\?request=/);
+    const consentPage = await browser.request(start.location!);
+    expect(consentPage.body).toContain(words);
+    const approved = await browser.request('/consent', {
+      form: {
+        request: Browser.field(consentPage.body, 'request'),
+        csrf: Browser.field(consentPage.body, 'csrf'),
+        decision: 'allow',
+      },
+    });
+    const code = new URL(approved.location!).searchParams.get('code')!;
+    const offline = await exchange(service, client, code, pkce.verifier);
+    expect(offline.json).toMatchObject({ token_type: 'Bearer', scope: 'openid profile offline_access' });
+    expect(typeof offline.json.refresh_token).toBe('string');
+    expect((await browser.request('/account')).body).toContain(words);
+  });
+
   it('Deny sends the user back with access_denied, state and iss', async () => {
     const client = await createLoginClient(service);
     const login = await createUser(service);

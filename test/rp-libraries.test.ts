@@ -483,6 +483,37 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
     });
   });
 
+  it('signs in with "openid offline_access" (OIDC Core §11) and refreshes as for any scope; discovery lists it, a client that did not register it gets invalid_scope', async () => {
+    expect((await library.discover()).scopes_supported).toContain('offline_access');
+    const rp = (
+      await service.core.registration.createLoginClient({
+        name: `RP offline (${library.name})`,
+        scope: 'openid offline_access',
+        redirectUris: [REDIRECT_URI],
+        refreshResponse: 'omit',
+      })
+    ).client;
+    const offline = async (client: Client) => {
+      const checks = newChecks();
+      const url = await library.authorizationUrl(client, checks);
+      url.searchParams.set('scope', 'openid offline_access');
+      return { checks, callback: await signIn(url, client) };
+    };
+    const { checks, callback } = await offline(rp);
+    const { tokens, claims } = await library.redeem(rp, callback, checks);
+    expect(tokens).toMatchObject({ token_type: 'bearer', scope: 'openid offline_access' });
+    expect(typeof tokens.refresh_token).toBe('string');
+    expect(claims).toMatchObject({ sub: login.user.svcnumId, aud: rp.clientId });
+    const refreshed = await library.refresh(rp, tokens.refresh_token!);
+    expect(refreshed).toMatchObject({ token_type: 'bearer', scope: 'openid offline_access' });
+
+    const refused = await offline(omitClient);
+    await expect(library.redeem(omitClient, refused.callback, refused.checks)).rejects.toMatchObject({
+      name: 'AuthorizationResponseError',
+      error: 'invalid_scope',
+    });
+  });
+
   it.each(['basic', 'post'] as const)('gets a client_credentials token with client_secret_%s', async (method) => {
     const tokens = await library.clientCredentials(method, api.clientSecret, 'messaging');
     expect(tokens).toMatchObject({ token_type: 'bearer', scope: 'messaging', expires_in: 3600 });

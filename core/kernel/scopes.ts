@@ -7,6 +7,10 @@ export const loginScopes = {
   openid: 'Confirm who you are (your account id)',
   profile: 'See your number',
   email: 'See your email address',
+  // OIDC Core §11. Refresh tokens do not depend on it (login clients always get one, RFC 6749
+  // §1.5): it is granted and shown on the consent page like any scope, so that libraries adding
+  // it (express-openid-connect, …) are not refused.
+  offline_access: "Stay connected when you're not using it",
 } as const;
 
 export const externalApiScopes = {
