@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { demoClient, ensureDemo, type DemoSetup } from '../local/demo';
-import type { LocalExtra } from '../local/http-server';
-import { startLocal, type LocalService } from '../local/runner';
+import type { LocalService } from '../local/runner';
+import { startDemoService } from './support/demo-service';
 import { button, clickAndWait, launchChromium, link, openTab, signInOnPage } from './support/chromium';
 
 // Every page a person sees, at a phone's width (390 px) and a desktop's (1280 px), checked with
@@ -18,26 +17,14 @@ const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 let service: LocalService;
 let dataDir: string;
-let demo: DemoSetup;
 let chromium: Browser;
 let counter = 0;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'svcnum-axe-'));
-  let demoRoutes: LocalExtra | undefined;
-  [service, chromium] = await Promise.all([
-    startLocal({
-      dataDir,
-      port: 0,
-      dynamoPort: 0,
-      grpcPort: 0,
-      extra: () => (request, url, response) =>
-        demoRoutes ? demoRoutes(request, url, response) : Promise.resolve(false),
-    }),
-    launchChromium(),
-  ]);
-  demo = await ensureDemo(service.core, dataDir, service.issuer);
-  demoRoutes = demoClient(service.issuer, demo.clientId);
+  let started: { service: LocalService };
+  [started, chromium] = await Promise.all([startDemoService(dataDir), launchChromium()]);
+  ({ service } = started);
 });
 afterAll(async () => {
   await chromium?.close();
