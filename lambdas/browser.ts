@@ -209,7 +209,10 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
               csrf: signedIn.session.csrfToken,
               clientName: parked.client.name,
               scopes: parked.request.scopes,
-              svcnum: signedIn.user.svcnum,
+              signedInAs:
+                signedIn.session.signedInWith === 'email' && signedIn.user.email
+                  ? signedIn.user.email
+                  : signedIn.user.svcnum,
             }),
             { formTargets: await formTargets(parked.client.clientId) },
           );

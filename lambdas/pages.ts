@@ -81,13 +81,17 @@ export function consentPage(input: {
   csrf: string;
   clientName: string;
   scopes: string[];
-  svcnum: string;
+  /** The account as the person named it at sign-in: their email or their number. */
+  signedInAs: string;
 }): string {
   const items = scopeItems(input.scopes);
+  const again = `/login?request=${encodeURIComponent(input.requestId)}`;
   return layout(
     `Allow ${input.clientName}?`,
     `<h1>Allow <strong>${escapeHtml(input.clientName)}</strong> to use your account?</h1>
-<p>You are signed in as ${escapeHtml(input.svcnum)}. <strong>${escapeHtml(input.clientName)}</strong> asks to:</p>
+<p>Signed in as <strong>${escapeHtml(input.signedInAs)}</strong>.
+Not you? <a href="${escapeHtml(again)}">Sign in as someone else</a></p>
+<p><strong>${escapeHtml(input.clientName)}</strong> asks to:</p>
 <ul>
 ${items}
 </ul>

@@ -32,6 +32,10 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
+/** The card's text with its line breaks as spaces, as it reads. */
+const mainText = async (page: Page) =>
+  (await page.$eval('main', (element) => element.textContent ?? '')).replace(/\s+/g, ' ');
+
 /** axe-core's violations on the page as it is now: rule id and the elements it names. */
 async function axeViolations(page: Page): Promise<string[]> {
   await page.addScriptTag({ path: axeSource });
@@ -120,9 +124,17 @@ describe.each([390, 1280])('pages at %i px', (width) => {
       await signInOnPage(page, { ...login, password: 'not the password' });
       await checkPage(page, 'sign-in error', pages);
 
+      // Consent names the account as it was typed; "Not you?" leads to the sign-in of the same request.
+      const someoneElse = { ...login, email: `other-${login.email}` };
+      await service.core.registration.createUser(someoneElse);
       await page.goto(`${service.issuer}/demo`);
+      await signInOnPage(page, someoneElse);
+      expect(new URL(page.url()).pathname).toBe('/consent');
+      expect(await mainText(page)).toContain(`Signed in as ${someoneElse.email}. Not you? Sign in as someone else`);
+      await clickAndWait(page, link('Sign in as someone else'));
       await signInOnPage(page, login);
       expect(new URL(page.url()).pathname).toBe('/consent');
+      expect(await mainText(page)).toContain(`Signed in as ${login.email}.`);
       await checkPage(page, 'consent', pages);
       await clickAndWait(page, button('Allow'));
       expect(new URL(page.url()).pathname).toBe('/demo/callback');
