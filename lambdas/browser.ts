@@ -88,7 +88,15 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
     switch (outcome.type) {
       // A link or request that cannot be used: a bad request, never a redirect (RFC 6749 §4.1.2.1).
       case 'error_page':
-        return page(400, messagePage(outcome.title, outcome.message));
+        return page(
+          400,
+          messagePage(
+            outcome.title,
+            outcome.message,
+            [{ href: '/account', text: 'Go to your account' }],
+            'Go back to the application and try again. If this keeps happening, tell the people who run it.',
+          ),
+        );
       case 'redirect':
         return redirect(outcome.location, status, setCookies);
       case 'sign_in':
@@ -201,7 +209,10 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
               csrf: signedIn.session.csrfToken,
               clientName: parked.client.name,
               scopes: parked.request.scopes,
-              svcnum: signedIn.user.svcnum,
+              signedInAs:
+                signedIn.session.signedInWith === 'email' && signedIn.user.email
+                  ? signedIn.user.email
+                  : signedIn.user.svcnum,
             }),
             { formTargets: await formTargets(parked.client.clientId) },
           );
@@ -224,13 +235,22 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
         GET: async (event) => {
           const signedIn = await authorization.sessionUser(cookies(event).get(SESSION));
           if (!signedIn) return redirect('/login', 302);
+          const apps = await authorization.connectedApps(signedIn.user.svcnumId);
+          // After "Revoke access": the name comes from our own client record, never from the URL,
+          // and only while the application is indeed no longer connected.
+          const revokedId = optionalParam(queryParams(event), 'revoked');
+          const revoked =
+            revokedId && !apps.some((app) => app.clientId === revokedId)
+              ? await accounts.getClient(revokedId)
+              : undefined;
           return page(
             200,
             accountPage({
               svcnum: signedIn.user.svcnum,
               ...(signedIn.user.email ? { email: signedIn.user.email } : {}),
               csrf: signedIn.session.csrfToken,
-              apps: await authorization.connectedApps(signedIn.user.svcnumId),
+              apps,
+              ...(revoked ? { removed: revoked.name } : {}),
             }),
           );
         },
@@ -259,8 +279,9 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
           if (!signedIn) return redirect('/login', 303);
           if (!authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
           const clientId = optionalParam(form, 'client_id');
-          if (clientId) await authorization.revokeApp(signedIn.user.svcnumId, clientId);
-          return redirect('/account', 303);
+          if (!clientId) return redirect('/account', 303);
+          await authorization.revokeApp(signedIn.user.svcnumId, clientId);
+          return redirect(`/account?revoked=${encodeURIComponent(clientId)}`, 303);
         }),
       },
       '/logout': {

@@ -13,6 +13,13 @@ export interface Link {
 }
 
 const scopeList = (scopes: string[]) => scopes.map((scope) => escapeHtml(scopeDescription(scope))).join('; ');
+const scopeItems = (scopes: string[]) =>
+  scopes.map((scope) => `<li>${escapeHtml(scopeDescription(scope))}</li>`).join('\n');
+/** A date as one unbreakable unit (a narrow card must not wrap it mid-date). */
+const day = (epochMs: number) => {
+  const iso = new Date(epochMs).toISOString().slice(0, 10);
+  return `<time datetime="${iso}">${iso}</time>`;
+};
 const anchor = (link: Link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`;
 const links = (items: Link[]) => (items.length === 0 ? '' : `\n<p class="links">${items.map(anchor).join(' · ')}</p>`);
 
@@ -74,13 +81,17 @@ export function consentPage(input: {
   csrf: string;
   clientName: string;
   scopes: string[];
-  svcnum: string;
+  /** The account as the person named it at sign-in: their email or their number. */
+  signedInAs: string;
 }): string {
-  const items = input.scopes.map((scope) => `<li>${escapeHtml(scopeDescription(scope))}</li>`).join('\n');
+  const items = scopeItems(input.scopes);
+  const again = `/login?request=${encodeURIComponent(input.requestId)}`;
   return layout(
     `Allow ${input.clientName}?`,
     `<h1>Allow <strong>${escapeHtml(input.clientName)}</strong> to use your account?</h1>
-<p>You are signed in as ${escapeHtml(input.svcnum)}. <strong>${escapeHtml(input.clientName)}</strong> asks to:</p>
+<p>Signed in as <strong>${escapeHtml(input.signedInAs)}</strong>.
+Not you? <a href="${escapeHtml(again)}">Sign in as someone else</a></p>
+<p><strong>${escapeHtml(input.clientName)}</strong> asks to:</p>
 <ul>
 ${items}
 </ul>
@@ -100,7 +111,17 @@ export interface ConnectedApp {
   grantedAt: number;
 }
 
-export function accountPage(input: { svcnum: string; email?: string; csrf: string; apps: ConnectedApp[] }): string {
+export function accountPage(input: {
+  svcnum: string;
+  email?: string;
+  csrf: string;
+  apps: ConnectedApp[];
+  /** The name of an application whose access was just removed: confirmed at the top. */
+  removed?: string;
+}): string {
+  const removed = input.removed
+    ? `<p class="notice" role="status">Access removed for <strong>${escapeHtml(input.removed)}</strong>.</p>\n`
+    : '';
   const apps =
     input.apps.length === 0
       ? '<p>No applications are connected to your account.</p>'
@@ -109,7 +130,10 @@ ${input.apps
   .map(
     (app) => `<li>
 <h3>${escapeHtml(app.name)}</h3>
-<p>Can: ${scopeList(app.scopes)}. Allowed on ${new Date(app.grantedAt).toISOString().slice(0, 10)}.</p>
+<p>Allowed on ${day(app.grantedAt)}. It can:</p>
+<ul class="scopes">
+${scopeItems(app.scopes)}
+</ul>
 <a class="button danger secondary" href="/account/revoke?client_id=${encodeURIComponent(app.clientId)}"
  aria-label="Revoke access for ${escapeHtml(app.name)}">Revoke access</a>
 </li>`,
@@ -119,7 +143,8 @@ ${input.apps
   return layout(
     'Your account',
     `<h1>Your account</h1>
-<p>Number: <strong>${escapeHtml(input.svcnum)}</strong>${input.email ? `<br>Email: ${escapeHtml(input.email)}` : ''}</p>
+${removed}<p>Number: <strong>${escapeHtml(input.svcnum)}</strong>
+${input.email ? `<br>Email: ${escapeHtml(input.email)}` : ''}</p>
 <h2>Connected applications</h2>
 ${apps}
 <form method="post" action="/logout">
@@ -146,11 +171,11 @@ ${hidden('csrf', input.csrf)}${hidden('client_id', input.app.clientId)}
   );
 }
 
-export function messagePage(title: string, message: string, onward: Link[] = []): string {
+export function messagePage(title: string, message: string, onward: Link[] = [], hint?: string): string {
   return layout(
     title,
     `<h1>${escapeHtml(title)}</h1>
-<p>${escapeHtml(message)}</p>${links(onward)}`,
+<p>${escapeHtml(message)}</p>${hint ? `\n<p>${escapeHtml(hint)}</p>` : ''}${links(onward)}`,
   );
 }
 
@@ -168,9 +193,15 @@ main {
   box-shadow: 0 1px 4px rgba(0,0,0,.12);
 }
 h1 { font-size: 1.4rem; margin-top: 0; }
+h2 { font-size: 1.15rem; }
+h3 { font-size: 1rem; margin-bottom: .25rem; }
+@media (max-width: 30rem) {
+  main { margin: 1rem .75rem; padding: 1.25rem; }
+}
 label { display: block; margin: 1rem 0 .25rem; font-weight: 600; }
 input[type=text], input[type=password] {
-  width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8a8f98; border-radius: 4px;
+  width: 100%; box-sizing: border-box; padding: .6rem; font: inherit; font-size: 1rem;
+  border: 1px solid #8a8f98; border-radius: 4px;
 }
 main.wide { max-width: 48rem; }
 a { color: #0b57d0; }
@@ -179,14 +210,20 @@ button, a.button {
   font: inherit; font-size: 1rem; line-height: 1.2; text-decoration: none; border-radius: 4px;
   border: 1px solid #0b57d0; background: #0b57d0; color: #fff; cursor: pointer;
 }
-.secondary { background: #fff; color: #0b57d0; }
-.danger { background: #a50e0e; border-color: #a50e0e; color: #fff; }
-.danger.secondary { background: #fff; color: #a50e0e; }
+/* Element-qualified, so they win over the base rule for a link styled as a button. */
+button.secondary, a.button.secondary { background: #fff; color: #0b57d0; }
+button.danger, a.button.danger { background: #a50e0e; border-color: #a50e0e; color: #fff; }
+button.danger.secondary, a.button.danger.secondary { background: #fff; color: #a50e0e; }
+time { white-space: nowrap; }
+.notice { background: #e6f4ea; color: #0d652d; padding: .6rem; border-radius: 4px; }
 ul.apps .button { margin-top: 0; padding: .35rem .8rem; font-size: .9rem; }
-button:focus-visible, input:focus-visible, a:focus-visible { outline: 3px solid #f4b400; outline-offset: 2px; }
+/* Dark blue on the white card and the grey page: over 6:1 (WCAG 1.4.11 asks 3:1). */
+button:focus-visible, input:focus-visible, a:focus-visible, pre:focus-visible {
+  outline: 3px solid #0b57d0; outline-offset: 2px;
+}
 pre { overflow-x: auto; background: #f5f6f8; padding: .6rem; border-radius: 4px; }
 .error { color: #a50e0e; background: #fce8e6; padding: .6rem; border-radius: 4px; }
 .note { color: #50545c; font-size: .9rem; }
 ul.apps { list-style: none; padding: 0; }
-ul.apps li { border-top: 1px solid #e0e2e6; padding: .5rem 0; }
+ul.apps > li { border-top: 1px solid #e0e2e6; padding: .5rem 0; }
 `;

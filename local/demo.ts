@@ -125,7 +125,7 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
       });
       const tokens = (await tokenResponse.json()) as Record<string, unknown>;
       if (!tokenResponse.ok) {
-        body = `<h1>Token exchange failed</h1><pre>${escapeHtml(JSON.stringify(tokens, null, 2))}</pre>`;
+        body = `<h1>Token exchange failed</h1>${jsonBlock('error-response', 'Error response', tokens)}`;
       } else {
         const userInfo = await (
           await fetch(`${issuer}/oauth/userinfo`, {
@@ -137,13 +137,13 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
           ...tokens,
           access_token: `${String(tokens.access_token).slice(0, 24)}…`,
           refresh_token: tokens.refresh_token ? '(hidden)' : tokens.refresh_token,
-          id_token: tokens.id_token ? '(decoded below)' : undefined,
+          id_token: tokens.id_token ? '(decoded above, under "ID token claims")' : undefined,
         };
         body =
           '<h1>Signed in</h1><p>The demo app exchanged the code (PKCE S256) and called UserInfo.</p>' +
-          `<h2>UserInfo</h2><pre>${escapeHtml(JSON.stringify(userInfo, null, 2))}</pre>` +
-          `<h2>ID token claims</h2><pre>${escapeHtml(JSON.stringify(idTokenClaims, null, 2))}</pre>` +
-          `<h2>Token response</h2><pre>${escapeHtml(JSON.stringify(shown, null, 2))}</pre>` +
+          jsonBlock('userinfo', 'UserInfo', userInfo) +
+          jsonBlock('claims', 'ID token claims', idTokenClaims) +
+          jsonBlock('tokens', 'Token response', shown) +
           '<p><a href="/account">Your account</a> · <a href="/demo">Run the demo again</a></p>';
       }
     }
@@ -155,4 +155,14 @@ export function demoClient(issuer: string, clientId: string): LocalExtra {
     response.writeHead(result.statusCode, result.headers as Record<string, string>).end(result.body);
     return true;
   };
+}
+
+/**
+ * JSON in a `<pre>` that may scroll sideways: focusable, so a keyboard can scroll it, and named
+ * (a region labelled by its heading) so a screen reader says what it is.
+ */
+function jsonBlock(id: string, title: string, value: unknown): string {
+  const json = escapeHtml(JSON.stringify(value, null, 2));
+  const heading = `<h2 id="${id}">${escapeHtml(title)}</h2>`;
+  return `${heading}<pre tabindex="0" role="region" aria-labelledby="${id}">${json}</pre>`;
 }

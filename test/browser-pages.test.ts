@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { escapeHtml } from '../lambdas/pages';
-import { demoClient, ensureDemo, type DemoSetup } from '../local/demo';
-import type { LocalExtra } from '../local/http-server';
-import { startLocal, type LocalService } from '../local/runner';
+import type { DemoSetup } from '../local/demo';
+import type { LocalService } from '../local/runner';
 import { pkcePair } from './support/browser';
+import { startDemoService } from './support/demo-service';
 import {
   button,
   clickAndWait,
@@ -45,21 +45,9 @@ let counter = 0;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'svcnum-chromium-'));
-  let demoRoutes: LocalExtra | undefined;
-  [service, chromium, elsewhere] = await Promise.all([
-    startLocal({
-      dataDir,
-      port: 0,
-      dynamoPort: 0,
-      grpcPort: 0,
-      extra: () => (request, url, response) =>
-        demoRoutes ? demoRoutes(request, url, response) : Promise.resolve(false),
-    }),
-    launchChromium(),
-    startOtherSite(),
-  ]);
-  demo = await ensureDemo(service.core, dataDir, service.issuer);
-  demoRoutes = demoClient(service.issuer, demo.clientId);
+  let started: { service: LocalService; demo: DemoSetup };
+  [started, chromium, elsewhere] = await Promise.all([startDemoService(dataDir), launchChromium(), startOtherSite()]);
+  ({ service, demo } = started);
 });
 afterAll(async () => {
   await chromium?.close();

@@ -161,6 +161,11 @@ export interface Session {
   authTime: number;
   csrfToken: string;
   expiresAt: number;
+  /**
+   * What the person typed to sign in, so consent can say "signed in as" in their own terms; absent
+   * on sessions from before it was kept (then the number is shown).
+   */
+  signedInWith?: 'email' | 'number';
 }
 
 /** Public lifecycle states (spec 3.1); `expired` applies to masks only. */

@@ -81,6 +81,7 @@ async function startSession(
   user: User,
   parked: ParkedRequest,
   now: number,
+  identifier: string,
 ): Promise<SignInResult> {
   const { store, random } = ctx;
   // A new session id on every sign-in: no session fixation.
@@ -91,6 +92,7 @@ async function startSession(
     authTime: now,
     csrfToken: randomSecret(random),
     expiresAt: now + limits.sessionTtl,
+    signedInWith: identifier.includes('@') ? 'email' : 'number',
   };
   await store.putSession(session);
   if (!parked) return { outcome: { type: 'account' }, sessionToken };
@@ -150,7 +152,7 @@ export async function signIn(ctx: AuthorizationContext, input: SignInInput): Pro
     if (!usable || !matches) return refused('invalid_argument', SIGN_IN_FAILED);
     await guard.clear(key);
     guard.giveBackAddress(input.clientAddress);
-    const started = await startSession(ctx, usable, parked, now);
+    const started = await startSession(ctx, usable, parked, now, input.identifier);
     const deviceFields = [usable.svcnumId, randomSecret(ctx.random, 16)];
     const deviceToken = await sealToken(ctx.macKey, DEVICE_TOKEN, deviceFields, now + limits.deviceCookieTtl);
     return { ...started, deviceToken };
