@@ -42,6 +42,7 @@ import {
 import { formParams, header, json, withTransportSecurity, type HttpEvent, type HttpResult } from '../lambdas/http';
 import { buildLambdaBundle } from '../lib/build-lambda';
 import { fmt, machine, numberFromEnv, table, writeJson } from './report';
+import { benchLog, runAsScript } from './cleanup';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/edge-overhead.json', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -278,9 +279,6 @@ export const edgeOverheadSettingsFromEnv = () => ({
   rounds: numberFromEnv('BENCH_EDGE_ROUNDS', 9, { integer: true }),
 });
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const { report } = await edgeOverheadBenchmark(edgeOverheadSettingsFromEnv(), (message) =>
-    process.stderr.write(`[bench] ${message}\n`),
-  );
-  process.stdout.write(report);
-}
+await runAsScript(import.meta.url, async () => {
+  process.stdout.write((await edgeOverheadBenchmark(edgeOverheadSettingsFromEnv(), benchLog)).report);
+});

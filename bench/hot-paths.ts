@@ -25,7 +25,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
-import { cleanupOnSignals, runCleanup } from './cleanup';
+import { benchLog, runAsScript } from './cleanup';
 import { formBody, FORM_HEADERS, type HttpClientKind } from './http-client';
 import { FIXED_REQUEST_CLIENT, runLoadAlternating, type FixedRequest, type LoadResult } from './load';
 import { errorLines, fmt, machine, numberFromEnv, table, writeJson } from './report';
@@ -413,17 +413,6 @@ export function hotPathSettingsFromEnv(): HotPathSettings {
   };
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  cleanupOnSignals();
-  try {
-    const { report } = await hotPathBenchmarks(hotPathSettingsFromEnv(), (message) =>
-      process.stderr.write(`[bench] ${message}\n`),
-    );
-    process.stdout.write(report);
-  } catch (error) {
-    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  } finally {
-    await runCleanup();
-  }
-}
+await runAsScript(import.meta.url, async () => {
+  process.stdout.write((await hotPathBenchmarks(hotPathSettingsFromEnv(), benchLog)).report);
+});

@@ -1,11 +1,5 @@
 import { credentials } from '@grpc/grpc-js';
-import {
-  AgentServiceClient,
-  CreateAgentRequest,
-  IssueAgentTokenRequest,
-  type CreateAgentResponse,
-} from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import type { AccessToken } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
+import { AgentServiceClient } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import {
   NumberServiceClient,
   ProvisionNumberRequest,
@@ -14,7 +8,7 @@ import {
 import type { TestRedis } from '../test/support/redis';
 import { createHttpClient } from './http-client';
 import { runLoad, type LoadResult } from './load';
-import { CHANNEL_OPTIONS, provisioningToken, setupCall } from './provisioning';
+import { CHANNEL_OPTIONS, messageParties, provisioningToken, setupCall } from './provisioning';
 import type { BenchServerInfo } from './server-process';
 
 // A hung engine (issue 24, item 5): the runner publishes every wake-up to a redis-server, which is
@@ -59,26 +53,9 @@ export async function hungEngineBenchmarks(
   const http = createHttpClient('http', server.issuer, Math.max(options.concurrency, 16));
   try {
     const token = await provisioningToken(server);
-    const inbox = await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
-      'ProvisionNumber',
-      numbers.provisionNumber.bind(numbers),
-      ProvisionNumberRequest.fromPartial({ displayName: 'Hung-engine inbox' }),
-      token,
-    );
-    const created = await setupCall<CreateAgentRequest, CreateAgentResponse>(
-      'CreateAgent',
-      agents.createAgent.bind(agents),
-      CreateAgentRequest.fromPartial({ displayName: 'Hung-engine sender' }),
-      token,
-    );
-    const sender = (
-      await setupCall<IssueAgentTokenRequest, AccessToken>(
-        'IssueAgentToken',
-        agents.issueAgentToken.bind(agents),
-        IssueAgentTokenRequest.fromPartial({ svcnumId: created.agent!.svcnumId }),
-        token,
-      )
-    ).accessToken;
+    const parties = await messageParties(numbers, agents, token, 'Hung-engine');
+    const inbox = parties.inbox;
+    const sender = await parties.senderToken();
     const headers = { Authorization: `Bearer ${sender}`, 'Content-Type': 'application/json' };
     let sent = 0;
     const send = async () =>

@@ -19,6 +19,7 @@ import { routeManifest, wakeupRelayManifest, type RouteGroup } from '../lambdas/
 import { buildLambdaBundle } from '../lib/build-lambda';
 import { lambdaBundle } from '../lib/bundling';
 import { fmt, machine, numberFromEnv, table, writeJson } from './report';
+import { benchLog, runAsScript } from './cleanup';
 
 const RESULT_FILE = fileURLToPath(new URL('./results/lambda-bundles.json', import.meta.url));
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -166,6 +167,6 @@ export async function lambdaBundleBenchmarks(
   return results;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  await lambdaBundleBenchmarks({ log: (message) => process.stderr.write(`[bench] ${message}\n`) });
-}
+await runAsScript(import.meta.url, async () => {
+  await lambdaBundleBenchmarks({ log: benchLog });
+});

@@ -189,6 +189,34 @@ export async function provisioningToken(server: BenchServerInfo): Promise<string
   }
 }
 
+/** The two ends of the message benches: a programmable number (the inbox) and an agent that sends to it. */
+export async function messageParties(
+  numbers: NumberServiceClient,
+  agents: AgentServiceClient,
+  token: string,
+  label: string,
+): Promise<{ inbox: ProgrammableNumber; agentSvcnum: string; senderToken: () => Promise<string> }> {
+  const inbox = await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
+    'ProvisionNumber',
+    numbers.provisionNumber.bind(numbers),
+    ProvisionNumberRequest.fromPartial({ displayName: `${label} inbox` }),
+    token,
+  );
+  const created = await setupCall<CreateAgentRequest, CreateAgentResponse>(
+    'CreateAgent',
+    agents.createAgent.bind(agents),
+    CreateAgentRequest.fromPartial({ displayName: `${label} sender` }),
+    token,
+  );
+  const agent = created.agent!;
+  const issue = agents.issueAgentToken.bind(agents);
+  const request = IssueAgentTokenRequest.fromPartial({ svcnumId: agent.svcnumId });
+  /** A fresh IssueAgentToken token (scope includes `messaging`) each call, so none expires mid-run. */
+  const senderToken = async () =>
+    (await setupCall<IssueAgentTokenRequest, AccessToken>('IssueAgentToken', issue, request, token)).accessToken;
+  return { inbox, agentSvcnum: agent.svcnum, senderToken };
+}
+
 export async function provisioningBenchmarks(
   server: BenchServerInfo,
   options: ProvisioningOptions,

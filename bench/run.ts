@@ -45,7 +45,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { cleanupOnSignals, onCleanup, runCleanup } from './cleanup';
+import { benchLog, onCleanup, runAsScript } from './cleanup';
 import { cryptoBenchmarks } from './crypto';
 import { lambdaBundleBenchmarks } from './lambda-bundles';
 import { scaledEngineIntervals } from './messages/idle-reads';
@@ -76,7 +76,7 @@ const RESULT_FILE = fileURLToPath(new URL('./results/signin.json', import.meta.u
 const PROVISIONING_RESULT_FILE = fileURLToPath(new URL('./results/provisioning.json', import.meta.url));
 const HUNG_ENGINE_RESULT_FILE = fileURLToPath(new URL('./results/hung-engine.json', import.meta.url));
 const round2 = (value: number) => Math.round(value * 100) / 100;
-const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+const log = benchLog;
 
 /** Every BENCH_… setting (see the top), checked before anything runs. */
 function readSettings() {
@@ -439,12 +439,4 @@ async function hungEngineFlow(settings: Settings, context: RunContext): Promise<
   return hungEngineLines(result);
 }
 
-cleanupOnSignals();
-try {
-  await main();
-} catch (error) {
-  process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exitCode = 1;
-} finally {
-  await runCleanup();
-}
+await runAsScript(import.meta.url, main);

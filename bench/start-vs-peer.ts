@@ -20,7 +20,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { cleanupOnSignals, onCleanup, runCleanup } from './cleanup';
+import { benchLog, onCleanup, runAsScript } from './cleanup';
 import { checkedTokenRequest } from './hot-paths';
 import { FIXED_REQUEST_CLIENT, runLoadAlternating, type LoadOptions, type LoadResult } from './load';
 import { errorLines, fmt, machine, numberFromEnv, table, writeJson } from './report';
@@ -308,17 +308,6 @@ export const startVsPeerSettingsFromEnv = (): StartVsPeerSettings => ({
   sliceSeconds: numberFromEnv('BENCH_START_SLICE_SECONDS', 1),
 });
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  cleanupOnSignals();
-  try {
-    const { report } = await startVsPeerBenchmark(startVsPeerSettingsFromEnv(), (message) =>
-      process.stderr.write(`[bench] ${message}\n`),
-    );
-    process.stdout.write(report);
-  } catch (error) {
-    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  } finally {
-    await runCleanup();
-  }
-}
+await runAsScript(import.meta.url, async () => {
+  process.stdout.write((await startVsPeerBenchmark(startVsPeerSettingsFromEnv(), benchLog)).report);
+});

@@ -37,21 +37,11 @@
 // Every stream is the owner's, resumed from the cursor of the last message already received, so
 // no run replays another's messages. A message's text names its run and index.
 import { credentials } from '@grpc/grpc-js';
-import {
-  AgentServiceClient,
-  CreateAgentRequest,
-  IssueAgentTokenRequest,
-  type CreateAgentResponse,
-} from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
-import type { AccessToken } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/common';
-import {
-  NumberServiceClient,
-  ProvisionNumberRequest,
-  type ProgrammableNumber,
-} from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { AgentServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import { NumberServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { MAX_STREAMS_PER_CONNECTION } from '../../grpc-service/server';
 import { createHttpClient } from '../http-client';
-import { CHANNEL_OPTIONS, grpcVersion, provisioningToken, setupCall } from '../provisioning';
+import { CHANNEL_OPTIONS, grpcVersion, messageParties, provisioningToken } from '../provisioning';
 import { startBenchGrpcServer, type BenchGrpcServer, type BenchServer } from '../server-process';
 import { idleReads } from './idle-reads';
 import { manyStreams } from './many-streams';
@@ -74,28 +64,12 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
         'token',
     );
     const token = await provisioningToken(server);
-    const number = await setupCall<ProvisionNumberRequest, ProgrammableNumber>(
-      'ProvisionNumber',
-      numbers.provisionNumber.bind(numbers),
-      ProvisionNumberRequest.fromPartial({ displayName: 'Bench inbox' }),
-      token,
-    );
-    const created = await setupCall<CreateAgentRequest, CreateAgentResponse>(
-      'CreateAgent',
-      agents.createAgent.bind(agents),
-      CreateAgentRequest.fromPartial({ displayName: 'Bench sender' }),
-      token,
-    );
-    const agent = created.agent!;
-    const issue = agents.issueAgentToken.bind(agents);
-    const agentRequest = IssueAgentTokenRequest.fromPartial({ svcnumId: agent.svcnumId });
+    const { inbox, agentSvcnum, senderToken } = await messageParties(numbers, agents, token, 'Bench');
     const context: FlowContext = {
       runner,
       token,
-      senderToken: async () =>
-        (await setupCall<IssueAgentTokenRequest, AccessToken>('IssueAgentToken', issue, agentRequest, token))
-          .accessToken,
-      sender: createSender(http, number.svcnum, options.intervalMs, options.signal),
+      senderToken,
+      sender: createSender(http, inbox.svcnum, options.intervalMs, options.signal),
       runs: new Runs(),
       options,
       cursor: '',
@@ -116,8 +90,8 @@ export async function messageBenchmarks(runner: BenchServer, options: MessagesOp
       ' (own subchannel pools: one HTTP/2 connection each)';
     return {
       setup: {
-        numberSvcnum: number.svcnum,
-        agentSvcnum: agent.svcnum,
+        numberSvcnum: inbox.svcnum,
+        agentSvcnum,
         p2Pid: cross.pid,
         p2bPid: polled.pid,
         p3Pids,
