@@ -24,8 +24,11 @@ export interface AccessTokenInput {
   grantId?: string;
   /** RFC 8693 actor, for delegated tokens. */
   act?: Record<string, unknown>;
-  /** A shorter lifetime in seconds (an exchanged token never outlives its actor token). */
-  maxLifetime?: number;
+  /**
+   * The latest expiry allowed, in epoch seconds (an exchanged token never outlives its actor token).
+   * Absolute, not a lifetime: the issuer reads the clock later than its caller did.
+   */
+  expiresBy?: number;
 }
 
 /** Issues RFC 9068 access tokens: the token and its lifetime in seconds. */

@@ -36,7 +36,7 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
     /** RFC 9068 JWT access token. Returns the token and its lifetime in seconds. */
     async accessToken(input: AccessTokenInput): Promise<{ token: string; expiresIn: number }> {
       const iat = epochSeconds(clock.now());
-      const expiresIn = Math.min(limits.accessTokenTtl / 1000, input.maxLifetime ?? Infinity);
+      const expiresIn = Math.min(limits.accessTokenTtl / 1000, (input.expiresBy ?? Infinity) - iat);
       const token = await signJwt(keys, 'at+jwt', {
         iss: config.issuer,
         sub: input.subject,

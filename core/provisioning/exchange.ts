@@ -225,8 +225,7 @@ async function runExchange(ctx: ExchangeContext, caller: Caller, input: Exchange
     throw invalidRequest('an independent agent gets its token from IssueAgentToken, not by exchange');
   }
   const { scopes, act, clientId } = delegation;
-  const remaining = actor?.exp ? actor.exp - Math.floor(clock.now() / 1000) : Infinity;
-  if (remaining <= 0) throw invalidRequest('actor_token is expired');
+  if (actor?.exp && actor.exp <= Math.floor(clock.now() / 1000)) throw invalidRequest('actor_token is expired');
   // Disabled means disabled: no token is issued that its first use would refuse (the actor's
   // client, the acting agent, the subject and their owner enabled; at most 30 s late, as there).
   const refused = await standing.tokenRefusal({ client_id: clientId, sub: subject.svcnumId, act });
@@ -240,8 +239,10 @@ async function runExchange(ctx: ExchangeContext, caller: Caller, input: Exchange
     clientId,
     scopes,
     act,
-    maxLifetime: remaining,
+    expiresBy: actor?.exp,
   });
+  // The actor token may have expired while the checks above ran.
+  if (expiresIn <= 0) throw invalidRequest('actor_token is expired');
   return {
     accessToken: token,
     issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN,
