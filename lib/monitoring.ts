@@ -24,7 +24,7 @@ import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { FilterPattern, MetricFilter, type ILogGroup } from 'aws-cdk-lib/aws-logs';
-import { SubscriptionProtocol, Topic } from 'aws-cdk-lib/aws-sns';
+import { type ITopic, SubscriptionProtocol, Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct, type IConstruct } from 'constructs';
 import type { TableKey } from '../core/tables';
@@ -136,18 +136,103 @@ class NotifyOperators implements IAspect {
 const FIVE_MINUTES = Duration.minutes(5);
 const ONE_MINUTE = Duration.minutes(1);
 
+interface AlarmOptions {
+  periods?: number;
+  datapoints?: number;
+  below?: boolean;
+  missing?: TreatMissingData;
+}
+
+/** One expression over a metric per series (the busiest node, a sum over processes): ids `${id}0`, `${id}1`, …. */
+function overSeries<T>(
+  id: string,
+  series: readonly T[],
+  metricOf: (item: T) => Metric,
+  combine: (ids: string[]) => string,
+  label: string,
+): MathExpression {
+  const ids = series.map((_, index) => `${id}${index}`);
+  return new MathExpression({
+    expression: combine(ids),
+    usingMetrics: Object.fromEntries(series.map((item, index) => [ids[index], metricOf(item)])),
+    label,
+    period: FIVE_MINUTES,
+  });
+}
+
+/** What the dashboard graphs that the alarms defined first. */
+interface Watched {
+  api5xxPercent: MathExpression;
+  tokenLatency: Metric;
+  tableThrottles: IMetric[];
+  kmsThrottles: MathExpression;
+  wakeups: {
+    engineCpu: MathExpression;
+    engineMemory: MathExpression;
+    engineConnections: MathExpression;
+    iteratorAge: Metric;
+    publishFailures: MathExpression;
+    derivedFailures: MathExpression;
+  };
+  targets: { healthy: Metric; unhealthy: Metric };
+}
+
 export class Monitoring extends Construct {
   readonly topic: Topic;
   /** What every alarm of the stack notifies (notifyOperators): the topic, then the settings' existing topics. */
   readonly actions: readonly IAlarmAction[];
   readonly alarms: Alarm[] = [];
   readonly dashboard: Dashboard;
+  private readonly prefix: string;
 
   constructor(scope: Construct, id: string, props: MonitoringProps) {
     super(scope, id);
-    const { config, api } = props;
-    const prefix = `svcnum-${config.name}`;
+    this.prefix = `svcnum-${props.config.name}`;
+    const existingTopics = props.config.alarms.topicArns.map((arn, index) =>
+      Topic.fromTopicArn(this, `ExtraTopic${index}`, arn),
+    );
+    this.topic = this.alarmTopic(props.config);
+    this.actions = [this.topic, ...existingTopics].map((topic) => new SnsAction(topic));
+    notifyOperators(Stack.of(this), this.actions);
+    this.engineEvents([this.topic, ...existingTopics]);
 
+    const { api5xxPercent, tokenLatency } = this.httpAlarms(props);
+    this.functionAlarms(props);
+    const tableThrottles = this.tableAlarms(props);
+    const kmsThrottles = this.kmsAlarm(props);
+    const wakeups = this.wakeupAlarms(props);
+    this.freeNumbersAlarm(props);
+    const targets = this.grpcAlarms(props);
+    this.dashboard = this.createDashboard(props, {
+      api5xxPercent,
+      tokenLatency,
+      tableThrottles,
+      kmsThrottles,
+      wakeups,
+      targets,
+    });
+  }
+
+  private addAlarm(id: string, description: string, metric: IMetric, threshold: number, options: AlarmOptions = {}) {
+    const created = new Alarm(this, id, {
+      alarmName: `${this.prefix}-${id}`,
+      alarmDescription: description,
+      metric,
+      threshold,
+      evaluationPeriods: options.periods ?? 1,
+      datapointsToAlarm: options.datapoints ?? options.periods ?? 1,
+      comparisonOperator: options.below
+        ? ComparisonOperator.LESS_THAN_THRESHOLD
+        : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData:
+        options.missing ?? (options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING),
+    });
+    this.alarms.push(created);
+    return created;
+  }
+
+  /** The encrypted topic every alarm notifies, with the settings' subscriptions. */
+  private alarmTopic(config: EnvironmentConfig): Topic {
     // SNS encrypts with a key of ours: CloudWatch cannot use the AWS-managed SNS key. CloudWatch
     // may use the key, and publish to the topic, for this account's alarms in this region only.
     const stack = Stack.of(this);
@@ -163,7 +248,7 @@ export class Monitoring extends Construct {
       },
     };
     const topicKey = new Key(this, 'TopicKey', {
-      description: `${prefix}: encrypts the alarm topic`,
+      description: `${this.prefix}: encrypts the alarm topic`,
       enableKeyRotation: true,
       removalPolicy: statefulRemovalPolicy(config.retainData),
     });
@@ -175,75 +260,53 @@ export class Monitoring extends Construct {
         conditions: fromOurAlarms,
       }),
     );
-    this.topic = new Topic(this, 'AlarmTopic', {
-      topicName: `${prefix}-alarms`,
+    const topic = new Topic(this, 'AlarmTopic', {
+      topicName: `${this.prefix}-alarms`,
       masterKey: topicKey,
       enforceSSL: true,
     });
     // The topic's policy replaces SNS's default one (which lets the account's principals publish):
     // without this statement no alarm could publish.
-    this.topic.addToResourcePolicy(
+    topic.addToResourcePolicy(
       new PolicyStatement({
         principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
         actions: ['sns:Publish'],
-        resources: [this.topic.topicArn],
+        resources: [topic.topicArn],
         conditions: fromOurAlarms,
       }),
     );
     // SNS decrypts before it delivers: mail and HTTPS subscribers need no key access. Each
     // subscription waits for its confirmation (docs/deploying.md, "Alarms reach people").
-    for (const email of config.alarms.emails) this.topic.addSubscription(new EmailSubscription(email));
+    for (const email of config.alarms.emails) topic.addSubscription(new EmailSubscription(email));
     for (const url of config.alarms.httpsEndpoints)
-      this.topic.addSubscription(new UrlSubscription(url, { protocol: SubscriptionProtocol.HTTPS }));
-    const existingTopics = config.alarms.topicArns.map((arn, index) =>
-      Topic.fromTopicArn(this, `ExtraTopic${index}`, arn),
-    );
-    this.actions = [this.topic, ...existingTopics].map((topic) => new SnsAction(topic));
-    notifyOperators(Stack.of(this), this.actions);
+      topic.addSubscription(new UrlSubscription(url, { protocol: SubscriptionProtocol.HTTPS }));
+    return topic;
+  }
 
-    // ElastiCache cannot publish its notifications to an encrypted topic (its notification topic
-    // would show "inactive"); its events reach EventBridge, which can. Every target gets them.
+  /**
+   * ElastiCache cannot publish its notifications to an encrypted topic (its notification topic
+   * would show "inactive"); its events reach EventBridge, which can. Every target gets them.
+   */
+  private engineEvents(topics: readonly ITopic[]): void {
     new Rule(this, 'WakeupEngineEvents', {
-      ruleName: `${prefix}-wakeup-engine-events`,
-      description: `${prefix}: ElastiCache events (failover, node replacement, limits) to the alarm topic`,
+      ruleName: `${this.prefix}-wakeup-engine-events`,
+      description: `${this.prefix}: ElastiCache events (failover, node replacement, limits) to the alarm topic`,
       eventPattern: { source: ['aws.elasticache'], detailType: [...ENGINE_EVENT_TYPES] },
       // EventBridge publishes with a role of this rule (its policy: publish to these topics, use the
       // topic's key), so neither the topic nor its key has to trust EventBridge of any account.
-      targets: [this.topic, ...existingTopics].map((topic) => new SnsTopic(topic, { authorizeUsingRole: true })),
+      targets: topics.map((topic) => new SnsTopic(topic, { authorizeUsingRole: true })),
     });
+  }
 
-    const alarm = (
-      id: string,
-      description: string,
-      metric: IMetric,
-      threshold: number,
-      options: { periods?: number; datapoints?: number; below?: boolean; missing?: TreatMissingData } = {},
-    ) => {
-      const created = new Alarm(this, id, {
-        alarmName: `${prefix}-${id}`,
-        alarmDescription: description,
-        metric,
-        threshold,
-        evaluationPeriods: options.periods ?? 1,
-        datapointsToAlarm: options.datapoints ?? options.periods ?? 1,
-        comparisonOperator: options.below
-          ? ComparisonOperator.LESS_THAN_THRESHOLD
-          : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData:
-          options.missing ?? (options.below ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING),
-      });
-      this.alarms.push(created);
-      return created;
-    };
-
-    // HTTP: the share of 5xx answers, and the token endpoint's p99 latency.
+  /** HTTP: the share of 5xx answers, and the token endpoint's p99 latency. */
+  private httpAlarms({ config, api }: MonitoringProps) {
     const api5xxPercent = new MathExpression({
       expression: '100 * errors',
       usingMetrics: { errors: api.metricServerError({ statistic: 'Average', period: FIVE_MINUTES }) },
       label: '5xx, % of requests',
       period: FIVE_MINUTES,
     });
-    alarm(
+    this.addAlarm(
       'Api5xxRate',
       `More than ${config.alarms.api5xxPercent}% of API requests answered 5xx`,
       api5xxPercent,
@@ -263,35 +326,41 @@ export class Monitoring extends Construct {
       period: FIVE_MINUTES,
       label: 'POST /oauth/token p99 (ms)',
     });
-    alarm(
+    this.addAlarm(
       'TokenLatencyP99',
       `p99 latency of POST /oauth/token above ${config.alarms.tokenP99Ms} ms`,
       tokenLatency,
       config.alarms.tokenP99Ms,
       { periods: 3, datapoints: 2 },
     );
+    return { api5xxPercent, tokenLatency };
+  }
 
-    // Lambda: errors and throttles of every function.
-    for (const [group, fn] of Object.entries(props.functions)) {
+  /** Lambda: errors and throttles of every function. */
+  private functionAlarms({ config, functions }: MonitoringProps): void {
+    for (const [group, fn] of Object.entries(functions)) {
       const name = group[0]!.toUpperCase() + group.slice(1);
-      alarm(
+      this.addAlarm(
         `${name}Errors`,
         `The ${group} function failed ${config.alarms.lambdaErrors}+ times in 5 minutes`,
         fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }),
         config.alarms.lambdaErrors,
       );
-      alarm(
+      this.addAlarm(
         `${name}Throttles`,
         `The ${group} function was throttled`,
         fn.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' }),
         1,
       );
     }
+  }
 
-    // DynamoDB: throttled reads or writes on any table (on-demand tables throttle on hot
-    // partitions or account limits).
-    const throttleMetrics: IMetric[] = [];
-    for (const [key, table] of Object.entries(props.tables)) {
+  /**
+   * DynamoDB: throttled reads or writes on any table (on-demand tables throttle on hot partitions or
+   * account limits).
+   */
+  private tableAlarms({ tables }: MonitoringProps): IMetric[] {
+    return Object.entries(tables).map(([key, table]) => {
       const name = key[0]!.toUpperCase() + key.slice(1);
       const throttles = new MathExpression({
         // Ids unique per table: the dashboard graphs every table's expression together.
@@ -303,86 +372,63 @@ export class Monitoring extends Construct {
         label: key,
         period: FIVE_MINUTES,
       });
-      throttleMetrics.push(throttles);
-      alarm(`${name}TableThrottles`, `DynamoDB throttled requests on ${table.tableName}`, throttles, 1);
-    }
-
-    // KMS: throttled calls of every process (EMF KmsThrottles by service, core/adapters/kms-client.ts).
-    // Each is retried with backoff, but throttles mean signing nears the account's KMS request quota
-    // (docs/deploying.md, "KMS request quotas"); requests still throttled after the retries answer 503.
-    const kmsThrottles = new MathExpression({
-      // At most 10 metrics per alarm: 7 route groups and the task today.
-      expression: props.kmsServices.map((_, index) => `FILL(kms${index}, 0)`).join(' + '),
-      usingMetrics: Object.fromEntries(
-        props.kmsServices.map((service, index) => [
-          `kms${index}`,
-          new Metric({
-            namespace: props.metricsNamespace,
-            metricName: 'KmsThrottles',
-            dimensionsMap: { service },
-            statistic: 'Sum',
-            period: FIVE_MINUTES,
-          }),
-        ]),
-      ),
-      label: 'KMS throttles',
-      period: FIVE_MINUTES,
+      this.addAlarm(`${name}TableThrottles`, `DynamoDB throttled requests on ${table.tableName}`, throttles, 1);
+      return throttles;
     });
-    alarm(
+  }
+
+  /**
+   * KMS: throttled calls of every process (EMF KmsThrottles by service, core/adapters/kms-client.ts).
+   * Each is retried with backoff, but throttles mean signing nears the account's KMS request quota
+   * (docs/deploying.md, "KMS request quotas"); requests still throttled after the retries answer 503.
+   */
+  private kmsAlarm(props: MonitoringProps): MathExpression {
+    // At most 10 metrics per alarm: 7 route groups and the task today.
+    const kmsThrottles = this.emfSum(
+      props,
+      'kms',
+      'KmsThrottles',
+      'KMS throttles',
+      props.kmsServices.map((service) => ({ service })),
+    );
+    this.addAlarm(
       'KmsThrottles',
       "KMS throttled calls (signing near the account's KMS request quota; see docs/deploying.md)",
       kmsThrottles,
       1,
     );
+    return kmsThrottles;
+  }
 
-    // Wake-ups: the engine's nodes (the busiest one counts), the relay, and what writers could not
-    // publish or send. None of these loses a message (DynamoDB has it); they slow delivery to the
-    // safety-net poll, or (derived messages) an auto-reply or forward was not stored.
-    const { engine, relay } = props.wakeups;
-    const nodes = Array.from(
-      { length: 1 + config.wakeups.replicas },
-      (_, index) => `${engine.replicationGroupId}-${String(index + 1).padStart(3, '0')}`,
-    );
-    // Ids unique per metric: the dashboard graphs several of these expressions together.
-    const busiestNode = (id: string, metricName: string, label: string, statistic = 'Average') =>
-      new MathExpression({
-        expression: nodes.length === 1 ? `${id}0` : `MAX([${nodes.map((_, index) => `${id}${index}`).join(', ')}])`,
-        usingMetrics: Object.fromEntries(
-          nodes.map((node, index) => [
-            `${id}${index}`,
-            new Metric({
-              namespace: 'AWS/ElastiCache',
-              metricName,
-              dimensionsMap: { CacheClusterId: node },
-              statistic,
-              period: FIVE_MINUTES,
-            }),
-          ]),
-        ),
-        label,
+  /** The sum of one EMF metric of the processes over `series` (their dimensions); none missing counts as 0. */
+  private emfSum(
+    props: MonitoringProps,
+    id: string,
+    metricName: string,
+    label: string,
+    series: ReadonlyArray<Record<string, string>>,
+  ): MathExpression {
+    const metricOf = (dimensionsMap: Record<string, string>) =>
+      new Metric({
+        namespace: props.metricsNamespace,
+        metricName,
+        dimensionsMap,
+        statistic: 'Sum',
         period: FIVE_MINUTES,
       });
-    const engineCpu = busiestNode('cpu', 'EngineCPUUtilization', 'engine CPU %');
-    const engineMemory = busiestNode('memory', 'DatabaseMemoryUsagePercentage', 'engine memory %', 'Maximum');
-    const engineConnections = busiestNode('connections', 'CurrConnections', 'engine connections', 'Maximum');
-    alarm('WakeupEngineCpu', "The wake-up engine's busiest node uses 80%+ of its engine thread", engineCpu, 80, {
-      periods: 3,
-      datapoints: 2,
-    });
-    alarm(
-      'WakeupEngineMemory',
-      'The wake-up engine uses 80%+ of its memory (it stores nothing: output buffers of slow subscribers?)',
-      engineMemory,
-      80,
-      { periods: 2 },
-    );
-    alarm(
-      'WakeupEngineConnections',
-      `The wake-up engine nears its connection limit (${ENGINE_MAX_CONNECTIONS} per node)`,
-      engineConnections,
-      ENGINE_MAX_CONNECTIONS * 0.8,
-    );
-    alarm(
+    return overSeries(id, series, metricOf, (ids) => ids.map((one) => `FILL(${one}, 0)`).join(' + '), label);
+  }
+
+  /**
+   * Wake-ups: the engine's nodes (the busiest one counts), the relay, and what writers could not
+   * publish or send. None of these loses a message (DynamoDB has it); they slow delivery to the
+   * safety-net poll, or (derived messages) an auto-reply or forward was not stored.
+   */
+  private wakeupAlarms(props: MonitoringProps): Watched['wakeups'] {
+    const { config } = props;
+    const { relay } = props.wakeups;
+    const { engineCpu, engineMemory, engineConnections } = this.engineAlarms(props);
+    this.addAlarm(
       'WakeupRelayErrors',
       `The wake-up relay failed ${config.alarms.lambdaErrors}+ times in 5 minutes (its batches are retried twice, ` +
         `then dropped)`,
@@ -394,7 +440,7 @@ export class Monitoring extends Construct {
       statistic: 'Maximum',
       label: 'relay iterator age (ms)',
     });
-    alarm(
+    this.addAlarm(
       'WakeupRelayIteratorAge',
       'The wake-up relay lags the messages stream by 30 s+ (wake-ups of HTTP-sent messages arrive after the ' +
         'safety-net poll)',
@@ -402,25 +448,64 @@ export class Monitoring extends Construct {
       30_000,
       { periods: 3, datapoints: 2 },
     );
-    const emfSum = (id: string, metricName: string, label: string, series: ReadonlyArray<Record<string, string>>) =>
-      new MathExpression({
-        expression: series.map((_, index) => `FILL(${id}${index}, 0)`).join(' + '),
-        usingMetrics: Object.fromEntries(
-          series.map((dimensionsMap, index) => [
-            `${id}${index}`,
-            new Metric({
-              namespace: props.metricsNamespace,
-              metricName,
-              dimensionsMap,
-              statistic: 'Sum',
-              period: FIVE_MINUTES,
-            }),
-          ]),
-        ),
+    this.taskMetricFilters(props);
+    const { publishFailures, derivedFailures } = this.writerAlarms(props);
+    return { engineCpu, engineMemory, engineConnections, iteratorAge, publishFailures, derivedFailures };
+  }
+
+  /** The engine's busiest node: CPU, memory and connections. */
+  private engineAlarms({ config, wakeups: { engine } }: MonitoringProps) {
+    const nodes = Array.from(
+      { length: 1 + config.wakeups.replicas },
+      (_, index) => `${engine.replicationGroupId}-${String(index + 1).padStart(3, '0')}`,
+    );
+    // Ids unique per metric: the dashboard graphs several of these expressions together.
+    const busiestNode = (id: string, metricName: string, label: string, statistic = 'Average') =>
+      overSeries(
+        id,
+        nodes,
+        (node) =>
+          new Metric({
+            namespace: 'AWS/ElastiCache',
+            metricName,
+            dimensionsMap: { CacheClusterId: node },
+            statistic,
+            period: FIVE_MINUTES,
+          }),
+        (ids) => (ids.length === 1 ? ids[0]! : `MAX([${ids.join(', ')}])`),
         label,
-        period: FIVE_MINUTES,
-      });
-    // The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's.
+      );
+    const engineCpu = busiestNode('cpu', 'EngineCPUUtilization', 'engine CPU %');
+    const engineMemory = busiestNode('memory', 'DatabaseMemoryUsagePercentage', 'engine memory %', 'Maximum');
+    const engineConnections = busiestNode('connections', 'CurrConnections', 'engine connections', 'Maximum');
+    this.addAlarm(
+      'WakeupEngineCpu',
+      "The wake-up engine's busiest node uses 80%+ of its engine thread",
+      engineCpu,
+      80,
+      {
+        periods: 3,
+        datapoints: 2,
+      },
+    );
+    this.addAlarm(
+      'WakeupEngineMemory',
+      'The wake-up engine uses 80%+ of its memory (it stores nothing: output buffers of slow subscribers?)',
+      engineMemory,
+      80,
+      { periods: 2 },
+    );
+    this.addAlarm(
+      'WakeupEngineConnections',
+      `The wake-up engine nears its connection limit (${ENGINE_MAX_CONNECTIONS} per node)`,
+      engineConnections,
+      ENGINE_MAX_CONNECTIONS * 0.8,
+    );
+    return { engineCpu, engineMemory, engineConnections };
+  }
+
+  /** The task's EMF lines, as the same metrics (name, namespace, dimensions) as a Lambda's. */
+  private taskMetricFilters(props: MonitoringProps): void {
     for (const [metricName, { dimensions, gauge }] of Object.entries(TASK_EMF_METRICS)) {
       new MetricFilter(this, `Task${metricName}`, {
         logGroup: props.taskLogs,
@@ -431,20 +516,26 @@ export class Monitoring extends Construct {
         dimensions: Object.fromEntries(['service', ...dimensions].map((dimension) => [dimension, `$.${dimension}`])),
       });
     }
-    const publishFailures = emfSum(
+  }
+
+  /** What writers could not publish (wake-ups) or store (derived messages). */
+  private writerAlarms(props: MonitoringProps) {
+    const publishFailures = this.emfSum(
+      props,
       'published',
       'WakeupPublishFailures',
       'wake-ups not published',
       props.wakeups.publishers.map((service) => ({ service })),
     );
-    alarm(
+    this.addAlarm(
       'WakeupPublishFailures',
       'Wake-ups could not be published (engine out or failing over): streams deliver at their safety-net poll',
       publishFailures,
       1,
       { periods: 3, datapoints: 2 },
     );
-    const derivedFailures = emfSum(
+    const derivedFailures = this.emfSum(
+      props,
       'derived',
       'DerivedMessageFailures',
       'derived messages failed',
@@ -452,18 +543,23 @@ export class Monitoring extends Construct {
         DERIVED_MESSAGE_KINDS.map((kind) => ({ service, kind })),
       ),
     );
-    alarm(
+    this.addAlarm(
       'DerivedMessageFailures',
       'An auto-reply or forward could not be stored (the original message was; see the log line "derived message ' +
         'failed")',
       derivedFailures,
       1,
     );
+    return { publishFailures, derivedFailures };
+  }
 
-    // The free pool, as the task's pool queries see it (each allocation that needs a query reports
-    // it): below the setting, every owner may soon be refused numbers. No reading means no
-    // allocation, so the pool did not shrink: the alarm keeps its state. Its producer: the task's
-    // metric filter (TASK_EMF_METRICS).
+  /**
+   * The free pool, as the task's pool queries see it (each allocation that needs a query reports
+   * it): below the setting, every owner may soon be refused numbers. No reading means no
+   * allocation, so the pool did not shrink: the alarm keeps its state. Its producer: the task's
+   * metric filter (TASK_EMF_METRICS).
+   */
+  private freeNumbersAlarm(props: MonitoringProps): void {
     const freeNumbers = new Metric({
       namespace: props.metricsNamespace,
       metricName: 'FreeNumbers',
@@ -471,138 +567,158 @@ export class Monitoring extends Construct {
       statistic: 'Minimum',
       period: FIVE_MINUTES,
     });
-    alarm(
+    this.addAlarm(
       'FreeNumbersLow',
-      `Fewer than ${config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) before ` +
-        `creates fail with "no number is free"`,
+      `Fewer than ${props.config.numberPool.lowAlarm} numbers are free in the pool: seed more (admin number seed) ` +
+        `before creates fail with "no number is free"`,
       freeNumbers,
-      config.numberPool.lowAlarm,
+      props.config.numberPool.lowAlarm,
       { below: true, missing: TreatMissingData.IGNORE },
     );
+  }
 
-    // gRPC: unhealthy targets, and no healthy target at all.
-    const unhealthy = props.targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });
-    const healthy = props.targetGroup.metrics.healthyHostCount({ statistic: 'Minimum', period: ONE_MINUTE });
-    alarm('GrpcUnhealthyTargets', 'A gRPC task fails the NLB health check', unhealthy, 1, {
+  /** gRPC: unhealthy targets, and no healthy target at all. */
+  private grpcAlarms({ targetGroup }: MonitoringProps): Watched['targets'] {
+    const unhealthy = targetGroup.metrics.unHealthyHostCount({ statistic: 'Maximum', period: ONE_MINUTE });
+    const healthy = targetGroup.metrics.healthyHostCount({ statistic: 'Minimum', period: ONE_MINUTE });
+    this.addAlarm('GrpcUnhealthyTargets', 'A gRPC task fails the NLB health check', unhealthy, 1, {
       periods: 3,
       datapoints: 2,
     });
-    alarm('GrpcNoHealthyTargets', 'No gRPC task is healthy: the provisioning API is down', healthy, 1, {
+    this.addAlarm('GrpcNoHealthyTargets', 'No gRPC task is healthy: the provisioning API is down', healthy, 1, {
       periods: 2,
       below: true,
     });
+    return { healthy, unhealthy };
+  }
 
-    const fns = Object.entries(props.functions);
-    this.dashboard = new Dashboard(this, 'Dashboard', {
-      dashboardName: prefix,
+  private createDashboard(props: MonitoringProps, watched: Watched): Dashboard {
+    return new Dashboard(this, 'Dashboard', {
+      dashboardName: this.prefix,
       defaultInterval: Duration.hours(3),
       widgets: [
         [
           new TextWidget({
-            markdown: `# svcnum ${config.name}\nHTTP (API Gateway → Lambda), gRPC (NLB → Fargate), DynamoDB, alarms.`,
+            markdown:
+              `# svcnum ${props.config.name}\n` +
+              'HTTP (API Gateway → Lambda), gRPC (NLB → Fargate), DynamoDB, alarms.',
             width: 24,
             height: 2,
           }),
         ],
         [new AlarmStatusWidget({ title: 'Alarms', alarms: this.alarms, width: 24, height: 4 })],
-        [
-          new GraphWidget({
-            title: 'API requests',
-            left: [api.metricCount({ period: ONE_MINUTE })],
-            right: [api.metricClientError({ period: ONE_MINUTE }), api.metricServerError({ period: ONE_MINUTE })],
-            width: 8,
-          }),
-          new GraphWidget({ title: 'API 5xx %', left: [api5xxPercent], width: 8 }),
-          new GraphWidget({
-            title: 'Token endpoint latency',
-            left: [tokenLatency, tokenLatency.with({ statistic: 'p50', label: 'p50 (ms)' })],
-            width: 8,
-          }),
-        ],
-        [
-          new GraphWidget({
-            title: 'Lambda invocations',
-            left: fns.map(([group, fn]) => fn.metricInvocations({ period: ONE_MINUTE, label: group })),
-            width: 8,
-          }),
-          new GraphWidget({
-            title: 'Lambda errors / throttles',
-            left: fns.map(([group, fn]) => fn.metricErrors({ period: ONE_MINUTE, label: `${group} errors` })),
-            right: fns.map(([group, fn]) => fn.metricThrottles({ period: ONE_MINUTE, label: `${group} throttles` })),
-            width: 8,
-          }),
-          new GraphWidget({
-            title: 'Lambda duration p99 (ms)',
-            left: fns.map(([group, fn]) => fn.metricDuration({ period: ONE_MINUTE, statistic: 'p99', label: group })),
-            width: 8,
-          }),
-        ],
-        [
-          new GraphWidget({
-            title: 'gRPC targets',
-            left: [healthy.with({ label: 'healthy' }), unhealthy.with({ label: 'unhealthy' })],
-            width: 8,
-          }),
-          new GraphWidget({
-            title: 'NLB flows',
-            left: [
-              props.loadBalancer.metrics.activeFlowCount({ period: ONE_MINUTE }),
-              props.loadBalancer.metrics.newFlowCount({ period: ONE_MINUTE }),
-            ],
-            right: [props.loadBalancer.metrics.tcpTargetResetCount({ period: ONE_MINUTE })],
-            width: 8,
-          }),
-          new GraphWidget({
-            title: 'Fargate CPU / memory %',
-            left: [
-              props.service.metricCpuUtilization({ period: ONE_MINUTE }),
-              props.service.metricMemoryUtilization({ period: ONE_MINUTE }),
-            ],
-            width: 8,
-          }),
-        ],
-        [
-          new GraphWidget({
-            title: 'DynamoDB throttled requests',
-            left: throttleMetrics,
-            right: [kmsThrottles],
-            width: 12,
-          }),
-          new GraphWidget({
-            title: 'DynamoDB consumed capacity (hot tables)',
-            left: (['codes', 'grants', 'users', 'sessions'] as const)
-              .filter((key) => key in props.tables)
-              .map((key) =>
-                props.tables[key].metricConsumedReadCapacityUnits({ period: ONE_MINUTE, label: `${key} read` }),
-              ),
-            right: (['codes', 'grants', 'users', 'sessions'] as const)
-              .filter((key) => key in props.tables)
-              .map((key) =>
-                props.tables[key].metricConsumedWriteCapacityUnits({ period: ONE_MINUTE, label: `${key} write` }),
-              ),
-            width: 12,
-          }),
-        ],
-        [
-          new GraphWidget({
-            title: 'Wake-up engine (busiest node)',
-            left: [engineCpu, engineMemory],
-            right: [engineConnections],
-            width: 8,
-          }),
-          new GraphWidget({
-            title: 'Wake-up relay',
-            left: [relay.metricInvocations({ period: ONE_MINUTE }), relay.metricErrors({ period: ONE_MINUTE })],
-            right: [iteratorAge],
-            width: 8,
-          }),
-          new GraphWidget({
-            title: 'Wake-ups not published / derived messages failed',
-            left: [publishFailures, derivedFailures],
-            width: 8,
-          }),
-        ],
+        httpWidgets(props, watched),
+        functionWidgets(props),
+        grpcWidgets(props, watched),
+        storeWidgets(props, watched),
+        wakeupWidgets(props, watched),
       ],
     });
   }
+}
+
+function httpWidgets({ api }: MonitoringProps, { api5xxPercent, tokenLatency }: Watched): GraphWidget[] {
+  return [
+    new GraphWidget({
+      title: 'API requests',
+      left: [api.metricCount({ period: ONE_MINUTE })],
+      right: [api.metricClientError({ period: ONE_MINUTE }), api.metricServerError({ period: ONE_MINUTE })],
+      width: 8,
+    }),
+    new GraphWidget({ title: 'API 5xx %', left: [api5xxPercent], width: 8 }),
+    new GraphWidget({
+      title: 'Token endpoint latency',
+      left: [tokenLatency, tokenLatency.with({ statistic: 'p50', label: 'p50 (ms)' })],
+      width: 8,
+    }),
+  ];
+}
+
+function functionWidgets({ functions }: MonitoringProps): GraphWidget[] {
+  const fns = Object.entries(functions);
+  return [
+    new GraphWidget({
+      title: 'Lambda invocations',
+      left: fns.map(([group, fn]) => fn.metricInvocations({ period: ONE_MINUTE, label: group })),
+      width: 8,
+    }),
+    new GraphWidget({
+      title: 'Lambda errors / throttles',
+      left: fns.map(([group, fn]) => fn.metricErrors({ period: ONE_MINUTE, label: `${group} errors` })),
+      right: fns.map(([group, fn]) => fn.metricThrottles({ period: ONE_MINUTE, label: `${group} throttles` })),
+      width: 8,
+    }),
+    new GraphWidget({
+      title: 'Lambda duration p99 (ms)',
+      left: fns.map(([group, fn]) => fn.metricDuration({ period: ONE_MINUTE, statistic: 'p99', label: group })),
+      width: 8,
+    }),
+  ];
+}
+
+function grpcWidgets({ loadBalancer, service }: MonitoringProps, { targets }: Watched): GraphWidget[] {
+  return [
+    new GraphWidget({
+      title: 'gRPC targets',
+      left: [targets.healthy.with({ label: 'healthy' }), targets.unhealthy.with({ label: 'unhealthy' })],
+      width: 8,
+    }),
+    new GraphWidget({
+      title: 'NLB flows',
+      left: [
+        loadBalancer.metrics.activeFlowCount({ period: ONE_MINUTE }),
+        loadBalancer.metrics.newFlowCount({ period: ONE_MINUTE }),
+      ],
+      right: [loadBalancer.metrics.tcpTargetResetCount({ period: ONE_MINUTE })],
+      width: 8,
+    }),
+    new GraphWidget({
+      title: 'Fargate CPU / memory %',
+      left: [
+        service.metricCpuUtilization({ period: ONE_MINUTE }),
+        service.metricMemoryUtilization({ period: ONE_MINUTE }),
+      ],
+      width: 8,
+    }),
+  ];
+}
+
+/** The tables whose consumed capacity the dashboard shows (the sign-in and token paths). */
+const HOT_TABLES = ['codes', 'grants', 'users', 'sessions'] as const;
+
+function storeWidgets({ tables }: MonitoringProps, { tableThrottles, kmsThrottles }: Watched): GraphWidget[] {
+  const hot = HOT_TABLES.filter((key) => key in tables);
+  return [
+    new GraphWidget({ title: 'DynamoDB throttled requests', left: tableThrottles, right: [kmsThrottles], width: 12 }),
+    new GraphWidget({
+      title: 'DynamoDB consumed capacity (hot tables)',
+      left: hot.map((key) => tables[key].metricConsumedReadCapacityUnits({ period: ONE_MINUTE, label: `${key} read` })),
+      right: hot.map((key) =>
+        tables[key].metricConsumedWriteCapacityUnits({ period: ONE_MINUTE, label: `${key} write` }),
+      ),
+      width: 12,
+    }),
+  ];
+}
+
+function wakeupWidgets({ wakeups: { relay } }: MonitoringProps, { wakeups }: Watched): GraphWidget[] {
+  return [
+    new GraphWidget({
+      title: 'Wake-up engine (busiest node)',
+      left: [wakeups.engineCpu, wakeups.engineMemory],
+      right: [wakeups.engineConnections],
+      width: 8,
+    }),
+    new GraphWidget({
+      title: 'Wake-up relay',
+      left: [relay.metricInvocations({ period: ONE_MINUTE }), relay.metricErrors({ period: ONE_MINUTE })],
+      right: [wakeups.iteratorAge],
+      width: 8,
+    }),
+    new GraphWidget({
+      title: 'Wake-ups not published / derived messages failed',
+      left: [wakeups.publishFailures, wakeups.derivedFailures],
+      width: 8,
+    }),
+  ];
 }
