@@ -1,0 +1,98 @@
+import type { Client } from '../kernel/model';
+import { optionalParam, type Params } from '../kernel/params';
+import type { SignedIn } from './authorization-flow';
+import type { IdTokenHint, IdTokenHintVerifier } from './id-token-hint';
+
+// OpenID Connect RP-Initiated Logout 1.0 at /logout (discovery's end_session_endpoint). A client
+// sends the browser with id_token_hint, client_id, post_logout_redirect_uri and state (ui_locales is
+// ignored). The browser goes back only to a post_logout_redirect_uri registered for the client the
+// request identifies; the session ends at once only when a valid hint names its user.
+
+export interface LogoutContext {
+  getClient: (clientId: string) => Promise<Client | undefined>;
+  verifyIdTokenHint: IdTokenHintVerifier;
+}
+
+/** Where the browser goes once signed out: the client's post_logout_redirect_uri with state, or our page. */
+export interface LogoutDestination {
+  client?: Client;
+  /** The registered URI with `state`; absent: the "You are signed out" page. */
+  location?: string;
+}
+
+/** A request that cannot be used: a page, never a redirect. */
+export interface LogoutRefused {
+  type: 'error_page';
+  title: string;
+  message: string;
+}
+
+export type LogoutOutcome =
+  | LogoutRefused
+  /** End the session (if any) and go to the destination. */
+  | ({ type: 'sign_out' } & LogoutDestination)
+  /** Ask first: no hint, or one for someone other than the signed-in person (stale). */
+  | ({ type: 'confirm'; signedIn: SignedIn; postLogoutRedirectUri?: string; state?: string } & LogoutDestination);
+
+const refused = (message: string): LogoutRefused => ({
+  type: 'error_page',
+  title: 'This sign-out link cannot be used',
+  message,
+});
+
+/**
+ * The destination of `clientId` and `postLogoutRedirectUri` (exact match with one it registered),
+ * with `state`; a refusal for a URI without a client, an unknown client or a URI it did not register.
+ */
+export async function logoutDestination(
+  ctx: LogoutContext,
+  request: { clientId?: string; postLogoutRedirectUri?: string; state?: string },
+): Promise<LogoutDestination | LogoutRefused> {
+  const { clientId, postLogoutRedirectUri, state } = request;
+  if (clientId === undefined) {
+    if (postLogoutRedirectUri === undefined) return {};
+    return refused('It names a page to return to but not the application it belongs to.');
+  }
+  const client = await ctx.getClient(clientId);
+  if (client?.kind !== 'login') return refused('It names an application we do not know.');
+  if (postLogoutRedirectUri === undefined) return { client };
+  if (!(client.postLogoutRedirectUris ?? []).includes(postLogoutRedirectUri)) {
+    return refused(`It would send you to a page that ${client.name} has not registered.`);
+  }
+  const url = new URL(postLogoutRedirectUri);
+  if (state !== undefined) url.searchParams.append('state', state);
+  return { client, location: url.toString() };
+}
+
+/** The RP's request (query or form) and the browser's session: what happens next. */
+export async function requestLogout(
+  ctx: LogoutContext,
+  params: Params,
+  signedIn: SignedIn | undefined,
+): Promise<LogoutOutcome> {
+  const hint = optionalParam(params, 'id_token_hint');
+  const postLogoutRedirectUri = optionalParam(params, 'post_logout_redirect_uri');
+  const state = optionalParam(params, 'state');
+  let clientId = optionalParam(params, 'client_id');
+  let hinted: IdTokenHint | undefined;
+  if (hint !== undefined) {
+    hinted = await ctx.verifyIdTokenHint(hint, clientId);
+    if (!hinted) return refused('Its ID token is not one we issued for this application.');
+    clientId ??= hinted.clientId;
+  }
+  const destination = await logoutDestination(ctx, {
+    ...(clientId !== undefined ? { clientId } : {}),
+    ...(postLogoutRedirectUri !== undefined ? { postLogoutRedirectUri } : {}),
+    ...(state !== undefined ? { state } : {}),
+  });
+  if ('type' in destination) return destination;
+  // Nobody signed in: nothing to end or to ask.
+  if (!signedIn || hinted?.subject === signedIn.user.svcnumId) return { type: 'sign_out', ...destination };
+  return {
+    type: 'confirm',
+    signedIn,
+    ...destination,
+    ...(destination.location !== undefined ? { postLogoutRedirectUri } : {}),
+    ...(state !== undefined ? { state } : {}),
+  };
+}
