@@ -134,6 +134,18 @@ describe('RP-Initiated Logout', () => {
     expect(await stillSignedIn(second.browser)).toBe(false);
   });
 
+  it('sends the browser back to no disabled client: a page, then back once enabled again', async () => {
+    const client = await loginClient();
+    const browser = new Browser(service.issuer);
+    const path = logoutPath({ client_id: client.clientId, post_logout_redirect_uri: BYE });
+    await service.core.store.setClientDisabled(client.clientId, true);
+    const refused = await browser.request(path);
+    expect(refused.status).toBe(400);
+    expect(refused.location).toBeUndefined();
+    await service.core.store.setClientDisabled(client.clientId, false);
+    expect((await browser.request(path)).location).toBe(BYE);
+  });
+
   it('with nobody signed in: nothing to ask, straight back (or "You are signed out")', async () => {
     const client = await loginClient();
     const browser = new Browser(service.issuer);

@@ -54,7 +54,8 @@ export async function logoutDestination(
     return refused('It names a page to return to but not the application it belongs to.');
   }
   const client = await ctx.getClient(clientId);
-  if (client?.kind !== 'login') return refused('It names an application we do not know.');
+  // A disabled client gets no redirect either (disabled means disabled).
+  if (client?.kind !== 'login' || client.disabled) return refused('It names an application we do not know.');
   if (postLogoutRedirectUri === undefined) return { client };
   if (!(client.postLogoutRedirectUris ?? []).includes(postLogoutRedirectUri)) {
     return refused(`It would send you to a page that ${client.name} has not registered.`);
