@@ -357,14 +357,8 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
           if (postedFromElsewhere(event, issuerOrigin)) return forbidden();
           const signedIn = await authorization.sessionUser(sessionToken);
           if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
-          const clientId = optionalParam(form, 'client_id');
-          const postLogoutRedirectUri = optionalParam(form, 'post_logout_redirect_uri');
-          const state = optionalParam(form, 'state');
-          const destination = await authorization.logoutDestination({
-            ...(clientId !== undefined ? { clientId } : {}),
-            ...(postLogoutRedirectUri !== undefined ? { postLogoutRedirectUri } : {}),
-            ...(state !== undefined ? { state } : {}),
-          });
+          // The question's fields (client_id, post_logout_redirect_uri, state), checked again.
+          const destination = await authorization.logoutDestination(form);
           if ('type' in destination) return answer(destination, 303);
           return signedOut(sessionToken, destination, 303);
         },

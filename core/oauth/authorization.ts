@@ -152,7 +152,7 @@ export function createAuthorization(ctx: AuthorizationContext) {
     /** RP-Initiated Logout: the client's request, given who is signed in (core/oauth/logout.ts). */
     requestLogout: (params: Params, signedIn: SignedIn | undefined) => requestLogout(ctx, params, signedIn),
     /** The confirmed sign-out's destination, checked again from the confirmation form's fields. */
-    logoutDestination: (request: Parameters<typeof logoutDestination>[1]) => logoutDestination(ctx, request),
+    logoutDestination: (params: Params) => logoutDestination(ctx, params),
 
     csrfMatches: (session: Session, token: string | undefined) =>
       token !== undefined && safeEqual(session.csrfToken, token),

@@ -1,7 +1,7 @@
 import type { Client } from '../kernel/model';
 import { optionalParam, type Params } from '../kernel/params';
 import type { SignedIn } from './authorization-flow';
-import type { IdTokenHint, IdTokenHintVerifier } from './id-token-hint';
+import type { IdTokenHintVerifier } from './id-token-hint';
 
 // OpenID Connect RP-Initiated Logout 1.0 at /logout (discovery's end_session_endpoint). A client
 // sends the browser with id_token_hint, client_id, post_logout_redirect_uri and state (ui_locales is
@@ -41,14 +41,17 @@ const refused = (message: string): LogoutRefused => ({
 });
 
 /**
- * The destination of `clientId` and `postLogoutRedirectUri` (exact match with one it registered),
- * with `state`; a refusal for a URI without a client, an unknown client or a URI it did not register.
+ * The destination of a logout request's `post_logout_redirect_uri` (exact match with one its client
+ * registered) with its `state`; the client is `client_id`, or the hint's. A refusal for a URI without
+ * a client, an unknown or disabled client, or a URI it did not register.
  */
 export async function logoutDestination(
   ctx: LogoutContext,
-  request: { clientId?: string; postLogoutRedirectUri?: string; state?: string },
+  params: Params,
+  clientId = optionalParam(params, 'client_id'),
 ): Promise<LogoutDestination | LogoutRefused> {
-  const { clientId, postLogoutRedirectUri, state } = request;
+  const postLogoutRedirectUri = optionalParam(params, 'post_logout_redirect_uri');
+  const state = optionalParam(params, 'state');
   if (clientId === undefined) {
     if (postLogoutRedirectUri === undefined) return {};
     return refused('It names a page to return to but not the application it belongs to.');
@@ -72,28 +75,22 @@ export async function requestLogout(
   signedIn: SignedIn | undefined,
 ): Promise<LogoutOutcome> {
   const hint = optionalParam(params, 'id_token_hint');
-  const postLogoutRedirectUri = optionalParam(params, 'post_logout_redirect_uri');
-  const state = optionalParam(params, 'state');
-  let clientId = optionalParam(params, 'client_id');
-  let hinted: IdTokenHint | undefined;
-  if (hint !== undefined) {
-    hinted = await ctx.verifyIdTokenHint(hint, clientId);
-    if (!hinted) return refused('Its ID token is not one we issued for this application.');
-    clientId ??= hinted.clientId;
-  }
-  const destination = await logoutDestination(ctx, {
-    ...(clientId !== undefined ? { clientId } : {}),
-    ...(postLogoutRedirectUri !== undefined ? { postLogoutRedirectUri } : {}),
-    ...(state !== undefined ? { state } : {}),
-  });
+  const clientId = optionalParam(params, 'client_id');
+  const hinted = hint === undefined ? undefined : await ctx.verifyIdTokenHint(hint, clientId);
+  if (hint !== undefined && !hinted) return refused('Its ID token is not one we issued for this application.');
+  const destination = await logoutDestination(ctx, params, clientId ?? hinted?.clientId);
   if ('type' in destination) return destination;
   // Nobody signed in: nothing to end or to ask.
   if (!signedIn || hinted?.subject === signedIn.user.svcnumId) return { type: 'sign_out', ...destination };
+  const state = optionalParam(params, 'state');
   return {
     type: 'confirm',
     signedIn,
     ...destination,
-    ...(destination.location !== undefined ? { postLogoutRedirectUri } : {}),
+    // The confirmation form carries the request on: only a URI that was checked, and the state.
+    ...(destination.location !== undefined
+      ? { postLogoutRedirectUri: optionalParam(params, 'post_logout_redirect_uri')! }
+      : {}),
     ...(state !== undefined ? { state } : {}),
   };
 }
