@@ -2,6 +2,7 @@ import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-stor
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import type { AuthorizeOutcome, SignInRefusal } from '../core/oauth/authorization';
+import type { SignedIn } from '../core/oauth/authorization-flow';
 import { limits } from '../core/kernel/config';
 import { safeEqual } from '../core/kernel/secrets';
 import { accountsModule, authorizationModule, type Modules } from '../core/registry';
@@ -19,11 +20,20 @@ import {
   type HttpEvent,
   type HttpResult,
 } from './http';
-import { optionalParam } from '../core/kernel/params';
-import { accountPage, consentPage, favicon, messagePage, revokePage, signInPage, stylesheet } from './pages';
+import { optionalParam, type Params } from '../core/kernel/params';
+import {
+  accountPage,
+  consentPage,
+  favicon,
+  messagePage,
+  revokePage,
+  signInPage,
+  signOutPage,
+  stylesheet,
+} from './pages';
 import { lambdaHandler } from './runtime';
 
-// GET /oauth/authorize and the pages a person sees: sign-in, consent, account, sign-out.
+// GET /oauth/authorize and the pages a person sees: sign-in, consent, account, sign-out (with RP-Initiated Logout).
 
 /**
  * Whether a posted form comes from somewhere other than our own pages (CSRF). Browsers say where
@@ -38,6 +48,13 @@ export function postedFromElsewhere(event: HttpEvent, ourOrigin: string): boolea
   const origin = header(event, 'origin');
   return origin !== undefined && origin !== ourOrigin;
 }
+
+/** RP-Initiated Logout 1.0 §2's parameters that we use (ui_locales is ignored). */
+const RP_LOGOUT_PARAMETERS = ['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state'] as const;
+
+/** The account as the person named it at sign-in: their email or their number. */
+const signedInAs = ({ session, user }: SignedIn) =>
+  session.signedInWith === 'email' && user.email ? user.email : user.svcnum;
 
 /** A file that never changes between deploys of the same version: cacheable for an hour. */
 const asset = (contentType: string, body: string): HttpResult => ({
@@ -142,6 +159,44 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
     return rendered;
   }
 
+  /**
+   * Ends the session (if any): back to the client's post_logout_redirect_uri, or "You are signed out".
+   * The cookie is cleared only where one came.
+   */
+  async function signedOut(sessionToken: string | undefined, destination: { location?: string }, status: 302 | 303) {
+    await authorization.signOut(sessionToken);
+    const cleared = sessionToken === undefined ? [] : [clearedSession];
+    if (destination.location !== undefined) return redirect(destination.location, status, cleared);
+    const signedOutPage = messagePage('Signed out', 'You are signed out.', [{ href: '/login', text: 'Sign in again' }]);
+    return page(200, signedOutPage, { cookies: cleared });
+  }
+
+  /** RP-Initiated Logout (core/oauth/logout.ts): sign out at once, ask first, or refuse with a page. */
+  async function rpLogout(params: Params, sessionToken: string | undefined, status: 302 | 303) {
+    const outcome = await authorization.requestLogout(params, await authorization.sessionUser(sessionToken));
+    switch (outcome.type) {
+      case 'error_page':
+        return answer(outcome, status);
+      case 'sign_out':
+        return signedOut(sessionToken, outcome, status);
+      case 'confirm':
+        return page(
+          200,
+          signOutPage({
+            csrf: outcome.signedIn.session.csrfToken,
+            signedInAs: signedInAs(outcome.signedIn),
+            ...(outcome.client ? { clientName: outcome.client.name, clientId: outcome.client.clientId } : {}),
+            ...(outcome.postLogoutRedirectUri !== undefined
+              ? { postLogoutRedirectUri: outcome.postLogoutRedirectUri }
+              : {}),
+            ...(outcome.state !== undefined ? { state: outcome.state } : {}),
+          }),
+          // The form's redirect goes to the client: the page's form-action must allow its origin.
+          { formTargets: outcome.location !== undefined ? [new URL(outcome.location).origin] : [] },
+        );
+    }
+  }
+
   return edgeHandler(
     {
       '/oauth/authorize': {
@@ -209,10 +264,7 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
               csrf: signedIn.session.csrfToken,
               clientName: parked.client.name,
               scopes: parked.request.scopes,
-              signedInAs:
-                signedIn.session.signedInWith === 'email' && signedIn.user.email
-                  ? signedIn.user.email
-                  : signedIn.user.svcnum,
+              signedInAs: signedInAs(signedIn),
             }),
             { formTargets: await formTargets(parked.client.clientId) },
           );
@@ -285,18 +337,31 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
         }),
       },
       '/logout': {
-        POST: fromOurPages(async (event) => {
+        GET: async (event) => rpLogout(queryParams(event), cookies(event).get(SESSION), 302),
+        POST: async (event) => {
           const form = formParams(event);
           const sessionToken = cookies(event).get(SESSION);
+          // No CSRF field: a client's form post (RP-Initiated Logout), most often cross-site, which
+          // carries no Lax cookie: answered as the same request by GET, whose top-level navigation
+          // does. Our own forms (the question, /account) carry a CSRF field.
+          if (optionalParam(form, 'csrf') === undefined) {
+            const query = new URLSearchParams();
+            for (const name of RP_LOGOUT_PARAMETERS) {
+              const value = optionalParam(form, name);
+              if (value !== undefined) query.append(name, value);
+            }
+            // Nothing asked: a post from elsewhere is refused as before (it must not clear a cookie).
+            if (query.size === 0 && postedFromElsewhere(event, issuerOrigin)) return forbidden();
+            return redirect(`/logout${query.size > 0 ? `?${query}` : ''}`, 303);
+          }
+          if (postedFromElsewhere(event, issuerOrigin)) return forbidden();
           const signedIn = await authorization.sessionUser(sessionToken);
           if (signedIn && !authorization.csrfMatches(signedIn.session, optionalParam(form, 'csrf'))) return forbidden();
-          await authorization.signOut(sessionToken);
-          return page(
-            200,
-            messagePage('Signed out', 'You are signed out.', [{ href: '/login', text: 'Sign in again' }]),
-            { cookies: [clearedSession] },
-          );
-        }),
+          // The question's fields (client_id, post_logout_redirect_uri, state), checked again.
+          const destination = await authorization.logoutDestination(form);
+          if ('type' in destination) return answer(destination, 303);
+          return signedOut(sessionToken, destination, 303);
+        },
       },
       '/assets/style.css': { GET: async () => asset('text/css; charset=utf-8', stylesheet) },
       '/assets/favicon.svg': { GET: async () => asset('image/svg+xml', favicon) },

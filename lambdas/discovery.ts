@@ -18,6 +18,7 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     token_endpoint: `${issuer}/oauth/token`,
     userinfo_endpoint: `${issuer}/oauth/userinfo`,
     revocation_endpoint: `${issuer}/oauth/revoke`,
+    end_session_endpoint: `${issuer}/logout`,
     jwks_uri: `${issuer}/.well-known/jwks.json`,
     scopes_supported: [...Object.keys(loginScopes), ...Object.keys(externalApiScopes)],
     response_types_supported: ['code'],
@@ -25,7 +26,8 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     grant_types_supported: [...grantTypes],
     code_challenge_methods_supported: ['S256'],
     subject_types_supported: ['public'],
-    id_token_signing_alg_values_supported: ['EdDSA'],
+    // EdDSA by default; RS256 for the clients registered for it (--id-token-alg RS256).
+    id_token_signing_alg_values_supported: ['EdDSA', 'RS256'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     claims_supported: [

@@ -21,7 +21,7 @@ export const routeManifest = {
       '/consent': ['GET', 'POST'],
       '/account': ['GET'],
       '/account/revoke': ['GET', 'POST'],
-      '/logout': ['POST'],
+      '/logout': ['GET', 'POST'],
       '/assets/style.css': ['GET'],
       '/assets/favicon.svg': ['GET'],
     },

@@ -171,6 +171,39 @@ ${hidden('csrf', input.csrf)}${hidden('client_id', input.app.clientId)}
   );
 }
 
+/**
+ * RP-Initiated Logout's question, when the request does not show it comes from the signed-in person's
+ * application (no ID token, or another person's): "Sign out", or stay.
+ */
+export function signOutPage(input: {
+  csrf: string;
+  /** The application that asked, and where the browser goes back to afterwards. */
+  clientName?: string;
+  clientId?: string;
+  postLogoutRedirectUri?: string;
+  state?: string;
+  signedInAs: string;
+}): string {
+  const name = input.clientName ? escapeHtml(input.clientName) : undefined;
+  const fields =
+    hidden('csrf', input.csrf) +
+    hidden('client_id', input.clientId) +
+    hidden('post_logout_redirect_uri', input.postLogoutRedirectUri) +
+    hidden('state', input.state);
+  return layout(
+    `Sign out of ${input.clientName ?? 'your account'}?`,
+    `<h1>Sign out of ${name ? `<strong>${name}</strong>` : 'your account'}?</h1>
+<p>${name ? `<strong>${name}</strong> asks to sign you out. ` : ''}Signed in as
+<strong>${escapeHtml(input.signedInAs)}</strong>: signing out ends your sign-in here, for every application
+that uses it in this browser.</p>
+<form method="post" action="/logout">
+${fields}
+<button type="submit">Sign out</button>
+<a class="button secondary" href="/account">Stay signed in</a>
+</form>`,
+  );
+}
+
 export function messagePage(title: string, message: string, onward: Link[] = [], hint?: string): string {
   return layout(
     title,

@@ -34,6 +34,11 @@ export interface ComputeAccess {
    */
   readonly keys: KeyUse;
   /**
+   * The same on the RSA keys (lib/keys.ts `rsa`: RS256 ID tokens), where a unit uses them: the
+   * unit gets KMS_RSA_KEY_ID and KMS_RSA_VERIFY_KEY_IDS. None where absent.
+   */
+  readonly rsaKeys?: KeyUse;
+  /**
    * KMS MAC operations on the sign-in MAC key (lib/keys.ts HmacKey `sign-in-mac`), nothing else;
    * the unit gets MAC_KEY_ID.
    */
@@ -48,7 +53,7 @@ export interface ComputeAccess {
 export type ComputeUnit = RouteGroup | 'provisioning';
 
 export const access: Record<ComputeUnit, ComputeAccess> = {
-  // /oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet, favicon
+  // /oauth/authorize, /login, /consent, /account, /account/revoke, /logout (RP-Initiated Logout), stylesheet, favicon
   browser: {
     tables: {
       clients: { actions: ['GetItem'] }, // getClient: authorize, consent and account pages
@@ -64,9 +69,12 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       // sign-in: read and count an attempt, clear it on success
       signInThrottle: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
     },
-    // The pages never sign or verify a JWT. The sign-in MAC key signs the CSRF token and device
-    // cookies; only the pages hold it: whoever may GenerateMac with it can mint a device cookie.
-    keys: 'none',
+    // The pages never sign a JWT; /logout verifies an id_token_hint (EdDSA or RS256) with the published
+    // keys (KMS_PUBLIC_KEYS; GetPublicKey only for a key missing there). The sign-in MAC key signs the
+    // CSRF token and device cookies; only the pages hold it: whoever may GenerateMac with it can mint a
+    // device cookie.
+    keys: 'verify',
+    rsaKeys: 'verify',
     mac: ['kms:GenerateMac', 'kms:VerifyMac'],
   },
   // /oauth/token, /oauth/revoke
@@ -77,8 +85,10 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       grants: { actions: ['GetItem', 'PutItem', 'UpdateItem'] }, // createGrant, getGrant, touchGrant, revokeGrant
       users: { actions: ['GetItem'] }, // the account still active (code exchange, agent and provisioning clients)
     },
-    // Signs access and ID tokens; the kid comes from KMS_PUBLIC_KEYS (GetPublicKey only for a key missing there).
+    // Signs access and ID tokens (RS256 ones with the RSA keys); the kid comes from KMS_PUBLIC_KEYS
+    // (GetPublicKey only for a key missing there).
     keys: 'sign',
+    rsaKeys: 'sign',
   },
   // /oauth/userinfo: the claims, with the token's grant in one batch (a revoked grant's tokens are
   // refused) and its client still enabled (cached 30 s); the token verified locally from public keys.
@@ -94,6 +104,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
   discovery: {
     tables: {},
     keys: 'verify',
+    rsaKeys: 'verify',
   },
   // /api/resolve, /api/discover: no credential, rate-limited per IP by the WAF
   public: {

@@ -33,6 +33,7 @@ export const outputNames = {
   loadBalancerDnsName: 'GrpcLoadBalancerDnsName',
   signingKeyArn: 'SigningKeyArn',
   signingKeyAlias: 'SigningKeyAlias',
+  rsaSigningKeyArn: 'RsaSigningKeyArn',
   signInMacKeyArn: 'SignInMacKeyArn',
   pageTokenKeyArn: 'PageTokenKeyArn',
   alarmTopicArn: 'AlarmTopicArn',
@@ -129,6 +130,8 @@ export interface EnvironmentConfig {
     /** Further key versions published in the JWKS only: one being introduced or retired. */
     readonly published: readonly string[];
   };
+  /** The RSA keys of RS256 ID tokens (KMS keys `signing-rsa-<version>`), versioned and rotated as signingKeys. */
+  readonly rsaSigningKeys: EnvironmentConfig['signingKeys'];
 
   readonly provisioning: {
     /** The gRPC endpoint's name; the NLB TLS certificate must cover it. */
@@ -266,6 +269,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
         retryAfterSeconds: 60,
       },
       signingKeys: { active: 'v1', published: [] },
+      rsaSigningKeys: { active: 'v1', published: [] },
       provisioning: {
         ...provisioningEndpoint,
         cpu: 256,
@@ -315,6 +319,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
         retryAfterSeconds: 60,
       },
       signingKeys: { active: 'v1', published: [] },
+      rsaSigningKeys: { active: 'v1', published: [] },
       provisioning: {
         ...provisioningEndpoint,
         cpu: 512,
@@ -348,18 +353,23 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
 /** The configuration mistakes that would only show at deploy time (or in production). */
 export function validate(config: EnvironmentConfig): EnvironmentConfig {
   const problems: string[] = [];
-  const { provisioning: p, signingKeys: k } = config;
+  const { provisioning: p } = config;
   if (!/^\d{12}$/.test(config.account)) problems.push(`account must be 12 digits, got '${config.account}'`);
   if (p.drainSeconds >= p.stopTimeoutSeconds)
     problems.push('provisioning.drainSeconds must be below stopTimeoutSeconds (ECS kills the task at stopTimeout)');
   if (p.stopTimeoutSeconds > 120) problems.push('provisioning.stopTimeoutSeconds is at most 120 on Fargate');
   if (p.minTasks < 1 || p.maxTasks < p.minTasks) problems.push('provisioning: need 1 <= minTasks <= maxTasks');
-  if (!/^[a-z0-9-]{1,20}$/.test(k.active))
-    problems.push(`signingKeys.active must be a short version label, got '${k.active}'`);
-  if (k.published.includes(k.active) || new Set(k.published).size !== k.published.length)
-    problems.push('signingKeys.published must not repeat a version or the active one');
-  for (const version of k.published)
-    if (!/^[a-z0-9-]{1,20}$/.test(version)) problems.push(`signing key version '${version}' is not a short label`);
+  for (const [name, k] of [
+    ['signingKeys', config.signingKeys],
+    ['rsaSigningKeys', config.rsaSigningKeys],
+  ] as const) {
+    if (!/^[a-z0-9-]{1,20}$/.test(k.active))
+      problems.push(`${name}.active must be a short version label, got '${k.active}'`);
+    if (k.published.includes(k.active) || new Set(k.published).size !== k.published.length)
+      problems.push(`${name}.published must not repeat a version or the active one`);
+    for (const version of k.published)
+      if (!/^[a-z0-9-]{1,20}$/.test(version)) problems.push(`signing key version '${version}' is not a short label`);
+  }
   if (!Number.isFinite(config.numberCoolOffDays) || config.numberCoolOffDays < 0)
     problems.push('numberCoolOffDays must be a non-negative number');
   for (const [kind, quota] of Object.entries(config.agentQuotas)) {

@@ -25,7 +25,7 @@ import { routeGroupNames, routeManifest, type RouteGroup } from '../lambdas/mani
 import { access, type ComputeUnit } from './access';
 import type { EnvironmentConfig } from './config';
 import { grantTableAccess, type GrantTarget } from './grants';
-import { grantMacKeys, macKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
+import { grantMacKeys, macKeyEnvironment, rsaKeyEnvironment, type MacKeys, type SigningKeys } from './keys';
 import { logRetention, nodejsFunctionProps, statefulRemovalPolicy } from './util';
 import { ApiFirewall } from './waf';
 
@@ -38,6 +38,8 @@ export interface HttpApiProps {
   readonly tables: Record<TableKey, GrantTarget>;
   readonly tablePrefix: string;
   readonly keys: SigningKeys;
+  /** The RSA keys of RS256 ID tokens, for the units lib/access.ts names (`rsaKeys`). */
+  readonly rsaKeys: SigningKeys;
   /** The sign-in MAC key and the page-token key, each for the units lib/access.ts names. */
   readonly macKeys: MacKeys;
   /** Environment shared by the Lambda functions and the Fargate task (ISSUER excluded). */
@@ -146,11 +148,16 @@ export class HttpApi extends Construct {
       const fn = this.routeGroupFunction(
         group,
         config,
-        { ...environment, ...macKeyEnvironment(access[group], props.macKeys) },
+        {
+          ...environment,
+          ...macKeyEnvironment(access[group], props.macKeys),
+          ...rsaKeyEnvironment(access[group], props.rsaKeys),
+        },
         removalPolicy,
       );
       grantTableAccess(fn, group satisfies ComputeUnit, props.tables);
       props.keys.grant(fn, accessKeyUse(group));
+      props.rsaKeys.grant(fn, access[group].rsaKeys);
       grantMacKeys(fn, access[group], props.macKeys);
       // API Gateway invokes the alias, never $LATEST: its permissions are the alias's too. A version
       // is a snapshot of code and configuration; currentVersion publishes a new one whenever either

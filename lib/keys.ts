@@ -5,9 +5,11 @@ import { Construct } from 'constructs';
 import { keyActions, type ComputeAccess, type KeyUse, type MacAction } from './access';
 import { statefulRemovalPolicy } from './util';
 
-// The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY). The private key never
-// leaves KMS. One key per version in the configuration: `active` signs, `published` keys are only
-// in the JWKS (a key being introduced before it signs, or one being retired after it signed).
+// The JWT signing keys: KMS Ed25519 (ECC_NIST_EDWARDS25519, SIGN_VERIFY), and beside them the RSA
+// keys of RS256 ID tokens (RSA_2048, SIGN_VERIFY; clients registered with --id-token-alg RS256),
+// versioned and rotated alike (SigningKeys with `alg: 'RS256'`). The private keys never leave KMS.
+// One key per version in the configuration: `active` signs, `published` keys are only in the JWKS
+// (a key being introduced before it signs, or one being retired after it signed).
 // Rotation is a configuration change and a deploy per step (docs/deploying.md, "Rotate the signing key").
 //
 // Key policies: the account (IAM administrators, CloudFormation) administers these keys but cannot
@@ -88,7 +90,15 @@ export interface SigningKeysProps {
   readonly active: string;
   readonly published: readonly string[];
   readonly retain: boolean;
+  /** EdDSA (Ed25519, every token; the default) or RS256 (RSA 2048, the ID tokens of clients registered for it). */
+  readonly alg?: 'EdDSA' | 'RS256';
 }
+
+/** Each algorithm's key: its spec, its description and its aliases' name (`signing` or `signing-rsa`). */
+const SIGNING_KEY_KINDS = {
+  EdDSA: { keySpec: KeySpec.ECC_NIST_EDWARDS25519, what: 'Ed25519', alias: 'signing' },
+  RS256: { keySpec: KeySpec.RSA_2048, what: 'RSA 2048, RS256 ID tokens', alias: 'signing-rsa' },
+} as const;
 
 export class SigningKeys extends Construct {
   readonly active: Key;
@@ -97,10 +107,11 @@ export class SigningKeys extends Construct {
 
   constructor(scope: Construct, id: string, props: SigningKeysProps) {
     super(scope, id);
+    const kind = SIGNING_KEY_KINDS[props.alg ?? 'EdDSA'];
     const create = (version: string) => {
       const key = new Key(this, `Signing-${version}`, {
-        description: `svcnum ${props.environment}: JWT signing key ${version} (Ed25519)`,
-        keySpec: KeySpec.ECC_NIST_EDWARDS25519,
+        description: `svcnum ${props.environment}: JWT signing key ${version} (${kind.what})`,
+        keySpec: kind.keySpec,
         keyUsage: KeyUsage.SIGN_VERIFY,
         // Asymmetric keys cannot rotate automatically; rotation is by adding a version.
         enableKeyRotation: false,
@@ -109,7 +120,7 @@ export class SigningKeys extends Construct {
         pendingWindow: Duration.days(props.retain ? 30 : 7),
       });
       new Alias(this, `Alias-${version}`, {
-        aliasName: `alias/svcnum-${props.environment}/signing-${version}`,
+        aliasName: `alias/svcnum-${props.environment}/${kind.alias}-${version}`,
         targetKey: key,
       });
       return key;
@@ -119,7 +130,7 @@ export class SigningKeys extends Construct {
     // The stable name operators look for; it follows the active key. Processes are given the key
     // ARN, not this alias: a cached public key (kid) must always belong to the key that signs.
     this.activeAlias = new Alias(this, 'ActiveAlias', {
-      aliasName: `alias/svcnum-${props.environment}/signing`,
+      aliasName: `alias/svcnum-${props.environment}/${kind.alias}`,
       targetKey: this.active,
     });
   }
@@ -134,8 +145,8 @@ export class SigningKeys extends Construct {
    * only the active one: during the deploy that switches keys, Lambda containers and Fargate tasks
    * still running the previous configuration keep signing with the previous key until replaced.
    */
-  grant(grantee: IGrantable, use: KeyUse): void {
-    if (use === 'none') return;
+  grant(grantee: IGrantable, use: KeyUse | undefined): void {
+    if (use === undefined || use === 'none') return;
     grantKeyUse(grantee, this.all, keyActions[use]);
   }
 }
@@ -194,6 +205,18 @@ export class HmacKey extends Construct {
 export interface MacKeys {
   readonly signIn: HmacKey;
   readonly pageToken: HmacKey;
+}
+
+/**
+ * The RSA keys' variables a unit gets: only where lib/access.ts gives it a use of them (`rsaKeys`), so
+ * that elsewhere no ring asks KMS for them.
+ */
+export function rsaKeyEnvironment(unit: ComputeAccess, keys: SigningKeys): Record<string, string> {
+  if (!unit.rsaKeys || unit.rsaKeys === 'none') return {};
+  return {
+    KMS_RSA_KEY_ID: keys.active.keyArn,
+    KMS_RSA_VERIFY_KEY_IDS: keys.published.map((key) => key.keyArn).join(','),
+  };
 }
 
 /** The MAC-key variables a unit gets: exactly those of the keys lib/access.ts grants it. */

@@ -11,9 +11,12 @@ async function publicKeys(keyIds) {
   const keys = {};
   for (const keyId of keyIds) {
     const response = await kms.send(new GetPublicKeyCommand({ KeyId: keyId }));
-    if (response.KeySpec !== 'ECC_NIST_EDWARDS25519' || response.KeyUsage !== 'SIGN_VERIFY' || !response.PublicKey) {
+    // Ed25519 keys sign every token, RSA 2048 keys the RS256 ID tokens.
+    const spec = response.KeySpec === 'ECC_NIST_EDWARDS25519' || response.KeySpec === 'RSA_2048';
+    if (!spec || response.KeyUsage !== 'SIGN_VERIFY' || !response.PublicKey) {
       throw new Error(
-        `KMS key ${keyId} is ${response.KeySpec}/${response.KeyUsage}; expected ECC_NIST_EDWARDS25519/SIGN_VERIFY`,
+        `KMS key ${keyId} is ${response.KeySpec}/${response.KeyUsage}; expected ECC_NIST_EDWARDS25519 or RSA_2048, ` +
+          'SIGN_VERIFY',
       );
     }
     keys[keyId] = Buffer.from(response.PublicKey).toString('base64');

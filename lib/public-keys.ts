@@ -17,8 +17,8 @@ import { functionLogGroup, repoRoot } from './util';
 
 export interface PublishedPublicKeysProps {
   readonly config: EnvironmentConfig;
-  /** The signing keys: every key verifiers accept (SigningKeys.all), active first. */
-  readonly keys: SigningKeys;
+  /** The signing keys, Ed25519 then RSA: every key verifiers accept (SigningKeys.all), active first. */
+  readonly keys: readonly SigningKeys[];
 }
 
 export const PUBLIC_KEYS_RESOURCE_TYPE = 'Custom::SigningPublicKeys';
@@ -45,7 +45,7 @@ export class PublishedPublicKeys extends Construct {
         resources: [logGroup.logGroupArn],
       }),
     );
-    props.keys.grant(role, 'verify');
+    for (const keys of props.keys) keys.grant(role, 'verify');
     this.function = new LambdaFunction(this, 'Function', {
       functionName: name,
       description: `svcnum ${config.name}: KMS GetPublicKey of the signing keys, once per deploy (KMS_PUBLIC_KEYS)`,
@@ -63,7 +63,7 @@ export class PublishedPublicKeys extends Construct {
       serviceToken: this.function.functionArn,
       resourceType: PUBLIC_KEYS_RESOURCE_TYPE,
       // A new key set (rotation) is an update: GetPublicKey again, and every process gets the new value.
-      properties: { KeyIds: props.keys.all.map((key) => key.keyArn) },
+      properties: { KeyIds: props.keys.flatMap((keys) => keys.all.map((key) => key.keyArn)) },
     });
     this.value = resource.getAttString('PublicKeys');
   }

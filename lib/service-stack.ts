@@ -25,6 +25,8 @@ export interface ServiceStackProps extends StackProps {
 export class ServiceStack extends Stack {
   readonly data: Data;
   readonly keys: SigningKeys;
+  /** The RSA keys of RS256 ID tokens. */
+  readonly rsaKeys: SigningKeys;
   readonly publicKeys: PublishedPublicKeys;
   readonly signInMac: HmacKey;
   readonly pageTokenKey: HmacKey;
@@ -67,7 +69,15 @@ export class ServiceStack extends Stack {
       retain: config.retainData,
     });
 
-    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: this.keys });
+    this.rsaKeys = new SigningKeys(this, 'RsaKeys', {
+      environment: config.name,
+      active: config.rsaSigningKeys.active,
+      published: config.rsaSigningKeys.published,
+      retain: config.retainData,
+      alg: 'RS256',
+    });
+
+    this.publicKeys = new PublishedPublicKeys(this, 'PublicKeys', { config, keys: [this.keys, this.rsaKeys] });
 
     const retain = config.retainData;
     this.signInMac = new HmacKey(this, 'SignInMac', {
@@ -105,6 +115,7 @@ export class ServiceStack extends Stack {
       tables: this.data.tables,
       tablePrefix: prefix,
       keys: this.keys,
+      rsaKeys: this.rsaKeys,
       macKeys,
       sharedEnvironment: shared,
     });
@@ -167,6 +178,7 @@ export class ServiceStack extends Stack {
     );
     output(outputNames.signingKeyArn, this.keys.active.keyArn, 'The KMS key that signs (KMS_KEY_ID)');
     output(outputNames.signingKeyAlias, this.keys.activeAlias.aliasName, 'Alias that follows the active signing key');
+    output(outputNames.rsaSigningKeyArn, this.rsaKeys.active.keyArn, 'The KMS key that signs RS256 ID tokens');
     output(outputNames.signInMacKeyArn, this.signInMac.key.keyArn, 'The KMS HMAC key of sign-in tokens (MAC_KEY_ID)');
     output(
       outputNames.pageTokenKeyArn,

@@ -20,9 +20,12 @@ import type { EnvironmentName } from '../lib/config';
 const COMMANDS: Record<string, string[]> = {
   client: [
     'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email offline_access" ' +
-      '[--refresh-response null|omit]',
+      '[--refresh-response null|omit] [--id-token-alg EdDSA|RS256] [--post-logout-redirect-uri URI…]',
     '      --refresh-response omit: needed by openid-client 6, oauth4webapi 3, Python authlib and requests-oauthlib ' +
       '(they refuse or store "refresh_token": null); null is the default',
+    "      --id-token-alg RS256: needed by libraries that know only OIDC Core's mandatory algorithm: passport with " +
+      'openid-client 5 by default, and many server frameworks; EdDSA is the default',
+    '      --post-logout-redirect-uri: where RP-Initiated Logout may send the browser back (exact match; repeatable)',
     'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
   ],
   'api-client': [
@@ -53,7 +56,10 @@ const COMMANDS: Record<string, string[]> = {
       'masks, programmable numbers',
   ],
   alias: ['alias add --svcnum-id SVCNUM_ID --alias A | alias remove A | alias list --svcnum-id SVCNUM_ID'],
-  key: ['key list | key add | key activate KID | key retire KID      (local signing keys in DATA_DIR/keys)'],
+  key: [
+    'key list | key add | key activate KID | key retire KID [--alg EdDSA|RS256]      (local signing keys in ' +
+      'DATA_DIR/keys; --alg RS256: the RSA keys of RS256 ID tokens, in DATA_DIR/keys/rs256)',
+  ],
 };
 
 const USAGE_FOOTER = `options: --env sandbox|production  act on a deployed environment instead of the local data
@@ -94,7 +100,12 @@ async function clientJson(client: Client) {
     name: shown.name,
     // Records from before the option have none: they answer `null`, the spec's default.
     ...(client.kind === 'login'
-      ? { redirect_uris: shown.redirectUris, refresh_response: client.refreshResponse ?? 'null' }
+      ? {
+          redirect_uris: shown.redirectUris,
+          refresh_response: client.refreshResponse ?? 'null',
+          id_token_alg: client.idTokenAlg ?? 'EdDSA',
+          post_logout_redirect_uris: client.postLogoutRedirectUris ?? [],
+        }
       : {}),
     scope: shown.scopes.join(' '),
     ...(client.ownerId ? { owner: client.ownerId } : {}),
@@ -252,6 +263,9 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       name: { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
       'refresh-response': { type: 'string' },
+      'id-token-alg': { type: 'string' },
+      'post-logout-redirect-uri': { type: 'string', multiple: true },
+      alg: { type: 'string' },
       scope: { type: 'string' },
       email: { type: 'string' },
       password: { type: 'string' },
@@ -283,8 +297,11 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
   if (verb === undefined) throw new UsageError(`${noun} needs one of: ${commandsOf(noun).join(', ')}`);
   if (!commandsOf(noun).includes(verb)) throw new UsageError(`unknown command: ${noun} ${verb}`);
   const command = `${noun} ${verb}`;
-  if (values['refresh-response'] !== undefined && command !== 'client create')
-    throw new UsageError('--refresh-response belongs to client create');
+  for (const option of ['refresh-response', 'id-token-alg', 'post-logout-redirect-uri'] as const) {
+    if (values[option] !== undefined && command !== 'client create')
+      throw new UsageError(`--${option} belongs to client create`);
+  }
+  if (values.alg !== undefined && noun !== 'key') throw new UsageError('--alg belongs to the key commands');
   for (const option of ['user', 'client', 'all'] as const) {
     if (values[option] !== undefined && command !== 'grant revoke')
       throw new UsageError(`--${option} belongs to grant revoke`);
@@ -318,8 +335,12 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
         'key commands manage the local keys; a deployed environment signs with KMS keys (docs/deploying.md: "Rotate ' +
           'the signing key")',
       );
-    const { openLocalKeyStore } = await import('../core/adapters/local-keys');
-    const keys = await openLocalKeyStore(join(await dataDir(), 'keys'));
+    const { openLocalKeyStore, LOCAL_RSA_KEY_FOLDER } = await import('../core/adapters/local-keys');
+    if (values.alg !== undefined && values.alg !== 'EdDSA' && values.alg !== 'RS256')
+      throw new UsageError('--alg must be EdDSA or RS256');
+    const rsa = values.alg === 'RS256';
+    const folder = join(await dataDir(), 'keys', ...(rsa ? [LOCAL_RSA_KEY_FOLDER] : []));
+    const keys = await openLocalKeyStore(folder, rsa ? 'RS256' : 'EdDSA');
     switch (verb) {
       case 'list':
         return { keys: await keys.list() };
@@ -418,11 +439,18 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
         if (refreshResponse !== undefined && !isRefreshResponse(refreshResponse)) {
           throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
         }
+        const { SIGNING_ALGS } = await import('../core/kernel/ports');
+        const idTokenAlg = values['id-token-alg'];
+        if (idTokenAlg !== undefined && !(SIGNING_ALGS as readonly string[]).includes(idTokenAlg)) {
+          throw new UsageError(`--id-token-alg must be ${SIGNING_ALGS.join(' or ')}`);
+        }
         const { client } = await registration.createLoginClient({
           name: need(values.name, '--name'),
           scope: need(values.scope, '--scope'),
           redirectUris: values['redirect-uri'] ?? [],
           ...(refreshResponse !== undefined ? { refreshResponse } : {}),
+          ...(idTokenAlg !== undefined ? { idTokenAlg } : {}),
+          ...(values['post-logout-redirect-uri'] ? { postLogoutRedirectUris: values['post-logout-redirect-uri'] } : {}),
         });
         return clientJson(client);
       }

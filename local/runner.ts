@@ -4,7 +4,7 @@ import { createDerivedFailureReport } from '../core/adapters/derived-failures';
 import { createDynamoStore } from '../core/adapters/dynamo-store';
 import { documentClient, ensureTables } from '../core/adapters/dynamo-schema';
 import type { ReflectionAccess } from '../core/adapters/runtime-config';
-import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
+import { openLocalKeyRing, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../core/adapters/system';
 import { engineWakeups, type ValkeyWakeupsOptions, type WakeupEngine } from '../core/adapters/valkey-wakeups';
 import { serviceConfig } from '../core/kernel/config';
@@ -115,7 +115,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
   try {
     const tables = tableNames(LOCAL_TABLE_PREFIX);
     await ensureTables(client, tables);
-    const keys = await openLocalKeyStore(join(options.dataDir, 'keys'));
+    const keys = await openLocalKeyRing(join(options.dataDir, 'keys'));
     const macKey = await openLocalMacKey(join(options.dataDir, 'keys'));
     const pageTokenKey = await openLocalMacKey(join(options.dataDir, 'keys'), PAGE_TOKEN_KEY_FILE);
     // The issuer embeds the port, which is only known after listening when port 0 is asked for:

@@ -156,6 +156,65 @@ describe('admin CLI against the running local service', () => {
     expect(listedAs(apiClient.clientId)).not.toHaveProperty('refresh_response');
   });
 
+  it('registers a login client with --id-token-alg RS256 and --post-logout-redirect-uri, shown in its JSON', async () => {
+    const created = await admin(
+      [
+        'client',
+        'create',
+        '--name',
+        'Passport app',
+        '--redirect-uri',
+        'https://passport.example/cb',
+        '--scope',
+        'openid',
+        '--id-token-alg',
+        'RS256',
+        '--post-logout-redirect-uri',
+        'https://passport.example/bye',
+        '--post-logout-redirect-uri',
+        'http://localhost:8080/bye',
+      ],
+      env,
+    );
+    expect({ code: created.code, stderr: created.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(created.json).toMatchObject({
+      id_token_alg: 'RS256',
+      post_logout_redirect_uris: ['https://passport.example/bye', 'http://localhost:8080/bye'],
+    });
+    const stored = (await service.core.store.getClient(String(created.json!.client_id)))!;
+    expect(stored).toMatchObject({
+      idTokenAlg: 'RS256',
+      postLogoutRedirectUris: ['https://passport.example/bye', 'http://localhost:8080/bye'],
+    });
+    expect((await admin(['client', 'show', stored.clientId], env)).json).toEqual(created.json);
+    // The default, as specified: EdDSA, and no post-logout redirect.
+    const plain = await admin(
+      ['client', 'create', '--name', 'Plain', '--redirect-uri', 'https://plain.example/cb', '--scope', 'openid'],
+      env,
+    );
+    expect(plain.json).toMatchObject({ id_token_alg: 'EdDSA', post_logout_redirect_uris: [] });
+    const help = await admin(['client', 'create', '--help'], env);
+    for (const needs of ['--id-token-alg RS256', 'passport', 'openid-client 5', 'server frameworks'])
+      expect(help.stdout).toContain(needs);
+    const refused: Array<[string[], number, RegExp]> = [
+      [['--id-token-alg', 'HS256'], 2, /--id-token-alg must be EdDSA or RS256/],
+      [['--post-logout-redirect-uri', 'http://evil.example/bye'], 1, /must use https/],
+      [['--post-logout-redirect-uri', 'https://x.example/bye#frag'], 1, /fragment/],
+    ];
+    for (const [extra, code, message] of refused) {
+      const base = ['client', 'create', '--name', 'X', '--redirect-uri', 'https://x.example/cb', '--scope', 'openid'];
+      const result = await admin([...base, ...extra], env);
+      expect(result.code, extra.join(' ')).toBe(code);
+      expect(result.stderr).toMatch(message);
+    }
+    const misplaced = await admin(
+      ['api-client', 'create', '--name', 'X', '--scope', 'poll', '--post-logout-redirect-uri', 'https://x.example/'],
+      env,
+    );
+    expect(misplaced.code).toBe(2);
+    expect(misplaced.stderr).toMatch(/--post-logout-redirect-uri belongs to client create/);
+  });
+
   it('disables a client so that the service refuses it', async () => {
     const created = await admin(
       ['client', 'create', '--name', 'Old app', '--redirect-uri', 'https://old.example/cb', '--scope', 'openid'],
@@ -419,6 +478,18 @@ describe('admin CLI without a running service', () => {
       const retired = await admin(['key', 'retire', first!.kid], coldEnv);
       expect(retired.code, retired.stderr).toBe(0);
       expect(retired.json!.keys).toEqual([{ kid, active: true }]);
+
+      // The RSA keys of RS256 ID tokens rotate alike, in their own folder; the Ed25519 keys stay as they are.
+      const rsa = (await admin(['key', 'list', '--alg', 'RS256'], coldEnv)).json!.keys as Array<{ kid: string }>;
+      expect(rsa).toHaveLength(1);
+      expect(rsa[0]!.kid).not.toBe(kid);
+      const rsaAdded = await admin(['key', 'add', '--alg', 'RS256'], coldEnv);
+      const rsaKid = String(rsaAdded.json!.kid);
+      expect((await admin(['key', 'activate', rsaKid, '--alg', 'RS256'], coldEnv)).stderr).toBe('');
+      const rsaRetired = await admin(['key', 'retire', rsa[0]!.kid, '--alg', 'RS256'], coldEnv);
+      expect(rsaRetired.json!.keys).toEqual([{ kid: rsaKid, active: true }]);
+      expect((await admin(['key', 'list'], coldEnv)).json!.keys).toEqual([{ kid, active: true }]);
+      expect((await admin(['key', 'list', '--alg', 'HS256'], coldEnv)).code).toBe(2);
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }

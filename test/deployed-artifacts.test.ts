@@ -1,3 +1,4 @@
+import { createPublicKey } from 'node:crypto';
 import { builtinModules } from 'node:module';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -144,6 +145,7 @@ afterAll(async () => {
 });
 
 const kmsKeyId = () => settings.lambdas.token.environment.KMS_KEY_ID!;
+const rsaKeyId = () => settings.lambdas.token.environment.KMS_RSA_KEY_ID!;
 
 async function clientCredentials(client: { clientId: string }, clientSecret: string) {
   secrets.push(clientSecret);
@@ -159,7 +161,9 @@ async function clientCredentials(client: { clientId: string }, clientSecret: str
 }
 
 async function verify(token: string, audience?: string) {
-  const jwks = (await send(`${base}/.well-known/jwks.json`, { method: 'GET' })).json as { keys: never[] };
+  const jwks = (await send(`${base}/.well-known/jwks.json`, { method: 'GET' })).json as {
+    keys: Array<{ kid: string }>;
+  };
   return jwtVerify(token, createLocalJWKSet({ keys: jwks.keys }), {
     algorithms: ['EdDSA'],
     issuer,
@@ -194,6 +198,7 @@ describe('the Lambda bundles, as deployed', () => {
       // What the stack configures, read from the template: each MAC key only where lib/access.ts grants it.
       expect('MAC_KEY_ID' in environment, group).toBe(access[group].mac !== undefined);
       expect('PAGE_TOKEN_KEY_ID' in environment, group).toBe(access[group].pageTokenMac !== undefined);
+      expect('KMS_RSA_KEY_ID' in environment, group).toBe(access[group].rsaKeys !== undefined);
       expect(environment.KMS_KEY_ID, group).toBe(kmsKeyId());
       // The public keys come from the deploy-time custom resource (lib/public-keys.ts), never from GetPublicKey.
       expect(environment.KMS_PUBLIC_KEYS, group).toBe(PUBLIC_KEYS_MARK);
@@ -250,9 +255,21 @@ describe('the Lambda bundles, as deployed', () => {
     const jwks = await send(`${base}/.well-known/jwks.json`, { method: 'GET' });
     expect(jwks.status).toBe(200);
     const keys = jwks.json.keys as Array<Record<string, string>>;
-    expect(keys).toHaveLength(1);
+    expect(keys).toHaveLength(2);
     expect(keys[0]).toMatchObject({ ...kms.publicJwk(kmsKeyId()), alg: 'EdDSA', use: 'sig' });
     expect(keys[0]!.kid).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+    // Then the RSA key of RS256 ID tokens (KMS_RSA_KEY_ID), as discovery alone of the verifiers is given it.
+    const rsa = createPublicKey({
+      key: Buffer.from(kms.publicKeyDer(rsaKeyId()), 'base64'),
+      format: 'der',
+      type: 'spki',
+    });
+    const { n, e } = rsa.export({ format: 'jwk' });
+    expect(keys[1]).toMatchObject({ kty: 'RSA', n, e, alg: 'RS256', use: 'sig' });
+    expect(configuration.json).toMatchObject({
+      id_token_signing_alg_values_supported: ['EdDSA', 'RS256'],
+      end_session_endpoint: `${issuer}/logout`,
+    });
   });
 
   it("token: a client_credentials token, signed by KMS Sign with the stack's key, verifies against the JWKS", async () => {
@@ -336,6 +353,58 @@ describe('the Lambda bundles, as deployed', () => {
     const anonymous = await send(`${base}/oauth/userinfo`, { method: 'GET' });
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get('www-authenticate')).toMatch(/^Bearer/);
+  });
+
+  it('token, browser: an RS256 client gets an RS256 ID token (KMS Sign of a DIGEST with the RSA key), which /logout takes as hint', async () => {
+    const bye = 'https://client.example/bye';
+    const { client } = await registration.createLoginClient({
+      name: 'Artifacts RS256',
+      scope: 'openid',
+      redirectUris: [REDIRECT_URI],
+      idTokenAlg: 'RS256',
+      postLogoutRedirectUris: [bye],
+    });
+    const browser = new Browser(base);
+    const pkce = pkcePair();
+    const final = await authorizeInBrowser(browser, client, person, {
+      scope: 'openid',
+      code_challenge: pkce.challenge,
+    });
+    const code = new URL(final.location!).searchParams.get('code')!;
+    secrets.push(code, pkce.verifier);
+    const signsBefore = kms.requests.filter((request) => request.operation === 'Sign').length;
+    const tokens = await postForm(`${base}/oauth/token`, {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT_URI,
+      client_id: client.clientId,
+      code_verifier: pkce.verifier,
+    });
+    expect(tokens.status, tokens.text).toBe(200);
+    const idToken = String(tokens.json.id_token);
+    secrets.push(idToken, String(tokens.json.access_token), String(tokens.json.refresh_token));
+    const jwks = (await send(`${base}/.well-known/jwks.json`, { method: 'GET' })).json as {
+      keys: Array<{ kid: string }>;
+    };
+    const { protectedHeader } = await jwtVerify(idToken, createLocalJWKSet(jwks as { keys: never[] }), {
+      algorithms: ['RS256'],
+      issuer,
+      audience: client.clientId,
+    });
+    expect(protectedHeader.kid).toBe(jwks.keys[1]!.kid);
+    // One Sign per key: the access token (Ed25519), the ID token (RSA).
+    expect(
+      kms.requests
+        .filter((request) => request.operation === 'Sign')
+        .slice(signsBefore)
+        .map((request) => request.keyId)
+        .sort(),
+    ).toEqual([kmsKeyId(), rsaKeyId()].sort());
+    const logout = await browser.request(
+      `/logout?${new URLSearchParams({ id_token_hint: idToken, post_logout_redirect_uri: bye, state: 'st' })}`,
+    );
+    expect(logout.status, logout.body).toBe(302);
+    expect(logout.location).toBe(`${bye}?state=st`);
   });
 
   it('messages: an External API client of the business sends to the person; the message is accepted', async () => {
@@ -433,7 +502,7 @@ describe('what the artifacts did', () => {
     expect([...operations].sort()).toEqual(['GenerateMac', 'Sign', 'VerifyMac']);
     for (const request of kms.requests) {
       expect(request, JSON.stringify(request)).toMatchObject({ signed: true, status: 200 });
-      expect([...settings.keys.signing, ...settings.keys.mac]).toContain(request.keyId);
+      expect([...settings.keys.signing, ...settings.keys.mac, ...settings.keys.rsa]).toContain(request.keyId);
     }
   });
 

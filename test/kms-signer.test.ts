@@ -1,4 +1,11 @@
-import { generateKeyPairSync, sign as cryptoSign, type KeyObject } from 'node:crypto';
+import {
+  constants,
+  createHash,
+  generateKeyPairSync,
+  privateEncrypt,
+  sign as cryptoSign,
+  type KeyObject,
+} from 'node:crypto';
 import { describe, it, expect, beforeEach } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import {
@@ -12,6 +19,7 @@ import {
 import { calculateJwkThumbprint, createLocalJWKSet, jwtVerify } from 'jose';
 import { KMS_BUSY_RETRY_AFTER_SECONDS, kmsRetryStrategy } from '../core/adapters/kms-client';
 import { createKmsKeyRing } from '../core/adapters/kms-keys';
+import { combinedKeyRing } from '../core/kernel/key-rings';
 
 const ACTIVE_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/active-0000';
 const NEXT_KEY_ID = 'arn:aws:kms:eu-west-1:111122223333:key/next-1111';
@@ -30,6 +38,14 @@ function ed25519Key(delayMs = 0): FakeKmsKey {
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   return { publicKey, privateKey, keySpec: 'ECC_NIST_EDWARDS25519', keyUsage: 'SIGN_VERIFY', delayMs };
 }
+
+function rsaKey(): FakeKmsKey {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { publicKey, privateKey, keySpec: 'RSA_2048', keyUsage: 'SIGN_VERIFY', delayMs: 0 };
+}
+
+/** DER DigestInfo of SHA-256 (RFC 8017 §9.2): what RSASSA-PKCS1-v1_5 signs before the digest. */
+const SHA256_DIGEST_INFO = Buffer.from('3031300d060960864801650304020105000420', 'hex');
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const b64url = (bytes: Uint8Array | string) => Buffer.from(bytes).toString('base64url');
@@ -64,15 +80,20 @@ function installKms(): void {
       SigningAlgorithms: ['ED25519_SHA_512', 'ED25519_PH_SHA_512'],
     };
   });
-  // Behaves like KMS pure Ed25519: signs the received message itself with the private key.
+  // Behaves like KMS pure Ed25519 (signs the received message itself with the private key), and like
+  // RSASSA_PKCS1_V1_5_SHA_256 with DIGEST (signs the DigestInfo of the received digest).
   kmsMock.on(SignCommand).callsFake((input) => {
     const key = keys.get(input.KeyId);
     if (!key) throw new Error(`NotFoundException: ${input.KeyId}`);
-    return {
-      KeyId: input.KeyId,
-      SigningAlgorithm: input.SigningAlgorithm,
-      Signature: new Uint8Array(cryptoSign(null, Buffer.from(input.Message), key.privateKey)),
-    };
+    const message = Buffer.from(input.Message);
+    const rsaDigest = input.SigningAlgorithm === 'RSASSA_PKCS1_V1_5_SHA_256' && input.MessageType === 'DIGEST';
+    const signature = rsaDigest
+      ? privateEncrypt(
+          { key: key.privateKey, padding: constants.RSA_PKCS1_PADDING },
+          Buffer.concat([SHA256_DIGEST_INFO, message]),
+        )
+      : cryptoSign(null, message, key.privateKey);
+    return { KeyId: input.KeyId, SigningAlgorithm: input.SigningAlgorithm, Signature: new Uint8Array(signature) };
   });
 }
 
@@ -80,8 +101,9 @@ function installKms(): void {
 async function signAccessToken(
   signer: { kid: string; sign(message: Uint8Array): Promise<Uint8Array> },
   payload: Record<string, unknown>,
+  alg = 'EdDSA',
 ): Promise<{ token: string; signingInput: string }> {
-  const header = { alg: 'EdDSA', typ: 'at+jwt', kid: signer.kid };
+  const header = { alg, typ: alg === 'EdDSA' ? 'at+jwt' : 'JWT', kid: signer.kid };
   const signingInput = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(payload))}`;
   const signature = await signer.sign(ascii(signingInput));
   return { token: `${signingInput}.${b64url(signature)}`, signingInput };
@@ -213,7 +235,7 @@ describe('createKmsKeyRing', () => {
     const expectedXs = [ACTIVE_KEY_ID, NEXT_KEY_ID, OLD_KEY_ID].map(
       (id) => keys.get(id)!.publicKey.export({ format: 'jwk' }).x,
     );
-    expect(published.map((jwk) => jwk.x)).toEqual(expectedXs);
+    expect(published.map((jwk) => (jwk.kty === 'OKP' ? jwk.x : undefined))).toEqual(expectedXs);
     expect(new Set(published.map((jwk) => jwk.kid)).size).toBe(3);
     expect((await ring.activeSigner()).kid).toBe(published[0]!.kid);
   });
@@ -309,6 +331,67 @@ describe('createKmsKeyRing', () => {
     });
     kmsMock.on(SignCommand).rejects(Object.assign(new Error('no such key'), { name: 'NotFoundException' }));
     await expect(signer.sign(ascii('header.payload'))).rejects.toMatchObject({ name: 'NotFoundException' });
+  });
+});
+
+describe('createKmsKeyRing with alg RS256 (ID tokens)', () => {
+  beforeEach(() => {
+    kmsMock.reset();
+    keys = new Map([
+      [ACTIVE_KEY_ID, ed25519Key()],
+      [NEXT_KEY_ID, rsaKey()],
+    ]);
+    getPublicKeyFailures = 0;
+    installKms();
+  });
+  const rsaRing = () => createKmsKeyRing({ client, activeKeyId: NEXT_KEY_ID, alg: 'RS256' });
+
+  it('sends exactly an RSASSA_PKCS1_V1_5_SHA_256 Sign of the SHA-256 DIGEST, and jose verifies the RS256 token', async () => {
+    const ring = rsaRing();
+    const signer = await ring.activeSigner();
+    const payload = { ...claims(), aud: 'client-1' };
+    const { token, signingInput } = await signAccessToken(signer, payload, 'RS256');
+
+    const calls = kmsMock.commandCalls(SignCommand);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.args[0].input).toEqual({
+      KeyId: NEXT_KEY_ID,
+      Message: createHash('sha256').update(signingInput).digest(),
+      MessageType: 'DIGEST',
+      SigningAlgorithm: 'RSASSA_PKCS1_V1_5_SHA_256',
+    });
+    const [jwk] = await ring.publicKeys();
+    const exported = keys.get(NEXT_KEY_ID)!.publicKey.export({ format: 'jwk' });
+    const kid = await calculateJwkThumbprint({ kty: 'RSA', n: exported.n!, e: exported.e! }, 'sha256');
+    expect(jwk).toEqual({ kty: 'RSA', n: exported.n, e: exported.e, kid, alg: 'RS256', use: 'sig' });
+    const { payload: verified, protectedHeader } = await jwtVerify(token, createLocalJWKSet({ keys: [jwk!] }), {
+      algorithms: ['RS256'],
+      audience: 'client-1',
+    });
+    expect(verified).toEqual(payload);
+    expect(protectedHeader).toEqual({ alg: 'RS256', typ: 'JWT', kid });
+  });
+
+  it('refuses a key that is not RSA_2048, and signs no RS256 without an RSA ring', async () => {
+    const wrong = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID, alg: 'RS256' });
+    await expect(wrong.publicKeys()).rejects.toThrow(
+      `KMS key ${ACTIVE_KEY_ID} has KeySpec ECC_NIST_EDWARDS25519; expected RSA_2048`,
+    );
+    const edOnly = combinedKeyRing(createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID }));
+    await expect(edOnly.activeSigner('RS256')).rejects.toThrow(/no RSA signing key/);
+    expect(kmsMock.commandCalls(SignCommand)).toHaveLength(0);
+  });
+
+  it('a combined ring signs EdDSA by default, RS256 on request, and publishes the Ed25519 keys first', async () => {
+    const ed = createKmsKeyRing({ client, activeKeyId: ACTIVE_KEY_ID });
+    const ring = combinedKeyRing(ed, rsaRing());
+    const published = await ring.publicKeys();
+    expect(published.map((jwk) => [jwk.kty, jwk.alg])).toEqual([
+      ['OKP', 'EdDSA'],
+      ['RSA', 'RS256'],
+    ]);
+    expect((await ring.activeSigner()).kid).toBe(published[0]!.kid);
+    expect((await ring.activeSigner('RS256')).kid).toBe(published[1]!.kid);
   });
 });
 

@@ -307,12 +307,18 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
       jwks_uri: `${service.issuer}/.well-known/jwks.json`,
       response_types_supported: ['code'],
       code_challenge_methods_supported: ['S256'],
-      id_token_signing_alg_values_supported: ['EdDSA'],
+      id_token_signing_alg_values_supported: ['EdDSA', 'RS256'],
       authorization_response_iss_parameter_supported: true,
     });
     const jwks = (await (await fetch(String(document.jwks_uri))).json()) as { keys: Array<Record<string, unknown>> };
     expect(jwks.keys[0]).toMatchObject({ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig' });
     expect(jwks.keys[0]).not.toHaveProperty('d');
+    // The RSA key of RS256 ID tokens after the Ed25519 one, its own kid, public only.
+    expect(jwks.keys.map((key) => key.kty)).toEqual(['OKP', 'RSA']);
+    expect(jwks.keys[1]).toMatchObject({ alg: 'RS256', use: 'sig', e: 'AQAB' });
+    expect(jwks.keys[1]!.kid).not.toBe(jwks.keys[0]!.kid);
+    for (const member of ['d', 'p', 'q', 'dp', 'dq', 'qi']) expect(jwks.keys[1]).not.toHaveProperty(member);
+    expect(document.end_session_endpoint).toBe(`${service.issuer}/logout`);
   });
 
   it('sends a user whose registration is unfinished back with account_setup_required', async () => {

@@ -165,13 +165,21 @@ describe.each([390, 1280])('pages at %i px', (width) => {
       expect(await page.$$(link('Go to your account'))).toHaveLength(1);
       await checkPage(page, 'error page', pages);
 
+      // RP-Initiated Logout's question (here opened by hand), and a sign-out link that cannot be used.
+      await page.goto(`${service.issuer}/logout`);
+      expect(await page.$eval('h1', (element) => element.textContent)).toBe('Sign out of your account?');
+      await checkPage(page, 'sign-out question', pages);
+      await page.goto(`${service.issuer}/logout?client_id=not-a-client`);
+      expect(await page.$eval('h1', (element) => element.textContent)).toBe('This sign-out link cannot be used');
+      await checkPage(page, 'sign-out error page', pages);
+
       await page.goto(`${service.issuer}/account`);
       await clickAndWait(page, button('Sign out'));
       await checkPage(page, 'signed out', pages);
     } finally {
       await tab.context.close();
     }
-    expect(pages).toHaveLength(9);
+    expect(pages).toHaveLength(11);
     expect(tab.problems.list(), 'console errors or failed requests').toEqual([]);
   });
 });

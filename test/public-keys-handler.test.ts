@@ -12,6 +12,7 @@ import { startKmsStandIn, type KmsStandIn } from './support/kms-standin';
 const ACTIVE = 'arn:aws:kms:eu-west-1:111122223333:key/active';
 const NEXT = 'arn:aws:kms:eu-west-1:111122223333:key/next';
 const MAC = 'arn:aws:kms:eu-west-1:111122223333:key/mac';
+const RSA = 'arn:aws:kms:eu-west-1:111122223333:key/rsa';
 
 let kms: KmsStandIn;
 let responses: Server;
@@ -20,7 +21,7 @@ const answers: Array<Record<string, unknown>> = [];
 let handler: (event: Record<string, unknown>) => Promise<void>;
 
 beforeAll(async () => {
-  kms = await startKmsStandIn({ signing: [ACTIVE, NEXT], mac: [MAC] });
+  kms = await startKmsStandIn({ signing: [ACTIVE, NEXT], mac: [MAC], rsa: [RSA] });
   responses = createServer(async (request, response) => {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
@@ -62,9 +63,9 @@ const event = (RequestType: string, KeyIds: string[], PhysicalResourceId?: strin
 describe('the public-keys custom resource', () => {
   it("answers create with every key's public key (one GetPublicKey each), a KMS_PUBLIC_KEYS the processes accept", async () => {
     const before = kms.requests.length;
-    await handler(event('Create', [ACTIVE, NEXT]));
+    await handler(event('Create', [ACTIVE, NEXT, RSA]));
     expect(kms.requests.slice(before)).toEqual(
-      [ACTIVE, NEXT].map((keyId) => ({ operation: 'GetPublicKey', keyId, signed: true, status: 200 })),
+      [ACTIVE, NEXT, RSA].map((keyId) => ({ operation: 'GetPublicKey', keyId, signed: true, status: 200 })),
     );
     const answer = answers.at(-1)!;
     expect(answer).toMatchObject({
@@ -74,17 +75,21 @@ describe('the public-keys custom resource', () => {
       PhysicalResourceId: 'signing-public-keys',
     });
     const published = (answer.Data as { PublicKeys: string }).PublicKeys;
-    expect(JSON.parse(published)).toStrictEqual({ [ACTIVE]: kms.publicKeyDer(ACTIVE), [NEXT]: kms.publicKeyDer(NEXT) });
+    expect(JSON.parse(published)).toStrictEqual({
+      [ACTIVE]: kms.publicKeyDer(ACTIVE),
+      [NEXT]: kms.publicKeyDer(NEXT),
+      [RSA]: kms.publicKeyDer(RSA),
+    });
     const config = readRuntimeConfig('lambda', {
       ISSUER: 'https://id.example.com',
       TABLE_PREFIX: 'svcnum-sandbox-',
       KMS_KEY_ID: ACTIVE,
       KMS_PUBLIC_KEYS: published,
     });
-    expect([...config.kmsPublicKeys.keys()]).toEqual([ACTIVE, NEXT]);
+    expect([...config.kmsPublicKeys.keys()]).toEqual([ACTIVE, NEXT, RSA]);
   });
 
-  it('fails the deploy step, with the reason, for a key that is not an Ed25519 signing key', async () => {
+  it('fails the deploy step, with the reason, for a key that is not an Ed25519 or RSA signing key', async () => {
     await handler(event('Update', [ACTIVE, MAC], 'signing-public-keys'));
     expect(answers.at(-1)).toMatchObject({
       Status: 'FAILED',

@@ -288,7 +288,7 @@ describe.each([openidClient, oauth4webapi])('$name as a relying party', (library
       userinfo_endpoint: `${service.issuer}/oauth/userinfo`,
       revocation_endpoint: `${service.issuer}/oauth/revoke`,
       jwks_uri: `${service.issuer}/.well-known/jwks.json`,
-      id_token_signing_alg_values_supported: ['EdDSA'],
+      id_token_signing_alg_values_supported: ['EdDSA', 'RS256'],
       authorization_response_iss_parameter_supported: true,
     });
   });

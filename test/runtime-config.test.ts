@@ -387,18 +387,27 @@ describe('readRuntimeConfig', () => {
     expect(read('lambda', {})).not.toHaveProperty('grpcPort');
   });
 
-  it('AWS: KMS_PUBLIC_KEYS, a JSON object of key ARN to base64 DER SPKI of an Ed25519 key; unset, none', () => {
+  it('AWS: KMS_PUBLIC_KEYS, a JSON object of key ARN to base64 DER SPKI of an Ed25519 or RSA 2048 key; unset, none', () => {
     const der = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' });
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ format: 'der', type: 'spki' });
     for (const kind of ['lambda', 'task'] as const) {
       expect(read(kind, {}).kmsPublicKeys.size).toBe(0);
-      const keys = read(kind, { KMS_PUBLIC_KEYS: JSON.stringify({ 'arn:a': der.toString('base64') }) }).kmsPublicKeys;
-      expect([...keys.keys()]).toEqual(['arn:a']);
+      const published = { 'arn:a': der.toString('base64'), 'arn:r': rsa.toString('base64') };
+      const keys = read(kind, { KMS_PUBLIC_KEYS: JSON.stringify(published) }).kmsPublicKeys;
+      expect([...keys.keys()]).toEqual(['arn:a', 'arn:r']);
       expect(Buffer.from(keys.get('arn:a')!)).toEqual(der);
+      expect(Buffer.from(keys.get('arn:r')!)).toEqual(rsa);
     }
+    const rsa3072 = generateKeyPairSync('rsa', { modulusLength: 3072 })
+      .publicKey.export({ format: 'der', type: 'spki' })
+      .toString('base64');
+    expect(refusal('lambda', { KMS_PUBLIC_KEYS: JSON.stringify({ 'arn:r': rsa3072 }) })).toMatch(
+      /^KMS_PUBLIC_KEYS must/,
+    );
     const p256 = generateKeyPairSync('ec', { namedCurve: 'P-256' })
       .publicKey.export({ format: 'der', type: 'spki' })
       .toString('base64');
-    const allowed = 'a JSON object of KMS key ARN to base64 DER SubjectPublicKeyInfo of an Ed25519 key';
+    const allowed = 'a JSON object of KMS key ARN to base64 DER SubjectPublicKeyInfo of an Ed25519 or RSA 2048 key';
     expect(refusal('lambda', { KMS_PUBLIC_KEYS: 'arn:a=MCow' })).toBe(
       `KMS_PUBLIC_KEYS must be ${allowed}, got 'arn:a=MCow'`,
     );

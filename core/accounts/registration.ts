@@ -12,7 +12,7 @@ import {
   type User,
 } from '../kernel/model';
 import type { ClientInput } from '../kernel/capabilities';
-import type { Clock, Random } from '../kernel/ports';
+import { SIGNING_ALGS, type Clock, type Random, type SigningAlg } from '../kernel/ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
 import { hashPassword, randomSecret, sha256 } from '../kernel/secrets';
 import { normaliseEmail } from './lookups';
@@ -57,6 +57,29 @@ function checkRefreshResponse(value = 'null'): RefreshResponse {
     throw invalidArgument(`refresh response must be ${REFRESH_RESPONSES.join(' or ')}, not '${value}'`);
   }
   return value;
+}
+
+function checkIdTokenAlg(value = 'EdDSA'): SigningAlg {
+  if (!(SIGNING_ALGS as readonly string[]).includes(value)) {
+    throw invalidArgument(`ID token algorithm must be ${SIGNING_ALGS.join(' or ')}, not '${value}'`);
+  }
+  return value as SigningAlg;
+}
+
+/**
+ * What only login clients have: post-logout redirect URIs (RP-Initiated Logout; checked like redirect
+ * URIs, compared exactly) and the ID token algorithm.
+ */
+function loginOnly(kind: ClientKind, input: ClientInput): Partial<Client> {
+  const postLogout = [...new Set((input.postLogoutRedirectUris ?? []).map(validateRedirectUri))];
+  if (kind !== 'login') {
+    if (postLogout.length > 0) throw invalidArgument(`${kind} clients have no post-logout redirect URIs`);
+    return {};
+  }
+  return {
+    ...(input.idTokenAlg ? { idTokenAlg: input.idTokenAlg } : {}),
+    ...(postLogout.length > 0 ? { postLogoutRedirectUris: postLogout } : {}),
+  };
 }
 
 // zod/mini: tree-shakable, so a Lambda bundle carries only these checks (classic zod is ~460 KiB).
@@ -153,6 +176,7 @@ async function createClient(ctx: RegistrationContext, kind: ClientKind, input: C
     ...(input.ownerId ? { ownerId: input.ownerId } : {}),
     ...(input.subjectId ? { subjectId: input.subjectId } : {}),
     ...(input.refreshResponse ? { refreshResponse: input.refreshResponse } : {}),
+    ...loginOnly(kind, input),
     disabled: false,
     createdAt: clock.now(),
   };
@@ -232,13 +256,23 @@ async function disableUser({ store, clock }: RegistrationContext, svcnumId: stri
 export function createRegistration(store: RegistrationPort, clock: Clock, random: Random) {
   const ctx: RegistrationContext = { store, clock, random };
   return {
-    /** `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh. */
+    /**
+     * `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh.
+     * `idTokenAlg`: EdDSA (default, as specified) or RS256.
+     */
     createLoginClient: async (input: {
       name: string;
       scope: string;
       redirectUris: string[];
       refreshResponse?: string;
-    }) => createClient(ctx, 'login', { ...input, refreshResponse: checkRefreshResponse(input.refreshResponse) }),
+      idTokenAlg?: string;
+      postLogoutRedirectUris?: string[];
+    }) =>
+      createClient(ctx, 'login', {
+        ...input,
+        refreshResponse: checkRefreshResponse(input.refreshResponse),
+        idTokenAlg: checkIdTokenAlg(input.idTokenAlg),
+      }),
     /** An External API client; with an owner account it may send messages from that account's numbers. */
     async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
       if (input.ownerId) await activeOwner(ctx, input.ownerId);

@@ -1,6 +1,7 @@
 import type { KMSClient } from '@aws-sdk/client-kms';
 import { serviceConfig } from '../kernel/config';
-import type { MacKey } from '../kernel/ports';
+import { combinedKeyRing } from '../kernel/key-rings';
+import type { MacKey, SigningAlg } from '../kernel/ports';
 import type { InboxWakeups } from '../messaging/wakeups';
 import { buildModules, modulePorts, type AnyModuleDefinition, type ModulesOf, type StoreOf } from '../registry';
 import type { Store } from '../store';
@@ -51,12 +52,13 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
   // Every throttled KMS attempt is counted (KmsThrottles), retried or not. The stack always names the service
   // (SERVICE_NAME).
   const kms = createKmsClient({ onThrottle: createKmsThrottleCounter('svcnum') });
-  const keys = createKmsKeyRing({
-    client: kms,
-    activeKeyId: config.kmsKeyId,
-    additionalKeyIds: config.kmsVerifyKeyIds,
-    publicKeys: config.kmsPublicKeys,
-  });
+  const ring = (activeKeyId: string, additionalKeyIds: string[], alg: SigningAlg) =>
+    createKmsKeyRing({ client: kms, activeKeyId, additionalKeyIds, publicKeys: config.kmsPublicKeys, alg });
+  // The RSA ring only where the stack gives its key (lib/access.ts `rsaKey`).
+  const keys = combinedKeyRing(
+    ring(config.kmsKeyId, config.kmsVerifyKeyIds, 'EdDSA'),
+    config.kmsRsaKeyId ? ring(config.kmsRsaKeyId, config.kmsRsaVerifyKeyIds, 'RS256') : undefined,
+  );
   return buildModules(
     modulePorts({
       // Typed by StoreOption: the slices given serve every method these modules call.

@@ -33,6 +33,8 @@ export type AwsVariable =
   | 'KMS_KEY_ID'
   | 'KMS_VERIFY_KEY_IDS'
   | 'KMS_PUBLIC_KEYS'
+  | 'KMS_RSA_KEY_ID'
+  | 'KMS_RSA_VERIFY_KEY_IDS'
   | 'MAC_KEY_ID'
   | 'PAGE_TOKEN_KEY_ID'
   | 'GRPC_PORT'

@@ -6,8 +6,9 @@ import {
   VerifyMacCommand,
   type KMSClient,
 } from '@aws-sdk/client-kms';
-import { ed25519PublicJwk } from '../kernel/jwk';
-import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
+import { createHash } from 'node:crypto';
+import { publicJwk as publicJwkOf } from '../kernel/jwk';
+import type { KeyRing, MacKey, PublicJwk, Signer, SigningAlg } from '../kernel/ports';
 import { callKms, rethrowKmsFailure } from './kms-client';
 
 export interface KmsKeyRingOptions {
@@ -22,17 +23,43 @@ export interface KmsKeyRingOptions {
    * deploy that publishes it) is fetched with GetPublicKey, once per process.
    */
   publicKeys?: ReadonlyMap<string, Uint8Array>;
+  /** The ring's algorithm: EdDSA (Ed25519 keys, the default) or RS256 (RSA_2048 keys, ID tokens only). */
+  alg?: SigningAlg;
 }
 
-const EXPECTED_KEY_SPEC = 'ECC_NIST_EDWARDS25519';
 const EXPECTED_KEY_USAGE = 'SIGN_VERIFY';
-const ED25519_SIGNATURE_LENGTH = 64;
 // KMS refuses RAW messages above this size, and pure Ed25519 has no pre-hash fallback,
 // so fail with a clear message instead of an opaque ValidationException.
 const KMS_MAX_RAW_MESSAGE_BYTES = 4096;
 
+/**
+ * How each algorithm's keys sign in KMS. ED25519_SHA_512 with RAW is KMS's pure Ed25519 (RFC 8032),
+ * which is what JWS EdDSA verifiers expect; ED25519_PH_SHA_512/DIGEST would produce Ed25519ph
+ * signatures. RS256 sends the SHA-256 digest of the signing input (MessageType DIGEST): 32 bytes
+ * whatever the token's size, and KMS signs exactly what RAW would (RSASSA-PKCS1-v1_5 over SHA-256).
+ */
+export const KMS_SIGNING = {
+  EdDSA: { keySpec: 'ECC_NIST_EDWARDS25519', signingAlgorithm: 'ED25519_SHA_512', signatureLength: 64 },
+  RS256: { keySpec: 'RSA_2048', signingAlgorithm: 'RSASSA_PKCS1_V1_5_SHA_256', signatureLength: 256 },
+} as const;
+
+/** What Sign is sent for `message`: RAW for Ed25519 (at most 4096 bytes), its SHA-256 DIGEST for RSA. */
+function signedMessage(alg: SigningAlg, message: Uint8Array) {
+  if (alg === 'RS256') {
+    return { Message: createHash('sha256').update(message).digest(), MessageType: 'DIGEST' } as const;
+  }
+  if (message.length > KMS_MAX_RAW_MESSAGE_BYTES) {
+    throw new Error(
+      `KMS can sign at most ${KMS_MAX_RAW_MESSAGE_BYTES} bytes with MessageType RAW; got ${message.length}`,
+    );
+  }
+  return { Message: message, MessageType: 'RAW' } as const;
+}
+
 export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
   const { client, activeKeyId } = options;
+  const alg = options.alg ?? 'EdDSA';
+  const signing = KMS_SIGNING[alg];
   // Active first so that the published order tells operators which key is signing;
   // duplicates dropped so a misconfigured rotation does not publish the same kid twice.
   const keyIds = [...new Set([activeKeyId, ...(options.additionalKeyIds ?? [])])];
@@ -45,7 +72,7 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
     const cached = cache.get(keyId);
     if (cached) return cached;
     const published = options.publicKeys?.get(keyId);
-    const pending = published ? ed25519PublicJwk(published) : fetchPublicJwk(client, keyId);
+    const pending = published ? publicJwkOf(alg, published) : fetchPublicJwk(client, keyId, alg);
     cache.set(keyId, pending);
     // A transient KMS failure must not poison the cache for the life of the process.
     pending.catch(() => {
@@ -63,31 +90,18 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
       return {
         kid,
         async sign(message: Uint8Array): Promise<Uint8Array> {
-          if (message.length > KMS_MAX_RAW_MESSAGE_BYTES) {
-            throw new Error(
-              `KMS can sign at most ${KMS_MAX_RAW_MESSAGE_BYTES} bytes with MessageType RAW; got ${message.length}`,
-            );
-          }
+          const signed = signedMessage(alg, message);
           const response = await callKms(() =>
-            client.send(
-              new SignCommand({
-                KeyId: activeKeyId,
-                Message: message,
-                // ED25519_SHA_512 with RAW is KMS's pure Ed25519 (RFC 8032), which is what JWS EdDSA
-                // verifiers expect; ED25519_PH_SHA_512/DIGEST would produce Ed25519ph signatures.
-                MessageType: 'RAW',
-                SigningAlgorithm: 'ED25519_SHA_512',
-              }),
-            ),
+            client.send(new SignCommand({ KeyId: activeKeyId, ...signed, SigningAlgorithm: signing.signingAlgorithm })),
           );
           const signature = response.Signature;
           if (!signature) {
             throw new Error(`KMS Sign for key ${activeKeyId} returned no Signature`);
           }
-          if (signature.length !== ED25519_SIGNATURE_LENGTH) {
+          if (signature.length !== signing.signatureLength) {
             throw new Error(
               `KMS Sign for key ${activeKeyId} returned a ${signature.length}-byte signature; ` +
-                `expected a ${ED25519_SIGNATURE_LENGTH}-byte Ed25519 signature`,
+                `expected a ${signing.signatureLength}-byte ${alg} signature`,
             );
           }
           return signature;
@@ -97,12 +111,13 @@ export function createKmsKeyRing(options: KmsKeyRingOptions): KeyRing {
   };
 }
 
-async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJwk> {
+async function fetchPublicJwk(client: KMSClient, keyId: string, alg: SigningAlg): Promise<PublicJwk> {
   const response = await callKms(() => client.send(new GetPublicKeyCommand({ KeyId: keyId })));
   // Checked up front so that a wrongly provisioned key fails at start-up with a readable
   // message rather than later as unverifiable tokens.
-  if (response.KeySpec !== EXPECTED_KEY_SPEC) {
-    throw new Error(`KMS key ${keyId} has KeySpec ${response.KeySpec ?? '(none)'}; expected ${EXPECTED_KEY_SPEC}`);
+  const expectedSpec = KMS_SIGNING[alg].keySpec;
+  if (response.KeySpec !== expectedSpec) {
+    throw new Error(`KMS key ${keyId} has KeySpec ${response.KeySpec ?? '(none)'}; expected ${expectedSpec}`);
   }
   if (response.KeyUsage !== EXPECTED_KEY_USAGE) {
     throw new Error(`KMS key ${keyId} has KeyUsage ${response.KeyUsage ?? '(none)'}; expected ${EXPECTED_KEY_USAGE}`);
@@ -110,7 +125,7 @@ async function fetchPublicJwk(client: KMSClient, keyId: string): Promise<PublicJ
   if (!response.PublicKey) {
     throw new Error(`KMS GetPublicKey for key ${keyId} returned no PublicKey`);
   }
-  return ed25519PublicJwk(response.PublicKey);
+  return publicJwkOf(alg, response.PublicKey);
 }
 
 /**

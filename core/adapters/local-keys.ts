@@ -2,7 +2,7 @@ import {
   createHmac,
   createPrivateKey,
   createPublicKey,
-  generateKeyPairSync,
+  generateKeyPair,
   randomBytes,
   randomUUID,
   timingSafeEqual,
@@ -10,13 +10,28 @@ import {
 } from 'node:crypto';
 import { link, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ed25519PublicJwk } from '../kernel/jwk';
-import type { KeyRing, MacKey, PublicJwk, Signer } from '../kernel/ports';
+import { promisify } from 'node:util';
+import { publicJwk } from '../kernel/jwk';
+import { combinedKeyRing } from '../kernel/key-rings';
+import type { KeyRing, MacKey, PublicJwk, Signer, SigningAlg } from '../kernel/ports';
 
 // Layout of DATA_DIR/keys: one `<kid>.pem` (PKCS#8, mode 0600) per key, and `active` naming the
 // key that signs. Every key in the folder is published in the JWKS, which is what rotation needs:
 // add a key (published, not yet signing), activate it once caches have picked it up, retire the
-// old one after the longest token lifetime has passed.
+// old one after the longest token lifetime has passed. The RSA keys (RS256 ID tokens) have a
+// folder of their own, DATA_DIR/keys/rs256 (LOCAL_RSA_KEY_FOLDER), laid out and rotated alike.
+
+/** The RSA keys' folder in the key folder. */
+export const LOCAL_RSA_KEY_FOLDER = 'rs256';
+
+/** WebCrypto's name of each algorithm's keys, and how each key is generated. */
+const WEBCRYPTO_ALGORITHM = {
+  EdDSA: { name: 'Ed25519' },
+  RS256: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
+} as const;
+const generate = promisify(generateKeyPair);
+const generatePrivateKey = async (alg: SigningAlg) =>
+  (alg === 'RS256' ? await generate('rsa', { modulusLength: 2048 }) : await generate('ed25519')).privateKey;
 
 /**
  * `signingKey` is the private key imported into WebCrypto: Node signs with it on its threadpool,
@@ -50,11 +65,11 @@ async function writeAtomically(path: string, content: string, mode: number) {
   await rename(temporary, path);
 }
 
-async function readKeyFile(path: string): Promise<LocalKey> {
+async function readKeyFile(path: string, alg: SigningAlg): Promise<LocalKey> {
   const privateKey = createPrivateKey(await readFile(path));
-  const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
+  const jwk = await publicJwk(alg, createPublicKey(privateKey));
   const pkcs8 = privateKey.export({ format: 'der', type: 'pkcs8' });
-  const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
+  const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, WEBCRYPTO_ALGORITHM[alg], false, ['sign']);
   return { kid: jwk.kid, signingKey, jwk };
 }
 
@@ -64,13 +79,13 @@ type LoadedKeys = { keys: LocalKey[]; activeKid: string; loadedAt: number };
  * The key folder as a running process sees it: read at most every RELOAD_INTERVAL_MS (single
  * flight: concurrent requests share one read), and read again at once after a change made here.
  */
-function keyFolder(dir: string) {
+function keyFolder(dir: string, alg: SigningAlg) {
   let cached: LoadedKeys | undefined;
   let loading: Promise<LoadedKeys> | undefined;
 
   async function createKey(): Promise<string> {
-    const { privateKey } = generateKeyPairSync('ed25519');
-    const jwk = await ed25519PublicJwk(createPublicKey(privateKey));
+    const privateKey = await generatePrivateKey(alg);
+    const jwk = await publicJwk(alg, createPublicKey(privateKey));
     const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
     await writeAtomically(join(dir, `${jwk.kid}.pem`), pem, 0o600);
     cached = undefined;
@@ -85,7 +100,7 @@ function keyFolder(dir: string) {
       await writeAtomically(join(dir, ACTIVE_FILE), kid, 0o600);
       files = [`${kid}.pem`];
     }
-    const keys = await Promise.all(files.sort().map((file) => readKeyFile(join(dir, file))));
+    const keys = await Promise.all(files.sort().map((file) => readKeyFile(join(dir, file), alg)));
     const activeKid = (await readFile(join(dir, ACTIVE_FILE), 'utf8').catch(() => '')).trim();
     if (!keys.some((key) => key.kid === activeKid)) {
       throw new Error(`signing key folder ${dir} has no valid '${ACTIVE_FILE}' key; run 'admin key activate KID'`);
@@ -117,9 +132,10 @@ function keyFolder(dir: string) {
   };
 }
 
-export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
+/** The key folder `dir` of `alg`'s keys (Ed25519 by default), its first key created on first open. */
+export async function openLocalKeyStore(dir: string, alg: SigningAlg = 'EdDSA'): Promise<LocalKeyStore> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const folder = keyFolder(dir);
+  const folder = keyFolder(dir, alg);
   const { load } = folder;
   // Open means ready: the first key exists before any request can race to create it.
   await load();
@@ -130,7 +146,8 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
       const key = keys.find((candidate) => candidate.kid === activeKid)!;
       return {
         kid: key.kid,
-        sign: async (message) => new Uint8Array(await webcrypto.subtle.sign('Ed25519', key.signingKey, message)),
+        sign: async (message) =>
+          new Uint8Array(await webcrypto.subtle.sign(WEBCRYPTO_ALGORITHM[alg], key.signingKey, message)),
       };
     },
     async publicKeys() {
@@ -160,6 +177,19 @@ export async function openLocalKeyStore(dir: string): Promise<LocalKeyStore> {
       folder.changed();
     },
   };
+}
+
+/**
+ * The key ring of a local process: the Ed25519 keys of the key folder `dir` and the RSA keys of
+ * its LOCAL_RSA_KEY_FOLDER (`rsa`), each created on first start. Its list, add, activate and retire
+ * are the Ed25519 keys'.
+ */
+export async function openLocalKeyRing(dir: string): Promise<LocalKeyStore & { rsa: LocalKeyStore }> {
+  const [ed25519, rsa] = await Promise.all([
+    openLocalKeyStore(dir),
+    openLocalKeyStore(join(dir, LOCAL_RSA_KEY_FOLDER), 'RS256'),
+  ]);
+  return { ...ed25519, ...combinedKeyRing(ed25519, rsa), rsa };
 }
 
 /** The local MAC key files in the key folder: 32 random bytes, base64url, mode 0600. */

@@ -84,6 +84,12 @@ export interface AwsRuntimeConfig {
    * that no process calls GetPublicKey; empty when unset (then each key is fetched once per process).
    */
   kmsPublicKeys: ReadonlyMap<string, Uint8Array>;
+  /**
+   * KMS_RSA_KEY_ID: the RSA key that signs RS256 ID tokens, and KMS_RSA_VERIFY_KEY_IDS the further RSA
+   * keys published (rotation); only the units that issue ID tokens or publish keys have them.
+   */
+  kmsRsaKeyId?: string;
+  kmsRsaVerifyKeyIds: string[];
   /** MAC_KEY_ID: the sign-in HMAC key; only processes that use it have it, and it is checked on use. */
   macKeyId?: string;
   /** PAGE_TOKEN_KEY_ID: the HMAC key the page-token key is derived from; only the units that derive it have it. */
@@ -180,13 +186,26 @@ const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 const isEd25519Spki = (der: Buffer) =>
   der.length === ED25519_SPKI_PREFIX.length + 32 &&
   der.subarray(0, ED25519_SPKI_PREFIX.length).equals(ED25519_SPKI_PREFIX);
+/**
+ * The fixed DER of an RSA 2048 SubjectPublicKeyInfo (RFC 8017) around its 256-byte modulus, with the
+ * exponent 65537 of KMS's RSA_2048 keys.
+ */
+const RSA_2048_SPKI_PREFIX = Buffer.from('30820122300d06092a864886f70d01010105000382010f003082010a0282010100', 'hex');
+const RSA_65537_SUFFIX = Buffer.from('0203010001', 'hex');
+const isRsa2048Spki = (der: Buffer) =>
+  der.length === RSA_2048_SPKI_PREFIX.length + 256 + RSA_65537_SUFFIX.length &&
+  der.subarray(0, RSA_2048_SPKI_PREFIX.length).equals(RSA_2048_SPKI_PREFIX) &&
+  der.subarray(-RSA_65537_SUFFIX.length).equals(RSA_65537_SUFFIX);
 
-/** A JSON object of key id → base64 DER SubjectPublicKeyInfo of an Ed25519 key (KMS GetPublicKey's PublicKey). */
+/**
+ * A JSON object of key id → base64 DER SubjectPublicKeyInfo of an Ed25519 or RSA 2048 key (KMS
+ * GetPublicKey's PublicKey).
+ */
 function readPublicKeys(read: VariableReader, name: Variable): ReadonlyMap<string, Uint8Array> {
   const value = read.optional(name);
   const keys = new Map<string, Uint8Array>();
   if (value === undefined) return keys;
-  const allowed = 'a JSON object of KMS key ARN to base64 DER SubjectPublicKeyInfo of an Ed25519 key';
+  const allowed = 'a JSON object of KMS key ARN to base64 DER SubjectPublicKeyInfo of an Ed25519 or RSA 2048 key';
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
@@ -199,7 +218,7 @@ function readPublicKeys(read: VariableReader, name: Variable): ReadonlyMap<strin
   for (const [keyId, encoded] of Object.entries(parsed)) {
     const base64 = typeof encoded === 'string' && /^[A-Za-z0-9+/]+={0,2}$/.test(encoded);
     const der = base64 ? Buffer.from(encoded, 'base64') : undefined;
-    if (!keyId.trim() || !der || !isEd25519Spki(der)) {
+    if (!keyId.trim() || !der || !(isEd25519Spki(der) || isRsa2048Spki(der))) {
       return read.refuse(name, `${keyId}: ${String(encoded).slice(0, 80)}`, allowed, new Map());
     }
     keys.set(keyId, new Uint8Array(der));
@@ -255,6 +274,7 @@ function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettin
 function awsConfig(read: VariableReader): AwsRuntimeConfig {
   const macKeyId = read.optional('MAC_KEY_ID');
   const pageTokenKeyId = read.optional('PAGE_TOKEN_KEY_ID');
+  const kmsRsaKeyId = read.optional('KMS_RSA_KEY_ID');
   return {
     // Refused as a URL (then given) or missing: one problem either way.
     issuer: readIssuer(read, 'ISSUER', true) ?? read.required('ISSUER', 'the issuer URL'),
@@ -262,6 +282,8 @@ function awsConfig(read: VariableReader): AwsRuntimeConfig {
     kmsKeyId: read.required('KMS_KEY_ID', 'the KMS key that signs'),
     kmsVerifyKeyIds: read.list('KMS_VERIFY_KEY_IDS'),
     kmsPublicKeys: readPublicKeys(read, 'KMS_PUBLIC_KEYS'),
+    ...(kmsRsaKeyId ? { kmsRsaKeyId } : {}),
+    kmsRsaVerifyKeyIds: read.list('KMS_RSA_VERIFY_KEY_IDS'),
     ...(macKeyId ? { macKeyId } : {}),
     ...(pageTokenKeyId ? { pageTokenKeyId } : {}),
     service: serviceSettings(read, true),

@@ -1,6 +1,9 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint } from 'jose';
-import type { PublicJwk } from './ports';
+import type { PublicJwk, SigningAlg } from './ports';
+
+const asKeyObject = (key: KeyObject | Uint8Array) =>
+  key instanceof Uint8Array ? createPublicKey({ key: Buffer.from(key), format: 'der', type: 'spki' }) : key;
 
 /**
  * Turns an Ed25519 public key (a KeyObject, or DER SubjectPublicKeyInfo as KMS GetPublicKey
@@ -8,8 +11,7 @@ import type { PublicJwk } from './ports';
  * for a key wherever the key lives and needs no separate bookkeeping.
  */
 export async function ed25519PublicJwk(key: KeyObject | Uint8Array): Promise<PublicJwk> {
-  const keyObject =
-    key instanceof Uint8Array ? createPublicKey({ key: Buffer.from(key), format: 'der', type: 'spki' }) : key;
+  const keyObject = asKeyObject(key);
   if (keyObject.asymmetricKeyType !== 'ed25519') {
     throw new Error(`expected an Ed25519 public key, got ${keyObject.asymmetricKeyType ?? 'unknown'}`);
   }
@@ -20,3 +22,21 @@ export async function ed25519PublicJwk(key: KeyObject | Uint8Array): Promise<Pub
   const kid = await calculateJwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }, 'sha256');
   return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, kid, alg: 'EdDSA', use: 'sig' };
 }
+
+/** The same for an RSA public key (of 2048 bits: what KMS RSA_2048 and our local key are), published for RS256. */
+export async function rsaPublicJwk(key: KeyObject | Uint8Array): Promise<PublicJwk> {
+  const keyObject = asKeyObject(key);
+  if (keyObject.asymmetricKeyType !== 'rsa' || keyObject.asymmetricKeyDetails?.modulusLength !== 2048) {
+    throw new Error(`expected a 2048-bit RSA public key, got ${keyObject.asymmetricKeyType ?? 'unknown'}`);
+  }
+  const jwk = keyObject.export({ format: 'jwk' });
+  if (jwk.kty !== 'RSA' || typeof jwk.n !== 'string' || typeof jwk.e !== 'string') {
+    throw new Error('RSA key did not export as an RSA JWK');
+  }
+  const kid = await calculateJwkThumbprint({ kty: 'RSA', n: jwk.n, e: jwk.e }, 'sha256');
+  return { kty: 'RSA', n: jwk.n, e: jwk.e, kid, alg: 'RS256', use: 'sig' };
+}
+
+/** The public JWK of a key of `alg`. */
+export const publicJwk = (alg: SigningAlg, key: KeyObject | Uint8Array) =>
+  alg === 'RS256' ? rsaPublicJwk(key) : ed25519PublicJwk(key);

@@ -1,5 +1,7 @@
 // Records the core keeps. Times are epoch milliseconds unless a name says otherwise.
 
+import type { SigningAlg } from './ports';
+
 export type ClientKind = 'login' | 'api' | 'provisioning' | 'agent';
 
 /**
@@ -27,6 +29,10 @@ export interface Client {
   subjectId?: string;
   /** Login clients only; records from before the option have none and mean `null`. */
   refreshResponse?: RefreshResponse;
+  /** The ID tokens' algorithm (login clients; OIDC `id_token_signed_response_alg`); none means EdDSA. */
+  idTokenAlg?: SigningAlg;
+  /** Exact-match RP-Initiated Logout destinations (login clients only). */
+  postLogoutRedirectUris?: string[];
   disabled: boolean;
   createdAt: number;
 }

@@ -10,19 +10,22 @@ export interface Random {
   bytes(length: number): Uint8Array;
 }
 
+/**
+ * The JWS algorithms of our keys: EdDSA (Ed25519) signs everything; RS256 (RSA 2048) only the ID
+ * tokens of clients registered for it (libraries that know only OIDC Core's mandatory algorithm).
+ */
+export const SIGNING_ALGS = ['EdDSA', 'RS256'] as const;
+export type SigningAlg = (typeof SIGNING_ALGS)[number];
+
 /** A public key in JWK form as published at /.well-known/jwks.json. */
-export interface PublicJwk {
-  kty: 'OKP';
-  crv: 'Ed25519';
-  x: string;
-  kid: string;
-  alg: 'EdDSA';
-  use: 'sig';
-}
+export type PublicJwk =
+  | { kty: 'OKP'; crv: 'Ed25519'; x: string; kid: string; alg: 'EdDSA'; use: 'sig' }
+  | { kty: 'RSA'; n: string; e: string; kid: string; alg: 'RS256'; use: 'sig' };
 
 /**
- * One Ed25519 signing key. `sign` returns the raw 64-byte RFC 8032 signature of `message`
- * (pure EdDSA: the message itself is signed, not a pre-hash).
+ * One signing key. `sign` returns the raw JWS signature of `message`: for EdDSA the 64-byte
+ * RFC 8032 signature (pure EdDSA: the message itself is signed, not a pre-hash), for RS256 the
+ * RSASSA-PKCS1-v1_5 SHA-256 signature.
  */
 export interface Signer {
   readonly kid: string;
@@ -32,9 +35,10 @@ export interface Signer {
 /**
  * The keys of the service: the active signer plus every public key that verifiers must accept
  * (the active one, a key being introduced before it becomes active, and a key being retired).
+ * `activeSigner('RS256')` is the RSA ring's, where the process has one (core/kernel/key-rings.ts).
  */
 export interface KeyRing {
-  activeSigner(): Promise<Signer>;
+  activeSigner(alg?: SigningAlg): Promise<Signer>;
   publicKeys(): Promise<PublicJwk[]>;
 }
 

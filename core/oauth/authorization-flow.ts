@@ -7,6 +7,7 @@ import { randomSecret, sha256 } from '../kernel/secrets';
 import type { SignInGuard } from './sign-in-guard';
 import type { OAuthPort } from './store';
 import type { AccountFinder } from '../kernel/capabilities';
+import type { IdTokenHintVerifier } from './id-token-hint';
 
 // Where an authorization request goes next (sign-in, consent, or back to the client with a code
 // or an error), shared by /oauth/authorize, the sign-in form and the consent form.
@@ -29,6 +30,7 @@ export interface AuthorizationContext {
   macKey: MacKey;
   guard: SignInGuard;
   getClient: (clientId: string) => Promise<Client | undefined>;
+  verifyIdTokenHint: IdTokenHintVerifier;
 }
 
 export interface SignedIn {

@@ -11,7 +11,9 @@ import {
   redirectError,
   sessionUser,
   setupRequired,
+  type SignedIn,
 } from './authorization-flow';
+import { logoutDestination, requestLogout } from './logout';
 import { parseAuthorizationRequest, type RedirectableError } from './authorization-request';
 import { issueSignInCsrf, type SignInInput, signIn, validSignInCsrf } from './sign-in';
 import { createUserGrants } from './user-grants';
@@ -22,6 +24,7 @@ import { createUserGrants } from './user-grants';
 // ./authorization-request.ts (the request's parameters), ./sign-in.ts (the sign-in form).
 
 export type { AuthorizationContext, AuthorizeOutcome } from './authorization-flow';
+export type { LogoutOutcome } from './logout';
 export type { SignInRefusal, SignInResult } from './sign-in';
 
 const errorPage = (message: string): AuthorizeOutcome => ({
@@ -145,6 +148,11 @@ export function createAuthorization(ctx: AuthorizationContext) {
     get passwordChecks() {
       return guard.gate.checks;
     },
+
+    /** RP-Initiated Logout: the client's request, given who is signed in (core/oauth/logout.ts). */
+    requestLogout: (params: Params, signedIn: SignedIn | undefined) => requestLogout(ctx, params, signedIn),
+    /** The confirmed sign-out's destination, checked again from the confirmation form's fields. */
+    logoutDestination: (params: Params) => logoutDestination(ctx, params),
 
     csrfMatches: (session: Session, token: string | undefined) =>
       token !== undefined && safeEqual(session.csrfToken, token),

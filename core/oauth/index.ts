@@ -5,6 +5,7 @@ import type { ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
 import type { OAuthPort } from './store';
+import { createIdTokenHintVerifier } from './id-token-hint';
 import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from './tokens';
 import { userInfo, type UserInfoPort } from './userinfo';
 
@@ -50,6 +51,7 @@ export function createUserInfoModule(
 export function createAuthorizationModule(
   ports: {
     store: OAuthPort;
+    keys: KeyRing;
     macKey: MacKey;
     clock: Clock;
     random: Random;
@@ -66,6 +68,8 @@ export function createAuthorizationModule(
     ...ports,
     accounts: needs.accounts,
     getClient,
+    // RP-Initiated Logout's id_token_hint: verified with the published keys (no signing here).
+    verifyIdTokenHint: createIdTokenHintVerifier(ports.config, ports.keys),
     guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
   });
 }

@@ -5,7 +5,7 @@ export type { AccessTokenClaims, AccessTokenInput } from '../kernel/access';
 import { newUlid } from '../kernel/ids';
 import { DomainError } from '../kernel/errors';
 import { apiAudience, limits, type ServiceConfig } from '../kernel/config';
-import type { Clock, KeyRing, Random } from '../kernel/ports';
+import type { Clock, KeyRing, Random, SigningAlg } from '../kernel/ports';
 import { sha256 } from '../kernel/secrets';
 import { sharedReads } from '../kernel/cache';
 
@@ -15,9 +15,14 @@ const encodeJson = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8'
  * A compact JWS (RFC 7515) signed through the Signer port. jose cannot sign with a key it does
  * not hold (KMS), so we assemble the three parts here and let jose do all the verifying.
  */
-async function signJwt(keys: KeyRing, typ: string, payload: Record<string, unknown>): Promise<string> {
-  const signer = await keys.activeSigner();
-  const signingInput = `${encodeJson({ alg: 'EdDSA', typ, kid: signer.kid })}.${encodeJson(payload)}`;
+async function signJwt(
+  keys: KeyRing,
+  typ: string,
+  payload: Record<string, unknown>,
+  alg: SigningAlg = 'EdDSA',
+): Promise<string> {
+  const signer = await keys.activeSigner(alg);
+  const signingInput = `${encodeJson({ alg, typ, kid: signer.kid })}.${encodeJson(payload)}`;
   const signature = await signer.sign(Buffer.from(signingInput, 'ascii'));
   return `${signingInput}.${Buffer.from(signature).toString('base64url')}`;
 }
@@ -27,6 +32,8 @@ export interface IdTokenInput {
   clientId: string;
   authTime: number;
   nonce?: string;
+  /** The client's ID token algorithm (its record's idTokenAlg); EdDSA by default. */
+  alg?: SigningAlg;
 }
 
 const epochSeconds = (ms: number) => Math.floor(ms / 1000);
@@ -56,16 +63,21 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
     /** OIDC Core §2 ID token, audience the client. */
     async idToken(input: IdTokenInput): Promise<string> {
       const iat = epochSeconds(clock.now());
-      return signJwt(keys, 'JWT', {
-        iss: config.issuer,
-        sub: input.subject,
-        aud: input.clientId,
-        azp: input.clientId,
-        iat,
-        exp: iat + limits.idTokenTtl / 1000,
-        auth_time: epochSeconds(input.authTime),
-        ...(input.nonce !== undefined ? { nonce: input.nonce } : {}),
-      });
+      return signJwt(
+        keys,
+        'JWT',
+        {
+          iss: config.issuer,
+          sub: input.subject,
+          aud: input.clientId,
+          azp: input.clientId,
+          iat,
+          exp: iat + limits.idTokenTtl / 1000,
+          auth_time: epochSeconds(input.authTime),
+          ...(input.nonce !== undefined ? { nonce: input.nonce } : {}),
+        },
+        input.alg,
+      );
     },
   };
 }

@@ -276,7 +276,8 @@ function policyDocuments(template: Record<string, Json>, keyNames: Map<string, s
 function starLinesOf(stack: ServiceStack, environment: EnvironmentName): Set<string> {
   const config = synth.configs[environment];
   const keyNames = new Map<string, string>([
-    ...stack.keys.all.map((key) => [logicalId(key), 'signing-key'] as [string, string]),
+    // The RSA keys of RS256 ID tokens are signing keys alike (their users: the key-policy test below).
+    ...[...stack.keys.all, ...stack.rsaKeys.all].map((key) => [logicalId(key), 'signing-key'] as [string, string]),
     [logicalId(stack.signInMac.key), 'sign-in-mac-key'],
     [logicalId(stack.pageTokenKey.key), 'page-token-key'],
     [logicalId(stack.monitoring.node.findChild('TopicKey')), 'topic-key'],
@@ -375,11 +376,17 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         ...uses((unit) => keyActions[access[unit].keys]),
         `${logicalId(stack().publicKeys.function.role!)} kms:GetPublicKey`,
       ],
+      // The RSA keys of RS256 ID tokens: lib/access.ts `rsaKeys`, and the same deploy-time publisher.
+      rsaSigning: [
+        ...uses((unit) => keyActions[access[unit].rsaKeys ?? 'none']),
+        `${logicalId(stack().publicKeys.function.role!)} kms:GetPublicKey`,
+      ],
       signInMac: uses((unit) => access[unit].mac),
       pageToken: uses((unit) => access[unit].pageTokenMac),
     };
     const keys = {
       signing: stack().keys.all,
+      rsaSigning: stack().rsaKeys.all,
       signInMac: [stack().signInMac.key],
       pageToken: [stack().pageTokenKey.key],
     };
@@ -421,9 +428,18 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         expect(granted.sort(), name).toStrictEqual([...expected[name]].sort());
       }
     }
-    // Who signs, at all: the token function and the gRPC task.
+    // Who signs, at all: the token function and the gRPC task; RS256 ID tokens: the token function only.
     expect(expected.signing.filter((use) => use.endsWith('kms:Sign')).sort()).toStrictEqual(
       [logicalId(roleOf('token')), logicalId(roleOf('provisioning'))].map((role) => `${role} kms:Sign`).sort(),
+    );
+    expect(expected.rsaSigning.filter((use) => use.endsWith('kms:Sign'))).toStrictEqual([
+      `${logicalId(roleOf('token'))} kms:Sign`,
+    ]);
+    // Who reads the RSA public keys: those that issue ID tokens, publish keys, or verify an id_token_hint.
+    expect(expected.rsaSigning.filter((use) => use.endsWith('kms:GetPublicKey')).sort()).toStrictEqual(
+      [roleOf('token'), roleOf('discovery'), roleOf('browser'), stack().publicKeys.function.role!]
+        .map((role) => `${logicalId(role)} kms:GetPublicKey`)
+        .sort(),
     );
   });
 

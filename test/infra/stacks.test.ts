@@ -17,6 +17,7 @@ import { lambdaBundle } from '../../lib/bundling';
 import { environmentNames, outputNames, stackName, tablePrefix, type EnvironmentName } from '../../lib/config';
 import { PUBLIC_API_PATHS } from '../../lib/http-api';
 import type { HmacKey } from '../../lib/keys';
+import type { Key } from 'aws-cdk-lib/aws-kms';
 import { acknowledgments } from '../../lib/nag';
 import { ENGINE_EVENT_TYPES, notifyOperators } from '../../lib/monitoring';
 import { containerHealthCommand, GRPC_PORT, HEALTH_PORT, TARGET_HEALTH_CHECK } from '../../lib/provisioning';
@@ -194,16 +195,31 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       });
       template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/signing` });
     });
+
+    it('RS256 ID tokens: an RSA_2048 SIGN_VERIFY key per version beside them, aliased signing-rsa', () => {
+      const keys = resources(template(), 'AWS::KMS::Key');
+      const rsa = keys[logicalId(stack().rsaKeys.active)]!.Properties!;
+      expect(rsa).toMatchObject({ KeySpec: 'RSA_2048', KeyUsage: 'SIGN_VERIFY', EnableKeyRotation: false });
+      const rsaKeys = Object.values(keys).filter((key) => key.Properties!.KeySpec === 'RSA_2048');
+      expect(rsaKeys).toHaveLength(1 + config().rsaSigningKeys.published.length);
+      template().hasResourceProperties('AWS::KMS::Alias', {
+        AliasName: `alias/svcnum-${environment}/signing-rsa-${config().rsaSigningKeys.active}`,
+        TargetKeyId: { 'Fn::GetAtt': [logicalId(stack().rsaKeys.active), 'Arn'] },
+      });
+      template().hasResourceProperties('AWS::KMS::Alias', { AliasName: `alias/svcnum-${environment}/signing-rsa` });
+    });
   });
 
   describe('published public keys', () => {
     it('are read once per deploy by a custom resource over every signing key, whose function may only GetPublicKey on them and log', () => {
       const [resource, ...others] = Object.values(resources(template(), PUBLIC_KEYS_RESOURCE_TYPE));
       expect(others).toEqual([]);
-      const signingKeys = stack().keys.all.map((key) => ({ 'Fn::GetAtt': [logicalId(key), 'Arn'] }));
+      const arns = (keys: readonly Key[]) => keys.map((key) => ({ 'Fn::GetAtt': [logicalId(key), 'Arn'] }));
+      const signingKeys = arns(stack().keys.all);
+      const rsaKeys = arns(stack().rsaKeys.all);
       expect(resource!.Properties).toStrictEqual({
         ServiceToken: { 'Fn::GetAtt': [logicalId(stack().publicKeys.function), 'Arn'] },
-        KeyIds: signingKeys,
+        KeyIds: [...signingKeys, ...rsaKeys],
       });
       const fn = resources(template(), 'AWS::Lambda::Function')[logicalId(stack().publicKeys.function)]!.Properties!;
       expect(fn).toMatchObject({
@@ -225,7 +241,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
           ['logs:CreateLogStream', 'logs:PutLogEvents'],
           { 'Fn::GetAtt': [logicalId(stack().publicKeys.function.logGroup as never), 'Arn'] },
         ],
-        ['kms:GetPublicKey', signingKeys.length === 1 ? signingKeys[0] : signingKeys],
+        ['kms:GetPublicKey', [...signingKeys, ...rsaKeys]],
       ]);
       expect(resources(template(), 'AWS::IAM::Role')[role]!.Properties!.ManagedPolicyArns).toBeUndefined();
     });
@@ -236,6 +252,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       const map = new Map<string, string>();
       for (const key of tableKeys) map.set(logicalId(stack().data.tables[key]), `table:${key}`);
       for (const key of stack().keys.all) map.set(logicalId(key), 'signing-key');
+      for (const key of stack().rsaKeys.all) map.set(logicalId(key), 'rsa-signing-key');
       map.set(logicalId(stack().signInMac.key), 'sign-in-mac-key');
       map.set(logicalId(stack().pageTokenKey.key), 'page-token-key');
       return map;
@@ -306,10 +323,16 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         for (const index of tableAccess.queryIndexes ?? []) wanted.add(`dynamodb:Query index:${key}/${index}`);
       }
       for (const action of keyActions[access[unit].keys]) wanted.add(`${action} signing-key`);
+      for (const action of keyActions[access[unit].rsaKeys ?? 'none']) wanted.add(`${action} rsa-signing-key`);
       for (const action of access[unit].mac ?? []) wanted.add(`${action} sign-in-mac-key`);
       for (const action of access[unit].pageTokenMac ?? []) wanted.add(`${action} page-token-key`);
       return [...wanted].sort();
     };
+
+    const holdersOf = (pick: (unit: ComputeUnit) => unknown) =>
+      Object.fromEntries(
+        (Object.keys(access) as ComputeUnit[]).filter((unit) => pick(unit)).map((unit) => [unit, pick(unit)]),
+      );
 
     it.each(groups)('grants the %s function exactly its tables, indexes and key use (lib/access.ts)', (group) => {
       const role = stack().http.functions[group].role!;
@@ -321,21 +344,23 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       expect(grantsOf(logicalId(taskRole))).toStrictEqual(expected('provisioning'));
     });
 
-    it('signs only where JWTs are issued: kms:Sign for token and the gRPC task, GetPublicKey for verifiers, nothing for pages', () => {
+    it('signs only where JWTs are issued: kms:Sign for token and the gRPC task (RS256 ID tokens: token), GetPublicKey for verifiers', () => {
       const signers = (Object.keys(access) as ComputeUnit[]).filter((unit) => access[unit].keys === 'sign').sort();
       expect(signers).toStrictEqual(['provisioning', 'token']);
       expect(access.userinfo.keys).toBe('verify');
       expect(access.discovery.keys).toBe('verify');
-      expect(access.browser.keys).toBe('none');
+      // The pages sign nothing; /logout verifies an id_token_hint, EdDSA or RS256.
+      expect(access.browser.keys).toBe('verify');
+      expect(holdersOf((unit) => access[unit].rsaKeys)).toStrictEqual({
+        browser: 'verify',
+        token: 'sign',
+        discovery: 'verify',
+      });
       // The pages make and check sign-in MACs (CSRF token, device cookie) and nobody else holds that
       // key (GenerateMac on it mints a device cookie); discover and the gRPC task only derive their
       // page-token key (GenerateMac) from a key of its own.
-      const holders = (pick: (unit: ComputeUnit) => unknown) =>
-        Object.fromEntries(
-          (Object.keys(access) as ComputeUnit[]).filter((unit) => pick(unit)).map((unit) => [unit, pick(unit)]),
-        );
-      expect(holders((unit) => access[unit].mac)).toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'] });
-      expect(holders((unit) => access[unit].pageTokenMac)).toStrictEqual({
+      expect(holdersOf((unit) => access[unit].mac)).toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'] });
+      expect(holdersOf((unit) => access[unit].pageTokenMac)).toStrictEqual({
         public: ['kms:GenerateMac'],
         provisioning: ['kms:GenerateMac'],
       });

@@ -84,9 +84,10 @@ describe('sandbox without a custom domain, during a key rotation', () => {
         keys: statement.Resource.map((resource) => resource['Fn::GetAtt'][0]).sort(),
       };
     };
+    // The token function signs with the RSA key of RS256 ID tokens as well (one statement: the same actions).
     expect(kmsGrant(logicalId(stack().http.functions.token.role!))).toStrictEqual({
       actions: ['kms:GetPublicKey', 'kms:Sign'],
-      keys: [active, published].sort(),
+      keys: [active, published, logicalId(stack().rsaKeys.active)].sort(),
     });
     expect(kmsGrant(logicalId(stack().http.functions.userinfo.role!))).toStrictEqual({
       actions: 'kms:GetPublicKey',

@@ -45,7 +45,8 @@ export interface StackSettings {
   /** How the task's health is checked: the NLB target group's HTTP check and the container's command. */
   taskHealth: TaskHealthChecks;
   /** ARNs the template's environment values resolve to, by key kind. */
-  keys: { signing: string[]; mac: string[] };
+  /** The KMS keys the environments name: Ed25519 signing, HMAC, and RSA (RS256 ID tokens). */
+  keys: { signing: string[]; mac: string[]; rsa: string[] };
 }
 
 export interface TaskHealthChecks {
@@ -74,7 +75,7 @@ export const PUBLIC_KEYS_MARK = '(published public keys)';
  */
 export const ENGINE_HOST = '127.0.0.1';
 
-/** `environment` with KMS_PUBLIC_KEYS as the custom resource would publish it: `der(keyId)` of every signing key. */
+/** `environment` with KMS_PUBLIC_KEYS as the custom resource would publish it: `der(keyId)` of every signing key (Ed25519 and RSA). */
 export function withPublicKeys(
   environment: Record<string, string>,
   settings: StackSettings,
@@ -84,7 +85,9 @@ export function withPublicKeys(
     throw new Error("KMS_PUBLIC_KEYS is not the custom resource's attribute");
   return {
     ...environment,
-    KMS_PUBLIC_KEYS: JSON.stringify(Object.fromEntries(settings.keys.signing.map((keyId) => [keyId, der(keyId)]))),
+    KMS_PUBLIC_KEYS: JSON.stringify(
+      Object.fromEntries([...settings.keys.signing, ...settings.keys.rsa].map((keyId) => [keyId, der(keyId)])),
+    ),
   };
 }
 
@@ -111,13 +114,14 @@ export function stackSettings(): StackSettings {
       Resources: Record<string, { Type: string; Properties: Json }>;
     };
     const { region, account } = stack;
-    const keys = { signing: [] as string[], mac: [] as string[] };
+    const keys = { signing: [] as string[], mac: [] as string[], rsa: [] as string[] };
     const keyArn = (id: string) => {
       const resource = template.Resources[id];
       if (resource?.Type !== 'AWS::KMS::Key')
         throw new Error(`an environment value refers to ${id} (${resource?.Type}), which this test cannot resolve`);
       const arn = `arn:aws:kms:${region}:${account}:key/${id}`;
-      const kind = resource.Properties.KeySpec === 'HMAC_256' ? keys.mac : keys.signing;
+      const spec = resource.Properties.KeySpec;
+      const kind = spec === 'HMAC_256' ? keys.mac : spec === 'RSA_2048' ? keys.rsa : keys.signing;
       if (!kind.includes(arn)) kind.push(arn);
       return arn;
     };

@@ -1,11 +1,21 @@
-import { createHmac, generateKeyPairSync, randomBytes, sign, timingSafeEqual, type KeyObject } from 'node:crypto';
+import {
+  constants,
+  createHash,
+  createHmac,
+  generateKeyPairSync,
+  privateEncrypt,
+  randomBytes,
+  sign,
+  timingSafeEqual,
+  type KeyObject,
+} from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 // A small local stand-in for AWS KMS, for processes configured like AWS processes
 // (AWS_ENDPOINT_URL_KMS): the JSON 1.1 protocol of the four operations the service uses, checked
-// as KMS checks them. Sign and GetPublicKey are backed by an Ed25519 key per signing key id,
-// GenerateMac and VerifyMac by an HMAC-SHA-256 key per MAC key id. Every request is recorded. It can
+// as KMS checks them. Sign and GetPublicKey are backed by an Ed25519 key per signing key id (an
+// RSA 2048 key per `rsa` key id: RSASSA_PKCS1_V1_5_SHA_256 over a DIGEST or a RAW message), GenerateMac and VerifyMac by an HMAC-SHA-256 key per MAC key id. Every request is recorded. It can
 // be told to throttle an operation, as KMS does beyond its request quota: ThrottlingException, HTTP 400.
 
 export type KmsOperation = 'Sign' | 'GetPublicKey' | 'GenerateMac' | 'VerifyMac';
@@ -53,10 +63,13 @@ const blob = (value: unknown, field: string): Buffer => {
 export async function startKmsStandIn(keys: {
   signing: readonly string[];
   mac: readonly string[];
+  rsa?: readonly string[];
 }): Promise<KmsStandIn> {
-  const signing = new Map<string, { publicKey: KeyObject; privateKey: KeyObject }>(
-    keys.signing.map((keyId) => [keyId, generateKeyPairSync('ed25519')]),
-  );
+  const signing = new Map<string, { publicKey: KeyObject; privateKey: KeyObject }>([
+    ...keys.signing.map((keyId) => [keyId, generateKeyPairSync('ed25519')] as const),
+    ...(keys.rsa ?? []).map((keyId) => [keyId, generateKeyPairSync('rsa', { modulusLength: 2048 })] as const),
+  ]);
+  const isRsa = (keyId: string) => signing.get(keyId)?.privateKey.asymmetricKeyType === 'rsa';
   const mac = new Map<string, Buffer>(keys.mac.map((keyId) => [keyId, randomBytes(32)]));
   const requests: KmsRequest[] = [];
   const throttles = new Map<string, number>();
@@ -81,16 +94,30 @@ export async function startKmsStandIn(keys: {
     return key;
   };
 
+  // RSASSA-PKCS1-v1_5 over SHA-256: the DigestInfo of the digest (given, or of the RAW message), padded.
+  const rsaSign = (input: Record<string, unknown>, keyId: string, privateKey: KeyObject) => {
+    const message = blob(input.Message, 'Message');
+    const digest = input.MessageType === 'DIGEST' ? message : createHash('sha256').update(message).digest();
+    if (input.SigningAlgorithm !== 'RSASSA_PKCS1_V1_5_SHA_256' || digest.length !== 32)
+      throw new KmsFault('ValidationException', `${keyId}: not a SHA-256 RSASSA_PKCS1_V1_5 request`);
+    const digestInfo = Buffer.concat([Buffer.from('3031300d060960864801650304020105000420', 'hex'), digest]);
+    const signature = privateEncrypt({ key: privateKey, padding: constants.RSA_PKCS1_PADDING }, digestInfo);
+    return { KeyId: keyId, SigningAlgorithm: input.SigningAlgorithm, Signature: signature.toString('base64') };
+  };
+
   const operations: Record<KmsOperation, (input: Record<string, unknown>, keyId: string) => Record<string, unknown>> = {
     GetPublicKey: (_input, keyId) => ({
       KeyId: keyId,
-      KeySpec: 'ECC_NIST_EDWARDS25519',
+      KeySpec: isRsa(keyId) ? 'RSA_2048' : 'ECC_NIST_EDWARDS25519',
       KeyUsage: 'SIGN_VERIFY',
       PublicKey: publicKeyDer(keyId),
-      SigningAlgorithms: ['ED25519_SHA_512', 'ED25519_PH_SHA_512'],
+      SigningAlgorithms: isRsa(keyId)
+        ? ['RSASSA_PKCS1_V1_5_SHA_256', 'RSASSA_PSS_SHA_256']
+        : ['ED25519_SHA_512', 'ED25519_PH_SHA_512'],
     }),
     Sign: (input, keyId) => {
       const key = signingKey(keyId);
+      if (isRsa(keyId)) return rsaSign(input, keyId, key.privateKey);
       // KMS's pure Ed25519 (RFC 8032) is ED25519_SHA_512 over a RAW message, at most 4096 bytes.
       if (input.SigningAlgorithm !== 'ED25519_SHA_512' || input.MessageType !== 'RAW') {
         throw new KmsFault(

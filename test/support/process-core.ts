@@ -9,7 +9,7 @@ import { documentClient } from '../../core/adapters/dynamo-schema';
 import { readRuntimeConfig } from '../../core/adapters/runtime-config';
 import { engineWakeups } from '../../core/adapters/valkey-wakeups';
 import { createDynamoStore } from '../../core/adapters/dynamo-store';
-import { openLocalKeyStore, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../../core/adapters/local-keys';
+import { openLocalKeyRing, openLocalMacKey, PAGE_TOKEN_KEY_FILE } from '../../core/adapters/local-keys';
 import { systemClock, systemRandom } from '../../core/adapters/system';
 import { serviceConfig } from '../../core/kernel/config';
 import { defaultProvisioningConfig, type ProvisioningConfig } from '../../core/provisioning/config';
@@ -41,7 +41,7 @@ export async function processCore(
   const inboxWakeups = engineWakeups(settings);
   const core = localCore({
     store: options.wrapStore ? options.wrapStore(store) : store,
-    keys: await openLocalKeyStore(keys),
+    keys: await openLocalKeyRing(keys),
     macKey: await openLocalMacKey(keys),
     pageTokenKey: await openLocalMacKey(keys, PAGE_TOKEN_KEY_FILE),
     clock: systemClock,

@@ -87,6 +87,7 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
             subject: grant.svcnumId,
             clientId: grant.clientId,
             authTime: grant.authTime,
+            ...(client.idTokenAlg ? { alg: client.idTokenAlg } : {}),
             ...(redeemed.nonce !== undefined ? { nonce: redeemed.nonce } : {}),
           })
         : undefined,
