@@ -1,3 +1,4 @@
+import { DPOP_ALGORITHMS } from '../core/kernel/access';
 import { httpsIssuer } from '../core/kernel/config';
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
 import { grantTypesSupported, oauthModule, type Modules } from '../core/registry';
@@ -24,6 +25,7 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     response_modes_supported: ['query'],
     grant_types_supported: [...grantTypes],
     code_challenge_methods_supported: ['S256'],
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['EdDSA'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],

@@ -20,16 +20,21 @@ import type { EnvironmentName } from '../lib/config';
 const COMMANDS: Record<string, string[]> = {
   client: [
     'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email offline_access" ' +
-      '[--refresh-response null|omit]',
+      '[--refresh-response null|omit] [--dpop optional|required]',
     '      --refresh-response omit: needed by openid-client 6, oauth4webapi 3, Python authlib and requests-oauthlib ' +
       '(they refuse or store "refresh_token": null); null is the default',
+    '      --dpop required: every token request needs a DPoP proof (RFC 9449); optional (default) binds tokens ' +
+      'when a proof comes (also on api-client and prov-client create)',
     'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
   ],
   'api-client': [
-    'api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from ' +
-      "the owner's numbers)",
+    'api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID] [--dpop optional|required]   (an owner ' +
+      "lets it send messages from the owner's numbers)",
   ],
-  'prov-client': ['prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"'],
+  'prov-client': [
+    'prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents" ' +
+      '[--dpop optional|required]',
+  ],
   user: [
     'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type ' +
       'person|business|ai_agent]',
@@ -82,6 +87,9 @@ export class HelpRequested {
 
 export class UsageError extends Error {}
 
+/** The commands that take --dpop (a client's DPoP setting, RFC 9449). */
+const DPOP_COMMANDS = ['client create', 'api-client create', 'prov-client create'];
+
 // What a command needs is imported when it runs (each await below): `help` and a usage error load
 // no SDK, a local command never loads CloudFormation's, and nothing here loads KMS's.
 const core = () => import('../core/accounts');
@@ -97,6 +105,8 @@ async function clientJson(client: Client) {
       ? { redirect_uris: shown.redirectUris, refresh_response: client.refreshResponse ?? 'null' }
       : {}),
     scope: shown.scopes.join(' '),
+    // Records from before the option have none: `optional`.
+    dpop: client.dpop ?? 'optional',
     ...(client.ownerId ? { owner: client.ownerId } : {}),
     disabled: shown.disabled,
     created_at: shown.createdAt,
@@ -252,6 +262,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       name: { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
       'refresh-response': { type: 'string' },
+      dpop: { type: 'string' },
       scope: { type: 'string' },
       email: { type: 'string' },
       password: { type: 'string' },
@@ -285,6 +296,10 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
   const command = `${noun} ${verb}`;
   if (values['refresh-response'] !== undefined && command !== 'client create')
     throw new UsageError('--refresh-response belongs to client create');
+  if (values.dpop !== undefined && !DPOP_COMMANDS.includes(command))
+    throw new UsageError(`--dpop belongs to ${DPOP_COMMANDS.join(', ')}`);
+  if (values.dpop !== undefined && values.dpop !== 'optional' && values.dpop !== 'required')
+    throw new UsageError('--dpop must be optional or required');
   for (const option of ['user', 'client', 'all'] as const) {
     if (values[option] !== undefined && command !== 'grant revoke')
       throw new UsageError(`--${option} belongs to grant revoke`);
@@ -423,6 +438,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           scope: need(values.scope, '--scope'),
           redirectUris: values['redirect-uri'] ?? [],
           ...(refreshResponse !== undefined ? { refreshResponse } : {}),
+          ...(values.dpop !== undefined ? { dpop: values.dpop } : {}),
         });
         return clientJson(client);
       }
@@ -431,6 +447,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           name: need(values.name, '--name'),
           scope: need(values.scope, '--scope'),
           ...(values.owner ? { ownerId: values.owner } : {}),
+          ...(values.dpop !== undefined ? { dpop: values.dpop } : {}),
         });
         return {
           ...(await clientJson(client)),
@@ -443,6 +460,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           name: need(values.name, '--name'),
           scope: need(values.scope, '--scope'),
           ownerId: need(values.owner, '--owner'),
+          ...(values.dpop !== undefined ? { dpop: values.dpop } : {}),
         });
         return {
           ...(await clientJson(client)),

@@ -1,4 +1,4 @@
-import type { Client, ClientKind, RefreshResponse, User } from './model';
+import type { Client, ClientKind, DpopMode, RefreshResponse, User } from './model';
 
 // What one domain module offers another, as small interfaces: a module declares the capability it
 // needs, another implements it, and the registry (core/registry.ts) injects it. No domain imports
@@ -64,6 +64,7 @@ export interface ClientInput {
   ownerId?: string;
   subjectId?: string;
   refreshResponse?: RefreshResponse;
+  dpop?: DpopMode;
   /** Given by the caller only where it is derived from something unique (an agent's client). */
   clientId?: string;
 }

@@ -151,6 +151,8 @@ beforeAll(async () => {
       config: serviceConfig(issuer),
       macKey: unit ? recordMac(macKey, unit, 'mac-key') : macKey,
       pageTokenKey: unit ? recordMac(pageTokenKey, unit, 'page-token-key') : pageTokenKey,
+      // DPoP nonces on, as DPOP_NONCES=on deploys them: the token endpoint derives their key.
+      dpopNonces: true,
     };
   };
   // Each unit builds only the modules its entry builds (lambdas/<group>.ts, grpc-service/main.ts).
@@ -376,7 +378,7 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     ).toStrictEqual([]);
   });
 
-  it('uses every MAC key action it grants, on its key (sign-in tokens; the page-token key of discover, List* and the message stream)', () => {
+  it('uses every MAC key action it grants, on its key (sign-in tokens; the page-token key of discover, List*, the message stream and DPoP nonces)', () => {
     for (const unit of units) {
       const made = [...used.get(unit)!].filter((operation) => / (mac-key|page-token-key)$/.test(operation)).sort();
       expect(made, unit).toStrictEqual(grantedMac(unit).sort());
