@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '../core/kernel/model';
 import { Browser } from './support/browser';
 import { dpopKey } from './support/dpop';
-import { authorizeInBrowser, createUser, postForm, REDIRECT_URI, send } from './support/flow';
+import { authorizeInBrowser, createUser, obtainCode, postForm, REDIRECT_URI, send } from './support/flow';
 import { startTestService, type TestService } from './support/service';
 
 // DPoP (RFC 9449) with certified relying-party libraries, openid-client 6 and oauth4webapi 3, against
@@ -199,8 +199,10 @@ describe.each([openidClient, oauth4webapi])('$name with DPoP', (library) => {
     expect(await library.userInfo(keys, tokens.access_token)).toMatchObject({ sub: login.user.svcnumId });
   });
 
-  it('refreshes with the same key, and refuses another key', async () => {
+  it('refreshes with the same key, and refuses another key or none', async () => {
     const refreshed = await library.refresh(keys, tokens.refresh_token!);
+    const form = { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, client_id: rp.clientId };
+    expect((await postForm(`${service.issuer}/oauth/token`, form)).json).toMatchObject({ error: 'invalid_dpop_proof' });
     expect(refreshed.token_type.toLowerCase()).toBe('dpop');
     const other = await oauth.generateKeyPair(library.alg);
     expect(await refusedWith(library.refresh(other, tokens.refresh_token!))).toBe('invalid_grant');
@@ -253,6 +255,31 @@ describe('DPoP refusals', () => {
       DPoP: await otherKey.proof('POST', url, { accessToken: token }),
     });
     expect(wrongKey.json).toMatchObject({ error: 'invalid_dpop_proof', error_description: /of another key/ });
+  });
+
+  it('redeems a code asked for with dpop_jkt only with a proof of that key (RFC 9449 §10)', async () => {
+    const [asked, other] = await Promise.all([dpopKey(), dpopKey()]);
+    // A code is used up by its first redemption, so each case gets its own.
+    for (const [key, answer] of [
+      [undefined, { error: 'invalid_grant' }],
+      [other, { error: 'invalid_grant', error_description: /dpop_jkt/ }],
+      [asked, { token_type: 'DPoP' }],
+    ] as const) {
+      const { code, verifier } = await obtainCode(service, rp, login, { dpop_jkt: asked.jkt }, browser);
+      const proof: Record<string, string> = key ? { DPoP: await key.proof('POST', tokenUrl()) } : {};
+      const reply = await postForm(
+        tokenUrl(),
+        {
+          grant_type: 'authorization_code',
+          code,
+          redirect_uri: REDIRECT_URI,
+          client_id: rp.clientId,
+          code_verifier: verifier,
+        },
+        proof,
+      );
+      expect(reply.json).toMatchObject(answer);
+    }
   });
 
   it('answers a bad proof at the token endpoint with 400 invalid_dpop_proof', async () => {
