@@ -1,6 +1,7 @@
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ListAgentsRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
+import { callTarget } from '../grpc-service/calls';
 import { dpopKey, type DpopKey } from './support/dpop';
 import { postForm } from './support/flow';
 import { provisioningApp, type ProvisioningApp } from './support/grpc';
@@ -82,6 +83,15 @@ describe('gRPC with DPoP-bound tokens', () => {
     const refused = (await listAgents({ authorization: `Bearer ${token}`, dpop: await proofFor() })) as ServiceError;
     expect(status[refused.code]).toBe('UNAUTHENTICATED');
     expect(refused.details).toMatch(/^invalid_token: the token is DPoP-bound/);
+  });
+
+  it("builds the htu from the call's :authority and path, https when the issuer is", () => {
+    const call = { getPath: () => METHOD, getHost: () => 'grpc.example:443' };
+    expect(callTarget('https://id.example', call)).toEqual({
+      method: 'POST',
+      url: `https://grpc.example:443${METHOD}`,
+    });
+    expect(callTarget('http://localhost:3000', call).url).toBe(`http://grpc.example:443${METHOD}`);
   });
 
   it('still admits the same client with an unbound Bearer token', async () => {

@@ -11,9 +11,9 @@ import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } 
 import { userInfo, type UserInfoPort } from './userinfo';
 
 /**
- * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path) and what discovery
- * publishes (the issuer, the public keys); it reads no store. UserInfo, the browser's
- * authorization flow and the token endpoint are modules of their own (below,
+ * The OAuth/OIDC module: tokens (issuer, verifier) and what discovery publishes (the issuer, the
+ * public keys); it reads no store. DPoP, the Bearer/DPoP path of resource edges, UserInfo, the
+ * browser's authorization flow and the token endpoint are modules of their own (below,
  * ./token-endpoint.ts), so that each Lambda carries only the part its routes use.
  */
 export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: Random; config: ServiceConfig }) {
