@@ -120,6 +120,8 @@ export interface HotPathResult {
     refresh: MeasuredRun;
     userinfo: MeasuredRun;
     codeExchange: MeasuredRun;
+    dpopClientCredentials: MeasuredRun;
+    dpopUserinfo: MeasuredRun;
   };
   /** Grants/s, ours over the peer's, in the same run. */
   clientCredentialsRatio: number;
@@ -188,6 +190,8 @@ export async function hotPathBenchmarks(
       codeExchange: serverMeter(() => ours.stats()),
       refresh: serverMeter(() => ours.stats()),
       userinfo: serverMeter(() => ours.stats()),
+      dpopClientCredentials: serverMeter(() => ours.stats()),
+      dpopUserinfo: serverMeter(() => ours.stats()),
     };
     signin = await signInBenchmarks(ours.info, {
       concurrency,
@@ -233,6 +237,20 @@ export async function hotPathBenchmarks(
             'separate probe run on its own pool)',
           ...signin.codeExchange,
           cost: meters.codeExchange.cost(signin.codeExchange),
+        },
+        dpopClientCredentials: {
+          description:
+            'POST /oauth/token grant_type=client_credentials as above, with a fresh EdDSA DPoP proof per request ' +
+            '(signed by the load generator; client ' +
+            signin.httpClient +
+            ')',
+          ...signin.dpopClientCredentials,
+          cost: meters.dpopClientCredentials.cost(signin.dpopClientCredentials),
+        },
+        dpopUserinfo: {
+          description: 'GET /oauth/userinfo with one DPoP-bound access token and a fresh proof per request',
+          ...signin.dpopUserinfo,
+          cost: meters.dpopUserinfo.cost(signin.dpopUserinfo),
         },
       },
       clientCredentialsRatio: peerGrants.rps > 0 ? round2(ourGrants.rps / peerGrants.rps) : Number.NaN,
@@ -307,6 +325,8 @@ function hotPathReport(
     ['POST /oauth/token refresh_token', ours.refresh],
     ['GET /oauth/userinfo', ours.userinfo],
     ['POST /oauth/token authorization_code', ours.codeExchange],
+    ['POST /oauth/token client_credentials + DPoP', ours.dpopClientCredentials],
+    ['GET /oauth/userinfo + DPoP', ours.dpopUserinfo],
   ];
   const byMethod = (cost: PhaseCost) =>
     Object.entries(cost.storeCalls ?? {})

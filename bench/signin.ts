@@ -1,4 +1,5 @@
 import { Browser, pkcePair } from '../test/support/browser';
+import { dpopKey, type DpopKey } from '../test/support/dpop';
 import {
   createHttpClient,
   formBody,
@@ -15,6 +16,8 @@ import type { ServerMeter } from './server-meter';
 //   POST /oauth/token  authorization_code   (each request redeems a fresh, pre-generated code)
 //   POST /oauth/token  refresh_token        (a handful of refresh tokens, reused; no rotation)
 //   GET  /oauth/userinfo                    (one Bearer access token)
+//   POST /oauth/token  client_credentials   with a DPoP proof (RFC 9449; a fresh proof per request)
+//   GET  /oauth/userinfo                    with one DPoP-bound access token and a fresh proof each
 // Codes come from GET /oauth/authorize with a signed-in session and remembered consent, which
 // answers straight with a 302 to the client; that rate is reported too.
 
@@ -33,7 +36,7 @@ export interface SignInOptions {
 }
 
 /** The runs a meter can be given to. */
-export type MeteredRun = 'codeExchange' | 'refresh' | 'userinfo';
+export type MeteredRun = 'codeExchange' | 'refresh' | 'userinfo' | 'dpopClientCredentials' | 'dpopUserinfo';
 
 export interface CodeExchangeResult extends LoadResult {
   codes: {
@@ -55,6 +58,8 @@ export interface SignInResult {
   codeExchange: CodeExchangeResult;
   refresh: LoadResult & { refreshTokens: number };
   userinfo: LoadResult;
+  dpopClientCredentials: LoadResult;
+  dpopUserinfo: LoadResult;
 }
 
 interface Code {
@@ -197,6 +202,57 @@ function exchangeFrom(http: HttpClient, server: BenchServerInfo, pool: Code[]) {
   };
 }
 
+/**
+ * The DPoP runs (RFC 9449): client_credentials of the External API client with a proof, and UserInfo
+ * with a token bound by refreshing `refreshToken` with a proof of the same key. Each request signs a
+ * fresh proof on the load generator's side (the server checks it and writes its jti once).
+ */
+async function dpopRuns(
+  http: HttpClient,
+  server: BenchServerInfo,
+  refreshToken: string,
+  options: SignInOptions,
+): Promise<Pick<SignInResult, 'dpopClientCredentials' | 'dpopUserinfo'>> {
+  const { concurrency, seconds, warmupSeconds, log, meters = {} } = options;
+  const key: DpopKey = await dpopKey('EdDSA');
+  const tokenUrl = `${server.issuer}/oauth/token`;
+  const { clientId, clientSecret, scope } = server.apiClient;
+  const credentials = `${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`;
+  const basic = `Basic ${Buffer.from(credentials).toString('base64')}`;
+  const grant = formBody({ grant_type: 'client_credentials', scope });
+  const run = (name: MeteredRun, request: () => Promise<number>) =>
+    runLoad({
+      concurrency,
+      seconds,
+      warmupSeconds,
+      serverPid: server.pid,
+      signal: options.signal,
+      onPhase: meters[name]?.onPhase,
+      request,
+    });
+  log(`DPoP client_credentials (${warmupSeconds} s warm-up + ${seconds} s)`);
+  const dpopClientCredentials = await run('dpopClientCredentials', async () => {
+    const headers = { ...FORM_HEADERS, Authorization: basic, DPoP: await key.proof('POST', tokenUrl) };
+    return checked(await http.request('POST', '/oauth/token', headers, grant), '"token_type":"DPoP"');
+  });
+  const refreshed = await http.request(
+    'POST',
+    '/oauth/token',
+    { ...FORM_HEADERS, DPoP: await key.proof('POST', tokenUrl) },
+    formBody({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: server.clientId }),
+  );
+  const bound = JSON.parse(refreshed.body) as { access_token?: string; token_type?: string };
+  if (bound.token_type !== 'DPoP') throw new Error(`DPoP refresh failed: ${refreshed.status} ${refreshed.body}`);
+  const userinfoUrl = `${server.issuer}/oauth/userinfo`;
+  log(`DPoP userinfo (${warmupSeconds} s warm-up + ${seconds} s)`);
+  const dpopUserinfo = await run('dpopUserinfo', async () => {
+    const proof = await key.proof('GET', userinfoUrl, { accessToken: bound.access_token! });
+    const headers = { Authorization: `DPoP ${bound.access_token}`, DPoP: proof };
+    return checked(await http.request('GET', '/oauth/userinfo', headers), '"sub"');
+  });
+  return { dpopClientCredentials, dpopUserinfo };
+}
+
 export async function signInBenchmarks(server: BenchServerInfo, options: SignInOptions): Promise<SignInResult> {
   const { concurrency, seconds, warmupSeconds, log, meters = {} } = options;
   const http = createHttpClient(options.httpClient, server.issuer, concurrency);
@@ -282,6 +338,8 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
       request: async () => checked(await http.request('GET', '/oauth/userinfo', bearer), '"sub"'),
     });
 
+    const dpop = await dpopRuns(http, server, tokens[1]!.refresh_token, options);
+
     // Warm-up pool failures are reported with the authorize run they belong to.
     const authorize = pool.result;
     authorize.warmupCount = warmupPool.result.count;
@@ -303,6 +361,7 @@ export async function signInBenchmarks(server: BenchServerInfo, options: SignInO
       },
       refresh: { ...refresh, refreshTokens: tokens.length },
       userinfo,
+      ...dpop,
     };
   } finally {
     http.close();

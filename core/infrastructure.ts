@@ -25,6 +25,8 @@ export interface Infrastructure {
   config: ServiceConfig;
   /** Cool-off, leases and quotas of the provisioning API (defaults: 90-day cool-off, 10/10 agents). */
   provisioning?: ProvisioningConfig;
+  /** DPOP_NONCES: DPoP proofs must carry a server nonce (core/oauth/dpop-nonces.ts); off by default. */
+  dpopNonces?: boolean;
   /** Sign-in limits of this process (default: core/oauth/sign-in-guard.ts). */
   signIn?: SignInLimits;
   /** Logs and counts a failed derived message (auto-reply, forward): core/adapters/derived-failures.ts. */

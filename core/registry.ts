@@ -3,7 +3,13 @@ import { createDirectoryModule } from './directory';
 import type { Infrastructure, ModulePorts } from './infrastructure';
 import { createPageTokenCodec } from './kernel/page-token';
 import { createMessagingModule } from './messaging';
-import { createAuthorizationModule, createOAuthModule, createUserInfoModule } from './oauth';
+import {
+  createAuthenticationModule,
+  createAuthorizationModule,
+  createDpopModule,
+  createOAuthModule,
+  createUserInfoModule,
+} from './oauth';
 import { grantNames, oauthGrants } from './oauth/grants/table';
 import { createTokenEndpointModule } from './oauth/token-endpoint';
 import { createProvisioningModule, createTokenExchangeModule } from './provisioning';
@@ -46,6 +52,14 @@ export const registrationModule = /* @__PURE__ */ defineModule({
   create: createRegistrationModule,
 });
 export const oauthModule = /* @__PURE__ */ defineModule({ name: 'oauth', needs: {}, create: createOAuthModule });
+/** DPoP (RFC 9449): proofs and nonces. */
+export const dpopModule = /* @__PURE__ */ defineModule({ name: 'dpop', needs: {}, create: createDpopModule });
+/** The one Bearer/DPoP path of every resource edge (UserInfo, messages, gRPC). */
+export const authenticationModule = /* @__PURE__ */ defineModule({
+  name: 'authentication',
+  needs: { oauth: oauthModule, dpop: dpopModule },
+  create: createAuthenticationModule,
+});
 export const userInfoModule = /* @__PURE__ */ defineModule({
   name: 'userInfo',
   needs: { accounts: accountsModule },
@@ -79,7 +93,12 @@ export const tokenExchangeModule = /* @__PURE__ */ defineModule({
  * What the token endpoint needs: OAuth's issuer, the accounts, and each module that adds grant
  * types to it (its definition's `grants`), in the order discovery lists them after OAuth's own.
  */
-const tokenEndpointNeeds = { oauth: oauthModule, accounts: accountsModule, tokenExchange: tokenExchangeModule };
+const tokenEndpointNeeds = {
+  oauth: oauthModule,
+  accounts: accountsModule,
+  dpop: dpopModule,
+  tokenExchange: tokenExchangeModule,
+};
 
 /** The token endpoint: OAuth's grant types, then those its needs add. */
 export const tokenEndpointModule = /* @__PURE__ */ defineModule({
@@ -112,6 +131,8 @@ export const allModules = [
   accountsModule,
   registrationModule,
   oauthModule,
+  dpopModule,
+  authenticationModule,
   userInfoModule,
   authorizationModule,
   directoryModule,

@@ -1,7 +1,7 @@
 import type { AccountLookupsPort, AccountsStore, RegistrationPort } from './accounts/store';
 import type { DirectoryPort, DirectoryStore } from './directory/store';
 import type { MessagingPort, MessagingStore } from './messaging/store';
-import type { OAuthPort, OAuthStore } from './oauth/store';
+import type { DpopProofStore, OAuthPort, OAuthStore } from './oauth/store';
 import type { ProvisioningPort, ProvisioningStore } from './provisioning/store';
 import type { SharedStore } from './kernel/store';
 
@@ -13,7 +13,7 @@ export type { CodeBinding, RedeemResult } from './oauth/store';
  * Each module declares the part it calls (core/<module>/store.ts, its `…Port`); the DynamoDB
  * adapter implements it in slices, one per area (core/adapters/dynamo-store.ts).
  */
-export type AuthStore = AccountsStore & OAuthStore;
+export type AuthStore = AccountsStore & OAuthStore & DpopProofStore;
 
 /** Everything the core keeps: the sign-in side and the provisioning side. */
 export type Store = AuthStore & ProvisioningStore & MessagingStore & DirectoryStore;

@@ -104,6 +104,11 @@ export const tableDefinitions = {
     ttlAttribute: TTL_ATTRIBUTE,
     description: 'Sign-in attempts per hashed identifier and per device cookie (forgotten a day after the last)',
   },
+  dpopProofs: {
+    partitionKey: 'proofKey',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'DPoP proofs seen, by key and jti (RFC 9449)',
+  },
   sessions: {
     partitionKey: 'sessionHash',
     ttlAttribute: TTL_ATTRIBUTE,

@@ -59,6 +59,8 @@ export function grpcError(error: unknown, method: string): ServiceError {
     logger.error('call failed', { method, error: error as Error });
     return serviceError(status.INTERNAL, 'the service failed; retry the call');
   }
+  // RFC 9449: a DPoP refusal names its code (invalid_dpop_proof, invalid_token).
+  if (error.challenge === 'DPoP') return serviceError(STATUS[error.kind], `${error.oauth}: ${error.message}`);
   if (!error.oauth || error.challenge) return serviceError(STATUS[error.kind], error.message);
   const trailers = new Metadata();
   trailers.set('oauth-error', error.oauth);
@@ -79,31 +81,60 @@ const BEARER_REFUSALS: CallerRefusals = {
   owner: () => invalidToken('this token can no longer be used: its owner account is not active'),
 };
 
+/** The modules that authenticate a call. */
+type CallModules = Pick<Modules, 'oauth' | 'authentication' | 'accounts' | 'tokenExchange'>;
+
+/** A call as authentication sees it: its metadata, path (`/<package.Service>/<Method>`) and `:authority`. */
+export interface AuthenticatedCall {
+  metadata: Metadata;
+  getPath(): string;
+  getHost(): string;
+}
+
+/**
+ * RFC 9449 §4.3 for gRPC (docs/grpc-api.md): a call is an HTTP/2 POST, so a proof's htm is POST and its
+ * htu `<scheme>://<:authority><path>`, https when the issuer is (TLS ends at the NLB), else http.
+ */
+export const callTarget = (issuer: string, call: Pick<AuthenticatedCall, 'getPath' | 'getHost'>) => ({
+  method: 'POST',
+  url: `${issuer.startsWith('https://') ? 'https' : 'http'}://${call.getHost()}${call.getPath()}`,
+});
+
 /**
  * The provisioning client behind the call, or its refusal as a gRPC status (UNAUTHENTICATED,
- * PERMISSION_DENIED): the Bearer token as every edge checks it, then a provisioning client of an
- * active account with the scope the RPC needs.
+ * PERMISSION_DENIED): the Bearer or DPoP token as every edge checks it, then a provisioning client
+ * of an active account with the scope the RPC needs.
  */
 export async function authenticate(
-  modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>,
-  metadata: Metadata,
+  modules: CallModules,
+  call: AuthenticatedCall,
   scope: CallScope,
   method = 'authenticate',
 ): Promise<ScopedCaller> {
   try {
-    return await callerOf(modules, metadata, scope);
+    return await callerOf(modules, call, scope);
   } catch (error) {
     throw grpcError(error, method);
   }
 }
 
-/** `authenticate` before its refusal is a gRPC status (a DomainError). */
+/**
+ * `authenticate` before its refusal is a gRPC status (a DomainError). `withProof: false` (a long
+ * call checking itself again) skips the DPoP proof, whose jti was used when the call was admitted.
+ */
 async function callerOf(
-  { oauth, accounts, tokenExchange }: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>,
-  metadata: Metadata,
+  { oauth, authentication, accounts, tokenExchange }: CallModules,
+  call: AuthenticatedCall,
   scope: CallScope,
+  withProof = true,
 ): Promise<ScopedCaller> {
-  const claims = await oauth.authenticateBearer(metadata.get('authorization'));
+  const { metadata } = call;
+  const presented = {
+    authorization: metadata.get('authorization'),
+    dpop: metadata.get('dpop'),
+    target: callTarget(oauth.config.issuer, call),
+  };
+  const claims = await authentication.authenticate(presented, withProof);
   // A provisioning client's own token (client_credentials), not one it obtained for someone else.
   if (claims.sub !== claims.client_id) throw BEARER_REFUSALS.client();
   // Disabled means disabled: the client and its owner enabled (UNAUTHENTICATED otherwise), a refusing record read again
@@ -132,10 +163,7 @@ const callers = new WeakMap<Metadata, CallerOfCall>();
  * refused before this, and never reaches here): a refused call ends with its status, an admitted
  * one reaches the handler with its caller.
  */
-export function authenticateCalls(
-  modules: Pick<Modules, 'oauth' | 'accounts' | 'tokenExchange'>,
-  scopes: ReadonlyMap<string, CallScope>,
-): ServerInterceptor {
+export function authenticateCalls(modules: CallModules, scopes: ReadonlyMap<string, CallScope>): ServerInterceptor {
   return (method, call) => {
     const scope = scopes.get(method.path);
     if (!scope) return new ServerInterceptingCall(call);
@@ -148,10 +176,11 @@ export function authenticateCalls(
             pass(received);
           },
           onReceiveHalfClose: (pass) => {
-            authenticate(modules, metadata, scope, methodName(method.path)).then(
+            const admitted = { metadata, getPath: () => method.path, getHost: () => call.getHost() };
+            authenticate(modules, admitted, scope, methodName(method.path)).then(
               (caller) => {
                 // The handler's failures become statuses where it runs (`serve`): a refusal on a recheck too.
-                callers.set(metadata, { caller, recheck: () => callerOf(modules, metadata, scope) });
+                callers.set(metadata, { caller, recheck: () => callerOf(modules, admitted, scope, false) });
                 pass();
               },
               (refusal: ServiceError) => call.sendStatus(refusal),

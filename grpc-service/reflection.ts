@@ -85,6 +85,13 @@ export function readDescriptorSet(): Uint8Array {
   }
 }
 
+/** What `admit` judges a reflection stream by: its metadata and, for a DPoP proof, its path and authority. */
+export interface AdmittedCall {
+  metadata: Metadata;
+  getPath(): string;
+  getHost(): string;
+}
+
 export interface ReflectionOptions {
   /** Ends open reflection streams when the server drains. */
   closing?: AbortSignal;
@@ -92,7 +99,7 @@ export interface ReflectionOptions {
    * Admits a stream by its metadata before any request is read; its rejection (a gRPC status
    * error, UNAUTHENTICATED or PERMISSION_DENIED) ends the stream. Without: reflection is open.
    */
-  admit?: (metadata: Metadata) => Promise<unknown>;
+  admit?: (call: AdmittedCall) => Promise<unknown>;
 }
 
 /**
@@ -277,7 +284,7 @@ export function addReflection(
         call.on('end', stop);
       };
       if (!options.admit) return start();
-      options.admit(call.metadata).then(start, refuse);
+      options.admit(call).then(start, refuse);
     },
   };
   server.addService(sizeLimited(ReflectionV1), implementation);

@@ -1,12 +1,13 @@
 import { createFileRegistry, fromBinary } from '@bufbuild/protobuf';
 import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
-import { ServerCredentials, type ChannelOptions, type Metadata, type Server } from '@grpc/grpc-js';
+import { ServerCredentials, type ChannelOptions, type Server } from '@grpc/grpc-js';
 import { HealthImplementation, service as healthService, type ServingStatus } from 'grpc-health-check';
 import { setMaxListeners } from 'node:events';
 import type { ReflectionAccess } from '../core/adapters/runtime-config';
 import { provisioningScopes, type ProvisioningScope } from '../core/kernel/scopes';
 import {
   accountsModule,
+  authenticationModule,
   directoryModule,
   messagingModule,
   oauthModule,
@@ -19,7 +20,7 @@ import { AliasServiceService } from './gen/svcnum/provisioning/v1alpha1/alias_se
 import { MaskServiceService } from './gen/svcnum/provisioning/v1alpha1/mask_service';
 import { NumberServiceService } from './gen/svcnum/provisioning/v1alpha1/number_service';
 import { authenticate, authenticateCalls, logCalls, logger, type CallScope } from './calls';
-import { addReflection, readDescriptorSet } from './reflection';
+import { addReflection, readDescriptorSet, type AdmittedCall } from './reflection';
 import { agentService } from './services/agents';
 import { ALIAS_SCOPES, aliasService } from './services/aliases';
 import { maskService } from './services/masks';
@@ -79,6 +80,7 @@ export interface RunningGrpcServer {
 /** The modules the gRPC services and interceptors use (and what they need): no token endpoint, no browser flow. */
 export const grpcModules = [
   oauthModule,
+  authenticationModule,
   accountsModule,
   tokenExchangeModule,
   provisioningModule,
@@ -135,8 +137,8 @@ export async function startGrpcServer(
     closing: closing.signal,
     ...(options.reflection === 'token'
       ? {
-          admit: (metadata: Metadata) =>
-            authenticate(modules, metadata, ANY_PROVISIONING_SCOPE, 'ServerReflection.ServerReflectionInfo'),
+          admit: (call: AdmittedCall) =>
+            authenticate(modules, call, ANY_PROVISIONING_SCOPE, 'ServerReflection.ServerReflectionInfo'),
         }
       : {}),
   });

@@ -1,3 +1,4 @@
+import { DPOP_ALGORITHMS } from '../core/kernel/access';
 import { httpsIssuer } from '../core/kernel/config';
 import { loginScopes, externalApiScopes } from '../core/kernel/scopes';
 import { grantTypesSupported, oauthModule, type Modules } from '../core/registry';
@@ -25,6 +26,7 @@ export function discoveryDocument(issuer: string, grantTypes: readonly string[])
     response_modes_supported: ['query'],
     grant_types_supported: [...grantTypes],
     code_challenge_methods_supported: ['S256'],
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     subject_types_supported: ['public'],
     // EdDSA by default; RS256 for the clients registered for it (--id-token-alg RS256).
     id_token_signing_alg_values_supported: ['EdDSA', 'RS256'],

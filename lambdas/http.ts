@@ -1,6 +1,7 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import { oauthError, type DomainError, type ErrorKind, type OAuthErrorCode } from '../core/kernel/errors';
 import { paramsFrom, type Params } from '../core/kernel/params';
+import { DPOP_ALGORITHMS } from '../core/kernel/access';
 
 // Translating API Gateway REST proxy events to what the core needs, and results back.
 
@@ -68,6 +69,17 @@ export function headerValues(event: HttpEvent, name: string): string[] {
   }
   return values;
 }
+
+/**
+ * What a request presents to a resource server (core/oauth/bearer.ts): every Authorization and DPoP
+ * value, and the request as a DPoP proof names it: its method and the issuer's URL of its route
+ * (RFC 9449 §4.3; the URL clients were given, whatever host API Gateway saw).
+ */
+export const presentedAccess = (event: HttpEvent, issuer: string) => ({
+  authorization: headerValues(event, 'authorization'),
+  dpop: headerValues(event, 'dpop'),
+  target: { method: event.httpMethod, url: `${issuer}${event.resource ?? event.path}` },
+});
 
 /** Query parameters with repeats kept (API Gateway's multi-value form). */
 export function queryParams(event: HttpEvent): Params {
@@ -237,11 +249,13 @@ const quotable = (value: string) => value.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]
 
 function challenge(error: DomainError, realm: string): string | undefined {
   if (error.challenge === 'Basic') return `Basic realm="${realm}", charset="UTF-8"`;
-  if (error.challenge !== 'Bearer') return undefined;
+  if (error.challenge !== 'Bearer' && error.challenge !== 'DPoP') return undefined;
   const params = [`realm="${realm}"`];
   if (error.oauth) params.push(`error="${error.oauth}"`, `error_description="${quotable(error.message)}"`);
   if (error.scope) params.push(`scope="${quotable(error.scope)}"`);
-  return `Bearer ${params.join(', ')}`;
+  // RFC 9449 §7.1: the algorithms a proof may use.
+  if (error.challenge === 'DPoP') params.push(`algs="${DPOP_ALGORITHMS.join(' ')}"`);
+  return `${error.challenge} ${params.join(', ')}`;
 }
 
 /**
@@ -254,6 +268,7 @@ export function errorResult(error: DomainError, realm: string, headers: Record<s
   const extra = {
     ...headers,
     ...(authenticate ? { 'WWW-Authenticate': authenticate } : {}),
+    ...(error.dpopNonce !== undefined ? { 'DPoP-Nonce': error.dpopNonce } : {}),
     ...(error.retryAfterSeconds !== undefined ? { 'Retry-After': String(error.retryAfterSeconds) } : {}),
   };
   if (error.kind === 'unauthenticated' && error.challenge === 'Bearer' && !error.oauth) return json(401, {}, extra);

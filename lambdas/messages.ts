@@ -1,11 +1,12 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoDpopStore } from '../core/adapters/dynamo-dpop-store';
 import { createDynamoMessagingStore } from '../core/adapters/dynamo-messaging-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import { invalidArgument } from '../core/kernel/errors';
 import { httpsIssuer } from '../core/kernel/config';
-import { messagingModule, oauthModule, type Modules } from '../core/registry';
+import { authenticationModule, messagingModule, oauthModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
-import { header, headerValues, json, MAX_BODY_BYTES, rawBody, type HttpEvent, type HttpResult } from './http';
+import { header, json, MAX_BODY_BYTES, presentedAccess, rawBody, type HttpEvent, type HttpResult } from './http';
 import { lambdaHandler } from './runtime';
 
 // POST /api/messages: the Messaging External API's ingress. A Bearer token with the `messaging`
@@ -15,12 +16,16 @@ import { lambdaHandler } from './runtime';
 const unacceptable = (status: 413 | 415, description: string) =>
   json(status, { error: 'invalid_request', error_description: description });
 
-/** The modules this group's routes use: oauth for the Bearer token, messaging to send. */
-export const messagesModules = [oauthModule, messagingModule] as const;
+/** The modules this group's routes use: oauth and authentication for the Bearer or DPoP token, messaging to send. */
+export const messagesModules = [oauthModule, authenticationModule, messagingModule] as const;
 
-export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth' | 'messaging'>) {
+export function createMessagesHandler({
+  oauth,
+  authentication,
+  messaging,
+}: Pick<Modules, 'oauth' | 'authentication' | 'messaging'>) {
   async function send(event: HttpEvent): Promise<HttpResult> {
-    const claims = await oauth.authenticateBearer(headerValues(event, 'authorization'));
+    const claims = await authentication.authenticate(presentedAccess(event, oauth.config.issuer));
     const contentType = (header(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (contentType !== 'application/json') return unacceptable(415, 'the body must be application/json');
     const body = rawBody(event);
@@ -37,16 +42,13 @@ export function createMessagesHandler({ oauth, messaging }: Pick<Modules, 'oauth
     if (from !== undefined && typeof from !== 'string') throw invalidArgument('from must be a string');
     const sender = await messaging.sender(claims, from);
     const accepted = await messaging.send(sender, { to, text });
-    return json(202, {
-      message_id: accepted.messageId,
-      from: accepted.from,
-      to: accepted.to,
-      accepted_at: new Date(accepted.acceptedAt).toISOString(),
-    });
+    const accepted_at = new Date(accepted.acceptedAt).toISOString();
+    const answer = { message_id: accepted.messageId, from: accepted.from, to: accepted.to, accepted_at };
+    return json(202, answer);
   }
   return edgeHandler({ '/api/messages': { POST: send } }, { realm: 'messaging', secure: httpsIssuer(oauth.config) });
 }
 
 export const handler = lambdaHandler(messagesModules, createMessagesHandler, {
-  store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore),
+  store: dynamoStore(createDynamoAccountsStore, createDynamoMessagingStore, createDynamoDpopStore),
 });

@@ -1,11 +1,12 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoDpopStore } from '../core/adapters/dynamo-dpop-store';
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import { httpsIssuer } from '../core/kernel/config';
 import { oauthModule, tokenEndpointModule, type Modules } from '../core/registry';
 import type { PresentedCredentials } from '../core/oauth/token-service';
 import { edgeHandler } from './edge';
-import { formParams, header, json, type HttpEvent } from './http';
+import { formParams, header, headerValues, json, type HttpEvent } from './http';
 import { lambdaHandler } from './runtime';
 
 // POST /oauth/token and POST /oauth/revoke: form-encoded in, JSON out, never cached. Refusals
@@ -37,10 +38,16 @@ function presentedCredentials(event: HttpEvent): PresentedCredentials {
 export const tokenModules = [tokenEndpointModule, oauthModule] as const;
 
 export function createTokenHandler({ tokenEndpoint, oauth }: Pick<Modules, 'tokenEndpoint' | 'oauth'>) {
+  // RFC 9449 §4.3: a proof names the endpoint as discovery publishes it (the issuer's URL).
+  const target = { method: 'POST', url: `${oauth.config.issuer}/oauth/token` };
   return edgeHandler(
     {
       '/oauth/token': {
-        POST: async (event) => json(200, await tokenEndpoint.token(formParams(event), presentedCredentials(event))),
+        POST: async (event) => {
+          const proof = { dpop: headerValues(event, 'dpop'), target };
+          const tokens = await tokenEndpoint.token(formParams(event), presentedCredentials(event), proof);
+          return json(200, tokens, await tokenEndpoint.nonceHeaders());
+        },
       },
       '/oauth/revoke': {
         POST: async (event) => {
@@ -54,5 +61,5 @@ export function createTokenHandler({ tokenEndpoint, oauth }: Pick<Modules, 'toke
 }
 
 export const handler = lambdaHandler(tokenModules, createTokenHandler, {
-  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore),
+  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore, createDynamoDpopStore),
 });

@@ -1,21 +1,26 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
+import { createDynamoDpopStore } from '../core/adapters/dynamo-dpop-store';
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import { httpsIssuer } from '../core/kernel/config';
-import { oauthModule, userInfoModule, type Modules } from '../core/registry';
+import { authenticationModule, oauthModule, userInfoModule, type Modules } from '../core/registry';
 import { edgeHandler } from './edge';
-import { headerValues, json, type HttpEvent, type HttpResult } from './http';
+import { json, presentedAccess, type HttpEvent, type HttpResult } from './http';
 import { lambdaHandler } from './runtime';
 
-// GET/POST /oauth/userinfo with a Bearer access token (OIDC Core §5.3, RFC 6750 errors).
+// GET/POST /oauth/userinfo with a Bearer or DPoP access token (OIDC Core §5.3, RFC 6750 and RFC 9449 errors).
 
 /** The modules this group's routes use. */
-export const userInfoModules = [oauthModule, userInfoModule] as const;
+export const userInfoModules = [oauthModule, authenticationModule, userInfoModule] as const;
 
-export function createUserInfoHandler({ oauth, userInfo }: Pick<Modules, 'oauth' | 'userInfo'>) {
+export function createUserInfoHandler({
+  oauth,
+  authentication,
+  userInfo,
+}: Pick<Modules, 'oauth' | 'authentication' | 'userInfo'>) {
   async function handle(event: HttpEvent): Promise<HttpResult> {
     // Every Authorization value: RFC 6750 §3.1, more than one is invalid_request.
-    const claims = await oauth.authenticateBearer(headerValues(event, 'authorization'));
+    const claims = await authentication.authenticate(presentedAccess(event, oauth.config.issuer));
     return json(200, await userInfo.forClaims(claims));
   }
   return edgeHandler(
@@ -25,5 +30,5 @@ export function createUserInfoHandler({ oauth, userInfo }: Pick<Modules, 'oauth'
 }
 
 export const handler = lambdaHandler(userInfoModules, createUserInfoHandler, {
-  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore),
+  store: dynamoStore(createDynamoAccountsStore, createDynamoOAuthStore, createDynamoDpopStore),
 });

@@ -84,11 +84,14 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       codes: { actions: ['GetItem', 'UpdateItem'] }, // redeemCode: one conditional update (+ a read on failure)
       grants: { actions: ['GetItem', 'PutItem', 'UpdateItem'] }, // createGrant, getGrant, touchGrant, revokeGrant
       users: { actions: ['GetItem'] }, // the account still active (code exchange, agent and provisioning clients)
+      dpopProofs: { actions: ['PutItem'] }, // claimDpopProof: a DPoP proof's jti, once (conditional put)
     },
     // Signs access and ID tokens (RS256 ones with the RSA keys); the kid comes from KMS_PUBLIC_KEYS
     // (GetPublicKey only for a key missing there).
     keys: 'sign',
     rsaKeys: 'sign',
+    // Derives the DPoP nonce key once per container, when DPOP_NONCES is on (core/oauth/dpop-nonces.ts).
+    pageTokenMac: ['kms:GenerateMac'],
   },
   // /oauth/userinfo: the claims, with the token's grant in one batch (a revoked grant's tokens are
   // refused) and its client still enabled (cached 30 s); the token verified locally from public keys.
@@ -97,6 +100,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       users: { actions: ['GetItem', 'BatchGetItem'] },
       grants: { actions: ['BatchGetItem'] },
       clients: { actions: ['GetItem'] },
+      dpopProofs: { actions: ['PutItem'] }, // claimDpopProof: a DPoP proof's jti, once
     },
     keys: 'verify',
   },
@@ -128,6 +132,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       masks: { actions: ['GetItem'] }, // a mask number's participants
       inboxes: { actions: ['UpdateItem'] }, // nextSeq: the recipient inbox's counter
       messages: { actions: ['PutItem'] }, // appendMessage (conditional, retried on a lost sequence)
+      dpopProofs: { actions: ['PutItem'] }, // claimDpopProof: a DPoP proof's jti, once
     },
     keys: 'verify', // verifies the bearer access token locally
   },
@@ -149,6 +154,7 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       // StreamAllMessages reads an inbox from a cursor (and, for an inbox the cursor does not name, its
       // last message before the watermark); a tombstone fills a sequence whose writer gave up
       messages: { actions: ['Query', 'PutItem'] },
+      dpopProofs: { actions: ['PutItem'] }, // claimDpopProof: a call's DPoP proof's jti, once
     },
     // Verifies callers' tokens; signs agent and exchanged tokens. The page-token key derives the key
     // of the List* page tokens and StreamAllMessages' cursors once per task.

@@ -167,6 +167,8 @@ export interface EnvironmentConfig {
 
   /** Cool-off of retired numbers before reuse (NUMBER_COOL_OFF_DAYS). */
   readonly numberCoolOffDays: number;
+  /** DPoP proofs must carry a server nonce (DPOP_NONCES, docs/security.md#dpop-proofs). */
+  readonly dpopNonces: boolean;
   /** Default agent quotas per owner (AGENT_QUOTA_INDEPENDENT / _DEPENDENT); `admin quota set` overrides per owner. */
   readonly agentQuotas: { readonly independent: number; readonly dependent: number };
   readonly logRetentionDays: LogRetentionDays;
@@ -283,6 +285,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
       // One node: a lost engine only slows wake-ups to the safety-net poll.
       wakeups: { nodeType: 'cache.t4g.micro', replicas: 0, relay: { memoryMiB: 256, timeoutSeconds: 10 } },
       numberCoolOffDays: 1,
+      dpopNonces: false,
       agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 14,
       logLevel: 'DEBUG',
@@ -332,6 +335,7 @@ export function environmentConfig(environment: EnvironmentName, settings: Enviro
       },
       wakeups: { nodeType: 'cache.t4g.small', replicas: 1, relay: { memoryMiB: 256, timeoutSeconds: 10 } },
       numberCoolOffDays: 90,
+      dpopNonces: false,
       agentQuotas: { independent: 10, dependent: 10 },
       logRetentionDays: 365,
       logLevel: 'INFO',

@@ -102,6 +102,7 @@ export class ServiceStack extends Stack {
       // Published at deploy time: no process calls GetPublicKey (lib/public-keys.ts).
       KMS_PUBLIC_KEYS: this.publicKeys.value,
       NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
+      DPOP_NONCES: config.dpopNonces ? 'on' : 'off',
       AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
       AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
       MASK_QUOTA: String(config.numberPool.maskQuota),

@@ -20,19 +20,25 @@ import type { EnvironmentName } from '../lib/config';
 const COMMANDS: Record<string, string[]> = {
   client: [
     'client create --name N --redirect-uri URI [--redirect-uri URI…] --scope "openid profile email offline_access" ' +
-      '[--refresh-response null|omit] [--id-token-alg EdDSA|RS256] [--post-logout-redirect-uri URI…]',
+      '[--refresh-response null|omit] [--id-token-alg EdDSA|RS256] [--post-logout-redirect-uri URI…] ' +
+      '[--dpop optional|required]',
     '      --refresh-response omit: needed by openid-client 6, oauth4webapi 3, Python authlib and requests-oauthlib ' +
       '(they refuse or store "refresh_token": null); null is the default',
     "      --id-token-alg RS256: needed by libraries that know only OIDC Core's mandatory algorithm: passport with " +
       'openid-client 5 by default, and many server frameworks; EdDSA is the default',
     '      --post-logout-redirect-uri: where RP-Initiated Logout may send the browser back (exact match; repeatable)',
+    '      --dpop required: every token request needs a DPoP proof (RFC 9449); optional (default) binds tokens ' +
+      'when a proof comes (also on api-client and prov-client create)',
     'client list | client show CLIENT_ID | client disable CLIENT_ID | client enable CLIENT_ID',
   ],
   'api-client': [
-    'api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID]   (an owner lets it send messages from ' +
-      "the owner's numbers)",
+    'api-client create --name N --scope "messaging poll" [--owner SVCNUM_ID] [--dpop optional|required]   (an owner ' +
+      "lets it send messages from the owner's numbers)",
   ],
-  'prov-client': ['prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents"'],
+  'prov-client': [
+    'prov-client create --name N --owner SVCNUM_ID --scope "prov:numbers prov:masks prov:agents" ' +
+      '[--dpop optional|required]',
+  ],
   user: [
     'user create --email E (--password P | --password-stdin) [--setup-required] [--account-type ' +
       'person|business|ai_agent]',
@@ -88,6 +94,9 @@ export class HelpRequested {
 
 export class UsageError extends Error {}
 
+/** The commands that take --dpop (a client's DPoP setting, RFC 9449). */
+const DPOP_COMMANDS = ['client create', 'api-client create', 'prov-client create'];
+
 // What a command needs is imported when it runs (each await below): `help` and a usage error load
 // no SDK, a local command never loads CloudFormation's, and nothing here loads KMS's.
 const core = () => import('../core/accounts');
@@ -108,6 +117,8 @@ async function clientJson(client: Client) {
         }
       : {}),
     scope: shown.scopes.join(' '),
+    // Records from before the option have none: `optional`.
+    dpop: client.dpop ?? 'optional',
     ...(client.ownerId ? { owner: client.ownerId } : {}),
     disabled: shown.disabled,
     created_at: shown.createdAt,
@@ -266,6 +277,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       'id-token-alg': { type: 'string' },
       'post-logout-redirect-uri': { type: 'string', multiple: true },
       alg: { type: 'string' },
+      dpop: { type: 'string' },
       scope: { type: 'string' },
       email: { type: 'string' },
       password: { type: 'string' },
@@ -302,6 +314,10 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
       throw new UsageError(`--${option} belongs to client create`);
   }
   if (values.alg !== undefined && noun !== 'key') throw new UsageError('--alg belongs to the key commands');
+  if (values.dpop !== undefined && !DPOP_COMMANDS.includes(command))
+    throw new UsageError(`--dpop belongs to ${DPOP_COMMANDS.join(', ')}`);
+  if (values.dpop !== undefined && values.dpop !== 'optional' && values.dpop !== 'required')
+    throw new UsageError('--dpop must be optional or required');
   for (const option of ['user', 'client', 'all'] as const) {
     if (values[option] !== undefined && command !== 'grant revoke')
       throw new UsageError(`--${option} belongs to grant revoke`);
@@ -451,6 +467,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           ...(refreshResponse !== undefined ? { refreshResponse } : {}),
           ...(idTokenAlg !== undefined ? { idTokenAlg } : {}),
           ...(values['post-logout-redirect-uri'] ? { postLogoutRedirectUris: values['post-logout-redirect-uri'] } : {}),
+          ...(values.dpop !== undefined ? { dpop: values.dpop } : {}),
         });
         return clientJson(client);
       }
@@ -459,6 +476,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           name: need(values.name, '--name'),
           scope: need(values.scope, '--scope'),
           ...(values.owner ? { ownerId: values.owner } : {}),
+          ...(values.dpop !== undefined ? { dpop: values.dpop } : {}),
         });
         return {
           ...(await clientJson(client)),
@@ -471,6 +489,7 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           name: need(values.name, '--name'),
           scope: need(values.scope, '--scope'),
           ownerId: need(values.owner, '--owner'),
+          ...(values.dpop !== undefined ? { dpop: values.dpop } : {}),
         });
         return {
           ...(await clientJson(client)),

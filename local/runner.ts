@@ -53,6 +53,8 @@ export interface LocalOptions {
   signIn?: SignInLimits;
   /** Per-IP limit of the public endpoints (default: core/kernel/rate-limit.ts). */
   publicRateLimit?: RateLimitConfig;
+  /** DPOP_NONCES: DPoP proofs must carry a server nonce (default off). */
+  dpopNonces?: boolean;
   /**
    * A pub/sub engine (VALKEY_URL) for inbox wake-ups: several processes on one engine wake each
    * other's streams (tests, benches). Without, wake-ups stay in this process and streams poll.
@@ -134,6 +136,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       macKey,
       pageTokenKey,
       ...(options.signIn ? { signIn: options.signIn } : {}),
+      ...(options.dpopNonces ? { dpopNonces: true } : {}),
       clock: options.clock ?? systemClock,
       random: options.random ?? systemRandom,
       config: serviceConfig(issuer),

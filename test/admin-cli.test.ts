@@ -108,6 +108,19 @@ describe('admin CLI against the running local service', () => {
     expect((listed.json!.clients as Array<{ client_id: string }>).some((c) => c.client_id === clientId)).toBe(true);
   });
 
+  it('registers a client with --dpop required (RFC 9449), shown in its JSON; others say optional', async () => {
+    const created = await admin(
+      ['api-client', 'create', '--name', 'Bound', '--scope', 'poll', '--dpop', 'required'],
+      env,
+    );
+    expect(created.code).toBe(0);
+    expect(created.json).toMatchObject({ kind: 'api', dpop: 'required' });
+    expect((await service.core.store.getClient(String(created.json!.client_id)))!.dpop).toBe('required');
+    const shown = await admin(['client', 'list'], env);
+    const clients = shown.json!.clients as Array<{ client_id: string; dpop: string }>;
+    expect(clients.every((client) => ['optional', 'required'].includes(client.dpop))).toBe(true);
+  });
+
   it('registers a login client with --refresh-response omit, shown by client show and client list; API clients have none', async () => {
     const created = await admin(
       [
@@ -425,6 +438,8 @@ describe('admin CLI against the running local service', () => {
         2,
         /--refresh-response must be null or omit/,
       ],
+      [['api-client', 'create', '--name', 'X', '--scope', 'poll', '--dpop', 'sometimes'], 2, /--dpop must be/],
+      [['user', 'list', '--dpop', 'required'], 2, /--dpop belongs to client create, api-client create/],
       [['frobnicate'], 2, /unknown command/],
       [['client', 'list', '--env', 'staging'], 2, /sandbox or production/],
       [['user', 'disable', 'nobody@example.com'], 1, /no user nobody@example.com/],

@@ -8,7 +8,7 @@ import { authenticate, grpcError, logger } from '../grpc-service/calls';
 import { ListNumbersRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { errorResult } from '../lambdas/http';
 import { send, type Reply } from './support/flow';
-import { failure, provisioningApp, type ProvisioningApp } from './support/grpc';
+import { asCall, failure, provisioningApp, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // One domain error type, one mapper per edge. The table: every kind and every OAuth code the
@@ -330,7 +330,7 @@ describe('the same fault gets the same answer at every edge', () => {
     const metadata = new Metadata();
     metadata.add('authorization', token);
     metadata.add('authorization', token);
-    const refused = await authenticate(service.core, metadata, 'prov:numbers').then(
+    const refused = await authenticate(service.core, asCall(metadata), 'prov:numbers').then(
       () => undefined,
       (error: ServiceError) => error,
     );

@@ -21,7 +21,15 @@ import {
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import { StoreFaults } from './support/faults';
 import { createLoginClient, createUser, exchange, obtainCode, postForm } from './support/flow';
-import { call, clientCredentialsToken, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
+import {
+  asCall,
+  call,
+  clientCredentialsToken,
+  failure,
+  provisioningApp,
+  seedPool,
+  type ProvisioningApp,
+} from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
 // The gRPC server as infrastructure sees it: grpc.health.v1, keepalive options behind the NLB,
@@ -279,7 +287,7 @@ describe('authentication of provisioning calls', () => {
       ['Basic x', `Bearer ${app.token}`],
       [`Bearer ${app.token}`, 'Basic x'],
     ]) {
-      const refused = await authenticate(service.core, withHeaders(...values), 'prov:numbers').then(
+      const refused = await authenticate(service.core, asCall(withHeaders(...values)), 'prov:numbers').then(
         () => undefined,
         (error: { code: number; message: string }) => error,
       );

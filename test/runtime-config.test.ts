@@ -157,6 +157,18 @@ const variables: Variable[] = [
   positive('PUBLIC_RATE_LIMIT_BURST', 20, (s) => s.publicRateLimit.burst),
   positive('PUBLIC_RATE_LIMIT_PER_MINUTE', 300, (s) => s.publicRateLimit.perMinute),
   {
+    name: 'DPOP_NONCES',
+    kinds,
+    value: service((s) => s.dpopNonces),
+    fallback: false,
+    valid: [
+      ['on', true],
+      ['off', false],
+    ],
+    invalid: ['yes', '1', 'ON'],
+    allowed: 'on or off',
+  },
+  {
     name: 'MESSAGE_POLL_INTERVAL_MS',
     kinds,
     value: service((s) => s.messagePolling.pollIntervalMs),
@@ -355,6 +367,7 @@ describe('readRuntimeConfig', () => {
         },
         signIn: { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } },
         publicRateLimit: { burst: 20, perMinute: 300 },
+        dpopNonces: false,
         messagePolling: {
           pollIntervalMs: 250,
           safetyPollMs: 90_000,

@@ -356,6 +356,17 @@ describe.each(engines)('store contract on $name', (engine) => {
     });
   });
 
+  describe('DPoP proofs seen (RFC 9449 jti)', () => {
+    it('of parallel claims of one proof exactly one wins; a record past its expiry counts as absent', async () => {
+      const proofKey = unique('proof');
+      expect(wins(await Promise.all([1, 2, 3].map(() => store.claimDpopProof(proofKey, T + MINUTE, T))))).toBe(1);
+      expect(await store.claimDpopProof(proofKey, T + MINUTE, T + MINUTE - 1)).toBe(false);
+      // Still stored (TTL sweeps late, or never): expired at that millisecond all the same.
+      expect(await stored('dpopProofs', { proofKey })).toMatchObject({ expiresAt: T + MINUTE });
+      expect(await store.claimDpopProof(proofKey, T + 2 * MINUTE, T + MINUTE)).toBe(true);
+    });
+  });
+
   describe('time-bound items: read until their expiry, whatever TTL did', () => {
     it('an auth request is read until its expiry, and not from that millisecond on', async () => {
       const request = authRequest();

@@ -1,4 +1,5 @@
 import { status } from '@grpc/grpc-js';
+import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +21,7 @@ import {
   ProvisionNumberRequest,
   type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { dpopKey } from './support/dpop';
 import { createLoginClient, postForm, verifyWithJwks, type Reply } from './support/flow';
 import { call, failure, provisioningApp, seedPool, type ProvisioningApp } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
@@ -301,6 +303,20 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
       scope: 'openid messaging',
     });
     expect(reply.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('binds the token to the key of a DPoP proof sent with the request (RFC 9449 §5)', async () => {
+    const key = await dpopKey();
+    const reply = await postForm(
+      `${service.issuer}/oauth/token`,
+      { grant_type: TOKEN_EXCHANGE, subject_token: dependentD.svcnumId, subject_token_type: SVCNUM_ID },
+      {
+        Authorization: basic(app.clientId, app.clientSecret),
+        DPoP: await key.proof('POST', `${service.issuer}/oauth/token`),
+      },
+    );
+    expect(reply.json.token_type).toBe('DPoP');
+    expect(decodeJwt(String(reply.json.access_token)).cnf).toEqual({ jkt: key.jkt });
   });
 
   it('refuses a provisioning client without prov:agents, or of an inactive account, with unauthorized_client', async () => {

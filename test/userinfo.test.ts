@@ -248,7 +248,10 @@ describe('UserInfo: refusals (RFC 6750)', () => {
 
   it('answers an unsupported authentication scheme like a missing credential (RFC 6750 §3.1)', async () => {
     expectBareChallenge(await userinfo(service, { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }));
-    expectBareChallenge(await userinfo(service, { authorization: `DPoP ${tokens.access}` }));
+    // DPoP is a scheme we serve (test/rp-libraries-dpop.test.ts): an unbound token under it is invalid_token.
+    const unbound = await userinfo(service, { authorization: `DPoP ${tokens.access}` });
+    expect(unbound.status).toBe(401);
+    expect(unbound.headers.get('www-authenticate')).toMatch(/^DPoP realm="userinfo", error="invalid_token", .*algs=/);
     expectBareChallenge(await userinfo(service, { authorization: tokens.access }));
     expectBareChallenge(await userinfo(service, { authorization: '' }));
   });

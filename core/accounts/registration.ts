@@ -3,7 +3,10 @@ import * as z from 'zod/mini';
 import { newUlid } from '../kernel/ids';
 import { invalidArgument } from '../kernel/errors';
 import {
+  isDpopMode,
   isRefreshResponse,
+  DPOP_MODES,
+  type DpopMode,
   REFRESH_RESPONSES,
   type AccountType,
   type Client,
@@ -50,6 +53,12 @@ function checkScopes(kind: ClientKind, scope: string): string[] {
     throw invalidArgument(`scope ${refused.join(', ')} is not available to ${kind} clients (allowed: ${allowed})`);
   }
   return scopes;
+}
+
+/** DPoP per client (RFC 9449): `optional` unless given. */
+function checkDpop(value = 'optional'): DpopMode {
+  if (!isDpopMode(value)) throw invalidArgument(`dpop must be ${DPOP_MODES.join(' or ')}, not '${value}'`);
+  return value;
 }
 
 function checkRefreshResponse(value = 'null'): RefreshResponse {
@@ -177,6 +186,7 @@ async function createClient(ctx: RegistrationContext, kind: ClientKind, input: C
     ...(input.subjectId ? { subjectId: input.subjectId } : {}),
     ...(input.refreshResponse ? { refreshResponse: input.refreshResponse } : {}),
     ...loginOnly(kind, input),
+    ...(input.dpop ? { dpop: input.dpop } : {}),
     disabled: false,
     createdAt: clock.now(),
   };
@@ -259,6 +269,7 @@ export function createRegistration(store: RegistrationPort, clock: Clock, random
     /**
      * `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh.
      * `idTokenAlg`: EdDSA (default, as specified) or RS256.
+     * `dpop` (every kind below): `optional` (default) or `required` (RFC 9449).
      */
     createLoginClient: async (input: {
       name: string;
@@ -267,19 +278,22 @@ export function createRegistration(store: RegistrationPort, clock: Clock, random
       refreshResponse?: string;
       idTokenAlg?: string;
       postLogoutRedirectUris?: string[];
+      dpop?: string;
     }) =>
       createClient(ctx, 'login', {
         ...input,
         refreshResponse: checkRefreshResponse(input.refreshResponse),
         idTokenAlg: checkIdTokenAlg(input.idTokenAlg),
+        dpop: checkDpop(input.dpop),
       }),
     /** An External API client; with an owner account it may send messages from that account's numbers. */
-    async createApiClient(input: { name: string; scope: string; ownerId?: string }) {
+    async createApiClient(input: { name: string; scope: string; ownerId?: string; dpop?: string }) {
+      const dpop = checkDpop(input.dpop);
       if (input.ownerId) await activeOwner(ctx, input.ownerId);
-      return createClient(ctx, 'api', input);
+      return createClient(ctx, 'api', { ...input, dpop });
     },
-    createProvisioningClient: (input: { name: string; scope: string; ownerId: string }) =>
-      createClient(ctx, 'provisioning', input),
+    createProvisioningClient: (input: { name: string; scope: string; ownerId: string; dpop?: string }) =>
+      createClient(ctx, 'provisioning', { ...input, dpop: checkDpop(input.dpop) }),
     createClient: (kind: ClientKind, input: ClientInput) => createClient(ctx, kind, input),
     createUser: (input: UserInput) => createUser(ctx, input),
 

@@ -67,6 +67,7 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
       macKey: macKeyFromEnvironment(kms, config.macKeyId, 'MAC_KEY_ID'),
       pageTokenKey: macKeyFromEnvironment(kms, config.pageTokenKeyId, 'PAGE_TOKEN_KEY_ID'),
       signIn: config.service.signIn,
+      dpopNonces: config.service.dpopNonces,
       clock: systemClock,
       random: systemRandom,
       config: serviceConfig(config.issuer),

@@ -25,6 +25,7 @@ export type ServiceVariable =
   | 'AWS_REGION'
   | 'SIGN_IN_CONCURRENT_CHECKS'
   | 'SIGN_IN_QUEUED_CHECKS'
+  | 'DPOP_NONCES'
   | `${'SIGN_IN' | 'PUBLIC'}_RATE_LIMIT_${'BURST' | 'PER_MINUTE'}`;
 /** What a process in AWS reads. lib/ may type the environment it sets with it (`import type` loads no code). */
 export type AwsVariable =

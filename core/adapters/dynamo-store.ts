@@ -3,6 +3,7 @@ import type { Store } from '../store';
 import { tableNames, type TableNames } from '../tables';
 import { createDynamoAccountsStore } from './dynamo-accounts-store';
 import { createDynamoDirectoryStore } from './dynamo-directory-store';
+import { createDynamoDpopStore } from './dynamo-dpop-store';
 import { createDynamoMessagingStore } from './dynamo-messaging-store';
 import { createDynamoOAuthStore } from './dynamo-oauth-store';
 import { createDynamoProvisioningStore } from './dynamo-provisioning-store';
@@ -20,6 +21,7 @@ export function createDynamoStore(db: StoreDb, tables: TableNames): Store {
     ...createDynamoMessagingStore(db, tables),
     ...createDynamoAccountsStore(db, tables),
     ...createDynamoOAuthStore(db, tables),
+    ...createDynamoDpopStore(db, tables),
   };
 }
 

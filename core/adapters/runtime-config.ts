@@ -53,6 +53,8 @@ export interface ServiceSettings {
   signIn: SignInLimits;
   /** PUBLIC_RATE_LIMIT_BURST, PUBLIC_RATE_LIMIT_PER_MINUTE: the public endpoints' per-IP limit. */
   publicRateLimit: RateLimitConfig;
+  /** DPOP_NONCES (`on` or `off`, default off): DPoP proofs must carry a server nonce (core/oauth/dpop-nonces.ts). */
+  dpopNonces: boolean;
   /**
    * How open message streams poll (core/messaging/hub-polling.ts): MESSAGE_POLL_INTERVAL_MS (the store,
    * without a pub/sub engine), MESSAGE_SAFETY_POLL_MS (the store, engine ready: the delay of a
@@ -233,6 +235,13 @@ function readTablePrefix(read: VariableReader, name: Variable, what: string): st
   return read.refuse(name, value, '1-200 characters of A-Z a-z 0-9 _ . - (DynamoDB table names)', value);
 }
 
+/** `on` or `off` (default off). */
+function readSwitch(read: VariableReader, name: ServiceVariable): boolean {
+  const value = read.optional(name);
+  if (value === undefined || value === 'off') return false;
+  return value === 'on' || read.refuse(name, value, 'on or off', false);
+}
+
 const positive = (read: VariableReader, name: ServiceVariable, fallback: number) =>
   read.wholeNumber(name, fallback, 1, 999_999_999, 'a whole number of at least 1');
 
@@ -259,6 +268,7 @@ function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettin
       perIp: rateLimit(read, 'SIGN_IN', defaultSignInLimits.perIp),
     },
     publicRateLimit: rateLimit(read, 'PUBLIC', defaultRateLimit),
+    dpopNonces: readSwitch(read, 'DPOP_NONCES'),
     messagePolling: {
       pollIntervalMs: read.wholeNumber('MESSAGE_POLL_INTERVAL_MS', POLL_INTERVAL_MS, 20, 60_000),
       safetyPollMs: read.wholeNumber('MESSAGE_SAFETY_POLL_MS', SAFETY_POLL_INTERVAL_MS, 1_000, 3_600_000),

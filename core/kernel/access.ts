@@ -11,6 +11,8 @@ export interface AccessTokenClaims extends JWTPayload {
   auth_time?: number;
   /** Present on tokens issued under a grant (authorization_code, refresh_token): UserInfo checks the grant is alive. */
   grant_id?: string;
+  /** RFC 9449 §6.1: a DPoP-bound token's key thumbprint. */
+  cnf?: { jkt?: string };
 }
 
 export interface AccessTokenInput {
@@ -24,6 +26,8 @@ export interface AccessTokenInput {
   grantId?: string;
   /** RFC 8693 actor, for delegated tokens. */
   act?: Record<string, unknown>;
+  /** RFC 9449 §6.1: the thumbprint of the DPoP key the token is bound to (`cnf.jkt`). */
+  jkt?: string;
   /**
    * The latest expiry allowed, in epoch seconds (an exchanged token never outlives its actor token).
    * Absolute, not a lifetime: the issuer reads the clock later than its caller did.
@@ -40,6 +44,28 @@ export interface AccessTokenIssuer {
 export type AccessTokenVerifier = (token: string) => Promise<AccessTokenClaims>;
 
 const bearer = { challenge: 'Bearer' } as const;
+
+/**
+ * The JWS algorithms a DPoP proof may use (RFC 9449 §5.1), as discovery's
+ * `dpop_signing_alg_values_supported` and WWW-Authenticate's `algs` say: asymmetric only, never
+ * `none` or HS*. `Ed25519` is RFC 9864's name for EdDSA over Ed25519 (what oauth4webapi 3 signs with).
+ */
+export const DPOP_ALGORITHMS = ['EdDSA', 'Ed25519', 'ES256'] as const;
+
+/**
+ * A resource server's refusal of a DPoP request (RFC 9449 §7.1): 401 with a DPoP challenge;
+ * `code` invalid_dpop_proof, use_dpop_nonce (with the nonce to use) or invalid_token.
+ */
+export const dpopRefusal = (
+  code: 'invalid_dpop_proof' | 'use_dpop_nonce' | 'invalid_token',
+  message: string,
+  dpopNonce?: string,
+) =>
+  new DomainError('unauthenticated', message, {
+    challenge: 'DPoP',
+    oauth: code,
+    ...(dpopNonce !== undefined ? { dpopNonce } : {}),
+  });
 
 /** A token that cannot be used (ours or not, expired, of a disabled client): RFC 6750 invalid_token. */
 export const invalidToken = (message: string) =>

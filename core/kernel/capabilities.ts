@@ -1,4 +1,4 @@
-import type { Client, ClientKind, RefreshResponse, User } from './model';
+import type { Client, ClientKind, DpopMode, RefreshResponse, User } from './model';
 import type { SigningAlg } from './ports';
 
 // What one domain module offers another, as small interfaces: a module declares the capability it
@@ -67,6 +67,7 @@ export interface ClientInput {
   refreshResponse?: RefreshResponse;
   idTokenAlg?: SigningAlg;
   postLogoutRedirectUris?: string[];
+  dpop?: DpopMode;
   /** Given by the caller only where it is derived from something unique (an agent's client). */
   clientId?: string;
 }

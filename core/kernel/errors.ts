@@ -40,15 +40,23 @@ export type OAuthErrorCode =
   | 'interaction_required'
   | 'request_not_supported'
   | 'request_uri_not_supported'
-  | 'account_setup_required';
+  | 'account_setup_required'
+  /** RFC 9449 §5, §7.1: a DPoP proof that is missing where needed or fails a check. */
+  | 'invalid_dpop_proof'
+  /** RFC 9449 §8, §9: the proof must carry the server's nonce (sent in DPoP-Nonce). */
+  | 'use_dpop_nonce';
+
+export type Challenge = 'Bearer' | 'Basic' | 'DPoP';
 
 export interface DomainErrorOptions {
   /** The OAuth error code, where the refusal is one a standard names. */
   oauth?: OAuthErrorCode;
   /** A fixed, documented word for APIs outside OAuth (`not_in_service`, `rate_limited`). */
   code?: string;
-  /** RFC 6750 / RFC 7617: the authentication scheme the caller should use (drives WWW-Authenticate). */
-  challenge?: 'Bearer' | 'Basic';
+  /** RFC 6750 / RFC 7617 / RFC 9449: the authentication scheme the caller should use (drives WWW-Authenticate). */
+  challenge?: Challenge;
+  /** RFC 9449 §8: the nonce the caller's next DPoP proof must carry (the DPoP-Nonce header). */
+  dpopNonce?: string;
   /** RFC 6750 §3.1: the scope a token lacks (insufficient_scope). */
   scope?: string;
   /** Seconds the caller should wait before retrying (exhausted, unavailable). */
@@ -59,7 +67,8 @@ export class DomainError extends Error {
   override name = 'DomainError';
   readonly oauth?: OAuthErrorCode;
   readonly code?: string;
-  readonly challenge?: 'Bearer' | 'Basic';
+  readonly challenge?: Challenge;
+  readonly dpopNonce?: string;
   readonly scope?: string;
   readonly retryAfterSeconds?: number;
 
@@ -72,6 +81,7 @@ export class DomainError extends Error {
     if (options.oauth !== undefined) this.oauth = options.oauth;
     if (options.code !== undefined) this.code = options.code;
     if (options.challenge !== undefined) this.challenge = options.challenge;
+    if (options.dpopNonce !== undefined) this.dpopNonce = options.dpopNonce;
     if (options.scope !== undefined) this.scope = options.scope;
     if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
   }
@@ -109,6 +119,9 @@ const OAUTH_KINDS: Record<OAuthErrorCode, ErrorKind> = {
   request_not_supported: 'invalid_argument',
   request_uri_not_supported: 'invalid_argument',
   account_setup_required: 'failed_precondition',
+  // At the token endpoint (400); a resource server's refusal is unauthenticated (401, core/kernel/access.ts).
+  invalid_dpop_proof: 'invalid_argument',
+  use_dpop_nonce: 'invalid_argument',
 };
 
 export const oauthError = (oauth: OAuthErrorCode, message: string, options?: Omit<DomainErrorOptions, 'oauth'>) =>

@@ -13,7 +13,8 @@ import { optionalParam, requiredParam, type Params } from './params';
 export interface TokenResponse {
   access_token: string;
   issued_token_type?: string;
-  token_type: 'Bearer';
+  /** `DPoP` when the access token is bound to the proof's key (RFC 9449 §5). */
+  token_type: 'Bearer' | 'DPoP';
   expires_in: number;
   refresh_token?: string | null;
   id_token?: string;
@@ -42,6 +43,8 @@ export interface GrantContext<Required extends string = string, Optional extends
   /** The authenticated client, of a kind the grant serves. */
   readonly client: Client;
   readonly parameters: ParameterValues<Required, Optional>;
+  /** The JWK thumbprint (RFC 7638) of the request's valid DPoP proof, if it sent one (RFC 9449 §5). */
+  readonly dpopJkt?: string;
 }
 
 /** One grant type: its row in the table. `Deps` is what its handler needs from the module adding it. */

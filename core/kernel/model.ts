@@ -13,6 +13,14 @@ export type RefreshResponse = (typeof REFRESH_RESPONSES)[number];
 export const isRefreshResponse = (value: string): value is RefreshResponse =>
   (REFRESH_RESPONSES as readonly string[]).includes(value);
 
+/**
+ * Sender-constrained tokens (RFC 9449 DPoP) per client: `optional` (default) binds tokens to a key
+ * when a proof comes with the request; `required` refuses a token request without a proof.
+ */
+export const DPOP_MODES = ['optional', 'required'] as const;
+export type DpopMode = (typeof DPOP_MODES)[number];
+export const isDpopMode = (value: string): value is DpopMode => (DPOP_MODES as readonly string[]).includes(value);
+
 export interface Client {
   clientId: string;
   kind: ClientKind;
@@ -33,6 +41,8 @@ export interface Client {
   idTokenAlg?: SigningAlg;
   /** Exact-match RP-Initiated Logout destinations (login clients only). */
   postLogoutRedirectUris?: string[];
+  /** DPoP (RFC 9449); records from before the option have none and mean `optional`. */
+  dpop?: DpopMode;
   disabled: boolean;
   createdAt: number;
 }
@@ -99,6 +109,8 @@ export interface AuthRequest {
   state?: string;
   nonce?: string;
   codeChallenge: string;
+  /** RFC 9449 §10 `dpop_jkt`: the code may be redeemed only with a proof of this key. */
+  dpopJkt?: string;
   /** OIDC `prompt=login` / `prompt=consent` asked for a fresh sign-in or consent screen. */
   forceLogin: boolean;
   forceConsent: boolean;
@@ -118,6 +130,8 @@ export interface AuthorizationCode {
   codeChallenge: string;
   scopes: string[];
   nonce?: string;
+  /** The authorize request's `dpop_jkt` (RFC 9449 §10). */
+  dpopJkt?: string;
   svcnumId: string;
   authTime: number;
   /** The grant this code turns into; known up front so a replay can revoke it. */
@@ -137,6 +151,8 @@ export interface Grant {
   createdAt: number;
   /** Start of the sliding inactivity window; refreshed at most about once a day. */
   lastUsedAt: number;
+  /** RFC 9449: the thumbprint of the DPoP key the refresh token is bound to (obtained with a proof). */
+  dpopJkt?: string;
   revokedAt?: number;
 }
 

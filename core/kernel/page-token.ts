@@ -1,6 +1,7 @@
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { derivedKey } from './derived-key';
 import type { Clock, MacKey } from './ports';
-import { DomainError, invalidArgument } from './errors';
+import { invalidArgument } from './errors';
 
 // Page tokens and resume cursors: where a listing continues, handed to the client and back. The
 // position inside is a DynamoDB key (or the stream's per-inbox positions), so a token the client
@@ -20,10 +21,8 @@ import { DomainError, invalidArgument } from './errors';
 // not be able to mint sign-in tokens or device cookies. A change of a list's key shape renames the
 // list (e.g. `numbers.2`), so tokens of the old shape are refused instead of reaching the store.
 
-const KEY_LABEL = new TextEncoder().encode('svcnum page-token key v1');
+const KEY_LABEL = 'svcnum page-token key v1';
 const TAG_BYTES = 32;
-/** After a failed derivation the key is not asked for again for this long (per process). */
-const DERIVATION_RETRY_MS = 5_000;
 
 /** What a token is valid for; a token sealed under one binding opens under that binding only. */
 export interface PageTokenBinding {
@@ -47,30 +46,8 @@ export interface PageTokenCodec {
 }
 
 export function createPageTokenCodec(pageTokenKey: MacKey, clock: Clock = { now: () => Date.now() }): PageTokenCodec {
-  // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process. A failure
-  // reaches the calls waiting for it, then is remembered for DERIVATION_RETRY_MS: meanwhile every
-  // token is answered `unavailable` at once, so unauthenticated requests carrying a page_token
-  // cannot turn a KMS outage or throttling into a flood of KMS calls; after it, the next token
-  // tries again.
-  let derived: Promise<KeyObject> | undefined;
-  let failedAt: number | undefined;
-  const key = () => {
-    const waitMs = failedAt === undefined ? 0 : failedAt + DERIVATION_RETRY_MS - clock.now();
-    if (waitMs > 0) {
-      const seconds = Math.ceil(waitMs / 1000);
-      const message = `page tokens are unavailable for a moment; retry in ${seconds} s`;
-      return Promise.reject(new DomainError('unavailable', message, { retryAfterSeconds: seconds }));
-    }
-    derived ??= pageTokenKey.mac(KEY_LABEL).then(
-      (bytes) => createSecretKey(Buffer.from(bytes)),
-      (error: unknown) => {
-        derived = undefined;
-        failedAt = clock.now();
-        throw error;
-      },
-    );
-    return derived;
-  };
+  // Lazy and single flight: one MAC-key call (a KMS GenerateMac in AWS) per process (./derived-key.ts).
+  const key = derivedKey(pageTokenKey, KEY_LABEL, clock, 'page tokens');
   const tag = (secret: KeyObject, binding: PageTokenBinding, position: Buffer) =>
     createHmac('sha256', secret)
       .update(JSON.stringify([binding.list, binding.filter ?? '', binding.caller]))

@@ -79,6 +79,7 @@ export async function issueCode(
     codeChallenge: request.codeChallenge,
     scopes: request.scopes,
     ...(request.nonce !== undefined ? { nonce: request.nonce } : {}),
+    ...(request.dpopJkt !== undefined ? { dpopJkt: request.dpopJkt } : {}),
     svcnumId: user.svcnumId,
     authTime,
     grantId: randomSecret(random, 16),

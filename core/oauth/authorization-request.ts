@@ -115,6 +115,11 @@ export function parseAuthorizationRequest(
   if (nonce !== undefined && nonce.length > MAX_NONCE_LENGTH) {
     fail(oauthError('invalid_request', `nonce is longer than ${MAX_NONCE_LENGTH} characters`));
   }
+  // RFC 9449 §10: the code will be redeemed only with a proof of this key (a base64url SHA-256 thumbprint).
+  const dpopJkt = param('dpop_jkt');
+  if (dpopJkt !== undefined && !CODE_CHALLENGE.test(dpopJkt)) {
+    fail(oauthError('invalid_request', 'dpop_jkt must be a base64url SHA-256 JWK thumbprint (43 characters)'));
+  }
   const prompts = readPrompts(reader);
   const maxAgeValue = param('max_age');
   if (maxAgeValue !== undefined && !/^\d{1,9}$/.test(maxAgeValue)) {
@@ -128,6 +133,7 @@ export function parseAuthorizationRequest(
     ...(state !== undefined ? { state } : {}),
     ...(nonce !== undefined ? { nonce } : {}),
     codeChallenge,
+    ...(dpopJkt !== undefined ? { dpopJkt } : {}),
     forceLogin: prompts.includes('login'),
     forceConsent: prompts.includes('consent'),
     promptNone: prompts.includes('none'),

@@ -1,18 +1,20 @@
 import type { AccountFinder, ClientLookup, TokenStanding } from '../kernel/capabilities';
 import { createAuthorization } from './authorization';
-import { createBearerAuthentication } from './bearer';
+import { dpopRefusal, type AccessTokenVerifier } from '../kernel/access';
+import { createBearerAuthentication, type ResourceProofCheck } from './bearer';
+import { checkProof, type ProofCheck } from './dpop';
 import type { ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
-import type { OAuthPort } from './store';
 import { createIdTokenHintVerifier } from './id-token-hint';
+import type { DpopProofStore, OAuthPort } from './store';
 import { createAccessTokenVerifier, createTokenIssuer, type AccessTokenClaims } from './tokens';
 import { userInfo, type UserInfoPort } from './userinfo';
 
 /**
- * The OAuth/OIDC module: tokens (issuer, verifier, the one Bearer path) and what discovery
- * publishes (the issuer, the public keys); it reads no store. UserInfo, the browser's
- * authorization flow and the token endpoint are modules of their own (below,
+ * The OAuth/OIDC module: tokens (issuer, verifier) and what discovery publishes (the issuer, the
+ * public keys); it reads no store. DPoP, the Bearer/DPoP path of resource edges, UserInfo, the
+ * browser's authorization flow and the token endpoint are modules of their own (below,
  * ./token-endpoint.ts), so that each Lambda carries only the part its routes use.
  */
 export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: Random; config: ServiceConfig }) {
@@ -25,9 +27,32 @@ export function createOAuthModule(ports: { keys: KeyRing; clock: Clock; random: 
     publicKeys: () => keys.publicKeys(),
     issuer: createTokenIssuer(config, keys, clock, random),
     verifyAccessToken,
-    /** The one Bearer path of every edge: Authorization value(s) → verified claims, or the refusal. */
-    authenticateBearer: createBearerAuthentication(verifyAccessToken),
   };
+}
+
+/**
+ * DPoP (RFC 9449): proofs checked, one jti write each (the dpopProofs table). The token endpoint
+ * takes it with its server nonces (./token-endpoint.ts); resource edges through `authentication`.
+ */
+export function createDpopModule(ports: { store: DpopProofStore; clock: Clock }) {
+  const { store, clock } = ports;
+  const check: ProofCheck = (proof, target, accessToken, refuse, nonces) =>
+    checkProof({ store, clock, ...(nonces ? { nonces } : {}) }, proof, target, accessToken, refuse);
+  return { checkProof: check };
+}
+
+/**
+ * The one Bearer/DPoP path of every resource edge (UserInfo, the messages API, gRPC; ./bearer.ts):
+ * what a request presents → verified claims, or the refusal.
+ */
+export function createAuthenticationModule(
+  _ports: object,
+  needs: { oauth: { verifyAccessToken: AccessTokenVerifier }; dpop: { checkProof: ProofCheck } },
+) {
+  // A resource request's proof for its token (`ath`), refused with a 401 DPoP challenge.
+  const resourceProof: ResourceProofCheck = (proof, target, token) =>
+    needs.dpop.checkProof(proof, target, token, dpopRefusal);
+  return { authenticate: createBearerAuthentication(needs.oauth.verifyAccessToken, resourceProof) };
 }
 
 /**

@@ -96,3 +96,15 @@ export type OAuthPort = Pick<
   | 'revokeGrant'
   | 'touchGrant'
 >;
+
+/**
+ * DPoP proofs seen (RFC 9449 §11.1), across processes: the token endpoint and every resource
+ * server record each proof they accept.
+ */
+export interface DpopProofStore {
+  /**
+   * Records a proof (`proofKey`: the SHA-256 of its key's thumbprint and its jti) until `expiresAt`:
+   * one conditional put, false when a record of it live at `now` exists (a replay).
+   */
+  claimDpopProof(proofKey: string, expiresAt: number, now: number): Promise<boolean>;
+}

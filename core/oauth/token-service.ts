@@ -5,6 +5,8 @@ import { readGrantParameters, type TokenResponse } from '../kernel/grant-type';
 import { optionalParam, requiredParam, type Params } from '../kernel/params';
 import type { Clock } from '../kernel/ports';
 import { OPAQUE_SECRET, safeEqual, sha256 } from '../kernel/secrets';
+import type { AuthorizationValues } from './bearer';
+import type { ProofTarget } from './dpop';
 import type { GrantTable } from './grants/table';
 import type { OAuthPort } from './store';
 import { liveGrant, REFRESH_TOKEN } from './user-grants';
@@ -18,6 +20,15 @@ export interface PresentedCredentials {
   /** Set when an Authorization header was sent that is not valid Basic. */
   malformedAuthorization?: boolean;
 }
+
+/** A token request's DPoP header values (RFC 9449 §5) and the request as its proof must name it. */
+export interface PresentedProof {
+  dpop: AuthorizationValues;
+  target: ProofTarget;
+}
+
+/** The thumbprint of a token request's valid DPoP proof, undefined without one, or the refusal (token-endpoint.ts). */
+export type TokenRequestKey = (presented: PresentedProof | undefined) => Promise<string | undefined>;
 
 /**
  * Why `client` may not be used with what was presented (no secret, or one whose SHA-256 is
@@ -92,8 +103,10 @@ export function createTokenService(deps: {
   grants: GrantTable;
   /** Client records, cached (at most 30 s); a record the check refuses is read again first (ClientLookup). */
   getClientRechecked: ClientLookup['getClientRechecked'];
+  /** The request's DPoP proof checked (RFC 9449 §5). */
+  requestKey: TokenRequestKey;
 }) {
-  const { store, clock, grants, getClientRechecked } = deps;
+  const { store, clock, grants, getClientRechecked, requestKey } = deps;
   const authenticate = (params: Params, credentials: PresentedCredentials) =>
     authenticateClient(getClientRechecked, params, credentials);
 
@@ -104,7 +117,7 @@ export function createTokenService(deps: {
     grantTypes: grants.names,
 
     /** POST /oauth/token. */
-    async token(params: Params, credentials: PresentedCredentials): Promise<TokenResponse> {
+    async token(params: Params, credentials: PresentedCredentials, proof?: PresentedProof): Promise<TokenResponse> {
       const grantType = requiredParam(params, 'grant_type');
       const grant = grants.find(grantType);
       if (!grant) {
@@ -119,7 +132,12 @@ export function createTokenService(deps: {
         throw oauthError('unauthorized_client', `this client may not use the ${grant.name} grant`);
       }
       // The parameters its declaration names, read before the grant runs (each at most once).
-      return grant.handle({ client, parameters: readGrantParameters(params, grant.parameters) });
+      const parameters = readGrantParameters(params, grant.parameters);
+      const dpopJkt = await requestKey(proof);
+      if (dpopJkt === undefined && client.dpop === 'required') {
+        throw oauthError('invalid_dpop_proof', 'this client must send a DPoP proof with every token request');
+      }
+      return grant.handle({ client, parameters, ...(dpopJkt !== undefined ? { dpopJkt } : {}) });
     },
 
     /** POST /oauth/revoke (RFC 7009): unknown tokens are not an error. */

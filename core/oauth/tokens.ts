@@ -56,6 +56,7 @@ export function createTokenIssuer(config: ServiceConfig, keys: KeyRing, clock: C
         ...(input.authTime !== undefined ? { auth_time: epochSeconds(input.authTime) } : {}),
         ...(input.grantId !== undefined ? { grant_id: input.grantId } : {}),
         ...(input.act ? { act: input.act } : {}),
+        ...(input.jkt !== undefined ? { cnf: { jkt: input.jkt } } : {}),
       });
       return { token, expiresIn };
     },

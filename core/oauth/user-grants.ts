@@ -33,6 +33,8 @@ export const grantAccessToken = (
   issuer: TokenIssuer,
   grant: Pick<Grant, 'grantId' | 'svcnumId' | 'clientId' | 'authTime'>,
   scopes: string[],
+  /** The thumbprint of the request's DPoP key: the token is bound to it (RFC 9449 §6). */
+  jkt?: string,
 ) =>
   issuer.accessToken({
     subject: grant.svcnumId,
@@ -40,7 +42,11 @@ export const grantAccessToken = (
     scopes,
     authTime: grant.authTime,
     grantId: grant.grantId,
+    ...(jkt !== undefined ? { jkt } : {}),
   });
+
+/** RFC 9449 §5: `DPoP` for a token bound to the request's key, else `Bearer`. */
+export const tokenType = (jkt: string | undefined) => (jkt === undefined ? 'Bearer' : 'DPoP');
 
 /** The store methods an account's grants are read and revoked with (the account page, the admin CLI). */
 export type UserGrantsPort = Pick<Store, 'deleteConsent' | 'getGrant' | 'listConsents' | 'listGrants' | 'revokeGrant'>;

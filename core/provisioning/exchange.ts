@@ -35,12 +35,14 @@ export interface ExchangeInput {
   audience?: string;
   /** RFC 8707, sent only at the token endpoint: our API is the one resource. */
   resource?: string;
+  /** RFC 9449, at the token endpoint only: the request's DPoP key; the token is bound to it. */
+  jkt?: string;
 }
 
 export interface ExchangeResult {
   accessToken: string;
   issuedTokenType: string;
-  tokenType: 'Bearer';
+  tokenType: 'Bearer' | 'DPoP';
   expiresIn: number;
   scope: string;
 }
@@ -240,13 +242,14 @@ async function runExchange(ctx: ExchangeContext, caller: Caller, input: Exchange
     scopes,
     act,
     expiresBy: actor?.exp,
+    ...(input.jkt !== undefined ? { jkt: input.jkt } : {}),
   });
   // The actor token may have expired while the checks above ran.
   if (expiresIn <= 0) throw invalidRequest('actor_token is expired');
   return {
     accessToken: token,
     issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN,
-    tokenType: 'Bearer',
+    tokenType: input.jkt === undefined ? 'Bearer' : 'DPoP',
     expiresIn,
     scope: formatScope(scopes),
   };

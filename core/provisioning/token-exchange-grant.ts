@@ -46,7 +46,7 @@ export const tokenExchangeGrant = /* @__PURE__ */ defineGrant({
       'resource',
     ],
   },
-  async handler({ client, parameters }, { exchange, provisioningCaller }: TokenExchangeGrantDeps) {
+  async handler({ client, parameters, dpopJkt }, { exchange, provisioningCaller }: TokenExchangeGrantDeps) {
     const caller = await provisioningCaller(client, client.scopes, EXCHANGE_SCOPE, TOKEN_ENDPOINT_REFUSALS);
     const result = await exchange(caller, {
       subjectToken: parameters.subject_token,
@@ -57,6 +57,8 @@ export const tokenExchangeGrant = /* @__PURE__ */ defineGrant({
       scope: parameters.scope,
       audience: parameters.audience,
       resource: parameters.resource,
+      // RFC 9449 §5: a request with a DPoP proof gets a token bound to its key.
+      ...(dpopJkt !== undefined ? { jkt: dpopJkt } : {}),
     });
     // RFC 8693 §2.2.1.
     return {

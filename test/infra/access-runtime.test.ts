@@ -51,6 +51,7 @@ import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../loca
 import { access, type ComputeUnit, type DynamoAction } from '../../lib/access';
 import { Browser } from '../support/browser';
 import { TestClock } from '../support/clock';
+import { dpopKey } from '../support/dpop';
 import { createLoginClient, createUser, exchange, obtainCode, postForm, send } from '../support/flow';
 import { call, clientCredentialsToken, provisioningApp, seedPool, type ProvisioningApp } from '../support/grpc';
 import { openStream, sendMessage } from '../support/messages';
@@ -151,6 +152,8 @@ beforeAll(async () => {
       config: serviceConfig(issuer),
       macKey: unit ? recordMac(macKey, unit, 'mac-key') : macKey,
       pageTokenKey: unit ? recordMac(pageTokenKey, unit, 'page-token-key') : pageTokenKey,
+      // DPoP nonces on, as DPOP_NONCES=on deploys them: the token endpoint derives their key.
+      dpopNonces: true,
     };
   };
   // Each unit builds only the modules its entry builds (lambdas/<group>.ts, grpc-service/main.ts).
@@ -222,6 +225,20 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
         })
       ).status,
     ).toBe(200);
+    // DPoP: a refresh with a proof (a nonce round first: nonces are on), then UserInfo with the bound token.
+    const key = await dpopKey();
+    const tokenUrl = `${service.issuer}/oauth/token`;
+    const iat = () => Math.floor(service.clock.now() / 1000);
+    const form = { grant_type: 'refresh_token', refresh_token: refresh, client_id: client.clientId };
+    const asked = await postForm(tokenUrl, form, { DPoP: await key.proof('POST', tokenUrl, { iat: iat() }) });
+    const nonce = asked.headers.get('dpop-nonce')!;
+    const bound = await postForm(tokenUrl, form, { DPoP: await key.proof('POST', tokenUrl, { iat: iat(), nonce }) });
+    expect(bound.json.token_type).toBe('DPoP');
+    const accessToken = String(bound.json.access_token);
+    const userinfoUrl = `${service.issuer}/oauth/userinfo`;
+    const proof = await key.proof('GET', userinfoUrl, { iat: iat(), accessToken });
+    const headers = { Authorization: `DPoP ${accessToken}`, DPoP: proof };
+    expect((await send(userinfoUrl, { method: 'GET', headers })).status).toBe(200);
     expect(
       (await postForm(`${service.issuer}/oauth/revoke`, { token: refresh, client_id: client.clientId })).status,
     ).toBe(200);
@@ -376,7 +393,7 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     ).toStrictEqual([]);
   });
 
-  it('uses every MAC key action it grants, on its key (sign-in tokens; the page-token key of discover, List* and the message stream)', () => {
+  it('uses every MAC key action it grants, on its key (sign-in tokens; the page-token key of discover, List*, the message stream and DPoP nonces)', () => {
     for (const unit of units) {
       const made = [...used.get(unit)!].filter((operation) => / (mac-key|page-token-key)$/.test(operation)).sort();
       expect(made, unit).toStrictEqual(grantedMac(unit).sort());

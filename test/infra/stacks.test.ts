@@ -157,10 +157,11 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         const variables = (
           functions[logicalId(stack().http.functions[group])]!.Properties!.Environment as { Variables: Json }
         ).Variables;
-        // The sign-in MAC key for the pages only; the page-token key for discover only.
+        // The sign-in MAC key for the pages only; the page-token key for discover and the token endpoint's DPoP nonces.
         expect(variables.MAC_KEY_ID, group).toStrictEqual(group === 'browser' ? arnOf(stack().signInMac) : undefined);
+        const pageTokenKeyUsers = ['public', 'token'];
         expect(variables.PAGE_TOKEN_KEY_ID, group).toStrictEqual(
-          group === 'public' ? arnOf(stack().pageTokenKey) : undefined,
+          pageTokenKeyUsers.includes(group) ? arnOf(stack().pageTokenKey) : undefined,
         );
       }
       // The gRPC task derives its page-token key from the page-token key, and never sees the sign-in MAC key.
@@ -358,16 +359,18 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
       });
       // The pages make and check sign-in MACs (CSRF token, device cookie) and nobody else holds that
       // key (GenerateMac on it mints a device cookie); discover and the gRPC task only derive their
-      // page-token key (GenerateMac) from a key of its own.
+      // page-token key (GenerateMac) from a key of its own, and the token endpoint its DPoP nonce
+      // key (core/oauth/dpop-nonces.ts).
       expect(holdersOf((unit) => access[unit].mac)).toStrictEqual({ browser: ['kms:GenerateMac', 'kms:VerifyMac'] });
       expect(holdersOf((unit) => access[unit].pageTokenMac)).toStrictEqual({
+        token: ['kms:GenerateMac'],
         public: ['kms:GenerateMac'],
         provisioning: ['kms:GenerateMac'],
       });
       expect(access.discovery.tables).toStrictEqual({});
       // UserInfo reads the account, the token's grant (a revoked grant's tokens are refused) and
-      // the token's client (a disabled client's tokens are refused).
-      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants', 'clients']);
+      // the token's client (a disabled client's tokens are refused); it records DPoP proofs.
+      expect(Object.keys(access.userinfo.tables)).toStrictEqual(['users', 'grants', 'clients', 'dpopProofs']);
     });
   });
 
@@ -391,6 +394,7 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
           KMS_VERIFY_KEY_IDS: '',
           KMS_PUBLIC_KEYS: publicKeysValue(),
           NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
+          DPOP_NONCES: config().dpopNonces ? 'on' : 'off',
           AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
           AGENT_QUOTA_DEPENDENT: String(config().agentQuotas.dependent),
           SERVICE_NAME: `svcnum-${group}`,

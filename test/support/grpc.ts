@@ -143,3 +143,10 @@ export async function currentToken(service: TestService, app: ProvisioningApp): 
   }
   return app.token;
 }
+
+/** Metadata as the call `authenticate` judges (grpc-service/calls.ts): a path and an authority besides. */
+export const asCall = (metadata: Metadata, path = '/svcnum.provisioning.v1alpha1.NumberService/ListNumbers') => ({
+  metadata,
+  getPath: () => path,
+  getHost: () => 'localhost',
+});

@@ -31,6 +31,7 @@ export async function startTestService(
     | 'wakeupOptions'
     | 'messagePolling'
     | 'issuer'
+    | 'dpopNonces'
   > = {},
 ): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));

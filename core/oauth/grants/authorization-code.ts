@@ -7,7 +7,7 @@ import { formatScope } from '../../kernel/scopes';
 import { OPAQUE_SECRET, pkceChallenge, randomSecret, sha256 } from '../../kernel/secrets';
 import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
-import { grantAccessToken } from '../user-grants';
+import { grantAccessToken, tokenType } from '../user-grants';
 
 // RFC 6749 §4.1.3 with RFC 7636 PKCE (S256): a login client redeems its code once.
 
@@ -53,7 +53,7 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
   name: 'authorization_code',
   clients: ['login'],
   parameters: { required: ['code', 'redirect_uri', 'code_verifier'], optional: [] },
-  async handler({ client, parameters }, deps: AuthorizationCodeDeps) {
+  async handler({ client, parameters, dpopJkt }, deps: AuthorizationCodeDeps) {
     const { store, random, issuer } = deps;
     const { code, redirect_uri: redirectUri, code_verifier: verifier } = parameters;
     if (!CODE_VERIFIER.test(verifier)) {
@@ -61,6 +61,10 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
       throw oauthError('invalid_request', `code_verifier must be ${min} to ${max} characters of [A-Za-z0-9-._~]`);
     }
     const { redeemed, now } = await redeem(deps, code, { clientId: client.clientId, redirectUri, verifier });
+    // RFC 9449 §10: a code asked for with dpop_jkt is redeemed only with a proof of that key.
+    if (redeemed.dpopJkt !== undefined && redeemed.dpopJkt !== dpopJkt) {
+      throw oauthError('invalid_grant', 'the authorization code was requested for another DPoP key (dpop_jkt)');
+    }
     const secret = randomSecret(random);
     const grant: Grant = {
       grantId: redeemed.grantId,
@@ -71,6 +75,8 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
       authTime: redeemed.authTime,
       createdAt: now,
       lastUsedAt: now,
+      // RFC 9449 §5: the refresh token is bound to the key the code was redeemed with.
+      ...(dpopJkt !== undefined ? { dpopJkt } : {}),
     };
     // Fails only if a replay revoked this grant before it existed (the tombstone wins).
     if (!(await store.createGrant(grant, now + limits.refreshIdleTtl))) {
@@ -81,7 +87,7 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
     // the two always sees the other. The read runs alongside the signing, so it costs no latency.
     const [user, access, idToken] = await Promise.all([
       store.getUser(grant.svcnumId),
-      grantAccessToken(issuer, grant, grant.scopes),
+      grantAccessToken(issuer, grant, grant.scopes, dpopJkt),
       grant.scopes.includes('openid')
         ? issuer.idToken({
             subject: grant.svcnumId,
@@ -98,7 +104,7 @@ export const authorizationCodeGrant = /* @__PURE__ */ defineGrant({
     }
     return {
       access_token: access.token,
-      token_type: 'Bearer',
+      token_type: tokenType(dpopJkt),
       expires_in: access.expiresIn,
       refresh_token: `${grant.grantId}.${secret}`,
       ...(idToken ? { id_token: idToken } : {}),

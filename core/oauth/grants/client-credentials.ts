@@ -3,6 +3,7 @@ import type { AccountStatus, TokenStanding } from '../../kernel/capabilities';
 import { defineGrant } from '../../kernel/grant-type';
 import { formatScope } from '../../kernel/scopes';
 import type { TokenIssuer } from '../tokens';
+import { tokenType } from '../user-grants';
 import { requestedScope } from './requested-scope';
 
 // RFC 6749 §4.4: a confidential client gets a token for itself, within its registered scopes.
@@ -16,7 +17,7 @@ export const clientCredentialsGrant = /* @__PURE__ */ defineGrant({
   name: 'client_credentials',
   clients: ['api', 'provisioning', 'agent'],
   parameters: { required: [], optional: ['scope'] },
-  async handler({ client, parameters }, { accounts, issuer }: ClientCredentialsDeps) {
+  async handler({ client, parameters, dpopJkt }, { accounts, issuer }: ClientCredentialsDeps) {
     const scopes = requestedScope(parameters.scope, client.scopes) ?? client.scopes;
     // An agent's client acts as the agent (its svcnum_id is the subject); others act as themselves.
     const subject = client.kind === 'agent' && client.subjectId ? client.subjectId : client.clientId;
@@ -30,10 +31,11 @@ export const clientCredentialsGrant = /* @__PURE__ */ defineGrant({
     if (client.kind === 'agent' && !(await accounts.entityInService(subject))) {
       throw oauthError('invalid_grant', 'the agent behind this client is not active');
     }
-    const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes });
+    const bound = dpopJkt !== undefined ? { jkt: dpopJkt } : {};
+    const access = await issuer.accessToken({ subject, clientId: client.clientId, scopes, ...bound });
     return {
       access_token: access.token,
-      token_type: 'Bearer',
+      token_type: tokenType(dpopJkt),
       expires_in: access.expiresIn,
       scope: formatScope(scopes),
     };
