@@ -48,7 +48,7 @@ export interface ComputeAccess {
 export type ComputeUnit = RouteGroup | 'provisioning';
 
 export const access: Record<ComputeUnit, ComputeAccess> = {
-  // /oauth/authorize, /login, /consent, /account, /account/revoke, /logout, stylesheet, favicon
+  // /oauth/authorize, /login, /consent, /account, /account/revoke, /account/passkeys…, /logout, assets
   browser: {
     tables: {
       clients: { actions: ['GetItem'] }, // getClient: authorize, consent and account pages
@@ -63,6 +63,10 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       sessions: { actions: ['GetItem', 'PutItem', 'DeleteItem'] }, // sign-in, every page, sign-out
       // sign-in: read and count an attempt, clear it on success
       signInThrottle: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
+      // add (conditional put), passkey sign-in (read, counter update), /account (list), rename, remove
+      passkeys: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'Query', 'DeleteItem'] },
+      // options hand one out (put); an answer takes it once (conditional delete)
+      passkeyChallenges: { actions: ['PutItem', 'DeleteItem'] },
     },
     // The pages never sign or verify a JWT. The sign-in MAC key signs the CSRF token and device
     // cookies; only the pages hold it: whoever may GenerateMac with it can mint a device cookie.

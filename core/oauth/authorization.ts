@@ -1,5 +1,5 @@
 import { DomainError, oauthError } from '../kernel/errors';
-import type { AuthRequest, Session } from '../kernel/model';
+import type { AuthRequest, Session, User } from '../kernel/model';
 import { optionalParam, type Params } from '../kernel/params';
 import { safeEqual, sha256 } from '../kernel/secrets';
 import {
@@ -13,6 +13,7 @@ import {
   setupRequired,
 } from './authorization-flow';
 import { parseAuthorizationRequest, type RedirectableError } from './authorization-request';
+import { addPasskey, recentSignIn, registrationOptions, renamePasskey, signInOptions } from './passkeys';
 import { issueSignInCsrf, type SignInInput, signIn, validSignInCsrf } from './sign-in';
 import { createUserGrants } from './user-grants';
 
@@ -23,6 +24,8 @@ import { createUserGrants } from './user-grants';
 
 export type { AuthorizationContext, AuthorizeOutcome } from './authorization-flow';
 export type { SignInRefusal, SignInResult } from './sign-in';
+
+type SignedIn = { session: Session; user: User };
 
 const errorPage = (message: string): AuthorizeOutcome => ({
   type: 'error_page',
@@ -139,6 +142,20 @@ export function createAuthorization(ctx: AuthorizationContext) {
 
     async signOut(sessionToken: string | undefined) {
       if (sessionToken && sessionToken.length <= 100) await store.deleteSession(sha256(sessionToken));
+    },
+
+    /** The account's passkeys (./passkeys.ts); a passkey sign-in is `signIn` with `passkey`. */
+    passkeys: {
+      signInOptions: () => signInOptions(ctx),
+      /** Whether the session's sign-in is recent enough to add one. */
+      recentSignIn: (session: Session) => recentSignIn(ctx, session),
+      registrationOptions: (signedIn: SignedIn) => registrationOptions(ctx, signedIn),
+      add: (signedIn: SignedIn, credential?: string) => addPasskey(ctx, signedIn, credential),
+      list: (svcnumId: string) => store.listPasskeys(svcnumId),
+      get: (svcnumId: string, credentialId: string) => store.getPasskey(svcnumId, credentialId),
+      rename: (svcnumId: string, credentialId: string, name: string) =>
+        renamePasskey(ctx, svcnumId, credentialId, name),
+      remove: (svcnumId: string, credentialId: string) => store.deletePasskey(svcnumId, credentialId),
     },
 
     /** Password checks (scrypt) this process has started: for tests and metrics. */
