@@ -96,6 +96,35 @@ async function signOut() {
   expect(await heading()).toBe('Signed out');
 }
 
+/**
+ * "Sign in with a passkey" on /login, its form post held back from the server (answered 204 here)
+ * and returned: an answer to a live challenge, to send as the test likes.
+ */
+async function heldPasskeyAnswer() {
+  await page.goto(`${service.issuer}/login`);
+  await page.setRequestInterception(true);
+  const held = new Promise<string>((resolve) => {
+    page.on('request', (request) => {
+      if (request.isInterceptResolutionHandled()) return;
+      if (request.method() === 'POST' && request.url().endsWith('/login')) {
+        resolve(request.postData() ?? '');
+        void request.respond({ status: 204, body: '' });
+      } else void request.continue();
+    });
+  });
+  // A 204 to a form post leaves that navigation aborted: the test's own doing, not the page's.
+  const aborted = new Promise<void>((resolve) => {
+    page.on('requestfailed', (request) => {
+      if (request.method() === 'POST' && request.url().endsWith('/login')) resolve();
+    });
+  });
+  await page.locator(button('Sign in with a passkey')).click();
+  const body = new URLSearchParams(await held);
+  await aborted;
+  tab.problems.clear();
+  return body;
+}
+
 /** What the sign-in form posts (the captured assertion), by watching the request. */
 function capturePost(target: Page) {
   return new Promise<string>((resolve) => {
@@ -224,27 +253,27 @@ describe('passkeys in Chromium', () => {
     const second = await newUser();
     // An answer to a fresh challenge, kept from the server, then sent as the second account's.
     await page.goto(`${service.issuer}/login`);
-    await page.setRequestInterception(true);
-    const held = new Promise<string>((resolve) => {
-      page.on('request', (request) => {
-        if (request.isInterceptResolutionHandled()) return;
-        if (request.method() === 'POST' && request.url().endsWith('/login')) {
-          resolve(request.postData() ?? '');
-          void request.respond({ status: 204, body: '' });
-        } else void request.continue();
-      });
-    });
-    await page.locator(button('Sign in with a passkey')).click();
-    const body = new URLSearchParams(await held);
+    const body = await heldPasskeyAnswer();
     const assertion = JSON.parse(body.get('passkey')!);
     assertion.response.userHandle = Buffer.from(second.svcnumId).toString('base64url');
     body.set('passkey', JSON.stringify(assertion));
     const refused = await replay(body);
     expect(refused.status).toBe(400);
     expect(refused.body).toContain('This passkey could not sign you in.');
-    // The held post, answered 204 here, leaves that navigation aborted: the test's own doing.
-    tab.problems.clear();
     expect(await service.core.store.listPasskeys(second.svcnumId)).toEqual([]);
+  });
+
+  it('refuses a signature counter that went back, and says so for the log', async () => {
+    const login = await withPasskey();
+    await signOut();
+    const body = await heldPasskeyAnswer();
+    // The stored counter ahead of the authenticator's, as after a cloned authenticator was used.
+    const [stored] = await service.core.store.listPasskeys(login.svcnumId);
+    const ahead = { counter: 1000, backedUp: false, lastUsedAt: service.clock.now() };
+    expect(await service.core.store.recordPasskeyUse(stored!, stored!.counter, ahead)).toBe(true);
+    const result = await service.core.authorization.signIn({ passkey: body.get('passkey')! });
+    expect(result.outcome).toMatchObject({ type: 'sign_in_error', alert: 'counter_regression' });
+    expect((await service.core.store.getPasskey(login.svcnumId, stored!.credentialId))?.counter).toBe(1000);
   });
 
   it('goes through consent like a password sign-in', async () => {
