@@ -1,4 +1,4 @@
-import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import { createHash, sign } from 'node:crypto';
 import { encodeCBOR } from '@levischuck/tiny-cbor';
 import { describe, expect, it } from 'vitest';
 import {
@@ -9,6 +9,7 @@ import {
   verifyAssertion,
   verifyRegistration,
 } from '../core/oauth/webauthn';
+import { authenticatorData, clientDataJson, type SoftwareKey, softwareKey } from './support/passkeys';
 
 // The WebAuthn checks of core/oauth/webauthn.ts without a browser (test/browser-passkeys.test.ts
 // drives them from Chromium): our CBOR decoder against tiny-cbor's encoder, COSE keys of each
@@ -75,61 +76,10 @@ describe('CBOR', () => {
   });
 });
 
-/** A COSE key (RFC 9053) for a node:crypto key pair, and how it signs. */
-function cose(alg: -8 | -7 | -257): { cose: Buffer; privateKey: KeyObject; digest: 'sha256' | null } {
-  const field = (value: string | undefined) => new Uint8Array(Buffer.from(value!, 'base64url'));
-  if (alg === -8) {
-    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
-    const { x } = publicKey.export({ format: 'jwk' });
-    const map = new Map<number, never>([
-      [1, 1],
-      [3, -8],
-      [-1, 6],
-      [-2, field(x)],
-    ] as never);
-    return { cose: Buffer.from(encodeCBOR(map)), privateKey, digest: null };
-  }
-  if (alg === -7) {
-    const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const { x, y } = publicKey.export({ format: 'jwk' });
-    const map = new Map<number, never>([
-      [1, 2],
-      [3, -7],
-      [-1, 1],
-      [-2, field(x)],
-      [-3, field(y)],
-    ] as never);
-    return { cose: Buffer.from(encodeCBOR(map)), privateKey, digest: 'sha256' };
-  }
-  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const { n, e } = publicKey.export({ format: 'jwk' });
-  const map = new Map<number, never>([
-    [1, 3],
-    [3, -257],
-    [-1, field(n)],
-    [-2, field(e)],
-  ] as never);
-  return { cose: Buffer.from(encodeCBOR(map)), privateKey, digest: 'sha256' };
-}
-
-/** Authenticator data: RP ID hash, flags, counter, and an attested credential if given. */
-function authData(flags: number, counter: number, attested?: { id: Buffer; cose: Buffer }, rpId = rp.id) {
-  const head = Buffer.alloc(37);
-  sha256(rpId).copy(head);
-  head[32] = flags | (attested ? 0x40 : 0);
-  head.writeUInt32BE(counter, 33);
-  if (!attested) return head;
-  const length = Buffer.alloc(2);
-  length.writeUInt16BE(attested.id.length);
-  return Buffer.concat([head, Buffer.alloc(16), length, attested.id, attested.cose]);
-}
-
-const clientData = (type: string, challenge: string, origin = rp.origin) =>
-  Buffer.from(JSON.stringify({ type, challenge, origin, crossOrigin: false }));
-
-function assertion(key: ReturnType<typeof cose>, change: { flags?: number; origin?: string; rpId?: string } = {}) {
-  const data = authData(change.flags ?? 0x05, 7, undefined, change.rpId);
-  const client = clientData('webauthn.get', 'challenge-1', change.origin);
+/** An answer to get() by `key`, with a change to make it wrong. */
+function assertion(key: SoftwareKey, change: { flags?: number; origin?: string; rpId?: string } = {}) {
+  const data = authenticatorData(change.rpId ?? rp.id, 7, change.flags !== undefined ? { flags: change.flags } : {});
+  const client = clientDataJson('webauthn.get', 'challenge-1', change.origin ?? rp.origin);
   const signature = sign(key.digest, Buffer.concat([data, sha256(client)]), key.privateKey);
   return {
     id: 'cred',
@@ -146,9 +96,9 @@ function assertion(key: ReturnType<typeof cose>, change: { flags?: number; origi
 describe('WebAuthn answers', () => {
   it('verifies a signature of each COSE algorithm we accept, and nothing else', () => {
     for (const alg of [-8, -7, -257] as const) {
-      const key = cose(alg);
+      const key = softwareKey(alg);
       expect(verifyAssertion(assertion(key), rp, b64(key.cose))).toEqual({ counter: 7, backedUp: false });
-      const other = cose(alg);
+      const other = softwareKey(alg);
       expect(() => verifyAssertion(assertion(other), rp, b64(key.cose))).toThrow('signature');
     }
     const es384 = new Map<number, never>([
@@ -160,7 +110,7 @@ describe('WebAuthn answers', () => {
   });
 
   it('refuses an assertion without user verification or presence, for another RP ID, or another origin', () => {
-    const key = cose(-7);
+    const key = softwareKey(-7);
     const publicKey = b64(key.cose);
     expect(() => verifyAssertion(assertion(key, { flags: 0x01 }), rp, publicKey)).toThrow('uv');
     expect(() => verifyAssertion(assertion(key, { flags: 0x04 }), rp, publicKey)).toThrow('up');
@@ -169,20 +119,20 @@ describe('WebAuthn answers', () => {
   });
 
   it('reads a registration: credential id, COSE key, flags, transports; refuses another origin', () => {
-    const key = cose(-8);
+    const key = softwareKey(-8);
     const id = Buffer.from('credential-id');
     const attestation = encodeCBOR(
       new Map<string, never>([
         ['fmt', 'none'],
         ['attStmt', new Map()],
-        ['authData', new Uint8Array(authData(0x1d, 0, { id, cose: key.cose }))],
+        ['authData', new Uint8Array(authenticatorData(rp.id, 0, { flags: 0x1d, attested: { id, cose: key.cose } }))],
       ] as never),
     );
     const credential = (origin?: string) => ({
       id: b64(id),
       type: 'public-key',
       response: {
-        clientDataJSON: b64(clientData('webauthn.create', 'challenge-2', origin)),
+        clientDataJSON: b64(clientDataJson('webauthn.create', 'challenge-2', origin ?? rp.origin)),
         attestationObject: b64(attestation),
         transports: ['internal', 'made-up'],
       },
