@@ -114,6 +114,18 @@ export const tableDefinitions = {
     ttlAttribute: TTL_ATTRIBUTE,
     description: 'Browser sign-in sessions, stored as SHA-256 hashes of the cookie value',
   },
+  passkeys: {
+    partitionKey: 'svcnumId',
+    sortKey: 'credentialId',
+    description:
+      "Accounts' passkeys (WebAuthn): public key, signature counter, transports, backup flags, name, use; " +
+      'found at sign-in by the user handle and credential id',
+  },
+  passkeyChallenges: {
+    partitionKey: 'challenge',
+    ttlAttribute: TTL_ATTRIBUTE,
+    description: 'WebAuthn challenges handed to browsers (5 minutes, single use: taken with a conditional delete)',
+  },
 } as const satisfies Record<string, TableDefinition>;
 
 export type TableKey = keyof typeof tableDefinitions;

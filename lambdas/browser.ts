@@ -1,12 +1,13 @@
 import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-store';
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
-import type { AuthorizeOutcome, SignInRefusal } from '../core/oauth/authorization';
+import type { AuthorizeOutcome, SignInRefusal, SignInResult } from '../core/oauth/authorization';
 import type { SignedIn } from '../core/oauth/authorization-flow';
 import { limits } from '../core/kernel/config';
 import { safeEqual } from '../core/kernel/secrets';
 import { accountsModule, authorizationModule, type Modules } from '../core/registry';
-import { edgeHandler, type Route } from './edge';
+import { passkeyRoutes, passkeyView } from './browser-passkeys';
+import { edgeHandler, logger, type Route } from './edge';
 import {
   cookieName,
   cookies,
@@ -31,6 +32,7 @@ import {
   signOutPage,
   stylesheet,
 } from './pages';
+import { passkeysScript } from './passkeys-script';
 import { lambdaHandler } from './runtime';
 
 // GET /oauth/authorize and the pages a person sees: sign-in, consent, account, sign-out (with RP-Initiated Logout).
@@ -67,6 +69,14 @@ const asset = (contentType: string, body: string): HttpResult => ({
   body,
 });
 
+/** What /account confirms after a passkey step (fixed texts: nothing from the URL is shown). */
+const PASSKEY_NOTICES = new Map([
+  ['added', 'Passkey added. You can sign in with it next time.'],
+  ['renamed', 'Passkey renamed.'],
+  ['removed', 'Passkey removed.'],
+  ['ready', 'You can add a passkey now.'],
+]);
+
 /** The modules this group's routes use: the authorization flow, accounts for the clients' form targets. */
 export const browserModules = [authorizationModule, accountsModule] as const;
 
@@ -78,8 +88,11 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
   const DEVICE = cookieName('device', secure);
   const issuerOrigin = new URL(config.issuer).origin;
 
-  const page = (status: number, body: string, extra: { cookies?: string[]; formTargets?: string[] } = {}) =>
-    html(status, body, extra);
+  const page = (
+    status: number,
+    body: string,
+    extra: { cookies?: string[]; formTargets?: string[]; script?: boolean } = {},
+  ) => html(status, body, extra);
   const sessionCookie = (token: string) =>
     setCookie(SESSION, token, { secure, maxAgeSeconds: limits.sessionTtl / 1000 });
   const clearedSession = setCookie(SESSION, '', { secure, maxAgeSeconds: 0 });
@@ -124,6 +137,35 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
   }
 
   /**
+   * The sign-in form's CSRF field must match its cookie and the token must carry our MAC: a made-up
+   * token planted by someone else cannot pass (docs/security.md says what a genuine one can do).
+   */
+  async function signInCsrfValid(event: HttpEvent, field: string | undefined) {
+    const csrfCookie = cookies(event).get(CSRF);
+    return (
+      csrfCookie !== undefined &&
+      field !== undefined &&
+      safeEqual(csrfCookie, field) &&
+      (await authorization.signInCsrf.valid(csrfCookie))
+    );
+  }
+
+  /** A successful sign-in (password or passkey): the new session's cookies, then where it goes next. */
+  async function signedIn(event: HttpEvent, result: SignInResult, then = '/account') {
+    // The session this browser had (if any) is replaced: end it rather than leave it usable.
+    await authorization.signOut(cookies(event).get(SESSION));
+    const setCookies = [
+      sessionCookie(result.sessionToken!),
+      setCookie(CSRF, '', { secure, maxAgeSeconds: 0 }),
+      setCookie(DEVICE, result.deviceToken!, { secure, maxAgeSeconds: limits.deviceCookieTtl / 1000 }),
+    ];
+    const { outcome } = result;
+    if (outcome.type === 'sign_in_error') throw new Error('not signed in');
+    if (outcome.type === 'account') return redirect(then, 303, setCookies);
+    return answer(outcome, 303, setCookies);
+  }
+
+  /**
    * The sign-in page. `validCsrf` is the browser's CSRF cookie once verified: kept, so that every
    * open sign-in tab stays usable; otherwise a new signed token is issued.
    */
@@ -152,6 +194,7 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
         // from the parked request, not a CSRF refusal.
         cookies: validCsrf ? [] : [setCookie(CSRF, csrf, { secure })],
         formTargets: parked ? await formTargets(parked.client.clientId) : [],
+        script: true,
       },
     );
     if (refusal?.error.retryAfterSeconds !== undefined)
@@ -215,38 +258,26 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
           const form = formParams(event);
           const jar = cookies(event);
           const csrfCookie = jar.get(CSRF);
-          const csrf = optionalParam(form, 'csrf');
-          // The field must match the cookie and the token must carry our MAC: a made-up token planted
-          // by someone else cannot pass (docs/security.md says what a genuine one can do).
-          if (
-            !csrfCookie ||
-            !csrf ||
-            !safeEqual(csrfCookie, csrf) ||
-            !(await authorization.signInCsrf.valid(csrfCookie))
-          )
-            return forbidden();
+          if (!(await signInCsrfValid(event, optionalParam(form, 'csrf')))) return forbidden();
           const requestId = optionalParam(form, 'request');
           const identifier = optionalParam(form, 'identifier') ?? '';
-          const result = await authorization.signIn({
+          const passkey = optionalParam(form, 'passkey');
+          const base = {
             ...(requestId ? { requestId } : {}),
-            identifier,
-            password: optionalParam(form, 'password') ?? '',
             clientAddress: event.requestContext?.identity?.sourceIp,
             deviceToken: jar.get(DEVICE),
-          });
+          };
+          const result = await authorization.signIn(
+            passkey ? { ...base, passkey } : { ...base, identifier, password: optionalParam(form, 'password') ?? '' },
+          );
           const { outcome } = result;
           // 400, not 401: a form sign-in has no WWW-Authenticate challenge (RFC 9110 §15.5.2 requires one on 401).
-          if (outcome.type === 'sign_in_error')
+          if (outcome.type === 'sign_in_error') {
+            // A counter that went back may be a cloned authenticator: the operator should know.
+            if (outcome.alert === 'counter_regression') logger.warn('passkey signature counter went back', {});
             return renderSignIn(requestId, csrfCookie, outcome, identifier.slice(0, 254));
-          // The session this browser had (if any) is replaced: end it rather than leave it usable.
-          await authorization.signOut(jar.get(SESSION));
-          const setCookies = [
-            sessionCookie(result.sessionToken!),
-            setCookie(CSRF, '', { secure, maxAgeSeconds: 0 }),
-            setCookie(DEVICE, result.deviceToken!, { secure, maxAgeSeconds: limits.deviceCookieTtl / 1000 }),
-          ];
-          if (outcome.type === 'account') return redirect('/account', 303, setCookies);
-          return answer(outcome, 303, setCookies);
+          }
+          return signedIn(event, result);
         }),
       },
       '/consent': {
@@ -295,6 +326,8 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
             revokedId && !apps.some((app) => app.clientId === revokedId)
               ? await accounts.getClient(revokedId)
               : undefined;
+          const canAddPasskey = authorization.passkeys.recentSignIn(signedIn.session);
+          const notice = PASSKEY_NOTICES.get(optionalParam(queryParams(event), 'passkey') ?? '');
           return page(
             200,
             accountPage({
@@ -303,7 +336,11 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
               csrf: signedIn.session.csrfToken,
               apps,
               ...(revoked ? { removed: revoked.name } : {}),
+              passkeys: (await authorization.passkeys.list(signedIn.user.svcnumId)).map(passkeyView),
+              canAddPasskey,
+              ...(notice ? { notice } : {}),
             }),
+            { script: canAddPasskey },
           );
         },
       },
@@ -363,7 +400,18 @@ export function createBrowserHandler({ authorization, accounts }: Pick<Modules, 
           return signedOut(sessionToken, destination, 303);
         },
       },
+      ...passkeyRoutes({
+        authorization,
+        sessionCookieName: SESSION,
+        deviceCookieName: DEVICE,
+        page,
+        forbidden,
+        fromOurPages,
+        signInCsrfValid,
+        signedIn,
+      }),
       '/assets/style.css': { GET: async () => asset('text/css; charset=utf-8', stylesheet) },
+      '/assets/passkeys.js': { GET: async () => asset('text/javascript; charset=utf-8', passkeysScript) },
       '/assets/favicon.svg': { GET: async () => asset('image/svg+xml', favicon) },
     },
     {

@@ -172,6 +172,8 @@ export interface PageOptions {
   cookies?: string[];
   /** Origins a form on this page may end up at (after the service redirects to the client). */
   formTargets?: string[];
+  /** The page runs our one script (/assets/passkeys.js) and it may call back to us (WebAuthn options). */
+  script?: boolean;
 }
 
 export function html(statusCode: number, body: string, options: PageOptions = {}): HttpResult {
@@ -182,9 +184,10 @@ export function html(statusCode: number, body: string, options: PageOptions = {}
       ...BASE_HEADERS,
       'Referrer-Policy': PAGE_REFERRER_POLICY,
       'Content-Type': 'text/html; charset=utf-8',
-      // No inline script anywhere; styles only from our own stylesheet.
+      // No inline script anywhere; styles only from our own stylesheet, scripts only from our own file.
       'Content-Security-Policy':
         `default-src 'none'; style-src 'self'; img-src 'self'; form-action ${formAction}; ` +
+        (options.script ? "script-src 'self'; connect-src 'self'; " : '') +
         "frame-ancestors 'none'; base-uri 'none'",
       'X-Frame-Options': 'DENY',
     },

@@ -1,9 +1,10 @@
 import { scopeDescription } from '../core/kernel/scopes';
 import { PAGE_REFERRER_POLICY } from './http';
 
-// Server-rendered pages: plain HTML forms, no script, one stylesheet, no inline style (the CSP
-// allows neither). Labels are part of the contract (design brief §5): "Number or email",
-// "Password", "Sign in", "Allow", "Deny".
+// Server-rendered pages: plain HTML forms, one stylesheet, no inline style or script (the CSP
+// allows neither); the sign-in and account pages load our one script for passkeys
+// (./passkeys-script.ts). Labels are part of the contract (design brief §5): "Number or email",
+// "Password", "Sign in", "Allow", "Deny", "Sign in with a passkey", "Add a passkey".
 
 export const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 
@@ -23,8 +24,8 @@ const day = (epochMs: number) => {
 const anchor = (link: Link) => `<a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a>`;
 const links = (items: Link[]) => (items.length === 0 ? '' : `\n<p class="links">${items.map(anchor).join(' · ')}</p>`);
 
-/** The page frame; `wide` for pages that show data (the local demo client). */
-export function layout(title: string, content: string, options: { wide?: boolean } = {}): string {
+/** The page frame; `wide` for pages that show data (the local demo client); `script`: passkeys. */
+export function layout(title: string, content: string, options: { wide?: boolean; script?: boolean } = {}): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -33,7 +34,9 @@ export function layout(title: string, content: string, options: { wide?: boolean
 <meta name="referrer" content="${PAGE_REFERRER_POLICY}">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/assets/style.css">
-<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
+<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">${
+    options.script ? '\n<script src="/assets/passkeys.js" defer></script>' : ''
+  }
 </head>
 <body>
 <main${options.wide ? ' class="wide"' : ''}>
@@ -42,6 +45,9 @@ ${content}
 </body>
 </html>`;
 }
+
+/** Where the script says a passkey did not work (hidden until then). */
+const passkeyAlert = '<p class="error" role="alert" id="passkey-error" hidden></p>';
 
 const hidden = (name: string, value: string | undefined) =>
   value === undefined ? '' : `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`;
@@ -64,15 +70,19 @@ export function signInPage(input: {
 ${intro}
 ${error}
 <form method="post" action="/login">
-${hidden('request', input.requestId)}${hidden('csrf', input.csrf)}
+${hidden('request', input.requestId)}${hidden('csrf', input.csrf)}${hidden('passkey', '')}
 <label for="identifier">Number or email</label>
-<input id="identifier" name="identifier" type="text" autocomplete="username" required maxlength="254"
+<input id="identifier" name="identifier" type="text" autocomplete="username webauthn" required maxlength="254"
  value="${escapeHtml(input.identifier ?? '')}"${described}>
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required
  maxlength="256"${described}>
 <button type="submit">Sign in</button>
-</form>`,
+</form>
+<p class="or">or</p>
+<button type="button" id="passkey-sign-in" class="secondary">Sign in with a passkey</button>
+${passkeyAlert}`,
+    { script: true },
   );
 }
 
@@ -111,6 +121,46 @@ export interface ConnectedApp {
   grantedAt: number;
 }
 
+export interface PasskeyView {
+  credentialId: string;
+  name: string;
+  createdAt: number;
+  lastUsedAt?: number;
+  /** Backed up (BS): synced to the person's other devices by their passkey provider. */
+  synced: boolean;
+}
+
+const passkeyItem = (passkey: PasskeyView) => {
+  const id = encodeURIComponent(passkey.credentialId);
+  const name = escapeHtml(passkey.name);
+  return `<li>
+<h3>${name}</h3>
+<p>Added on ${day(passkey.createdAt)}.
+${passkey.lastUsedAt ? `Last used on ${day(passkey.lastUsedAt)}.` : 'Not used yet.'}
+${passkey.synced ? 'Synced to your other devices.' : 'On this device only.'}</p>
+<a class="button secondary" href="/account/passkeys/rename?id=${id}" aria-label="Rename ${name}">Rename</a>
+<a class="button danger secondary" href="/account/passkeys/remove?id=${id}" aria-label="Remove ${name}">Remove</a>
+</li>`;
+};
+
+/** The passkeys section of /account: the list, and "Add a passkey" (a recent sign-in, else the password first). */
+function passkeySection(input: { csrf: string; passkeys: PasskeyView[]; canAdd: boolean }) {
+  const list =
+    input.passkeys.length === 0
+      ? '<p>No passkeys yet: sign in with your fingerprint, face or screen lock instead of a password.</p>'
+      : `<ul class="apps">\n${input.passkeys.map(passkeyItem).join('\n')}\n</ul>`;
+  const add = input.canAdd
+    ? `<form method="post" action="/account/passkeys">
+${hidden('csrf', input.csrf)}${hidden('credential', '')}
+<button type="submit">Add a passkey</button>
+</form>
+${passkeyAlert}`
+    : `<form method="get" action="/account/passkeys/confirm">
+<button type="submit">Add a passkey</button>
+</form>`;
+  return `<h2>Passkeys</h2>\n${list}\n${add}`;
+}
+
 export function accountPage(input: {
   svcnum: string;
   email?: string;
@@ -118,10 +168,16 @@ export function accountPage(input: {
   apps: ConnectedApp[];
   /** The name of an application whose access was just removed: confirmed at the top. */
   removed?: string;
+  passkeys: PasskeyView[];
+  canAddPasskey: boolean;
+  /** What just happened to a passkey, confirmed at the top. */
+  notice?: string;
 }): string {
   const removed = input.removed
     ? `<p class="notice" role="status">Access removed for <strong>${escapeHtml(input.removed)}</strong>.</p>\n`
-    : '';
+    : input.notice
+      ? `<p class="notice" role="status">${escapeHtml(input.notice)}</p>\n`
+      : '';
   const apps =
     input.apps.length === 0
       ? '<p>No applications are connected to your account.</p>'
@@ -147,9 +203,60 @@ ${removed}<p>Number: <strong>${escapeHtml(input.svcnum)}</strong>
 ${input.email ? `<br>Email: ${escapeHtml(input.email)}` : ''}</p>
 <h2>Connected applications</h2>
 ${apps}
+${passkeySection({ csrf: input.csrf, passkeys: input.passkeys, canAdd: input.canAddPasskey })}
 <form method="post" action="/logout">
 ${hidden('csrf', input.csrf)}
 <button type="submit" class="secondary">Sign out</button>
+</form>`,
+    { script: input.canAddPasskey },
+  );
+}
+
+/** "Add a passkey" after a sign-in over 5 minutes old: the password first. */
+export function confirmPasswordPage(input: { csrf: string; error?: string }): string {
+  const error = input.error ? `<p class="error" role="alert" id="confirm-error">${escapeHtml(input.error)}</p>` : '';
+  const described = input.error ? ' aria-describedby="confirm-error"' : '';
+  return layout(
+    'Confirm it is you',
+    `<h1>Confirm it is you</h1>
+<p>Enter your password to add a passkey.</p>
+${error}
+<form method="post" action="/account/passkeys/confirm">
+${hidden('csrf', input.csrf)}
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required
+ maxlength="256"${described}>
+<button type="submit">Continue</button>
+<a class="button secondary" href="/account">Cancel</a>
+</form>`,
+  );
+}
+
+export function renamePasskeyPage(input: { csrf: string; passkey: PasskeyView }): string {
+  return layout(
+    `Rename ${input.passkey.name}`,
+    `<h1>Rename <strong>${escapeHtml(input.passkey.name)}</strong></h1>
+<form method="post" action="/account/passkeys/rename">
+${hidden('csrf', input.csrf)}${hidden('id', input.passkey.credentialId)}
+<label for="name">Passkey name</label>
+<input id="name" name="name" type="text" required maxlength="60" value="${escapeHtml(input.passkey.name)}">
+<button type="submit">Save</button>
+<a class="button secondary" href="/account">Cancel</a>
+</form>`,
+  );
+}
+
+export function removePasskeyPage(input: { csrf: string; passkey: PasskeyView }): string {
+  const name = escapeHtml(input.passkey.name);
+  return layout(
+    `Remove ${input.passkey.name}?`,
+    `<h1>Remove <strong>${name}</strong>?</h1>
+<p>You will no longer be able to sign in with this passkey. Your password and other passkeys keep working.
+Your device may still offer it: remove it there too.</p>
+<form method="post" action="/account/passkeys/remove">
+${hidden('csrf', input.csrf)}${hidden('id', input.passkey.credentialId)}
+<button type="submit" class="danger">Remove</button>
+<a class="button secondary" href="/account">Cancel</a>
 </form>`,
   );
 }
@@ -250,6 +357,8 @@ button.danger.secondary, a.button.danger.secondary { background: #fff; color: #a
 time { white-space: nowrap; }
 .notice { background: #e6f4ea; color: #0d652d; padding: .6rem; border-radius: 4px; }
 ul.apps .button { margin-top: 0; padding: .35rem .8rem; font-size: .9rem; }
+p.or { margin: 1rem 0 0; color: #50545c; }
+p.or + button { margin-top: .5rem; }
 /* Dark blue on the white card and the grey page: over 6:1 (WCAG 1.4.11 asks 3:1). */
 button:focus-visible, input:focus-visible, a:focus-visible, pre:focus-visible {
   outline: 3px solid #0b57d0; outline-offset: 2px;

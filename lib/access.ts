@@ -53,7 +53,8 @@ export interface ComputeAccess {
 export type ComputeUnit = RouteGroup | 'provisioning';
 
 export const access: Record<ComputeUnit, ComputeAccess> = {
-  // /oauth/authorize, /login, /consent, /account, /account/revoke, /logout (RP-Initiated Logout), stylesheet, favicon
+  // /oauth/authorize, /login, /consent, /account, /account/revoke, /account/passkeys…, /logout (RP-Initiated
+  // Logout), assets
   browser: {
     tables: {
       clients: { actions: ['GetItem'] }, // getClient: authorize, consent and account pages
@@ -68,6 +69,10 @@ export const access: Record<ComputeUnit, ComputeAccess> = {
       sessions: { actions: ['GetItem', 'PutItem', 'DeleteItem'] }, // sign-in, every page, sign-out
       // sign-in: read and count an attempt, clear it on success
       signInThrottle: { actions: ['GetItem', 'PutItem', 'DeleteItem'] },
+      // add (conditional put), passkey sign-in (read, counter update), /account (list), rename, remove
+      passkeys: { actions: ['GetItem', 'PutItem', 'UpdateItem', 'Query', 'DeleteItem'] },
+      // options hand one out (put); an answer takes it once (conditional delete)
+      passkeyChallenges: { actions: ['PutItem', 'DeleteItem'] },
     },
     // The pages never sign a JWT; /logout verifies an id_token_hint (EdDSA or RS256) with the published
     // keys (KMS_PUBLIC_KEYS; GetPublicKey only for a key missing there). The sign-in MAC key signs the

@@ -238,7 +238,7 @@ export class HttpApi extends Construct {
         logGroup,
       }),
       functionName: name,
-      description: `svcnum ${config.name}: ${Object.keys(routeManifest[group].routes).join(', ')}`,
+      description: `svcnum ${config.name}: ${describedRoutes(Object.keys(routeManifest[group].routes))}`,
       tracing: config.http.tracing ? Tracing.ACTIVE : Tracing.DISABLED,
       // A release replaces the version resource; the old version must outlive that update, or the
       // alias could not be moved back to it (docs/deploying.md, "A rollback").
@@ -270,3 +270,12 @@ function groupEnvironment(group: RouteGroup, config: EnvironmentConfig): Record<
 }
 
 const pascal = (name: string) => `${name[0]!.toUpperCase()}${name.slice(1)}`;
+
+/** A function's routes for its description (256 characters at most): paths under a listed one fold into it. */
+function describedRoutes(paths: string[]): string {
+  const under = (path: string, parent: string) => path.startsWith(`${parent}/`);
+  return paths
+    .filter((path) => !paths.some((parent) => under(path, parent)))
+    .map((path) => (paths.some((child) => under(child, path)) ? `${path}…` : path))
+    .join(', ');
+}

@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { AliasView } from '../core/directory/aliases';
 import { DomainError } from '../core/kernel/errors';
-import type { AccountType, Client, Grant, User } from '../core/kernel/model';
+import type { AccountType, Client, Grant, Passkey, User } from '../core/kernel/model';
 import type { Store } from '../core/store';
 import type { DeployedOptions } from './deployed';
 import { LocalStartError } from './start-errors';
@@ -47,6 +47,8 @@ const COMMANDS: Record<string, string[]> = {
       'again',
     "user grants SVCNUM_ID|EMAIL|NUMBER      the account's grants in force (one per consent chain: a refresh token)",
     "user unthrottle SVCNUM_ID|EMAIL|NUMBER      forget failed sign-ins on the account's email, number and svcnum_id",
+    "user passkeys SVCNUM_ID|EMAIL|NUMBER      the account's passkeys (never a public key)",
+    'user remove-passkey SVCNUM_ID|EMAIL|NUMBER CREDENTIAL_ID      that passkey no longer signs in',
   ],
   grant: [
     'grant revoke GRANT_ID      its refresh token stops working at once (as RFC 7009 revocation)',
@@ -82,7 +84,7 @@ function usage(group?: string): string {
 const commandsOf = (group: string) => [
   ...new Set(
     (COMMANDS[group] ?? []).flatMap((line) =>
-      [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|]+)`, 'g'))].flatMap((match) => match[1]!.split('|')),
+      [...line.matchAll(new RegExp(`(?:^|\\| )${group} ([a-z|-]+)`, 'g'))].flatMap((match) => match[1]!.split('|')),
     ),
   ),
 ];
@@ -138,6 +140,19 @@ async function userJson(user: User) {
 }
 
 const iso = (time: number) => new Date(time).toISOString();
+
+/** A passkey as `user passkeys` prints it: never its public key. */
+const passkeyJson = (passkey: Passkey) => ({
+  credential_id: passkey.credentialId,
+  svcnum_id: passkey.svcnumId,
+  name: passkey.name,
+  created_at: iso(passkey.createdAt),
+  last_used_at: passkey.lastUsedAt !== undefined ? iso(passkey.lastUsedAt) : null,
+  synced: passkey.backedUp,
+  backup_eligible: passkey.backupEligible,
+  transports: passkey.transports,
+  counter: passkey.counter,
+});
 
 /** A grant as `user grants` and `grant revoke` print it: never its secret's hash. */
 const grantJson = (grant: Grant, clients?: Map<string, Client | undefined>) => ({
@@ -331,7 +346,9 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
     if (values.user !== undefined && (values.all ?? false) === (values.client !== undefined))
       throw new UsageError('grant revoke --user needs --all or --client CLIENT_ID');
   }
-  if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
+  // `user remove-passkey` names the account, then the passkey.
+  const extra = command === 'user remove-passkey' ? rest.slice(1) : rest;
+  if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
   if (values.env !== undefined) {
     if (values.env !== 'sandbox' && values.env !== 'production')
       throw new UsageError('--env must be sandbox or production');
@@ -600,6 +617,16 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
         const grants = await (await userGrants()).inForce(user.svcnumId);
         const clients = await clientsOf(grants);
         return { svcnum_id: user.svcnumId, grants: grants.map((grant) => grantJson(grant, clients)) };
+      }
+      case 'user passkeys': {
+        const user = await account(argument);
+        return { svcnum_id: user.svcnumId, passkeys: (await store.listPasskeys(user.svcnumId)).map(passkeyJson) };
+      }
+      case 'user remove-passkey': {
+        const user = await account(argument);
+        const credentialId = need(rest[0], 'a CREDENTIAL_ID');
+        const removed = found(await store.deletePasskey(user.svcnumId, credentialId), 'passkey', credentialId);
+        return { ...passkeyJson(removed), removed: true };
       }
       case 'grant revoke': {
         const grants = await userGrants();

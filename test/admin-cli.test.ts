@@ -398,6 +398,47 @@ describe('admin CLI against the running local service', () => {
     expect((await attempt('a long enough password')).status).toBe(303);
   });
 
+  it("lists an account's passkeys (never a public key) and removes one", async () => {
+    const user = await admin(['user', 'create', '--email', 'passkeys@example.com', '--password', 'long password'], env);
+    const svcnumId = String(user.json!.svcnum_id);
+    const passkey = {
+      svcnumId,
+      credentialId: 'cred-1',
+      userHandle: Buffer.from(svcnumId).toString('base64url'),
+      publicKey: 'not-shown',
+      counter: 3,
+      transports: ['internal'],
+      backupEligible: true,
+      backedUp: true,
+      name: 'Phone',
+      createdAt: Date.UTC(2026, 0, 2),
+    };
+    expect(await service.core.store.putPasskey(passkey)).toBe(true);
+    const listed = await admin(['user', 'passkeys', 'passkeys@example.com'], env);
+    const shown = {
+      credential_id: 'cred-1',
+      svcnum_id: svcnumId,
+      name: 'Phone',
+      created_at: '2026-01-02T00:00:00.000Z',
+      last_used_at: null,
+      synced: true,
+      backup_eligible: true,
+      transports: ['internal'],
+      counter: 3,
+    };
+    expect(listed.json).toEqual({ svcnum_id: svcnumId, passkeys: [shown] });
+    expect(listed.stdout).not.toContain('not-shown');
+    expect((await admin(['user', 'remove-passkey', svcnumId, 'cred-1'], env)).json).toEqual({
+      ...shown,
+      removed: true,
+    });
+    expect(await service.core.store.listPasskeys(svcnumId)).toEqual([]);
+    const again = await admin(['user', 'remove-passkey', svcnumId, 'cred-1'], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr.trim()).toBe('no passkey cred-1');
+    expect((await admin(['user', 'remove-passkey', svcnumId], env)).code).toBe(2);
+  });
+
   it('refuses bad input with one line on stderr and a non-zero exit', async () => {
     const cases: Array<[string[], number, RegExp]> = [
       [

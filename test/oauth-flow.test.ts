@@ -41,7 +41,8 @@ describe('authorization code flow with PKCE, end to end over HTTP', () => {
     expect(csp).not.toContain('unsafe-inline');
     expect(csp).toContain("form-action 'self' https://client.example");
     expect(signInPage.headers.get('cache-control')).toBe('no-store');
-    expect(signInPage.body).not.toContain('<script');
+    // No inline script: the one script is our own file (passkeys).
+    expect(signInPage.body.match(/<script[^>]*>/g)).toEqual(['<script src="/assets/passkeys.js" defer>']);
 
     const afterSignIn = await browser.request('/login', {
       form: {

@@ -6,7 +6,15 @@ import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalService } from '../local/runner';
 import { startDemoService } from './support/demo-service';
-import { button, clickAndWait, launchChromium, link, openTab, signInOnPage } from './support/chromium';
+import {
+  addVirtualAuthenticator,
+  button,
+  clickAndWait,
+  launchChromium,
+  link,
+  openTab,
+  signInOnPage,
+} from './support/chromium';
 
 // Every page a person sees, at a phone's width (390 px) and a desktop's (1280 px), checked with
 // axe-core in a real Chromium: no violation at all, best practices included. Also what axe does
@@ -160,6 +168,19 @@ describe.each([390, 1280])('pages at %i px', (width) => {
       );
       await checkPage(page, 'account after revoking', pages);
 
+      // Passkeys, with a virtual authenticator in this tab: the account with one, rename, remove, the password step.
+      await addVirtualAuthenticator(page);
+      await clickAndWait(page, button('Add a passkey'));
+      expect(await mainText(page)).toContain('Passkey added.');
+      await checkPage(page, 'account with a passkey', pages);
+      await clickAndWait(page, link('Rename Passkey 1'));
+      await checkPage(page, 'rename a passkey', pages);
+      await page.goto(`${service.issuer}/account`);
+      await clickAndWait(page, link('Remove Passkey 1'));
+      await checkPage(page, 'remove a passkey', pages);
+      await page.goto(`${service.issuer}/account/passkeys/confirm`);
+      await checkPage(page, 'password before adding a passkey', pages);
+
       await page.goto(`${service.issuer}/oauth/authorize?client_id=not-a-client&response_type=code`);
       expect(await page.$eval('h1', (element) => element.textContent)).toBe('This sign-in link is not valid');
       expect(await page.$$(link('Go to your account'))).toHaveLength(1);
@@ -179,7 +200,7 @@ describe.each([390, 1280])('pages at %i px', (width) => {
     } finally {
       await tab.context.close();
     }
-    expect(pages).toHaveLength(11);
+    expect(pages).toHaveLength(15);
     expect(tab.problems.list(), 'console errors or failed requests').toEqual([]);
   });
 });

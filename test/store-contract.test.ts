@@ -13,6 +13,7 @@ import type {
   Grant,
   IdempotencyRecord,
   Mask,
+  Passkey,
   Session,
   SignInThrottle,
   User,
@@ -353,6 +354,71 @@ describe.each(engines)('store contract on $name', (engine) => {
       await store.deleteSignInThrottle(key);
       expect(await store.getSignInThrottle(key, T)).toBeUndefined();
       expect(await store.putSignInThrottle(throttle(key, 1), undefined, T)).toBe(true);
+    });
+  });
+
+  describe('passkeys and their challenges', () => {
+    const passkey = (svcnumId: string, credentialId: string): Passkey => ({
+      svcnumId,
+      credentialId,
+      userHandle: Buffer.from(svcnumId).toString('base64url'),
+      publicKey: 'pQECAyYgASFY',
+      counter: 0,
+      transports: ['internal', 'hybrid'],
+      backupEligible: true,
+      backedUp: false,
+      name: 'Phone',
+      createdAt: T,
+    });
+
+    it("putPasskey refuses a credential the account has; lists, renames and removes only that account's", async () => {
+      const [owner, other] = [unique('user'), unique('user')];
+      expect(await store.putPasskey(passkey(owner, 'c1'))).toBe(true);
+      expect(await store.putPasskey({ ...passkey(owner, 'c1'), name: 'Again' })).toBe(false);
+      expect(await store.putPasskey(passkey(owner, 'c2'))).toBe(true);
+      expect(await store.putPasskey(passkey(other, 'c1'))).toBe(true);
+      expect((await store.listPasskeys(owner)).map((item) => item.credentialId)).toEqual(['c1', 'c2']);
+      expect(await store.getPasskey(owner, 'c1')).toEqual(passkey(owner, 'c1'));
+      expect(await store.renamePasskey(owner, 'c1', 'Laptop')).toBe(true);
+      expect(await store.renamePasskey(owner, 'nope', 'Laptop')).toBe(false);
+      expect(await store.getPasskey(owner, 'nope')).toBeUndefined();
+      expect(await store.deletePasskey(owner, 'c1')).toEqual({ ...passkey(owner, 'c1'), name: 'Laptop' });
+      expect(await store.deletePasskey(owner, 'c1')).toBeUndefined();
+      expect((await store.getPasskey(other, 'c1'))?.name).toBe('Phone');
+    });
+
+    it('of parallel uses that saw one counter exactly one is recorded; a removed passkey records none', async () => {
+      const owner = unique('user');
+      await store.putPasskey(passkey(owner, 'c1'));
+      const key = { svcnumId: owner, credentialId: 'c1' };
+      const results = await Promise.all(
+        [1, 2, 3].map((counter) => store.recordPasskeyUse(key, 0, { counter, backedUp: true, lastUsedAt: T + 1 })),
+      );
+      expect(wins(results)).toBe(1);
+      expect(await store.getPasskey(owner, 'c1')).toMatchObject({
+        counter: [1, 2, 3][results.indexOf(true)],
+        backedUp: true,
+        lastUsedAt: T + 1,
+      });
+      await store.deletePasskey(owner, 'c1');
+      expect(await store.recordPasskeyUse(key, 0, { counter: 9, backedUp: true, lastUsedAt: T })).toBe(false);
+      expect(await stored('passkeys', key)).toBeUndefined();
+    });
+
+    it('a challenge is taken once, only before its expiry, and parallel takers get it once', async () => {
+      const challenge = (expiresAt: number) => ({
+        challenge: unique('challenge'),
+        purpose: 'sign-in' as const,
+        expiresAt,
+      });
+      const live = challenge(T + 1000);
+      await store.putPasskeyChallenge(live);
+      const taken = await Promise.all([1, 2, 3].map(() => store.takePasskeyChallenge(live.challenge, T)));
+      expect(taken.filter(Boolean)).toEqual([live]);
+      const expired = challenge(T + 1000);
+      await store.putPasskeyChallenge(expired);
+      expect(await store.takePasskeyChallenge(expired.challenge, T + 1000)).toBeUndefined();
+      expect(await stored('passkeyChallenges', { challenge: expired.challenge })).toBeUndefined();
     });
   });
 

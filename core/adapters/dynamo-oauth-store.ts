@@ -10,6 +10,7 @@ import type { AuthorizationCode, AuthRequest, Consent, Grant, Session, SignInThr
 import type { CodeBinding, OAuthStore, RedeemResult } from '../oauth/store';
 import type { TableNames } from '../tables';
 import { conditional, dynamoOps, itemOf, record, ttlSeconds } from './dynamo-ops';
+import { passkeyItems } from './dynamo-passkeys-store';
 import type { StoreDb } from './dynamo-schema';
 
 const DAY_MS = 86_400_000;
@@ -246,10 +247,15 @@ function browserItems({ db, tables, ops: { get, queryAll } }: OAuthTables) {
 }
 
 /**
- * The OAuth tables (authorization requests, codes, grants, consent, sign-in throttle, sessions) in
- * DynamoDB.
+ * The OAuth tables (authorization requests, codes, grants, consent, sign-in throttle, sessions,
+ * passkeys and their challenges) in DynamoDB.
  */
 export function createDynamoOAuthStore(db: StoreDb, tables: TableNames): OAuthStore {
   const context: OAuthTables = { db, tables, ops: dynamoOps(db) };
-  return { ...authorizationFlowItems(context), ...grantItems(context), ...browserItems(context) };
+  return {
+    ...authorizationFlowItems(context),
+    ...grantItems(context),
+    ...browserItems(context),
+    ...passkeyItems(db, tables),
+  };
 }

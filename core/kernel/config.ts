@@ -31,6 +31,12 @@ export const limits = {
    * `signInFreeFailures` failures.
    */
   deviceCookieTtl: 90 * DAY,
+  /** A WebAuthn challenge (registration or passkey sign-in) must be answered within this time, once. */
+  passkeyChallengeTtl: 5 * MINUTE,
+  /** Adding a passkey needs a sign-in at most this old (else the password is asked first). */
+  passkeyRecentSignIn: 5 * MINUTE,
+  /** Passkeys per account (each one a row on /account). */
+  passkeysPerAccount: 20,
   /** The sign-in form's CSRF token (a browser-session cookie). */
   signInCsrfTtl: DAY,
   codeVerifierMin: 43,

@@ -190,6 +190,36 @@ export interface Session {
   signedInWith?: 'email' | 'number';
 }
 
+/** A passkey (WebAuthn credential) of an account: discoverable, user-verified, attestation not kept. */
+export interface Passkey {
+  svcnumId: string;
+  /** base64url of the credential id the authenticator chose. */
+  credentialId: string;
+  /** base64url of the WebAuthn user handle given at registration (the svcnum_id's UTF-8 bytes). */
+  userHandle: string;
+  /** base64url of the COSE public key. */
+  publicKey: string;
+  /** The signature counter last seen (0 for authenticators that keep none, as synced passkeys). */
+  counter: number;
+  transports: string[];
+  /** Backup eligible (BE) and backed up (BS): a synced passkey has both. */
+  backupEligible: boolean;
+  backedUp: boolean;
+  name: string;
+  createdAt: number;
+  lastUsedAt?: number;
+}
+
+/** A WebAuthn challenge handed to a browser: kept server-side, single use, 5 minutes. */
+export interface PasskeyChallenge {
+  /** base64url of 32 random bytes: the challenge itself. */
+  challenge: string;
+  purpose: 'register' | 'sign-in';
+  /** Registration: the account it was issued to. */
+  svcnumId?: string;
+  expiresAt: number;
+}
+
 /** Public lifecycle states (spec 3.1); `expired` applies to masks only. */
 export type NumberState = 'active' | 'suspended' | 'deactivated' | 'quarantined' | 'expired';
 

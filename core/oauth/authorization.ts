@@ -15,6 +15,7 @@ import {
 } from './authorization-flow';
 import { logoutDestination, requestLogout } from './logout';
 import { parseAuthorizationRequest, type RedirectableError } from './authorization-request';
+import { addPasskey, recentSignIn, registrationOptions, renamePasskey, signInOptions } from './passkeys';
 import { issueSignInCsrf, type SignInInput, signIn, validSignInCsrf } from './sign-in';
 import { createUserGrants } from './user-grants';
 
@@ -142,6 +143,20 @@ export function createAuthorization(ctx: AuthorizationContext) {
 
     async signOut(sessionToken: string | undefined) {
       if (sessionToken && sessionToken.length <= 100) await store.deleteSession(sha256(sessionToken));
+    },
+
+    /** The account's passkeys (./passkeys.ts); a passkey sign-in is `signIn` with `passkey`. */
+    passkeys: {
+      signInOptions: () => signInOptions(ctx),
+      /** Whether the session's sign-in is recent enough to add one. */
+      recentSignIn: (session: Session) => recentSignIn(ctx, session),
+      registrationOptions: (signedIn: SignedIn) => registrationOptions(ctx, signedIn),
+      add: (signedIn: SignedIn, credential?: string) => addPasskey(ctx, signedIn, credential),
+      list: (svcnumId: string) => store.listPasskeys(svcnumId),
+      get: (svcnumId: string, credentialId: string) => store.getPasskey(svcnumId, credentialId),
+      rename: (svcnumId: string, credentialId: string, name: string) =>
+        renamePasskey(ctx, svcnumId, credentialId, name),
+      remove: (svcnumId: string, credentialId: string) => store.deletePasskey(svcnumId, credentialId),
     },
 
     /** Password checks (scrypt) this process has started: for tests and metrics. */

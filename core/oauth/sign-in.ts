@@ -9,10 +9,12 @@ import {
   parkedRequest,
   proceed,
 } from './authorization-flow';
-import { deviceKey, identifierKey } from './sign-in-guard';
+import { checkPasskey, passkeyAccount } from './passkeys';
+import { type Admission, deviceKey, identifierKey } from './sign-in-guard';
+import { parseCredential } from './webauthn';
 
 // The sign-in form: its signed CSRF token, the device cookie of a browser that signed in before,
-// and the attempt itself behind the guard (./sign-in-guard.ts).
+// and the attempt itself behind the guard (./sign-in-guard.ts), with a password or a passkey.
 
 /**
  * A refused sign-in, shown on the sign-in page: its error's kind says what happened (a failed
@@ -22,6 +24,8 @@ import { deviceKey, identifierKey } from './sign-in-guard';
 export interface SignInRefusal {
   type: 'sign_in_error';
   error: DomainError;
+  /** For the log only: why a passkey was refused (e.g. `counter_regression`). */
+  alert?: string;
 }
 
 export interface SignInResult {
@@ -32,13 +36,11 @@ export interface SignInResult {
   deviceToken?: string;
 }
 
-export interface SignInInput {
+export type SignInInput = {
   requestId?: string;
-  identifier: string;
-  password: string;
   clientAddress?: string;
   deviceToken?: string;
-}
+} & ({ identifier: string; password: string } | { passkey: string });
 
 // One message per kind of refusal, whatever the account: none of them tells whether it exists.
 const SIGN_IN_FAILED = 'The number, email or password is not right.';
@@ -46,6 +48,7 @@ const SIGN_IN_THROTTLED =
   'Too many attempts to sign in with this number or email. Wait a few minutes and try again, ' +
   'or sign in from a browser you used before.';
 const ADDRESS_THROTTLED = 'Too many sign-in attempts from your network. Wait a few minutes and try again.';
+const PASSKEY_FAILED = 'This passkey could not sign you in. Try again, or use your password.';
 const SIGN_IN_BUSY = 'We are busy right now. Try again in a moment.';
 const SIGN_IN_EXPIRED = 'This sign-in took too long. Go back to the application and start again.';
 const BUSY_RETRY_AFTER_MS = 2_000;
@@ -57,6 +60,7 @@ const refused = (
   kind: 'invalid_argument' | 'exhausted' | 'unavailable',
   message: string,
   retryAfterMs?: number,
+  alert?: string,
 ): SignInResult => ({
   outcome: {
     type: 'sign_in_error',
@@ -65,6 +69,7 @@ const refused = (
       message,
       retryAfterMs !== undefined ? { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) } : {},
     ),
+    ...(alert ? { alert } : {}),
   },
 });
 
@@ -115,10 +120,55 @@ async function knownDevice(
 }
 
 /**
- * POST of the sign-in form. CSRF has been checked by the edge. Every attempt that is not
- * refused before (network limit, busy, throttled) costs the same: the account lookup, a read
- * and a conditional put of a throttle count, and exactly one scrypt (a decoy when there is no
- * usable account), so neither answer nor work tells whether the account exists.
+ * What a sign-in offers: the identifier naming the account (typed, or a passkey's user handle, the
+ * svcnum_id) and its check of the account found (undefined: none usable). A password check runs
+ * in the gate's turn (scrypt); a passkey's costs a few store calls and one signature check.
+ */
+interface Proof {
+  identifier: string;
+  failure: string;
+  verify(user: User | undefined, admission: Admission, now: number): Promise<{ user?: User; alert?: string }>;
+}
+
+function passwordProof(input: { identifier: string; password: string }): Proof | undefined {
+  const { identifier, password } = input;
+  if (identifier.length > 254 || password.length > 256 || !identifier.trim() || !password) return undefined;
+  return {
+    identifier,
+    failure: SIGN_IN_FAILED,
+    async verify(user, admission) {
+      const usable = user?.passwordHash !== undefined && user.status !== 'disabled' ? user : undefined;
+      const matches = await admission.check(() => verifyPassword(password, usable?.passwordHash ?? decoyPasswordHash));
+      return usable && matches ? { user: usable } : {};
+    },
+  };
+}
+
+const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+function passkeyProof(ctx: AuthorizationContext, json: string): Proof | undefined {
+  const credential = parseCredential(json);
+  if (!credential) return undefined;
+  const claims = passkeyAccount(ctx, credential);
+  if (!claims || !ULID.test(claims.userHandle)) return undefined;
+  return {
+    identifier: claims.userHandle,
+    failure: PASSKEY_FAILED,
+    async verify(user, _admission, now) {
+      if (!user || user.status === 'disabled') return {};
+      const refusal = await checkPasskey(ctx, user, credential, claims, now);
+      return refusal ? { alert: refusal } : { user };
+    },
+  };
+}
+
+/**
+ * POST of the sign-in form, with a password or a passkey's assertion. CSRF has been checked by
+ * the edge. Both go through the same guard (network limit, busy, throttled per identifier or
+ * device), the same session, device cookie and next step. Every password attempt that is not
+ * refused before costs the same: the account lookup, a read and a conditional put of a throttle
+ * count, and exactly one scrypt (a decoy when there is no usable account), so neither answer nor
+ * work tells whether the account exists.
  */
 export async function signIn(ctx: AuthorizationContext, input: SignInInput): Promise<SignInResult> {
   const { clock, guard } = ctx;
@@ -126,9 +176,8 @@ export async function signIn(ctx: AuthorizationContext, input: SignInInput): Pro
   if (input.requestId && !parked) return refused('invalid_argument', SIGN_IN_EXPIRED);
   const address = guard.takeAddress(input.clientAddress);
   if (!address.allowed) return refused('exhausted', ADDRESS_THROTTLED, address.retryAfterSeconds * 1000);
-  if (input.identifier.length > 254 || input.password.length > 256 || !input.identifier.trim() || !input.password) {
-    return refused('invalid_argument', SIGN_IN_FAILED);
-  }
+  const proof = 'passkey' in input ? passkeyProof(ctx, input.passkey) : passwordProof(input);
+  if (!proof) return refused('invalid_argument', 'passkey' in input ? PASSKEY_FAILED : SIGN_IN_FAILED);
   const knownBrowser = await knownDevice(ctx, input.deviceToken, clock.now());
   const admission = guard.gate.admit(knownBrowser !== undefined);
   if (!admission) {
@@ -137,23 +186,20 @@ export async function signIn(ctx: AuthorizationContext, input: SignInInput): Pro
   }
   try {
     const now = clock.now();
-    const user = await ctx.accounts.findUser(input.identifier);
+    const user = await ctx.accounts.findUser(proof.identifier);
     // A browser that signed in to this account before is judged by its own count while it
     // has fewer than the free failures; strangers' attempts on the identifier do not stop it.
     const device = user && knownBrowser?.svcnumId === user.svcnumId ? knownBrowser.deviceId : undefined;
     const byDevice = device ? await guard.count(deviceKey(device), now, limits.signInFreeFailures) : undefined;
-    const key = byDevice?.counted ? deviceKey(device!) : identifierKey(input.identifier);
+    const key = byDevice?.counted ? deviceKey(device!) : identifierKey(proof.identifier);
     const counted = byDevice?.counted ? byDevice : await guard.count(key, now);
     if (!counted.counted) return refused('exhausted', SIGN_IN_THROTTLED, counted.retryAfterMs);
-    const usable = user?.passwordHash !== undefined && user.status !== 'disabled' ? user : undefined;
-    const matches = await admission.check(() =>
-      verifyPassword(input.password, usable?.passwordHash ?? decoyPasswordHash),
-    );
-    if (!usable || !matches) return refused('invalid_argument', SIGN_IN_FAILED);
+    const verified = await proof.verify(user, admission, now);
+    if (!verified.user) return refused('invalid_argument', proof.failure, undefined, verified.alert);
     await guard.clear(key);
     guard.giveBackAddress(input.clientAddress);
-    const started = await startSession(ctx, usable, parked, now, input.identifier);
-    const deviceFields = [usable.svcnumId, randomSecret(ctx.random, 16)];
+    const started = await startSession(ctx, verified.user, parked, now, proof.identifier);
+    const deviceFields = [verified.user.svcnumId, randomSecret(ctx.random, 16)];
     const deviceToken = await sealToken(ctx.macKey, DEVICE_TOKEN, deviceFields, now + limits.deviceCookieTtl);
     return { ...started, deviceToken };
   } finally {

@@ -1,4 +1,14 @@
-import type { AuthorizationCode, AuthRequest, Consent, Grant, Session, SignInThrottle, User } from '../kernel/model';
+import type {
+  AuthorizationCode,
+  AuthRequest,
+  Consent,
+  Grant,
+  Passkey,
+  PasskeyChallenge,
+  Session,
+  SignInThrottle,
+  User,
+} from '../kernel/model';
 import type { SharedStore } from '../kernel/store';
 
 export type RedeemResult =
@@ -64,6 +74,24 @@ export interface OAuthStore {
   putSession(session: Session): Promise<void>;
   getSession(sessionHash: string, now: number): Promise<Session | undefined>;
   deleteSession(sessionHash: string): Promise<void>;
+
+  // passkeys (strongly consistent reads: a removed passkey is refused at once)
+  /** Adds a passkey unless the account already has this credential id: one conditional put. */
+  putPasskey(passkey: Passkey): Promise<boolean>;
+  getPasskey(svcnumId: string, credentialId: string): Promise<Passkey | undefined>;
+  listPasskeys(svcnumId: string): Promise<Passkey[]>;
+  /** Records a sign-in only if the counter is still `seenCounter` (a parallel use of the same one fails). */
+  recordPasskeyUse(
+    key: Pick<Passkey, 'svcnumId' | 'credentialId'>,
+    seenCounter: number,
+    use: Pick<Passkey, 'counter' | 'backedUp' | 'lastUsedAt'>,
+  ): Promise<boolean>;
+  renamePasskey(svcnumId: string, credentialId: string, name: string): Promise<boolean>;
+  /** The removed passkey, or `undefined` if the account had none by that id. */
+  deletePasskey(svcnumId: string, credentialId: string): Promise<Passkey | undefined>;
+  putPasskeyChallenge(challenge: PasskeyChallenge): Promise<void>;
+  /** Deletes the challenge and returns it if it was there and unexpired at `now`: each one is taken once. */
+  takePasskeyChallenge(challenge: string, now: number): Promise<PasskeyChallenge | undefined>;
 }
 
 /**
@@ -73,6 +101,7 @@ export interface OAuthStore {
 export type OAuthPort = Pick<
   OAuthStore & SharedStore,
   | 'createGrant'
+  | 'deletePasskey'
   | 'deleteAuthRequest'
   | 'deleteConsent'
   | 'deleteSession'
@@ -80,20 +109,27 @@ export type OAuthPort = Pick<
   | 'getAuthRequest'
   | 'getConsent'
   | 'getGrant'
+  | 'getPasskey'
   | 'getSession'
   | 'getSignInThrottle'
   | 'getUser'
   | 'getUserAndGrant'
   | 'listConsents'
   | 'listGrants'
+  | 'listPasskeys'
   | 'markAuthRequestSignedIn'
   | 'putAuthRequest'
   | 'putCode'
   | 'putConsent'
+  | 'putPasskey'
+  | 'putPasskeyChallenge'
   | 'putSession'
   | 'putSignInThrottle'
+  | 'recordPasskeyUse'
   | 'redeemCode'
+  | 'renamePasskey'
   | 'revokeGrant'
+  | 'takePasskeyChallenge'
   | 'touchGrant'
 >;
 

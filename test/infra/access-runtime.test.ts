@@ -50,6 +50,7 @@ import { localDynamoClient, startEmbeddedDynamo, type EmbeddedDynamo } from '../
 import { startHttpServer, type LambdaHandler, type LocalRoute } from '../../local/http-server';
 import { access, type ComputeUnit, type DynamoAction } from '../../lib/access';
 import { Browser } from '../support/browser';
+import { softwarePasskey } from '../support/passkeys';
 import { TestClock } from '../support/clock';
 import { dpopKey } from '../support/dpop';
 import { createLoginClient, createUser, exchange, obtainCode, postForm, send } from '../support/flow';
@@ -253,6 +254,7 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     });
     const account = await other.request('/account');
     expect(account.status).toBe(200);
+    await passkeyCalls(other, Browser.field(account.body, 'csrf'), login.user.svcnumId);
     // (The first browser's session expired with the clock moved 2 days; the second one is fresh.)
     expect(
       (
@@ -406,3 +408,28 @@ describe('lib/access.ts against the DynamoDB calls the code makes', () => {
     }
   });
 });
+
+/**
+ * Passkeys through the browser group, with a software authenticator: add one (options, the answer),
+ * sign in with it in a second browser, rename and remove it.
+ */
+async function passkeyCalls(browser: Browser, csrf: string, svcnumId: string) {
+  const passkey = softwarePasskey('localhost', service.issuer);
+  const options = await browser.request('/account/passkeys/options', { form: { csrf } });
+  const { challenge } = JSON.parse(options.body) as { challenge: string };
+  const credential = JSON.stringify(passkey.register(challenge));
+  expect((await browser.request('/account/passkeys', { form: { csrf, credential } })).location).toBe(
+    '/account?passkey=added',
+  );
+  const elsewhere = new Browser(service.issuer);
+  const signInCsrf = Browser.field((await elsewhere.request('/login')).body, 'csrf');
+  const signInOptions = await elsewhere.request('/login/passkey', { form: { csrf: signInCsrf } });
+  const answer = passkey.assert((JSON.parse(signInOptions.body) as { challenge: string }).challenge, svcnumId);
+  const signedIn = await elsewhere.request('/login', { form: { csrf: signInCsrf, passkey: JSON.stringify(answer) } });
+  expect(signedIn.location).toBe('/account');
+  const id = passkey.credentialId;
+  await browser.request('/account/passkeys/rename', { form: { csrf, id, name: 'Laptop' } });
+  expect((await browser.request('/account/passkeys/remove', { form: { csrf, id } })).location).toBe(
+    '/account?passkey=removed',
+  );
+}

@@ -1230,7 +1230,27 @@ describe('both stacks', () => {
       for (const marker of markers) expect(code.includes(marker), `${marker} in ${bundle}`).toBe(false);
       expect(code).toContain('AWS_SECRET_ACCESS_KEY');
     }
-    expect(lambdaBundle.alias).toStrictEqual({ '@aws-sdk/credential-provider-node': 'lib/lambda-credentials.ts' });
+    expect(lambdaBundle.alias).toStrictEqual({
+      '@aws-sdk/credential-provider-node': 'lib/lambda-credentials.ts',
+      'mnemonist/lru-cache': 'lib/lru-cache.ts',
+    });
+  });
+
+  it("bundles a Map-based LRU for the DynamoDB client's endpoint cache (lib/lru-cache.ts), evicting the least recently used", async () => {
+    const { default: LRUCache } = await import('../../lib/lru-cache');
+    const cache = new LRUCache<string, number>(2);
+    cache.set('a', 1).set('b', 2);
+    expect(cache.get('a')).toBe(1);
+    cache.set('c', 3);
+    expect([cache.has('a'), cache.has('b'), cache.has('c'), cache.peek('c'), cache.size]).toEqual([
+      true,
+      false,
+      true,
+      3,
+      2,
+    ]);
+    cache.clear();
+    expect(cache.size).toBe(0);
   });
 
   it('keeps the sources the Dockerfile copies in the image asset', () => {

@@ -118,6 +118,25 @@ export async function watchFormPosts(page: Page): Promise<() => SentForm[]> {
   return () => sent.map(({ requestId, headers }) => ({ url: urls.get(requestId) ?? '?', headers }));
 }
 
+/**
+ * A platform passkey provider in this tab (CDP WebAuthn): CTAP2, built in, discoverable credentials,
+ * user verification that always succeeds, presence given without a touch.
+ */
+export async function addVirtualAuthenticator(page: Page) {
+  const cdp = await page.createCDPSession();
+  await cdp.send('WebAuthn.enable', { enableUI: false });
+  await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: {
+      protocol: 'ctap2',
+      transport: 'internal',
+      hasResidentKey: true,
+      hasUserVerification: true,
+      isUserVerified: true,
+      automaticPresenceSimulation: true,
+    },
+  });
+}
+
 /** Selectors by accessible role and name, as assistive technology (and a person) finds things. */
 export const button = (name: string) => `::-p-aria([name="${name}"][role="button"])`;
 export const link = (name: string) => `::-p-aria([name="${name}"][role="link"])`;
