@@ -1,6 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { modulesFromEnvironment, type StoreOption } from '../core/adapters/aws-environment';
-import { readRuntimeConfig, type AwsRuntimeConfig, type MacKeyVariable } from '../core/adapters/runtime-config';
+import { readLambdaConfig, type AwsRuntimeConfig, type MacKeyVariable } from '../core/adapters/runtime-config';
 import type { AnyModuleDefinition, ModulesOf } from '../core/registry';
 import type { HttpEvent, HttpResult } from './http';
 
@@ -23,7 +23,7 @@ export function lambdaHandler<const D extends readonly AnyModuleDefinition[]>(
   let built: Handler | undefined;
   return (event, context) => {
     if (!built) {
-      const config = readRuntimeConfig('lambda', process.env, options.macKeys);
+      const config = readLambdaConfig(process.env, options.macKeys);
       built = create(modulesFromEnvironment(config, definitions, options), config);
     }
     return built(event, context);

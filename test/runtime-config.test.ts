@@ -465,7 +465,9 @@ describe('readRuntimeConfig', () => {
       port: 6390,
       tls: false,
     });
-    for (const kind of ['lambda', 'task'] as const) {
+    // A Lambda reads no engine (the relay publishes for it; the stack gives it no VALKEY_*).
+    expect(engine('lambda', { VALKEY_URL: 'redis://user:s3cret@cache.internal' })).toBeUndefined();
+    for (const kind of ['task'] as const) {
       expect(
         engine(kind, { VALKEY_URL: 'rediss://svcnum:p%40ss@master.wakeups.abc.euc1.cache.amazonaws.com' }),
       ).toStrictEqual({
@@ -522,7 +524,7 @@ describe('readRuntimeConfig', () => {
       VALKEY_IAM_AUTH: 'svcnum-sandbox-wakeups',
       AWS_REGION: 'eu-central-1',
     };
-    for (const kind of kinds) {
+    for (const kind of kinds.filter((kind) => kind !== 'lambda')) {
       expect(engine(kind, iam)).toStrictEqual({
         address: url,
         host: 'master.svcnum-sandbox-wakeups.abc.euc1.cache.amazonaws.com',

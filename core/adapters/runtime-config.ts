@@ -251,7 +251,7 @@ const rateLimit = (read: VariableReader, prefix: 'SIGN_IN' | 'PUBLIC', fallback:
   perMinute: positive(read, `${prefix}_RATE_LIMIT_PER_MINUTE`, fallback.perMinute),
 });
 
-function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettings {
+function serviceSettings(read: VariableReader): ServiceSettings {
   const quota = (name: ServiceVariable, fallback: number) => read.wholeNumber(name, fallback, 0, 100_000);
   const settings: ServiceSettings = {
     provisioning: {
@@ -277,11 +277,21 @@ function serviceSettings(read: VariableReader, deployed: boolean): ServiceSettin
       relistMs: read.wholeNumber('MESSAGE_RELIST_MS', INBOX_REFRESH_MS, 1_000, 3_600_000),
     },
   };
+  return settings;
+}
+
+/**
+ * The service settings of a process that holds streams (the task, `npm start`), with the wake-up
+ * engine's. Lambdas get none (the relay publishes for them), so their bundles hold no engine reader.
+ */
+function streamingSettings(read: VariableReader, deployed: boolean): ServiceSettings {
+  const settings = serviceSettings(read);
   const wakeupEngine = readWakeupEngine(read, deployed);
   return wakeupEngine ? { ...settings, wakeupEngine } : settings;
 }
 
-function awsConfig(read: VariableReader): AwsRuntimeConfig {
+/** `settings`: the service settings' reader (the task's reads the wake-up engine's too). */
+function awsConfig(read: VariableReader, settings = serviceSettings): AwsRuntimeConfig {
   const macKeyId = read.optional('MAC_KEY_ID');
   const pageTokenKeyId = read.optional('PAGE_TOKEN_KEY_ID');
   const kmsRsaKeyId = read.optional('KMS_RSA_KEY_ID');
@@ -296,14 +306,14 @@ function awsConfig(read: VariableReader): AwsRuntimeConfig {
     kmsRsaVerifyKeyIds: read.list('KMS_RSA_VERIFY_KEY_IDS'),
     ...(macKeyId ? { macKeyId } : {}),
     ...(pageTokenKeyId ? { pageTokenKeyId } : {}),
-    service: serviceSettings(read, true),
+    service: settings(read),
   };
 }
 
 const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] } = {
-  lambda: awsConfig,
+  lambda: (read) => awsConfig(read),
   task: (read) => ({
-    ...awsConfig(read),
+    ...awsConfig(read, (same) => streamingSettings(same, true)),
     pageTokenKeyId: read.required('PAGE_TOKEN_KEY_ID', macKeyPurpose.PAGE_TOKEN_KEY_ID),
     grpcPort: read.port('GRPC_PORT', DEFAULT_GRPC_PORT),
     healthPort: read.port('HEALTH_PORT', DEFAULT_HEALTH_PORT),
@@ -322,10 +332,17 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
       grpcReflection: readReflection(read, 'open'),
       dataDir: read.text('DATA_DIR', '.data'),
       ...(issuer ? { issuer } : {}),
-      service: serviceSettings(read, false),
+      service: streamingSettings(read, false),
     };
   },
 };
+
+/** The read `config`, or an Error naming every problem; `needs`: MAC-key variables the process requires. */
+function checked<C>(read: VariableReader, config: C, needs: readonly MacKeyVariable[]): C {
+  for (const variable of needs) read.required(variable, macKeyPurpose[variable]);
+  if (read.problems.length > 0) throw new Error(read.problems.join('; '));
+  return config;
+}
 
 /**
  * The configuration of a `kind` process from `env`, or an Error whose message names every
@@ -338,8 +355,14 @@ export function readRuntimeConfig<K extends ProcessKind>(
   needs: readonly MacKeyVariable[] = [],
 ): RuntimeConfig[K] {
   const read = variableReader(env);
-  const config = readers[kind](read);
-  for (const variable of needs) read.required(variable, macKeyPurpose[variable]);
-  if (read.problems.length > 0) throw new Error(read.problems.join('; '));
-  return config;
+  return checked(read, readers[kind](read), needs);
+}
+
+/**
+ * `readRuntimeConfig('lambda', …)` without the other kinds' readers, for the Lambda entry points
+ * (lambdas/runtime.ts): their bundles hold neither the task's, the relay's nor the engine's.
+ */
+export function readLambdaConfig(env: Environment, needs: readonly MacKeyVariable[] = []): AwsRuntimeConfig {
+  const read = variableReader(env);
+  return checked(read, awsConfig(read), needs);
 }
