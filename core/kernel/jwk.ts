@@ -1,6 +1,14 @@
-import { createPublicKey, type KeyObject } from 'node:crypto';
-import { calculateJwkThumbprint } from 'jose';
+import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import type { PublicJwk, SigningAlg } from './ports';
+
+/**
+ * RFC 7638 §3: the SHA-256 of the key's required members in lexicographic order, without
+ * whitespace, base64url. `members` come in that order; their values are base64url strings, so
+ * JSON.stringify writes them as the RFC does. (jose's calculateJwkThumbprint gives the same, as
+ * test/kms-signer.test.ts checks; not imported here, to keep jose out of bundles that only verify.)
+ */
+const thumbprint = (members: Record<string, string>) =>
+  createHash('sha256').update(JSON.stringify(members)).digest('base64url');
 
 const asKeyObject = (key: KeyObject | Uint8Array) =>
   key instanceof Uint8Array ? createPublicKey({ key: Buffer.from(key), format: 'der', type: 'spki' }) : key;
@@ -19,7 +27,7 @@ export async function ed25519PublicJwk(key: KeyObject | Uint8Array): Promise<Pub
   if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') {
     throw new Error('Ed25519 key did not export as an OKP JWK');
   }
-  const kid = await calculateJwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }, 'sha256');
+  const kid = thumbprint({ crv: 'Ed25519', kty: 'OKP', x: jwk.x });
   return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, kid, alg: 'EdDSA', use: 'sig' };
 }
 
@@ -33,7 +41,7 @@ export async function rsaPublicJwk(key: KeyObject | Uint8Array): Promise<PublicJ
   if (jwk.kty !== 'RSA' || typeof jwk.n !== 'string' || typeof jwk.e !== 'string') {
     throw new Error('RSA key did not export as an RSA JWK');
   }
-  const kid = await calculateJwkThumbprint({ kty: 'RSA', n: jwk.n, e: jwk.e }, 'sha256');
+  const kid = thumbprint({ e: jwk.e, kty: 'RSA', n: jwk.n });
   return { kty: 'RSA', n: jwk.n, e: jwk.e, kid, alg: 'RS256', use: 'sig' };
 }
 
