@@ -7,6 +7,7 @@ import {
   httpStatus,
   json,
   methodNotAllowed,
+  presentedScheme,
   withTransportSecurity,
   type HttpEvent,
   type HttpResult,
@@ -113,7 +114,7 @@ export function failureAnswer(
   if (error instanceof DomainError) {
     return options.errorPage
       ? options.errorPage(error, httpStatus(error))
-      : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders);
+      : errorResult(error, options.realm ?? 'svcnum', options.errorHeaders, presentedScheme(event));
   }
   log.error('request failed', { resource, method: event.httpMethod, error: error as Error });
   return options.serverError ? options.serverError() : jsonServerError(options.errorHeaders);

@@ -250,24 +250,43 @@ const errorCode = (error: DomainError): string =>
 /** RFC 6750 §3: auth-param values are quoted-strings of %x20-21 / %x23-5B / %x5D-7E only. */
 const quotable = (value: string) => value.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, "'");
 
-function challenge(error: DomainError, realm: string): string | undefined {
+/** The scheme a request's Authorization header used, lower-cased (`bearer`, `dpop`, …), if any. */
+export const presentedScheme = (event: HttpEvent): string | undefined =>
+  header(event, 'authorization')?.trim().split(/\s+/, 1)[0]?.toLowerCase() || undefined;
+
+function challenge(error: DomainError, realm: string, scheme: 'Bearer' | 'DPoP' | undefined): string | undefined {
   if (error.challenge === 'Basic') return `Basic realm="${realm}", charset="UTF-8"`;
-  if (error.challenge !== 'Bearer' && error.challenge !== 'DPoP') return undefined;
+  if (scheme === undefined) return undefined;
   const params = [`realm="${realm}"`];
   if (error.oauth) params.push(`error="${error.oauth}"`, `error_description="${quotable(error.message)}"`);
   if (error.scope) params.push(`scope="${quotable(error.scope)}"`);
   // RFC 9449 §7.1: the algorithms a proof may use.
-  if (error.challenge === 'DPoP') params.push(`algs="${DPOP_ALGORITHMS.join(' ')}"`);
-  return `${error.challenge} ${params.join(', ')}`;
+  if (scheme === 'DPoP') params.push(`algs="${DPOP_ALGORITHMS.join(' ')}"`);
+  return `${scheme} ${params.join(', ')}`;
+}
+
+/**
+ * The challenge's scheme: the error's, except that a refusal made after a DPoP credential was
+ * accepted (a missing scope, a revoked grant) answers in the scheme the request used (RFC 9449 §7.1).
+ */
+function challengeScheme(error: DomainError, presented: string | undefined): 'Bearer' | 'DPoP' | undefined {
+  if (error.challenge === 'Bearer' && error.oauth && presented === 'dpop') return 'DPoP';
+  return error.challenge === 'Bearer' || error.challenge === 'DPoP' ? error.challenge : undefined;
 }
 
 /**
  * A refusal as JSON: `{error, error_description}` (RFC 6749 §5.2), the challenge the caller
  * should answer (`realm` names the route group) and `Retry-After`. RFC 6750 §3.1: a request that
  * sent no Bearer credential gets the bare challenge, 401 with `{}` and no error information.
+ * `presented`: the request's Authorization scheme (presentedScheme).
  */
-export function errorResult(error: DomainError, realm: string, headers: Record<string, string> = {}): HttpResult {
-  const authenticate = challenge(error, realm);
+export function errorResult(
+  error: DomainError,
+  realm: string,
+  headers: Record<string, string> = {},
+  presented?: string,
+): HttpResult {
+  const authenticate = challenge(error, realm, challengeScheme(error, presented));
   const extra = {
     ...headers,
     ...(authenticate ? { 'WWW-Authenticate': authenticate } : {}),

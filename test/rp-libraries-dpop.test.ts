@@ -257,6 +257,20 @@ describe('DPoP refusals', () => {
     expect(wrongKey.json).toMatchObject({ error: 'invalid_dpop_proof', error_description: /of another key/ });
   });
 
+  it('answers a refusal after a valid DPoP credential with a DPoP challenge, not a Bearer one (RFC 9449 §7.1)', async () => {
+    // A client's messaging token at UserInfo: the proof and token pass, the scope does not.
+    const { key, token } = await boundToken();
+    const url = `${service.issuer}/oauth/userinfo`;
+    const refused = await send(url, {
+      method: 'GET',
+      headers: { Authorization: `DPoP ${token}`, DPoP: await key.proof('GET', url, { accessToken: token }) },
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.headers.get('www-authenticate')).toMatch(
+      /^DPoP realm="userinfo", error="insufficient_scope".*algs="EdDSA Ed25519 ES256"/,
+    );
+  });
+
   it('redeems a code asked for with dpop_jkt only with a proof of that key (RFC 9449 §10)', async () => {
     const [asked, other] = await Promise.all([dpopKey(), dpopKey()]);
     // A code is used up by its first redemption, so each case gets its own.
