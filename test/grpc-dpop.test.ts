@@ -2,6 +2,7 @@ import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ListAgentsRequest } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/agent_service';
 import { callTarget } from '../grpc-service/calls';
+import { bufCurl } from './support/buf';
 import { dpopKey, type DpopKey } from './support/dpop';
 import { postForm } from './support/flow';
 import { provisioningApp, type ProvisioningApp } from './support/grpc';
@@ -9,7 +10,8 @@ import { startTestService, type TestService } from './support/service';
 
 // DPoP (RFC 9449) on the gRPC API: a provisioning client's DPoP-bound token is accepted with
 // `authorization: DPoP <token>` and one `dpop` metadata entry holding a proof for htm POST and htu
-// http://<:authority>/<package.Service>/<Method> (docs/grpc-api.md); refused (UNAUTHENTICATED)
+// http://<:authority>/<package.Service>/<Method> (docs/grpc-api.md), by grpc-js and by `buf curl` through
+// reflection alone; refused (UNAUTHENTICATED)
 // without the proof, with a replayed one, one for another method, or under the Bearer scheme.
 
 const METHOD = '/svcnum.provisioning.v1alpha1.AgentService/ListAgents';
@@ -58,6 +60,17 @@ describe('gRPC with DPoP-bound tokens', () => {
   it('admits a call with the DPoP scheme and a proof in the dpop metadata', async () => {
     const answer = await listAgents({ authorization: `DPoP ${token}`, dpop: await proofFor() });
     expect(answer).toHaveProperty('agents');
+  });
+
+  it('serves `buf curl` through reflection alone with the DPoP scheme and a proof in the dpop header', async () => {
+    const call = async (headers: string[]) =>
+      bufCurl([...headers.flatMap((header) => ['-H', header]), '-d', '{}', `http://${authority}${METHOD}`]);
+    const served = await call([`authorization: DPoP ${token}`, `dpop: ${await proofFor()}`]);
+    expect(served).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(served.stdout)).toBeTypeOf('object');
+    const refused = await call([`authorization: DPoP ${token}`]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/"code": "unauthenticated"[\s\S]*"message": "invalid_dpop_proof: /);
   });
 
   it('refuses the call without a proof, with a replayed one, and with one for another method', async () => {
