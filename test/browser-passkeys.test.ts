@@ -228,6 +228,25 @@ describe('passkeys in Chromium', () => {
     // Replayed as the browser posted it, from a browser with a fresh CSRF token: the challenge is spent.
     expect((await replay(body)).body).toContain('This passkey could not sign you in.');
 
+    // A credential id or challenge no passkey can have is refused like any bad passkey, never a store error.
+    const clientData = JSON.parse(Buffer.from(assertion.response.clientDataJSON, 'base64url').toString());
+    const withChallenge = (challenge: unknown) =>
+      Buffer.from(JSON.stringify({ ...clientData, challenge })).toString('base64url');
+    for (const malformed of [
+      { ...assertion, id: '' },
+      { ...assertion, id: 'x'.repeat(5000) },
+      { ...assertion, id: 42 },
+      { ...assertion, response: { ...assertion.response, clientDataJSON: withChallenge('') } },
+      { ...assertion, response: { ...assertion.response, clientDataJSON: withChallenge('x'.repeat(3000)) } },
+    ]) {
+      const refused = await replay(
+        new URLSearchParams({ ...Object.fromEntries(body), passkey: JSON.stringify(malformed) }),
+      );
+      // 400 either way: the passkey refused, or (an id too long for any form field) the request.
+      expect(refused.status).toBe(400);
+      expect(refused.body).toMatch(/This passkey could not sign you in\.|This request is not valid/);
+    }
+
     // Made on another origin (same host, so the same RP ID): Chromium signs its origin, we refuse it.
     await page.goto(other.origin);
     const elsewhere = (await page.evaluate(`(async () => {

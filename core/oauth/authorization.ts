@@ -16,6 +16,7 @@ import {
 import { logoutDestination, requestLogout } from './logout';
 import { parseAuthorizationRequest, type RedirectableError } from './authorization-request';
 import { addPasskey, recentSignIn, registrationOptions, renamePasskey, signInOptions } from './passkeys';
+import { isCredentialId } from './webauthn';
 import { issueSignInCsrf, type SignInInput, signIn, validSignInCsrf } from './sign-in';
 import { createUserGrants } from './user-grants';
 
@@ -153,10 +154,13 @@ export function createAuthorization(ctx: AuthorizationContext) {
       registrationOptions: (signedIn: SignedIn) => registrationOptions(ctx, signedIn),
       add: (signedIn: SignedIn, credential?: string) => addPasskey(ctx, signedIn, credential),
       list: (svcnumId: string) => store.listPasskeys(svcnumId),
-      get: (svcnumId: string, credentialId: string) => store.getPasskey(svcnumId, credentialId),
-      rename: (svcnumId: string, credentialId: string, name: string) =>
-        renamePasskey(ctx, svcnumId, credentialId, name),
-      remove: (svcnumId: string, credentialId: string) => store.deletePasskey(svcnumId, credentialId),
+      // An id that no passkey can have (a missing field, garbage) is not found, never a store error.
+      get: async (svcnumId: string, credentialId: string) =>
+        isCredentialId(credentialId) ? store.getPasskey(svcnumId, credentialId) : undefined,
+      rename: async (svcnumId: string, credentialId: string, name: string) =>
+        isCredentialId(credentialId) && renamePasskey(ctx, svcnumId, credentialId, name),
+      remove: async (svcnumId: string, credentialId: string) =>
+        isCredentialId(credentialId) ? store.deletePasskey(svcnumId, credentialId) : undefined,
     },
 
     /** Password checks (scrypt) this process has started: for tests and metrics. */

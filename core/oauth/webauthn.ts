@@ -26,6 +26,14 @@ export interface CredentialJson {
   response: Record<string, unknown>;
 }
 
+/**
+ * A credential id or challenge as the browser sends it: base64url of 1-1023 bytes (WebAuthn §5.1's
+ * bound on credential ids; a store key cannot be empty or longer). Anything else is refused before
+ * it reaches the store.
+ */
+export const isCredentialId = (value: unknown): value is string =>
+  typeof value === 'string' && /^[A-Za-z0-9_-]{2,1364}$/.test(value);
+
 const bytes = (value: unknown, what: string): Buffer => {
   // The field's name is the refusal's code.
   if (typeof value !== 'string' || !/^[A-Za-z0-9_-]*$/.test(value)) throw new WebAuthnError(what);
@@ -97,7 +105,7 @@ function clientData(json: Buffer, type: 'webauthn.create' | 'webauthn.get', rp: 
   if (data.type !== type) throw new WebAuthnError('type');
   if (data.origin !== rp.origin) throw new WebAuthnError('origin');
   if (data.crossOrigin === true) throw new WebAuthnError('cross-origin');
-  if (typeof data.challenge !== 'string') throw new WebAuthnError('challenge');
+  if (!isCredentialId(data.challenge)) throw new WebAuthnError('challenge');
   return { challenge: data.challenge };
 }
 
@@ -201,6 +209,7 @@ export function assertionClaims(credential: CredentialJson, rp: RelyingParty) {
   const { challenge } = clientData(bytes(credential.response.clientDataJSON, 'client data'), 'webauthn.get', rp);
   const userHandle = bytes(credential.response.userHandle, 'user handle');
   if (userHandle.length === 0 || userHandle.length > 64) throw new WebAuthnError('user-handle');
+  if (!isCredentialId(credential.id)) throw new WebAuthnError('credential-id');
   return { challenge, userHandle: userHandle.toString('utf8'), credentialId: credential.id };
 }
 
