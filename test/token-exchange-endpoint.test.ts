@@ -319,6 +319,28 @@ describe('token exchange at the token endpoint over plain HTTP', () => {
     expect(decodeJwt(String(reply.json.access_token)).cnf).toEqual({ jkt: key.jkt });
   });
 
+  it("takes a DPoP-bound agent token as actor_token only with a proof of the agent token's key (RFC 9449 §7.2)", async () => {
+    const tokenUrl = `${service.issuer}/oauth/token`;
+    const key = await dpopKey();
+    const bound = await postForm(
+      tokenUrl,
+      { grant_type: 'client_credentials', client_id: agentA.clientId, client_secret: agentA.clientSecret },
+      { DPoP: await key.proof('POST', tokenUrl) },
+    );
+    expect(bound.json.token_type).toBe('DPoP');
+    const form = { grant_type: TOKEN_EXCHANGE, ...lend(String(bound.json.access_token)) };
+    const auth = { Authorization: basic(app.clientId, app.clientSecret) };
+    const asBearer = await postForm(tokenUrl, form, auth);
+    expect(asBearer.status).toBe(400);
+    expect(asBearer.json).toMatchObject({ error: 'invalid_request', error_description: /actor_token is DPoP-bound/ });
+    const otherKey = await dpopKey();
+    const wrongKey = await postForm(tokenUrl, form, { ...auth, DPoP: await otherKey.proof('POST', tokenUrl) });
+    expect(wrongKey.json).toMatchObject({ error: 'invalid_request' });
+    const proven = await postForm(tokenUrl, form, { ...auth, DPoP: await key.proof('POST', tokenUrl) });
+    expect(proven.status).toBe(200);
+    expect(decodeJwt(String(proven.json.access_token)).cnf).toEqual({ jkt: key.jkt });
+  });
+
   it('refuses a provisioning client without prov:agents, or of an inactive account, with unauthorized_client', async () => {
     const numbersOnly = await provisioningApp(service, { scope: 'prov:numbers' });
     const disabled = await provisioningApp(service);

@@ -91,6 +91,11 @@ async function actorClaims(verify: AccessTokenVerifier, input: ExchangeInput): P
   if (claims.act !== undefined) {
     throw invalidRequest("actor_token must be an agent's own access token, not one obtained by token exchange");
   }
+  // RFC 9449 §7.2: a DPoP-bound token is never usable as a bearer token, here neither: only an
+  // exchange proven with its key (the token endpoint's DPoP proof) may present it.
+  if (claims.cnf?.jkt !== undefined && claims.cnf.jkt !== input.jkt) {
+    throw invalidRequest('actor_token is DPoP-bound: send the exchange with a DPoP proof of its key');
+  }
   return claims;
 }
 
