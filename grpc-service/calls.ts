@@ -12,6 +12,7 @@ import { once } from 'node:events';
 import { createLogger } from '../core/adapters/log';
 import { insufficientScope, invalidToken } from '../core/oauth/bearer';
 import { DomainError, type ErrorKind } from '../core/kernel/errors';
+import { httpsIssuer, type ServiceConfig } from '../core/kernel/config';
 import type { ProvisioningScope } from '../core/kernel/scopes';
 import type { CallerRefusals, ScopedCaller } from '../core/provisioning/callers';
 import type { Caller } from '../core/provisioning/programmable';
@@ -93,11 +94,16 @@ export interface AuthenticatedCall {
 
 /**
  * RFC 9449 §4.3 for gRPC (docs/grpc-api.md): a call is an HTTP/2 POST, so a proof's htm is POST and its
- * htu `<scheme>://<:authority><path>`, https when the issuer is (TLS ends at the NLB), else http.
+ * htu `<GRPC_ORIGIN><path>` (the stack's public origin: a caller's :authority must not choose what a
+ * proof is checked against); without one (npm start on loopback) `<scheme>://<:authority><path>`,
+ * https when the issuer is, else http.
  */
-export const callTarget = (issuer: string, call: Pick<AuthenticatedCall, 'getPath' | 'getHost'>) => ({
+export const callTarget = (
+  config: Pick<ServiceConfig, 'issuer' | 'grpcOrigin'>,
+  call: Pick<AuthenticatedCall, 'getPath' | 'getHost'>,
+) => ({
   method: 'POST',
-  url: `${issuer.startsWith('https://') ? 'https' : 'http'}://${call.getHost()}${call.getPath()}`,
+  url: `${config.grpcOrigin ?? `${httpsIssuer(config) ? 'https' : 'http'}://${call.getHost()}`}${call.getPath()}`,
 });
 
 /**
@@ -132,7 +138,7 @@ async function callerOf(
   const presented = {
     authorization: metadata.get('authorization'),
     dpop: metadata.get('dpop'),
-    target: callTarget(oauth.config.issuer, call),
+    target: callTarget(oauth.config, call),
   };
   const claims = await authentication.authenticate(presented, withProof);
   // A provisioning client's own token (client_credentials), not one it obtained for someone else.

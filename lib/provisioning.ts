@@ -261,6 +261,8 @@ export class Provisioning extends Construct {
         // Reflection only for provisioning clients' tokens: the NLB is reachable from allowedCidrs
         // (docs/grpc-api.md#limits).
         GRPC_REFLECTION: 'token',
+        // What clients dial (the NLB's name): DPoP proofs' htu starts with it, whatever :authority says.
+        GRPC_ORIGIN: `https://${p.domainName}`,
         DRAIN_SECONDS: String(p.drainSeconds),
         SERVICE_NAME: TASK_SERVICE_NAME,
       },

@@ -98,13 +98,13 @@ describe('gRPC with DPoP-bound tokens', () => {
     expect(refused.details).toMatch(/^invalid_token: the token is DPoP-bound/);
   });
 
-  it("builds the htu from the call's :authority and path, https when the issuer is", () => {
-    const call = { getPath: () => METHOD, getHost: () => 'grpc.example:443' };
-    expect(callTarget('https://id.example', call)).toEqual({
-      method: 'POST',
-      url: `https://grpc.example:443${METHOD}`,
-    });
-    expect(callTarget('http://localhost:3000', call).url).toBe(`http://grpc.example:443${METHOD}`);
+  it("builds the htu from GRPC_ORIGIN and the path, whatever the call's :authority says; without it (npm start), from the :authority", () => {
+    const call = { getPath: () => METHOD, getHost: () => 'elsewhere.example' };
+    const deployed = { issuer: 'https://id.example', grpcOrigin: 'https://grpc.example' };
+    expect(callTarget(deployed, call)).toEqual({ method: 'POST', url: `https://grpc.example${METHOD}` });
+    const local = { getPath: () => METHOD, getHost: () => 'grpc.example:443' };
+    expect(callTarget({ issuer: 'https://id.example' }, local).url).toBe(`https://grpc.example:443${METHOD}`);
+    expect(callTarget({ issuer: 'http://localhost:3000' }, local).url).toBe(`http://grpc.example:443${METHOD}`);
   });
 
   it('still admits the same client with an unbound Bearer token', async () => {

@@ -319,6 +319,18 @@ const variables: Variable[] = [
     invalid: ['121', '2.5', 'forever'],
     allowed: 'a whole number 0-120',
   },
+  {
+    name: 'GRPC_ORIGIN',
+    kinds: ['task'],
+    value: field('grpcOrigin'),
+    fallback: undefined,
+    valid: [
+      ['https://grpc.example.com', 'https://grpc.example.com'],
+      [' https://grpc.example.com:8443 ', 'https://grpc.example.com:8443'],
+    ],
+    invalid: ['http://grpc.example.com', 'https://grpc.example.com/', 'grpc.example.com'],
+    allowed: 'an https origin: https://host[:port], no path',
+  },
 ];
 
 describe('readRuntimeConfig', () => {

@@ -70,7 +70,7 @@ export function modulesFromEnvironment<const D extends readonly AnyModuleDefinit
       dpopNonces: config.service.dpopNonces,
       clock: systemClock,
       random: systemRandom,
-      config: serviceConfig(config.issuer),
+      config: serviceConfig(config.issuer, config.grpcOrigin),
       provisioning: config.service.provisioning,
       reportDerivedFailure: createDerivedFailureReport('svcnum'),
       reportFreeNumbers: createFreeNumbersGauge('svcnum'),

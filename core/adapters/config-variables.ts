@@ -40,6 +40,7 @@ export type AwsVariable =
   | 'PAGE_TOKEN_KEY_ID'
   | 'GRPC_PORT'
   | 'GRPC_REFLECTION'
+  | 'GRPC_ORIGIN'
   | 'HEALTH_PORT'
   | 'DRAIN_SECONDS'
   | ServiceVariable

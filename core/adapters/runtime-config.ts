@@ -96,6 +96,8 @@ export interface AwsRuntimeConfig {
   macKeyId?: string;
   /** PAGE_TOKEN_KEY_ID: the HMAC key the page-token key is derived from; only the units that derive it have it. */
   pageTokenKeyId?: string;
+  /** GRPC_ORIGIN: the task's public origin (DPoP proofs' htu); the Lambdas have none. */
+  grpcOrigin?: string;
   service: ServiceSettings;
 }
 
@@ -168,6 +170,14 @@ const DEPLOYED_ISSUER = [
 ] as const;
 
 /** GRPC_REFLECTION, `fallback` unless given. */
+/** An https origin (`https://host[:port]`, nothing after it), if given. */
+function optionalOrigin(read: VariableReader, name: 'GRPC_ORIGIN'): { grpcOrigin?: string } {
+  const value = read.optional(name);
+  if (value === undefined) return {};
+  if (/^https:\/\/[^/?#\s@]+$/.test(value)) return { grpcOrigin: value };
+  return read.refuse(name, withoutUserinfo(value), 'an https origin: https://host[:port], no path', {});
+}
+
 function readReflection(read: VariableReader, fallback: ReflectionAccess): ReflectionAccess {
   const value = read.optional('GRPC_REFLECTION');
   if (value === undefined) return fallback;
@@ -319,6 +329,7 @@ const readers: { [K in ProcessKind]: (read: VariableReader) => RuntimeConfig[K] 
     healthPort: read.port('HEALTH_PORT', DEFAULT_HEALTH_PORT),
     // The task is reachable from the NLB's allowed ranges: without the variable, reflection wants a token.
     grpcReflection: readReflection(read, 'token'),
+    ...optionalOrigin(read, 'GRPC_ORIGIN'),
     drainSeconds: read.wholeNumber('DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, 0, MAX_DRAIN_SECONDS),
   }),
   relay: (read) => ({ wakeupEngine: readRequiredWakeupEngine(read) }),

@@ -48,15 +48,24 @@ export interface ServiceConfig {
   issuer: string;
   /** Whether cookies get `Secure` and the `__Host-` prefix (everything but plain-http local runs). */
   secureCookies: boolean;
+  /**
+   * The gRPC API's public origin (`https://grpc.…`: GRPC_ORIGIN, which the stack sets): the htu of a
+   * call's DPoP proof starts with it. Unset (npm start on loopback), the call's own :authority.
+   */
+  grpcOrigin?: string;
 }
 
-export function serviceConfig(issuer: string): ServiceConfig {
+export function serviceConfig(issuer: string, grpcOrigin?: string): ServiceConfig {
   const normalised = issuer.replace(/\/+$/, '');
-  return { issuer: normalised, secureCookies: normalised.startsWith('https://') };
+  return {
+    issuer: normalised,
+    secureCookies: normalised.startsWith('https://'),
+    ...(grpcOrigin ? { grpcOrigin } : {}),
+  };
 }
 
 /** Whether the service is served over https (its issuer says so): HSTS on every answer, secure cookies. */
-export const httpsIssuer = (config: ServiceConfig) => config.issuer.startsWith('https://');
+export const httpsIssuer = (config: Pick<ServiceConfig, 'issuer'>) => config.issuer.startsWith('https://');
 
 /** The audience of access tokens for the service's own APIs (UserInfo, External API). */
 export const apiAudience = (config: ServiceConfig) => config.issuer;

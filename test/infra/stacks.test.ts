@@ -861,6 +861,8 @@ describe.each(environmentNames)('%s stack', (environment: EnvironmentName) => {
         GRPC_PORT: String(GRPC_PORT),
         HEALTH_PORT: String(HEALTH_PORT),
         GRPC_REFLECTION: 'token',
+        // DPoP proofs' htu: what clients dial, never the call's own :authority.
+        GRPC_ORIGIN: `https://${config().provisioning.domainName}`,
         DRAIN_SECONDS: String(config().provisioning.drainSeconds),
         NUMBER_COOL_OFF_DAYS: String(config().numberCoolOffDays),
         AGENT_QUOTA_INDEPENDENT: String(config().agentQuotas.independent),
