@@ -1,4 +1,5 @@
 import type { ServiceConfig } from './kernel/config';
+import type { ScryptCost } from './kernel/secrets';
 import type { PageTokenCodec } from './kernel/page-token';
 import type { Clock, KeyRing, MacKey, Random } from './kernel/ports';
 import type { DerivedFailureReport } from './messaging/send';
@@ -29,6 +30,8 @@ export interface Infrastructure {
   dpopNonces?: boolean;
   /** Sign-in limits of this process (default: core/oauth/sign-in-guard.ts). */
   signIn?: SignInLimits;
+  /** scrypt cost of new password hashes and of the decoy (default PASSWORD_COST, core/kernel/secrets.ts). */
+  passwordCost?: ScryptCost;
   /** Logs and counts a failed derived message (auto-reply, forward): core/adapters/derived-failures.ts. */
   reportDerivedFailure?: DerivedFailureReport;
   /** Reports the free pool's size as each pool query sees it (the FreeNumbers gauge, core/adapters/metrics.ts). */

@@ -1,2 +1,10 @@
-/** The folder of the current bundle of `entry` (default local/admin.ts), built first if a source it holds changed. */
-export function adminBundle(options?: { root?: string; entry?: string; cache?: string }): Promise<string>;
+/**
+ * The folder of the current bundle of `entry` (default local/admin.ts) as `<name>.mjs` (default admin), built first if
+ * a source it holds changed.
+ */
+export function adminBundle(options?: {
+  root?: string;
+  entry?: string;
+  name?: string;
+  cache?: string;
+}): Promise<string>;

@@ -59,18 +59,20 @@ export const sourceLocations = (root, loaded) => ({
 });
 
 /**
- * The folder of the current bundle of `entry` (its `admin.mjs` exports what the entry does),
- * built first if any of its inputs changed since the last build.
+ * The folder of the current bundle of `entry` (its `<name>.mjs` exports what the entry does),
+ * built first if any of its inputs changed since the last build. The tests run their service
+ * processes from such bundles too (test/support/bundled.ts), each entry in a cache of its own.
  */
 export async function adminBundle({
   root = repoRoot,
   entry = 'local/admin.ts',
+  name = 'admin',
   cache = join(root, 'node_modules', '.cache', 'svcnum-admin'),
 } = {}) {
   const inputsFile = join(cache, 'inputs.json');
   try {
     const folder = join(cache, keyOf(root, JSON.parse(readFileSync(inputsFile, 'utf8'))));
-    statSync(join(folder, 'admin.mjs'));
+    statSync(join(folder, `${name}.mjs`));
     // In use: the clean-up of another run's build leaves it (and the chunks a command loads late) alone.
     const now = new Date();
     utimesSync(folder, now, now);
@@ -84,7 +86,7 @@ export async function adminBundle({
   const loaded = new Map();
   const result = await build({
     absWorkingDir: root,
-    entryPoints: { admin: entry },
+    entryPoints: { [name]: entry },
     bundle: true,
     // What a command imports when it runs (local/admin.ts) stays in chunks of its own.
     splitting: true,
@@ -95,8 +97,9 @@ export async function adminBundle({
     format: 'esm',
     outdir: staging,
     outExtension: { '.js': '.mjs' },
-    // classic-level (under level) loads a native addon from its own folder; dynalite runs in a worker by its path.
-    external: ['classic-level', 'dynalite'],
+    // classic-level (under level) loads a native addon from its own folder; dynalite runs in a worker by its path;
+    // grpc-health-check (in the service processes of tests) reads its .proto from its own folder.
+    external: ['classic-level', 'dynalite', 'grpc-health-check'],
     // Bundled CommonJS packages require Node's built-ins.
     banner: {
       js:

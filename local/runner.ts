@@ -21,6 +21,7 @@ import {
 import type { HubPolling } from '../core/messaging/hub-polling';
 import type { RateLimitConfig } from '../core/kernel/rate-limit';
 import type { SignInLimits } from '../core/oauth/sign-in-guard';
+import type { ScryptCost } from '../core/kernel/secrets';
 import type { Store } from '../core/store';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc-service/server';
 import { tableNames } from '../core/tables';
@@ -51,6 +52,8 @@ export interface LocalOptions {
   provisioning?: ProvisioningConfig;
   /** Sign-in limits (default: core/oauth/sign-in-guard.ts; `npm start` passes its configuration's). */
   signIn?: SignInLimits;
+  /** scrypt cost of new password hashes (default OWASP's; only the tests' service lowers it). */
+  passwordCost?: ScryptCost;
   /** Per-IP limit of the public endpoints (default: core/kernel/rate-limit.ts). */
   publicRateLimit?: RateLimitConfig;
   /** DPOP_NONCES: DPoP proofs must carry a server nonce (default off). */
@@ -136,6 +139,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalService> {
       macKey,
       pageTokenKey,
       ...(options.signIn ? { signIn: options.signIn } : {}),
+      ...(options.passwordCost ? { passwordCost: options.passwordCost } : {}),
       ...(options.dpopNonces ? { dpopNonces: true } : {}),
       clock: options.clock ?? systemClock,
       random: options.random ?? systemRandom,

@@ -71,6 +71,9 @@ describe('admin CLI against the running local service', () => {
     expect(String(user.json!.svcnum_id)).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
     expect(String(user.json!.svcnum)).toMatch(/^\d{11,}$/);
     expect(user.stdout).not.toMatch(/scrypt|password/i);
+    // A process started as users start it hashes at the production cost (not the tests' lower one).
+    const stored = await service.core.store.getUser(String(user.json!.svcnum_id));
+    expect(stored?.passwordHash).toMatch(/^scrypt\$131072\$8\$1\$/);
 
     const registered = (await service.core.store.getClient(String(client.json!.client_id)))!;
     const final = await authorizeInBrowser(

@@ -4,7 +4,7 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAdmin, runScript } from './support/processes';
+import { runAdmin, runBundled } from './support/processes';
 import { startRunnerProcess, type RunnerProcess } from './support/runner-process';
 
 // `npm start` and the admin CLI as a person meets them: run as processes, with the environment
@@ -12,7 +12,7 @@ import { startRunnerProcess, type RunnerProcess } from './support/runner-process
 
 /** A start that must fail: its exit code and what it printed. */
 async function failedStart(env: Record<string, string>) {
-  const outcome = await runScript('local/start.ts', [], env);
+  const outcome = await runBundled('local/start.ts', [], env);
   if (outcome.code === 0) throw new Error('the start did not fail');
   return outcome;
 }

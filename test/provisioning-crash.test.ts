@@ -1,9 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { credentials, status, type ServiceError } from '@grpc/grpc-js';
-import { build } from 'esbuild';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { User } from '../core/kernel/model';
 import { defaultProvisioningConfig } from '../core/provisioning/config';
@@ -25,6 +22,7 @@ import {
   type ProgrammableNumber,
 } from '../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
 import type { StoreMethod } from './support/faults';
+import { bundledScript } from './support/bundled';
 import { call, clientCredentialsToken } from './support/grpc';
 import { startTestService, type TestService } from './support/service';
 
@@ -128,7 +126,7 @@ interface Sent {
 }
 
 let service: TestService;
-let bundleDir: string;
+let crashingService: string;
 let participants: [User, User];
 const sent: Sent[] = [];
 const seeded: string[] = [];
@@ -136,21 +134,7 @@ const counts = { crashRuns: 0, creates: 0, retries: 0, outcomes: {} as Record<st
 
 beforeAll(async () => {
   service = await startTestService({ provisioning: { ...defaultProvisioningConfig, lease: LEASE } });
-  // The child is bundled as the service image is (npm run build:grpc): a start costs a third of tsx's.
-  await mkdir('dist', { recursive: true });
-  bundleDir = await mkdtemp(join('dist', 'crash-test-'));
-  await build({
-    entryPoints: ['test/support/crashing-service.ts'],
-    outfile: join(bundleDir, 'crashing-service.mjs'),
-    bundle: true,
-    packages: 'external',
-    platform: 'node',
-    target: 'node20',
-    format: 'esm',
-    logLevel: 'warning',
-  });
-  await mkdir(join(bundleDir, 'gen'));
-  await copyFile('grpc-service/gen/descriptors.binpb', join(bundleDir, 'gen', 'descriptors.binpb'));
+  crashingService = await bundledScript('test/support/crashing-service.ts');
   participants = [await service.core.registration.createUser({}), await service.core.registration.createUser({})];
   const first = 74_000_000_000;
   const count = 600;
@@ -160,7 +144,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await service?.close();
-  if (bundleDir) await rm(bundleDir, { recursive: true, force: true });
 });
 
 /**
@@ -199,7 +182,7 @@ interface Child {
 
 /** The service in a child process on this test's DynamoDB, optionally armed to crash. */
 async function startChild(crash?: { requestId: string; method: StoreMethod; nth: number }): Promise<Child> {
-  const child = spawn(process.execPath, [join(bundleDir, 'crashing-service.mjs')], {
+  const child = spawn(process.execPath, [crashingService], {
     env: {
       ...process.env,
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',

@@ -12,7 +12,7 @@ import { DAY } from '../core/kernel/config';
 import { handler as discoveryHandler } from '../lambdas/discovery';
 import { handler as publicHandler } from '../lambdas/public';
 import type { HttpEvent } from '../lambdas/http';
-import { runScript } from './support/processes';
+import { runBundled } from './support/processes';
 
 // core/adapters/runtime-config.ts: every variable a process reads, its default, the values it
 // accepts and the message for each it refuses; several problems are named together. Then the two
@@ -660,7 +660,7 @@ describe('the AWS entry points', () => {
   });
 
   it('the gRPC task stops at start with every problem of its environment', async () => {
-    const outcome = await runScript('grpc-service/main.ts', [], {
+    const outcome = await runBundled('grpc-service/main.ts', [], {
       ...aws,
       TABLE_PREFIX: '',
       GRPC_PORT: 'grpc',

@@ -1,6 +1,7 @@
 import { ttlCache } from '../kernel/cache';
 import { inService, type User } from '../kernel/model';
 import type { Clock, Random } from '../kernel/ports';
+import type { ScryptCost } from '../kernel/secrets';
 import { findUser } from './lookups';
 import { createRegistration } from './registration';
 import { createTokenStanding } from './token-standing';
@@ -47,6 +48,11 @@ export function createAccountsModule(ports: { store: AccountLookupsPort; clock: 
  * The registration module: users and clients created, secrets rotated, accounts disabled (admin
  * CLI, agents' clients).
  */
-export function createRegistrationModule(ports: { store: RegistrationPort; clock: Clock; random: Random }) {
-  return createRegistration(ports.store, ports.clock, ports.random);
+export function createRegistrationModule(ports: {
+  store: RegistrationPort;
+  clock: Clock;
+  random: Random;
+  passwordCost?: ScryptCost;
+}) {
+  return createRegistration(ports.store, ports.clock, ports.random, ports.passwordCost);
 }

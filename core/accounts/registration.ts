@@ -17,7 +17,7 @@ import {
 import type { ClientInput } from '../kernel/capabilities';
 import { SIGNING_ALGS, type Clock, type Random, type SigningAlg } from '../kernel/ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
-import { hashPassword, randomSecret, sha256 } from '../kernel/secrets';
+import { hashPassword, randomSecret, type ScryptCost, sha256 } from '../kernel/secrets';
 import { normaliseEmail } from './lookups';
 import type { RegistrationPort } from './store';
 
@@ -137,6 +137,7 @@ interface RegistrationContext {
   store: RegistrationPort;
   clock: Clock;
   random: Random;
+  passwordCost: ScryptCost | undefined;
 }
 
 /** The owner account of a client: it must exist and be active. */
@@ -221,7 +222,7 @@ async function createUser(ctx: RegistrationContext, input: UserInput): Promise<U
   const email = input.email === undefined ? undefined : parse(schemas().email, normaliseEmail(input.email));
   const password = input.password === undefined ? undefined : parse(schemas().password, input.password);
   const svcnumId = newUlid(clock, random);
-  const passwordHash = password === undefined ? undefined : await hashPassword(password, random);
+  const passwordHash = password === undefined ? undefined : await hashPassword(password, random, ctx.passwordCost);
   const accountType = input.accountType ?? 'person';
 
   // No transactions: claim the unique identifiers first, then write the user; undo the claims
@@ -263,8 +264,8 @@ async function disableUser({ store, clock }: RegistrationContext, svcnumId: stri
  * Creating and changing accounts and clients: the admin CLI's commands and agents' clients
  * (provisioning). Only these need the input schemas (zod/mini), so only their bundles carry them.
  */
-export function createRegistration(store: RegistrationPort, clock: Clock, random: Random) {
-  const ctx: RegistrationContext = { store, clock, random };
+export function createRegistration(store: RegistrationPort, clock: Clock, random: Random, passwordCost?: ScryptCost) {
+  const ctx: RegistrationContext = { store, clock, random, passwordCost };
   return {
     /**
      * `refreshResponse`: `null` (default, the spec's contract) or `omit`; only login clients refresh.

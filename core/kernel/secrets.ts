@@ -29,9 +29,19 @@ export function safeEqual(a: string, b: string): boolean {
 /** RFC 7636 S256: BASE64URL(SHA256(ASCII(code_verifier))). */
 export const pkceChallenge = (verifier: string) => createHash('sha256').update(verifier, 'ascii').digest('base64url');
 
+/** scrypt's cost parameters (RFC 7914): CPU/memory cost N, block size r, parallelism p. */
+export interface ScryptCost {
+  N: number;
+  r: number;
+  p: number;
+}
+
 // Passwords are chosen by people, so they get a slow, memory-hard KDF. OWASP's scrypt
-// recommendation: N=2^17, r=8, p=1 (128 MiB per hash).
-const SCRYPT = { N: 2 ** 17, r: 8, p: 1, keyLength: 32, saltBytes: 16 };
+// recommendation: N=2^17, r=8, p=1 (128 MiB per hash). Every process that serves people uses it;
+// only the tests' in-process service lowers it (test/support/service.ts), as what they test is
+// the service around the KDF, not its strength.
+export const PASSWORD_COST: ScryptCost = { N: 2 ** 17, r: 8, p: 1 };
+const SCRYPT = { keyLength: 32, saltBytes: 16 };
 
 function scrypt(password: string, salt: Buffer, keyLength: number, options: ScryptOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -44,10 +54,10 @@ function scrypt(password: string, salt: Buffer, keyLength: number, options: Scry
 const scryptOptions = (N: number, r: number, p: number) => ({ N, r, p, maxmem: 256 * N * r + 1024 * 1024 });
 
 /** `scrypt$N$r$p$salt$hash`: parameters travel with the hash so they can be raised later. */
-export async function hashPassword(password: string, random: Random): Promise<string> {
+export async function hashPassword(password: string, random: Random, cost = PASSWORD_COST): Promise<string> {
   const salt = Buffer.from(random.bytes(SCRYPT.saltBytes));
-  const key = await scrypt(password, salt, SCRYPT.keyLength, scryptOptions(SCRYPT.N, SCRYPT.r, SCRYPT.p));
-  return ['scrypt', SCRYPT.N, SCRYPT.r, SCRYPT.p, salt.toString('base64url'), key.toString('base64url')].join('$');
+  const key = await scrypt(password, salt, SCRYPT.keyLength, scryptOptions(cost.N, cost.r, cost.p));
+  return ['scrypt', cost.N, cost.r, cost.p, salt.toString('base64url'), key.toString('base64url')].join('$');
 }
 
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
@@ -60,10 +70,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
 }
 
 /**
- * A hash of a password nobody has, verified when the account does not exist, so that a
- * sign-in attempt takes as long for an unknown account as for a known one.
+ * A hash of a password nobody has, at the cost of new hashes, verified when the account does not
+ * exist, so that a sign-in attempt takes as long for an unknown account as for a known one.
  */
-export const decoyPasswordHash = 'scrypt$131072$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+export const decoyPasswordHash = (cost = PASSWORD_COST) =>
+  ['scrypt', cost.N, cost.r, cost.p, 'A'.repeat(22), 'A'.repeat(43)].join('$');
 
 // Signed tokens: `field.….expiry.mac`, where the MAC (service MAC key, HMAC-SHA-256) covers the
 // purpose, every field and the expiry (epoch seconds). The purpose keeps a token made for one

@@ -29,6 +29,8 @@ export interface AuthorizationContext {
   accounts: AccountFinder;
   macKey: MacKey;
   guard: SignInGuard;
+  /** Checked when no account can sign in with a password: costs what a real check costs. */
+  decoyPasswordHash: string;
   getClient: (clientId: string) => Promise<Client | undefined>;
   verifyIdTokenHint: IdTokenHintVerifier;
 }

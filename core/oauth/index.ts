@@ -5,6 +5,7 @@ import { createBearerAuthentication, type ResourceProofCheck } from './bearer';
 import { checkProof, type ProofCheck } from './dpop';
 import type { ServiceConfig } from '../kernel/config';
 import type { Clock, KeyRing, MacKey, Random } from '../kernel/ports';
+import { decoyPasswordHash, type ScryptCost } from '../kernel/secrets';
 import { createSignInGuard, defaultSignInLimits, type SignInLimits } from './sign-in-guard';
 import { createIdTokenHintVerifier } from './id-token-hint';
 import type { DpopProofStore, OAuthPort } from './store';
@@ -82,6 +83,7 @@ export function createAuthorizationModule(
     random: Random;
     config: ServiceConfig;
     signIn?: SignInLimits;
+    passwordCost?: ScryptCost;
   },
   needs: { accounts: AccountFinder & ClientLookup },
 ) {
@@ -96,5 +98,6 @@ export function createAuthorizationModule(
     // RP-Initiated Logout's id_token_hint: verified with the published keys (no signing here).
     verifyIdTokenHint: createIdTokenHintVerifier(ports.config, ports.keys),
     guard: createSignInGuard({ store, clock, limits: ports.signIn ?? defaultSignInLimits }),
+    decoyPasswordHash: decoyPasswordHash(ports.passwordCost),
   });
 }

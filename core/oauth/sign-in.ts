@@ -1,7 +1,7 @@
 import { limits } from '../kernel/config';
 import { DomainError } from '../kernel/errors';
 import type { Session, User } from '../kernel/model';
-import { decoyPasswordHash, openToken, randomSecret, sealToken, sha256, verifyPassword } from '../kernel/secrets';
+import { openToken, randomSecret, sealToken, sha256, verifyPassword } from '../kernel/secrets';
 import {
   type AuthorizationContext,
   type AuthorizeOutcome,
@@ -40,7 +40,8 @@ export type SignInInput = {
   requestId?: string;
   clientAddress?: string;
   deviceToken?: string;
-} & ({ identifier: string; password: string } | { passkey: string });
+} & (PasswordInput | { passkey: string });
+type PasswordInput = { identifier: string; password: string };
 
 // One message per kind of refusal, whatever the account: none of them tells whether it exists.
 const SIGN_IN_FAILED = 'The number, email or password is not right.';
@@ -130,7 +131,7 @@ interface Proof {
   verify(user: User | undefined, admission: Admission, now: number): Promise<{ user?: User; alert?: string }>;
 }
 
-function passwordProof(input: { identifier: string; password: string }): Proof | undefined {
+function passwordProof(ctx: AuthorizationContext, input: PasswordInput): Proof | undefined {
   const { identifier, password } = input;
   if (identifier.length > 254 || password.length > 256 || !identifier.trim() || !password) return undefined;
   return {
@@ -138,7 +139,9 @@ function passwordProof(input: { identifier: string; password: string }): Proof |
     failure: SIGN_IN_FAILED,
     async verify(user, admission) {
       const usable = user?.passwordHash !== undefined && user.status !== 'disabled' ? user : undefined;
-      const matches = await admission.check(() => verifyPassword(password, usable?.passwordHash ?? decoyPasswordHash));
+      const matches = await admission.check(() =>
+        verifyPassword(password, usable?.passwordHash ?? ctx.decoyPasswordHash),
+      );
       return usable && matches ? { user: usable } : {};
     },
   };
@@ -176,7 +179,7 @@ export async function signIn(ctx: AuthorizationContext, input: SignInInput): Pro
   if (input.requestId && !parked) return refused('invalid_argument', SIGN_IN_EXPIRED);
   const address = guard.takeAddress(input.clientAddress);
   if (!address.allowed) return refused('exhausted', ADDRESS_THROTTLED, address.retryAfterSeconds * 1000);
-  const proof = 'passkey' in input ? passkeyProof(ctx, input.passkey) : passwordProof(input);
+  const proof = 'passkey' in input ? passkeyProof(ctx, input.passkey) : passwordProof(ctx, input);
   if (!proof) return refused('invalid_argument', 'passkey' in input ? PASSKEY_FAILED : SIGN_IN_FAILED);
   const knownBrowser = await knownDevice(ctx, input.deviceToken, clock.now());
   const admission = guard.gate.admit(knownBrowser !== undefined);

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { bundledScript } from './bundled';
 
 // Our commands as a person runs them: a child process with the environment they would set
 // (added to ours), its exit code and what it printed.
@@ -9,7 +10,15 @@ export interface Outcome {
   stderr: string;
 }
 
-/** `node --import tsx <script> …args`, with `input` on stdin when given; never rejects. */
+/** `node <bundle of script> …args` (./bundled.ts), with `input` on stdin when given; never rejects. */
+export const runBundled = async (
+  script: string,
+  args: string[],
+  env: Record<string, string | undefined>,
+  input?: string,
+): Promise<Outcome> => runNode([await bundledScript(script), ...args], env, input);
+
+/** `node --import tsx <script> …args`, for a test that looks at the sources a run loads; never rejects. */
 export const runScript = (
   script: string,
   args: string[],

@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { bundledScript } from './bundled';
 
-// `npm start` as a person runs it: local/start.ts in its own process (through tsx, which is what
-// `npm start` runs after generating the gRPC code that `npm test` has already generated).
+// `npm start` as a person runs it: local/start.ts in its own process, from its esbuild bundle on
+// plain node (./bundled.ts), as `npm start` runs it after generating the gRPC code that `npm test`
+// has already generated. test/local-start-bundled.test.ts runs `npm start`'s launcher itself.
 
 export interface RunnerProcess {
   child: ChildProcess;
@@ -13,8 +15,8 @@ export interface RunnerProcess {
 }
 
 /** Starts the runner with `env` added to ours; resolves once it prints that it is running. */
-export function startRunnerProcess(env: Record<string, string>): Promise<RunnerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'local/start.ts'], {
+export async function startRunnerProcess(env: Record<string, string>): Promise<RunnerProcess> {
+  const child = spawn(process.execPath, [await bundledScript('local/start.ts')], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

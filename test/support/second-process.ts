@@ -1,5 +1,4 @@
-// A second service process for the multiprocess tests, run as
-//   node --import tsx test/support/second-process.ts
+// A second service process for the multiprocess tests, run from its bundle (./bundled.ts)
 // with DYNAMO_ENDPOINT, DATA_DIR and ISSUER of a running test service. It builds its own core
 // against the same embedded DynamoDB and the same key folder (so tokens verify here too) and
 // serves the gRPC API plus the message ingress (what another Fargate task and a Lambda would be).

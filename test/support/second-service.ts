@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { NumberServiceClient } from '../../grpc-service/gen/svcnum/provisioning/v1alpha1/number_service';
+import { bundledScript } from './bundled';
 import type { TestService } from './service';
 
 // The parent side of test/support/second-process.ts: another service process against a running
@@ -27,7 +28,7 @@ export async function startSecondProcess(
   service: TestService,
   env: Record<string, string> = {},
 ): Promise<SecondProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/second-process.ts'], {
+  const child = spawn(process.execPath, [await bundledScript('test/support/second-process.ts')], {
     cwd: REPO,
     env: {
       ...process.env,

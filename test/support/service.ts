@@ -17,6 +17,14 @@ export interface TestService extends LocalService {
 export const ROOMY_POOL_LIMITS = { maskQuota: 100_000, numberQuota: 100_000 } as const;
 
 /**
+ * The scrypt cost of the passwords the tests' service hashes: 1 MiB instead of 128 MiB, a few
+ * milliseconds instead of about 0.4 s. The tests check the service around the KDF (one check per
+ * attempt, the decoy, the gate); test/secrets.test.ts checks the production cost, which every
+ * process started as users start it (`npm start`, the admin CLI, the Lambdas) uses.
+ */
+export const TEST_PASSWORD_COST = { N: 2 ** 10, r: 8, p: 1 } as const;
+
+/**
  * The local runner on free ports with a fresh data folder and a hand-moved clock; `provisioning` defaults to the
  * defaults with ROOMY_POOL_LIMITS.
  */
@@ -32,6 +40,7 @@ export async function startTestService(
     | 'messagePolling'
     | 'issuer'
     | 'dpopNonces'
+    | 'passwordCost'
   > = {},
 ): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svcnum-test-'));
@@ -43,6 +52,7 @@ export async function startTestService(
     grpcPort: 0,
     clock,
     provisioning: { ...defaultProvisioningConfig, ...ROOMY_POOL_LIMITS },
+    passwordCost: TEST_PASSWORD_COST,
     ...options,
   });
   return {
