@@ -202,7 +202,9 @@ describe('admin CLI against the running local service', () => {
       idTokenAlg: 'RS256',
       postLogoutRedirectUris: ['https://passport.example/bye', 'http://localhost:8080/bye'],
     });
-    expect((await admin(['client', 'show', stored.clientId], env)).json).toEqual(created.json);
+    const shown = await admin(['client', 'show', stored.clientId], env);
+    expect({ code: shown.code, stderr: shown.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(shown.json).toEqual(created.json);
     // The default, as specified: EdDSA, and no post-logout redirect.
     const plain = await admin(
       ['client', 'create', '--name', 'Plain', '--redirect-uri', 'https://plain.example/cb', '--scope', 'openid'],
