@@ -7,7 +7,16 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { AliasView } from '../core/directory/aliases';
 import { DomainError } from '../core/kernel/errors';
-import type { AccountType, Client, Grant, Passkey, User } from '../core/kernel/model';
+import {
+  type AccountType,
+  type Client,
+  DPOP_MODES,
+  type Grant,
+  isDpopMode,
+  type Passkey,
+  type User,
+} from '../core/kernel/model';
+import { isSigningAlg, SIGNING_ALGS } from '../core/kernel/ports';
 import type { Store } from '../core/store';
 import type { DeployedOptions } from './deployed';
 import { LocalStartError } from './start-errors';
@@ -331,8 +340,8 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
   if (values.alg !== undefined && noun !== 'key') throw new UsageError('--alg belongs to the key commands');
   if (values.dpop !== undefined && !DPOP_COMMANDS.includes(command))
     throw new UsageError(`--dpop belongs to ${DPOP_COMMANDS.join(', ')}`);
-  if (values.dpop !== undefined && values.dpop !== 'optional' && values.dpop !== 'required')
-    throw new UsageError('--dpop must be optional or required');
+  if (values.dpop !== undefined && !isDpopMode(values.dpop))
+    throw new UsageError(`--dpop must be ${DPOP_MODES.join(' or ')}`);
   for (const option of ['user', 'client', 'all'] as const) {
     if (values[option] !== undefined && command !== 'grant revoke')
       throw new UsageError(`--${option} belongs to grant revoke`);
@@ -369,8 +378,8 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
           'the signing key")',
       );
     const { openLocalKeyStore, LOCAL_RSA_KEY_FOLDER } = await import('../core/adapters/local-keys');
-    if (values.alg !== undefined && values.alg !== 'EdDSA' && values.alg !== 'RS256')
-      throw new UsageError('--alg must be EdDSA or RS256');
+    if (values.alg !== undefined && !isSigningAlg(values.alg))
+      throw new UsageError(`--alg must be ${SIGNING_ALGS.join(' or ')}`);
     const rsa = values.alg === 'RS256';
     const folder = join(await dataDir(), 'keys', ...(rsa ? [LOCAL_RSA_KEY_FOLDER] : []));
     const keys = await openLocalKeyStore(folder, rsa ? 'RS256' : 'EdDSA');
@@ -472,9 +481,8 @@ export async function runAdminCommand(argv: string[], options: AdminOptions = {}
         if (refreshResponse !== undefined && !isRefreshResponse(refreshResponse)) {
           throw new UsageError(`--refresh-response must be ${REFRESH_RESPONSES.join(' or ')}`);
         }
-        const { SIGNING_ALGS } = await import('../core/kernel/ports');
         const idTokenAlg = values['id-token-alg'];
-        if (idTokenAlg !== undefined && !(SIGNING_ALGS as readonly string[]).includes(idTokenAlg)) {
+        if (idTokenAlg !== undefined && !isSigningAlg(idTokenAlg)) {
           throw new UsageError(`--id-token-alg must be ${SIGNING_ALGS.join(' or ')}`);
         }
         const { client } = await registration.createLoginClient({

@@ -15,7 +15,7 @@ import {
   type User,
 } from '../kernel/model';
 import type { ClientInput } from '../kernel/capabilities';
-import { SIGNING_ALGS, type Clock, type Random, type SigningAlg } from '../kernel/ports';
+import { isSigningAlg, SIGNING_ALGS, type Clock, type Random, type SigningAlg } from '../kernel/ports';
 import { allowedScopes, parseScope, provisioningScopesByAccountType, scopesNotAllowed } from '../kernel/scopes';
 import { hashPassword, randomSecret, type ScryptCost, sha256 } from '../kernel/secrets';
 import { normaliseEmail } from './lookups';
@@ -69,10 +69,10 @@ function checkRefreshResponse(value = 'null'): RefreshResponse {
 }
 
 function checkIdTokenAlg(value = 'EdDSA'): SigningAlg {
-  if (!(SIGNING_ALGS as readonly string[]).includes(value)) {
+  if (!isSigningAlg(value)) {
     throw invalidArgument(`ID token algorithm must be ${SIGNING_ALGS.join(' or ')}, not '${value}'`);
   }
-  return value as SigningAlg;
+  return value;
 }
 
 /**

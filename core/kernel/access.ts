@@ -45,6 +45,9 @@ export type AccessTokenVerifier = (token: string) => Promise<AccessTokenClaims>;
 
 const bearer = { challenge: 'Bearer' } as const;
 
+/** RFC 9449 §5: `DPoP` for a token bound to the request's key, else `Bearer`. */
+export const tokenType = (jkt: string | undefined): 'Bearer' | 'DPoP' => (jkt === undefined ? 'Bearer' : 'DPoP');
+
 /**
  * The JWS algorithms a DPoP proof may use (RFC 9449 §5.1), as discovery's
  * `dpop_signing_alg_values_supported` and WWW-Authenticate's `algs` say: asymmetric only, never

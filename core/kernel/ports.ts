@@ -16,6 +16,7 @@ export interface Random {
  */
 export const SIGNING_ALGS = ['EdDSA', 'RS256'] as const;
 export type SigningAlg = (typeof SIGNING_ALGS)[number];
+export const isSigningAlg = (value: string): value is SigningAlg => (SIGNING_ALGS as readonly string[]).includes(value);
 
 /** A public key in JWK form as published at /.well-known/jwks.json. */
 export type PublicJwk =

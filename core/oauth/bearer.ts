@@ -33,7 +33,8 @@ export type ResourceProofCheck = (proof: string, target: ProofTarget, accessToke
 
 const bearer = { challenge: 'Bearer' } as const;
 
-const valuesOf = (values: AuthorizationValues): readonly (string | Buffer)[] =>
+/** A header's values (or gRPC metadata entries) as a list, however the edge handed them over. */
+export const valuesOf = (values: AuthorizationValues): readonly (string | Buffer)[] =>
   values === undefined ? [] : typeof values === 'string' ? [values] : values;
 
 /**

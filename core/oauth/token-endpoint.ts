@@ -5,6 +5,7 @@ import { createGrantTable, oauthGrants } from './grants/table';
 import type { OAuthPort } from './store';
 import { oauthError } from '../kernel/errors';
 import type { ProofCheck, ProofRefusal } from './dpop';
+import { valuesOf } from './bearer';
 import { createDpopNonces, type DpopNonces } from './dpop-nonces';
 import { createTokenService, type TokenRequestKey } from './token-service';
 import type { TokenIssuer } from './tokens';
@@ -47,8 +48,7 @@ const tokenEndpointRefusal: ProofRefusal = (code, message, dpopNonce) =>
 /** The thumbprint of a token request's valid proof; undefined without a DPoP header; else the refusal. */
 function tokenRequestKey(checkProof: ProofCheck, nonces: DpopNonces): TokenRequestKey {
   return async (presented) => {
-    const values = presented?.dpop;
-    const proofs = values === undefined ? [] : typeof values === 'string' ? [values] : values;
+    const proofs = valuesOf(presented?.dpop);
     if (proofs.length === 0) return undefined;
     if (proofs.length > 1 || typeof proofs[0] !== 'string') {
       throw tokenEndpointRefusal('invalid_dpop_proof', 'send at most one DPoP header');

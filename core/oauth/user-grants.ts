@@ -45,9 +45,6 @@ export const grantAccessToken = (
     ...(jkt !== undefined ? { jkt } : {}),
   });
 
-/** RFC 9449 §5: `DPoP` for a token bound to the request's key, else `Bearer`. */
-export const tokenType = (jkt: string | undefined) => (jkt === undefined ? 'Bearer' : 'DPoP');
-
 /** The store methods an account's grants are read and revoked with (the account page, the admin CLI). */
 export type UserGrantsPort = Pick<Store, 'deleteConsent' | 'getGrant' | 'listConsents' | 'listGrants' | 'revokeGrant'>;
 

@@ -3,7 +3,12 @@ import type { Clock } from '../kernel/ports';
 import { formatScope, isSubset, parseScope } from '../kernel/scopes';
 import type { ProvisioningPort } from './store';
 import { apiAudience, type ServiceConfig } from '../kernel/config';
-import type { AccessTokenClaims, AccessTokenVerifier, AccessTokenIssuer as TokenIssuer } from '../kernel/access';
+import {
+  type AccessTokenClaims,
+  type AccessTokenVerifier,
+  type AccessTokenIssuer as TokenIssuer,
+  tokenType,
+} from '../kernel/access';
 import { DomainError, oauthError } from '../kernel/errors';
 import type { Caller } from './programmable';
 import type { TokenStanding } from '../kernel/capabilities';
@@ -254,7 +259,7 @@ async function runExchange(ctx: ExchangeContext, caller: Caller, input: Exchange
   return {
     accessToken: token,
     issuedTokenType: TOKEN_TYPE_ACCESS_TOKEN,
-    tokenType: input.jkt === undefined ? 'Bearer' : 'DPoP',
+    tokenType: tokenType(input.jkt),
     expiresIn,
     scope: formatScope(scopes),
   };

@@ -7,7 +7,8 @@ import { formatScope } from '../../kernel/scopes';
 import { OPAQUE_SECRET, pkceChallenge, randomSecret, sha256 } from '../../kernel/secrets';
 import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
-import { grantAccessToken, tokenType } from '../user-grants';
+import { tokenType } from '../../kernel/access';
+import { grantAccessToken } from '../user-grants';
 
 // RFC 6749 §4.1.3 with RFC 7636 PKCE (S256): a login client redeems its code once.
 

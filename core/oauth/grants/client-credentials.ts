@@ -3,7 +3,7 @@ import type { AccountStatus, TokenStanding } from '../../kernel/capabilities';
 import { defineGrant } from '../../kernel/grant-type';
 import { formatScope } from '../../kernel/scopes';
 import type { TokenIssuer } from '../tokens';
-import { tokenType } from '../user-grants';
+import { tokenType } from '../../kernel/access';
 import { requestedScope } from './requested-scope';
 
 // RFC 6749 §4.4: a confidential client gets a token for itself, within its registered scopes.

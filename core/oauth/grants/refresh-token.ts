@@ -5,7 +5,8 @@ import type { Clock } from '../../kernel/ports';
 import { formatScope } from '../../kernel/scopes';
 import type { OAuthPort as Store } from '../store';
 import type { TokenIssuer } from '../tokens';
-import { grantAccessToken, liveGrant, tokenType } from '../user-grants';
+import { tokenType } from '../../kernel/access';
+import { grantAccessToken, liveGrant } from '../user-grants';
 import { requestedScope } from './requested-scope';
 
 // RFC 6749 §6: a login client refreshes within its grant. The refresh token is not rotated.
