@@ -1,4 +1,4 @@
-import { Duration, Stack } from 'aws-cdk-lib';
+import { Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
   FlowLogDestination,
   FlowLogTrafficType,
@@ -105,6 +105,9 @@ export interface ProvisioningProps {
   readonly environment: Record<string, string>;
 }
 
+/** Where the tasks run: the VPC's isolated subnets (no route out but the VPC endpoints). */
+const ISOLATED = { subnetType: SubnetType.PRIVATE_ISOLATED };
+
 export class Provisioning extends Construct {
   readonly vpc: Vpc;
   readonly cluster: Cluster;
@@ -120,16 +123,39 @@ export class Provisioning extends Construct {
   constructor(scope: Construct, id: string, props: ProvisioningProps) {
     super(scope, id);
     const { config } = props;
-    const p = config.provisioning;
-    const stack = Stack.of(this);
     const prefix = `svcnum-${config.name}`;
     const removalPolicy = statefulRemovalPolicy(config.retainData);
+    const network = this.network(props, prefix, removalPolicy);
+    this.vpc = network.vpc;
+    this.taskSecurityGroup = network.taskSecurityGroup;
+    this.cluster = new Cluster(this, 'Cluster', {
+      vpc: this.vpc,
+      clusterName: prefix,
+      containerInsightsV2: ContainerInsights.ENABLED,
+    });
+    const task = this.task(props, prefix, removalPolicy);
+    this.taskLogs = task.taskLogs;
+    this.container = task.container;
+    this.service = this.fargateService(props, prefix, task.taskDefinition);
+    const front = this.loadBalancing(props, prefix, removalPolicy, network.nlbSecurityGroup);
+    this.loadBalancer = front.loadBalancer;
+    this.targetGroup = front.targetGroup;
+    this.endpoint = `${config.provisioning.domainName}:443`;
+  }
 
+  /**
+   * The VPC (no NAT: isolated task subnets, flow logs), the security groups of the NLB, the tasks
+   * and the interface endpoints, and the endpoints themselves (gateways limited by policy).
+   */
+  private network(props: ProvisioningProps, prefix: string, removalPolicy: RemovalPolicy) {
+    const { config } = props;
+    const p = config.provisioning;
+    const stack = Stack.of(this);
     const flowLogs = new LogGroup(this, 'FlowLogs', {
       retention: logRetention(config.logRetentionDays),
       removalPolicy,
     });
-    this.vpc = new Vpc(this, 'Vpc', {
+    const vpc = new Vpc(this, 'Vpc', {
       ipAddresses: IpAddresses.cidr('10.40.0.0/16'),
       // Two AZs from the stack (lib/service-stack.ts): configured, or Fn::GetAZs; never a lookup.
       maxAzs: 2,
@@ -143,27 +169,25 @@ export class Provisioning extends Construct {
         all: { destination: FlowLogDestination.toCloudWatchLogs(flowLogs), trafficType: FlowLogTrafficType.ALL },
       },
     });
-    const isolated = { subnetType: SubnetType.PRIVATE_ISOLATED };
 
     const nlbSecurityGroup = new SecurityGroup(this, 'NlbSecurityGroup', {
-      vpc: this.vpc,
+      vpc,
       description: `${prefix}: gRPC clients to the NLB (TLS 443)`,
       allowAllOutbound: false,
     });
     for (const cidr of p.allowedCidrs) nlbSecurityGroup.addIngressRule(Peer.ipv4(cidr), Port.tcp(443), 'gRPC over TLS');
-    this.taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
-      vpc: this.vpc,
+    const taskSecurityGroup = new SecurityGroup(this, 'TaskSecurityGroup', {
+      vpc,
       description: `${prefix}: gRPC tasks, reachable from the NLB only`,
       // The isolated subnets route nowhere but to the VPC endpoints.
       allowAllOutbound: true,
     });
-    const taskSecurityGroup = this.taskSecurityGroup;
     taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(GRPC_PORT), 'gRPC (plaintext h2) from the NLB');
     taskSecurityGroup.connections.allowFrom(nlbSecurityGroup, Port.tcp(HEALTH_PORT), 'HTTP health checks from the NLB');
 
     // Interface endpoints, reachable from the tasks only (not from the whole VPC).
     const endpointSecurityGroup = new SecurityGroup(this, 'EndpointSecurityGroup', {
-      vpc: this.vpc,
+      vpc,
       description: `${prefix}: VPC interface endpoints (KMS, ECR, Logs), from the gRPC tasks only`,
       allowAllOutbound: false,
     });
@@ -174,9 +198,9 @@ export class Provisioning extends Construct {
       ['EcrDocker', InterfaceVpcEndpointAwsService.ECR_DOCKER],
       ['Logs', InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS],
     ] as const) {
-      this.vpc.addInterfaceEndpoint(name, {
+      vpc.addInterfaceEndpoint(name, {
         service,
-        subnets: isolated,
+        subnets: ISOLATED,
         privateDnsEnabled: true,
         open: false,
         securityGroups: [endpointSecurityGroup],
@@ -184,9 +208,9 @@ export class Provisioning extends Construct {
     }
 
     // Gateway endpoints, each limited by its policy to what the tasks need.
-    const dynamo = this.vpc.addGatewayEndpoint('DynamoDb', {
+    const dynamo = vpc.addGatewayEndpoint('DynamoDb', {
       service: GatewayVpcEndpointAwsService.DYNAMODB,
-      subnets: [isolated],
+      subnets: [ISOLATED],
     });
     dynamo.addToPolicy(
       new PolicyStatement({
@@ -203,7 +227,7 @@ export class Provisioning extends Construct {
         resources: [stack.formatArn({ service: 'dynamodb', resource: 'table', resourceName: `${props.tablePrefix}*` })],
       }),
     );
-    const s3 = this.vpc.addGatewayEndpoint('S3', { service: GatewayVpcEndpointAwsService.S3, subnets: [isolated] });
+    const s3 = vpc.addGatewayEndpoint('S3', { service: GatewayVpcEndpointAwsService.S3, subnets: [ISOLATED] });
     s3.addToPolicy(
       new PolicyStatement({
         principals: [new AnyPrincipal()],
@@ -212,25 +236,25 @@ export class Provisioning extends Construct {
         resources: [`arn:${stack.partition}:s3:::prod-${stack.region}-starport-layer-bucket/*`],
       }),
     );
-    this.cluster = new Cluster(this, 'Cluster', {
-      vpc: this.vpc,
-      clusterName: prefix,
-      containerInsightsV2: ContainerInsights.ENABLED,
-    });
+    return { vpc, nlbSecurityGroup, taskSecurityGroup };
+  }
 
+  /** The task definition, its log group and its container (image, environment, health, stop), with its grants. */
+  private task(props: ProvisioningProps, prefix: string, removalPolicy: RemovalPolicy) {
+    const { config } = props;
+    const p = config.provisioning;
     const taskDefinition = new FargateTaskDefinition(this, 'Task', {
       family: `${prefix}-provisioning`,
       cpu: p.cpu,
       memoryLimitMiB: p.memoryMiB,
       runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
     });
-    this.taskLogs = new LogGroup(this, 'TaskLogs', {
+    const taskLogs = new LogGroup(this, 'TaskLogs', {
       logGroupName: `/aws/ecs/${prefix}/provisioning`,
       retention: logRetention(config.logRetentionDays),
       removalPolicy,
     });
-    const taskLogs = this.taskLogs;
-    this.container = taskDefinition.addContainer('grpc', {
+    const container = taskDefinition.addContainer('grpc', {
       // Built from the repository root like `docker build -f grpc-service/Dockerfile .`; at synth
       // the context is only staged into cdk.out (no Docker needed), `cdk deploy` builds it.
       image: ContainerImage.fromAsset(repoRoot, {
@@ -286,12 +310,19 @@ export class Provisioning extends Construct {
     props.keys.grant(taskDefinition.taskRole, access.provisioning.keys);
     grantMacKeys(taskDefinition.taskRole, access.provisioning, props.macKeys);
 
-    this.service = new FargateService(this, 'Service', {
+    return { taskDefinition, taskLogs, container };
+  }
+
+  /** The Fargate service in the isolated subnets: rolling deploys with circuit-breaker rollback, CPU scaling. */
+  private fargateService(props: ProvisioningProps, prefix: string, taskDefinition: FargateTaskDefinition) {
+    const p = props.config.provisioning;
+    const { cluster, taskSecurityGroup } = this;
+    const service = new FargateService(this, 'Service', {
       serviceName: `${prefix}-provisioning`,
-      cluster: this.cluster,
+      cluster,
       taskDefinition,
       desiredCount: p.minTasks,
-      vpcSubnets: isolated,
+      vpcSubnets: ISOLATED,
       assignPublicIp: false,
       securityGroups: [taskSecurityGroup],
       platformVersion: FargatePlatformVersion.LATEST,
@@ -302,12 +333,25 @@ export class Provisioning extends Construct {
       enableECSManagedTags: true,
       propagateTags: PropagatedTagSource.SERVICE,
     });
-    this.service.autoScaleTaskCount({ minCapacity: p.minTasks, maxCapacity: p.maxTasks }).scaleOnCpuUtilization('Cpu', {
+    service.autoScaleTaskCount({ minCapacity: p.minTasks, maxCapacity: p.maxTasks }).scaleOnCpuUtilization('Cpu', {
       targetUtilizationPercent: p.cpuTargetPercent,
       scaleOutCooldown: Duration.seconds(60),
       scaleInCooldown: Duration.seconds(300),
     });
 
+    return service;
+  }
+
+  /** The internet-facing NLB (TLS 443, ALPN h2) with its access logs, the tasks' target group and the DNS record. */
+  private loadBalancing(
+    props: ProvisioningProps,
+    prefix: string,
+    removalPolicy: RemovalPolicy,
+    nlbSecurityGroup: SecurityGroup,
+  ) {
+    const { config } = props;
+    const p = config.provisioning;
+    const { vpc, service } = this;
     const accessLogs = new Bucket(this, 'NlbAccessLogs', {
       encryption: BucketEncryption.S3_MANAGED,
       blockPublicAccess: BlockPublicAccess.BLOCK_ALL,
@@ -319,19 +363,19 @@ export class Provisioning extends Construct {
       removalPolicy,
     });
 
-    this.loadBalancer = new NetworkLoadBalancer(this, 'Nlb', {
+    const loadBalancer = new NetworkLoadBalancer(this, 'Nlb', {
       loadBalancerName: `${prefix}-grpc`,
-      vpc: this.vpc,
+      vpc,
       internetFacing: true,
       vpcSubnets: { subnetType: SubnetType.PUBLIC },
       securityGroups: [nlbSecurityGroup],
       crossZoneEnabled: true,
       deletionProtection: config.deletionProtection,
     });
-    this.loadBalancer.logAccessLogs(accessLogs, 'nlb');
+    loadBalancer.logAccessLogs(accessLogs, 'nlb');
 
-    this.targetGroup = new NetworkTargetGroup(this, 'Targets', {
-      vpc: this.vpc,
+    const targetGroup = new NetworkTargetGroup(this, 'Targets', {
+      vpc,
       port: GRPC_PORT,
       // TLS terminates at the NLB; the targets get the decrypted HTTP/2 stream over TCP.
       protocol: Protocol.TCP,
@@ -355,16 +399,16 @@ export class Provisioning extends Construct {
         unhealthyThresholdCount: TARGET_HEALTH_CHECK.unhealthyThreshold,
       },
     });
-    this.targetGroup.addTarget(this.service.loadBalancerTarget({ containerName: 'grpc', containerPort: GRPC_PORT }));
+    targetGroup.addTarget(service.loadBalancerTarget({ containerName: 'grpc', containerPort: GRPC_PORT }));
 
-    this.loadBalancer.addListener('Tls', {
+    loadBalancer.addListener('Tls', {
       port: 443,
       protocol: Protocol.TLS,
       certificates: [ListenerCertificate.fromArn(p.certificateArn)],
       sslPolicy: SslPolicy.RECOMMENDED_TLS,
       // gRPC is HTTP/2 only; clients negotiate h2 by ALPN.
       alpnPolicy: AlpnPolicy.HTTP2_ONLY,
-      defaultTargetGroups: [this.targetGroup],
+      defaultTargetGroups: [targetGroup],
     });
 
     if (p.hostedZone) {
@@ -374,10 +418,10 @@ export class Provisioning extends Construct {
           zoneName: p.hostedZone.name,
         }),
         recordName: p.domainName,
-        target: RecordTarget.fromAlias(new LoadBalancerTarget(this.loadBalancer)),
+        target: RecordTarget.fromAlias(new LoadBalancerTarget(loadBalancer)),
       });
     }
-    this.endpoint = `${p.domainName}:443`;
+    return { loadBalancer, targetGroup };
   }
 
   /**
