@@ -1,8 +1,18 @@
 import { execFile, fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { copyFile, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Context } from 'aws-lambda';
@@ -91,6 +101,49 @@ export function withPublicKeys(
   };
 }
 
+/** What the sandbox template is made from: the stacks, the domain core they read, the settings, the packages. */
+const TEMPLATE_INPUTS = ['lib', 'core', 'lambdas', 'grpc-service', 'bin', 'deploy'];
+
+/** A hash of every file of TEMPLATE_INPUTS, package-lock.json and this file: any edit gives another key. */
+function templateInputsKey(): string {
+  const hash = createHash('sha256');
+  const files = TEMPLATE_INPUTS.flatMap((folder) =>
+    readdirSync(join(repoRoot, folder), { recursive: true, encoding: 'utf8' }).map((name) => join(folder, name)),
+  );
+  for (const file of [...files.sort(), 'package-lock.json', relative(repoRoot, fileURLToPath(import.meta.url))]) {
+    const path = join(repoRoot, file);
+    if (statSync(path).isFile()) hash.update(`\0${file}\0`).update(readFileSync(path));
+  }
+  return hash.digest('hex').slice(0, 24);
+}
+
+/**
+ * The sandbox stack's settings (below), kept in node_modules/.cache by the hash of all they are made
+ * from: a synthesis costs a fresh process about 10 s of CPU (loading aws-cdk-lib), and the files
+ * that read the settings run in processes of their own (the isolated project) or in any worker.
+ */
+export function stackSettings(): StackSettings {
+  const file = join(
+    repoRoot,
+    'node_modules',
+    '.cache',
+    'svcnum-tests',
+    'stack-settings',
+    `${templateInputsKey()}.json`,
+  );
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as StackSettings;
+  } catch {
+    // not synthesized from these inputs yet
+  }
+  const settings = synthesizedStackSettings();
+  mkdirSync(dirname(file), { recursive: true });
+  const written = `${file}.${process.pid}.tmp`;
+  writeFileSync(written, JSON.stringify(settings));
+  renameSync(written, file);
+  return settings;
+}
+
 /**
  * Synthesizes the sandbox stack (no bundling, no cdk-nag: only its template is read) and returns
  * each process's environment. Values that are CloudFormation references resolve as AWS would
@@ -98,7 +151,7 @@ export function withPublicKeys(
  * wake-up engine's primary endpoint to ENGINE_HOST; any other reference is refused, so a new kind of
  * value is noticed here.
  */
-export function stackSettings(): StackSettings {
+function synthesizedStackSettings(): StackSettings {
   const outdir = mkdtempSync(join(tmpdir(), 'svcnum-artifacts-cdk-'));
   try {
     const { app, stacks } = createServiceApp({
