@@ -22,6 +22,30 @@ export interface ServiceStackProps extends StackProps {
   readonly config: EnvironmentConfig;
 }
 
+/** What every process in AWS reads (core/adapters/aws-environment.ts), except ISSUER. */
+function sharedEnvironment(
+  config: EnvironmentConfig,
+  prefix: string,
+  keys: SigningKeys,
+  publicKeys: PublishedPublicKeys,
+) {
+  return {
+    TABLE_PREFIX: prefix,
+    KMS_KEY_ID: keys.active.keyArn,
+    KMS_VERIFY_KEY_IDS: keys.published.map((key) => key.keyArn).join(','),
+    // Published at deploy time: no process calls GetPublicKey (lib/public-keys.ts).
+    KMS_PUBLIC_KEYS: publicKeys.value,
+    NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
+    DPOP_NONCES: config.dpopNonces ? 'on' : 'off',
+    AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
+    AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
+    MASK_QUOTA: String(config.numberPool.maskQuota),
+    NUMBER_QUOTA: String(config.numberPool.numberQuota),
+    LOG_LEVEL: config.logLevel,
+    METRICS_NAMESPACE: 'svcnum',
+  };
+}
+
 export class ServiceStack extends Stack {
   readonly data: Data;
   readonly keys: SigningKeys;
@@ -94,22 +118,7 @@ export class ServiceStack extends Stack {
     });
     const macKeys: MacKeys = { signIn: this.signInMac, pageToken: this.pageTokenKey };
 
-    // What every process in AWS reads (core/adapters/aws-environment.ts), except ISSUER.
-    const shared = {
-      TABLE_PREFIX: prefix,
-      KMS_KEY_ID: this.keys.active.keyArn,
-      KMS_VERIFY_KEY_IDS: this.keys.published.map((key) => key.keyArn).join(','),
-      // Published at deploy time: no process calls GetPublicKey (lib/public-keys.ts).
-      KMS_PUBLIC_KEYS: this.publicKeys.value,
-      NUMBER_COOL_OFF_DAYS: String(config.numberCoolOffDays),
-      DPOP_NONCES: config.dpopNonces ? 'on' : 'off',
-      AGENT_QUOTA_INDEPENDENT: String(config.agentQuotas.independent),
-      AGENT_QUOTA_DEPENDENT: String(config.agentQuotas.dependent),
-      MASK_QUOTA: String(config.numberPool.maskQuota),
-      NUMBER_QUOTA: String(config.numberPool.numberQuota),
-      LOG_LEVEL: config.logLevel,
-      METRICS_NAMESPACE: 'svcnum',
-    };
+    const shared = sharedEnvironment(config, prefix, this.keys, this.publicKeys);
 
     this.http = new HttpApi(this, 'Http', {
       config,
@@ -160,6 +169,24 @@ export class ServiceStack extends Stack {
 
     this.releases = new LambdaReleases(this, 'Releases', { config, aliases: this.http.aliases });
 
+    this.addOutputs(config, prefix);
+
+    // Example values would only fail at deploy time (or page nobody): say so at synth. Production's
+    // settings refuse them outright (lib/settings.ts) unless they come from the committed example.
+    const examples = exampleValues(config);
+    if (examples.length) {
+      Annotations.of(this).addWarningV2(
+        'svcnum:example-settings',
+        `settings of ${config.name} that look like examples: ${examples.join(', ')}; put real values in your ` +
+          `settings file before cdk deploy`,
+      );
+    }
+
+    applyNagSuppressions(this, config);
+  }
+
+  /** The stack's outputs: what operators and the admin CLI (`--env`) read after a deploy. */
+  private addOutputs(config: EnvironmentConfig, prefix: string): void {
     const output = (id: string, value: string, description: string) => new CfnOutput(this, id, { value, description });
     output(outputNames.tablePrefix, prefix, 'Physical table name prefix (core/tables.ts tableNames)');
     output(outputNames.region, this.region, 'Region of the tables, keys and endpoints');
@@ -188,19 +215,6 @@ export class ServiceStack extends Stack {
     );
     output(outputNames.alarmTopicArn, this.monitoring.topic.topicArn, 'SNS topic of every alarm');
     output(outputNames.dashboardName, this.monitoring.dashboard.dashboardName, 'CloudWatch dashboard');
-
-    // Example values would only fail at deploy time (or page nobody): say so at synth. Production's
-    // settings refuse them outright (lib/settings.ts) unless they come from the committed example.
-    const examples = exampleValues(config);
-    if (examples.length) {
-      Annotations.of(this).addWarningV2(
-        'svcnum:example-settings',
-        `settings of ${config.name} that look like examples: ${examples.join(', ')}; put real values in your ` +
-          `settings file before cdk deploy`,
-      );
-    }
-
-    applyNagSuppressions(this, config);
   }
 
   /** The VPC's AZs (see the constructor): never a context lookup. */
