@@ -69,13 +69,38 @@ export class HttpApi extends Construct {
     const removalPolicy = statefulRemovalPolicy(config.retainData);
     const customDomain = config.http.customDomain;
 
+    this.api = this.restApi(config, prefix, removalPolicy);
+
+    this.issuer = customDomain
+      ? `https://${customDomain.domainName}`
+      : `https://${this.api.restApiId}.execute-api.${stack.region}.${stack.urlSuffix}/${config.http.stageName}`;
+
+    const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
+    const served = this.routeGroups(props, environment, removalPolicy);
+    this.functions = served.functions;
+    this.aliases = served.aliases;
+
+    if (customDomain) this.domain = this.customDomainName(customDomain);
+
+    // Id 'Default' is left out of logical ids: the web ACL, its log group, logging configuration
+    // and association keep the ids they had when defined here inline. They have fixed names, so
+    // new ids would make CloudFormation create a second ACL and log group of the same name first.
+    this.webAcl = new ApiFirewall(this, 'Default', {
+      config,
+      stage: this.api.deploymentStage,
+      publicApiPaths: PUBLIC_API_PATHS,
+    }).webAcl;
+  }
+
+  /** The REST API: regional, access logs without query, header or body, error-level execution logs, throttling. */
+  private restApi(config: EnvironmentConfig, prefix: string, removalPolicy: RemovalPolicy): RestApi {
     const accessLogs = new LogGroup(this, 'AccessLogs', {
       logGroupName: `/aws/apigateway/${prefix}/access`,
       retention: logRetention(config.logRetentionDays),
       removalPolicy,
     });
 
-    this.api = new RestApi(this, 'Api', {
+    const api = new RestApi(this, 'Api', {
       restApiName: prefix,
       description: `svcnum ${config.name}: OAuth 2.0 / OpenID Connect endpoints and sign-in pages`,
       // Regional, not edge-optimised: the WAF's per-IP rules must see the caller's address,
@@ -83,7 +108,7 @@ export class HttpApi extends Construct {
       endpointConfiguration: { types: [EndpointType.REGIONAL] },
       // With a custom domain the issuer is that domain; the execute-api URL would be a second,
       // wrong issuer, so it is switched off.
-      disableExecuteApiEndpoint: customDomain !== undefined,
+      disableExecuteApiEndpoint: config.http.customDomain !== undefined,
       // The account-level role that lets API Gateway write execution logs (ERROR level below).
       cloudWatchRole: true,
       cloudWatchRoleRemovalPolicy: RemovalPolicy.RETAIN,
@@ -128,26 +153,25 @@ export class HttpApi extends Construct {
     });
     // The stack exports its own URLs (lib/service-stack.ts); with a custom domain the
     // execute-api URL is switched off and must not be advertised.
-    this.api.node.tryRemoveChild('Endpoint');
+    api.node.tryRemoveChild('Endpoint');
     // Unknown paths: the same JSON 404 the handlers give, not API Gateway's misleading 403.
-    this.api.addGatewayResponse('NotFound', {
+    api.addGatewayResponse('NotFound', {
       type: ResponseType.MISSING_AUTHENTICATION_TOKEN,
       statusCode: '404',
       responseHeaders: { 'Content-Type': "'application/json'", 'Cache-Control': "'no-store'" },
       templates: { 'application/json': '{"error":"not_found","error_description":"no such endpoint"}' },
     });
+    return api;
+  }
 
-    this.issuer = customDomain
-      ? `https://${customDomain.domainName}`
-      : `https://${this.api.restApiId}.execute-api.${stack.region}.${stack.urlSuffix}/${config.http.stageName}`;
-
-    const environment = { ...props.sharedEnvironment, ISSUER: this.issuer };
+  /** One function per route group, each behind its `live` alias, with its grants and its routes on the API. */
+  private routeGroups(props: HttpApiProps, environment: Record<string, string>, removalPolicy: RemovalPolicy) {
     const functions = {} as Record<RouteGroup, NodejsFunction>;
     const aliases = {} as Record<RouteGroup, Alias>;
     for (const group of routeGroupNames) {
       const fn = this.routeGroupFunction(
         group,
-        config,
+        props.config,
         {
           ...environment,
           ...macKeyEnvironment(access[group], props.macKeys),
@@ -172,37 +196,29 @@ export class HttpApi extends Construct {
       functions[group] = fn;
       aliases[group] = alias;
     }
-    this.functions = functions;
-    this.aliases = aliases;
+    return { functions, aliases };
+  }
 
-    if (customDomain) {
-      this.domain = new DomainName(this, 'Domain', {
-        domainName: customDomain.domainName,
-        certificate: Certificate.fromCertificateArn(this, 'Certificate', customDomain.certificateArn),
-        endpointType: EndpointType.REGIONAL,
-        securityPolicy: SecurityPolicy.TLS_1_2,
-        mapping: this.api,
+  /** The custom domain (TLS 1.2, regional) mapped to the API, and its alias record when the zone is given. */
+  private customDomainName(customDomain: NonNullable<EnvironmentConfig['http']['customDomain']>): DomainName {
+    const domain = new DomainName(this, 'Domain', {
+      domainName: customDomain.domainName,
+      certificate: Certificate.fromCertificateArn(this, 'Certificate', customDomain.certificateArn),
+      endpointType: EndpointType.REGIONAL,
+      securityPolicy: SecurityPolicy.TLS_1_2,
+      mapping: this.api,
+    });
+    if (customDomain.hostedZone) {
+      new ARecord(this, 'DomainRecord', {
+        zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', {
+          hostedZoneId: customDomain.hostedZone.id,
+          zoneName: customDomain.hostedZone.name,
+        }),
+        recordName: customDomain.domainName,
+        target: RecordTarget.fromAlias(new ApiGatewayDomain(domain)),
       });
-      if (customDomain.hostedZone) {
-        new ARecord(this, 'DomainRecord', {
-          zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', {
-            hostedZoneId: customDomain.hostedZone.id,
-            zoneName: customDomain.hostedZone.name,
-          }),
-          recordName: customDomain.domainName,
-          target: RecordTarget.fromAlias(new ApiGatewayDomain(this.domain)),
-        });
-      }
     }
-
-    // Id 'Default' is left out of logical ids: the web ACL, its log group, logging configuration
-    // and association keep the ids they had when defined here inline. They have fixed names, so
-    // new ids would make CloudFormation create a second ACL and log group of the same name first.
-    this.webAcl = new ApiFirewall(this, 'Default', {
-      config,
-      stage: this.api.deploymentStage,
-      publicApiPaths: PUBLIC_API_PATHS,
-    }).webAcl;
+    return domain;
   }
 
   private routeGroupFunction(
