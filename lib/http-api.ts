@@ -16,9 +16,9 @@ import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Alias, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
-import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
 import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
 import type { CfnWebACL } from 'aws-cdk-lib/aws-wafv2';
+import { aliasRecord } from './dns';
 import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
 import { routeGroupNames, routeManifest, type RouteGroup } from '../lambdas/manifest';
@@ -209,14 +209,7 @@ export class HttpApi extends Construct {
       mapping: this.api,
     });
     if (customDomain.hostedZone) {
-      new ARecord(this, 'DomainRecord', {
-        zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', {
-          hostedZoneId: customDomain.hostedZone.id,
-          zoneName: customDomain.hostedZone.name,
-        }),
-        recordName: customDomain.domainName,
-        target: RecordTarget.fromAlias(new ApiGatewayDomain(domain)),
-      });
+      aliasRecord(this, 'DomainRecord', customDomain.hostedZone, customDomain.domainName, new ApiGatewayDomain(domain));
     }
     return domain;
   }

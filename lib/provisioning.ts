@@ -37,9 +37,9 @@ import {
 } from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import { AnyPrincipal, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
-import { ARecord, HostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
 import { LoadBalancerTarget } from 'aws-cdk-lib/aws-route53-targets';
 import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
+import { aliasRecord } from './dns';
 import { Construct } from 'constructs';
 import type { TableKey } from '../core/tables';
 import { access } from './access';
@@ -411,16 +411,7 @@ export class Provisioning extends Construct {
       defaultTargetGroups: [targetGroup],
     });
 
-    if (p.hostedZone) {
-      new ARecord(this, 'GrpcRecord', {
-        zone: HostedZone.fromHostedZoneAttributes(this, 'Zone', {
-          hostedZoneId: p.hostedZone.id,
-          zoneName: p.hostedZone.name,
-        }),
-        recordName: p.domainName,
-        target: RecordTarget.fromAlias(new LoadBalancerTarget(loadBalancer)),
-      });
-    }
+    if (p.hostedZone) aliasRecord(this, 'GrpcRecord', p.hostedZone, p.domainName, new LoadBalancerTarget(loadBalancer));
     return { loadBalancer, targetGroup };
   }
 
