@@ -1,4 +1,5 @@
 import type { SignInResult } from '../core/oauth/authorization';
+import type { SignedIn } from '../core/oauth/authorization-flow';
 import { DomainError } from '../core/kernel/errors';
 import type { Passkey } from '../core/kernel/model';
 import { optionalParam } from '../core/kernel/params';
@@ -23,6 +24,10 @@ export interface PasskeyRouteDeps {
   /** The answer to a successful sign-in: the new session's cookies, then `/account` or the request's next step. */
   signedIn: (event: HttpEvent, result: SignInResult, then?: string) => Promise<HttpResult>;
 }
+
+/** The account as the person named it at sign-in: their email or their number. */
+export const signedInAs = ({ session, user }: SignedIn) =>
+  session.signedInWith === 'email' && user.email ? user.email : user.svcnum;
 
 export const passkeyView = (passkey: Passkey): PasskeyView => ({
   credentialId: passkey.credentialId,
@@ -64,10 +69,10 @@ export function passkeyRoutes(deps: PasskeyRouteDeps): Record<string, Partial<Re
     return { signedIn, form };
   }
   /** The signed-in account's passkey named by `id`, for the rename and remove pages. */
-  async function ownPasskey(event: HttpEvent, post: boolean) {
+  async function ownPasskey(event: HttpEvent) {
     const signedIn = await session(event);
-    if (!signedIn) return { refusal: redirect('/login', post ? 303 : 302) };
-    const id = optionalParam(post ? formParams(event) : queryParams(event), 'id');
+    if (!signedIn) return { refusal: redirect('/login', 302) };
+    const id = optionalParam(queryParams(event), 'id');
     const passkey = id ? await passkeys.get(signedIn.user.svcnumId, id) : undefined;
     return passkey ? { signedIn, passkey } : { refusal: notFound() };
   }
@@ -112,9 +117,8 @@ export function passkeyRoutes(deps: PasskeyRouteDeps): Record<string, Partial<Re
         const { signedIn, form, refusal } = await signedInPost(event);
         if (!signedIn) return refusal;
         // The password path of sign-in as it is (guard, new session, device cookie), for this account.
-        const { user } = signedIn;
         const result = await authorization.signIn({
-          identifier: signedIn.session.signedInWith === 'email' && user.email ? user.email : user.svcnum,
+          identifier: signedInAs(signedIn),
           password: optionalParam(form, 'password') ?? '',
           clientAddress: event.requestContext?.identity?.sourceIp,
           deviceToken: cookies(event).get(deps.deviceCookieName),
@@ -131,7 +135,7 @@ export function passkeyRoutes(deps: PasskeyRouteDeps): Record<string, Partial<Re
     },
     '/account/passkeys/rename': {
       GET: async (event) => {
-        const { signedIn, passkey, refusal } = await ownPasskey(event, false);
+        const { signedIn, passkey, refusal } = await ownPasskey(event);
         if (!signedIn) return refusal;
         return page(200, renamePasskeyPage({ csrf: signedIn.session.csrfToken, passkey: passkeyView(passkey) }));
       },
@@ -149,7 +153,7 @@ export function passkeyRoutes(deps: PasskeyRouteDeps): Record<string, Partial<Re
     },
     '/account/passkeys/remove': {
       GET: async (event) => {
-        const { signedIn, passkey, refusal } = await ownPasskey(event, false);
+        const { signedIn, passkey, refusal } = await ownPasskey(event);
         if (!signedIn) return refusal;
         return page(200, removePasskeyPage({ csrf: signedIn.session.csrfToken, passkey: passkeyView(passkey) }));
       },

@@ -2,11 +2,10 @@ import { createDynamoAccountsStore } from '../core/adapters/dynamo-accounts-stor
 import { createDynamoOAuthStore } from '../core/adapters/dynamo-oauth-store';
 import { dynamoStore } from '../core/adapters/dynamo-store';
 import type { AuthorizeOutcome, SignInRefusal, SignInResult } from '../core/oauth/authorization';
-import type { SignedIn } from '../core/oauth/authorization-flow';
 import { limits } from '../core/kernel/config';
 import { safeEqual } from '../core/kernel/secrets';
 import { accountsModule, authorizationModule, type Modules } from '../core/registry';
-import { passkeyRoutes, passkeyView } from './browser-passkeys';
+import { passkeyRoutes, passkeyView, signedInAs } from './browser-passkeys';
 import { edgeHandler, logger, type Route } from './edge';
 import {
   cookieName,
@@ -53,10 +52,6 @@ export function postedFromElsewhere(event: HttpEvent, ourOrigin: string): boolea
 
 /** RP-Initiated Logout 1.0 §2's parameters that we use (ui_locales is ignored). */
 const RP_LOGOUT_PARAMETERS = ['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state'] as const;
-
-/** The account as the person named it at sign-in: their email or their number. */
-const signedInAs = ({ session, user }: SignedIn) =>
-  session.signedInWith === 'email' && user.email ? user.email : user.svcnum;
 
 /** A file that never changes between deploys of the same version: cacheable for an hour. */
 const asset = (contentType: string, body: string): HttpResult => ({

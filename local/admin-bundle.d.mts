@@ -7,4 +7,6 @@ export function adminBundle(options?: {
   entry?: string;
   name?: string;
   cache?: string;
+  /** Packages left out of the bundle besides classic-level and dynalite. */
+  external?: string[];
 }): Promise<string>;

@@ -68,6 +68,7 @@ export async function adminBundle({
   entry = 'local/admin.ts',
   name = 'admin',
   cache = join(root, 'node_modules', '.cache', 'svcnum-admin'),
+  external = [],
 } = {}) {
   const inputsFile = join(cache, 'inputs.json');
   try {
@@ -97,9 +98,8 @@ export async function adminBundle({
     format: 'esm',
     outdir: staging,
     outExtension: { '.js': '.mjs' },
-    // classic-level (under level) loads a native addon from its own folder; dynalite runs in a worker by its path;
-    // grpc-health-check (in the service processes of tests) reads its .proto from its own folder.
-    external: ['classic-level', 'dynalite', 'grpc-health-check'],
+    // classic-level (under level) loads a native addon from its own folder; dynalite runs in a worker by its path.
+    external: ['classic-level', 'dynalite', ...external],
     // Bundled CommonJS packages require Node's built-ins.
     banner: {
       js:
@@ -123,11 +123,11 @@ export async function adminBundle({
   const note = join(cache, `inputs-${randomUUID()}.json`);
   writeFileSync(note, JSON.stringify(inputs));
   renameSync(note, inputsFile);
-  for (const name of readdirSync(cache)) {
-    const path = join(cache, name);
+  for (const entry of readdirSync(cache)) {
+    const path = join(cache, entry);
     // Another run may be cleaning up at the same time: a folder already gone is skipped.
     const modified = statSync(path, { throwIfNoEntry: false })?.mtimeMs;
-    if (name !== key && name !== 'inputs.json' && modified !== undefined && Date.now() - modified > KEEP_OLD_MS)
+    if (entry !== key && entry !== 'inputs.json' && modified !== undefined && Date.now() - modified > KEEP_OLD_MS)
       rmSync(path, { recursive: true, force: true });
   }
   return folder;

@@ -1,6 +1,7 @@
 import { limits } from '../kernel/config';
 import { DomainError } from '../kernel/errors';
 import type { Session, User } from '../kernel/model';
+import { ULID_PATTERN } from '../kernel/ids';
 import { openToken, randomSecret, sealToken, sha256, verifyPassword } from '../kernel/secrets';
 import {
   type AuthorizationContext,
@@ -147,13 +148,11 @@ function passwordProof(ctx: AuthorizationContext, input: PasswordInput): Proof |
   };
 }
 
-const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
-
 function passkeyProof(ctx: AuthorizationContext, json: string): Proof | undefined {
   const credential = parseCredential(json);
   if (!credential) return undefined;
   const claims = passkeyAccount(ctx, credential);
-  if (!claims || !ULID.test(claims.userHandle)) return undefined;
+  if (!claims || !ULID_PATTERN.test(claims.userHandle)) return undefined;
   return {
     identifier: claims.userHandle,
     failure: PASSKEY_FAILED,

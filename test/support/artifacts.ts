@@ -104,15 +104,19 @@ export function withPublicKeys(
 /** What the sandbox template is made from: the stacks, the domain core they read, the settings, the packages. */
 const TEMPLATE_INPUTS = ['lib', 'core', 'lambdas', 'grpc-service', 'bin', 'deploy'];
 
-/** A hash of every file of TEMPLATE_INPUTS, package-lock.json and this file: any edit gives another key. */
+/**
+ * A hash of every file of TEMPLATE_INPUTS, cdk.json (the app's context), the lock files and this file:
+ * any edit gives another key.
+ */
 function templateInputsKey(): string {
   const hash = createHash('sha256');
   const files = TEMPLATE_INPUTS.flatMap((folder) =>
     readdirSync(join(repoRoot, folder), { recursive: true, encoding: 'utf8' }).map((name) => join(folder, name)),
   );
-  for (const file of [...files.sort(), 'package-lock.json', relative(repoRoot, fileURLToPath(import.meta.url))]) {
+  const others = ['cdk.json', 'package-lock.json', 'node_modules/.package-lock.json'];
+  for (const file of [...files.sort(), ...others, relative(repoRoot, fileURLToPath(import.meta.url))]) {
     const path = join(repoRoot, file);
-    if (statSync(path).isFile()) hash.update(`\0${file}\0`).update(readFileSync(path));
+    if (statSync(path, { throwIfNoEntry: false })?.isFile()) hash.update(`\0${file}\0`).update(readFileSync(path));
   }
   return hash.digest('hex').slice(0, 24);
 }

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { bundledScript } from './bundled';
 
-// `npm start` as a person runs it: local/start.ts in its own process, from its esbuild bundle on
-// plain node (./bundled.ts), as `npm start` runs it after generating the gRPC code that `npm test`
-// has already generated. test/local-start-bundled.test.ts runs `npm start`'s launcher itself.
+// The service as `npm start` serves it: local/start.ts in its own process, from an esbuild bundle on
+// plain node (./bundled.ts; `npm start` bundles it with the task's options instead, and
+// test/local-start-bundled.test.ts runs that launcher itself).
 
 export interface RunnerProcess {
   child: ChildProcess;

@@ -28,11 +28,10 @@ export const refreshTokenGrant = /* @__PURE__ */ defineGrant({
       throw oauthError('invalid_grant', 'the refresh token is invalid, expired or revoked');
     }
     // RFC 9449 §5: a refresh token obtained with a DPoP key is used only with a proof of that key.
-    if (grant.dpopJkt !== undefined && dpopJkt === undefined) {
-      throw oauthError('invalid_dpop_proof', 'this refresh token is bound to a DPoP key: send a DPoP proof of it');
-    }
     if (grant.dpopJkt !== undefined && grant.dpopJkt !== dpopJkt) {
-      throw oauthError('invalid_grant', 'the refresh token is bound to another DPoP key');
+      throw dpopJkt === undefined
+        ? oauthError('invalid_dpop_proof', 'this refresh token is bound to a DPoP key: send a DPoP proof of it')
+        : oauthError('invalid_grant', 'the refresh token is bound to another DPoP key');
     }
     const scopes = requestedScope(parameters.scope, grant.scopes) ?? grant.scopes;
     // Slide the inactivity window, but write at most about once a day per grant.
