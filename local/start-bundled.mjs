@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sourceLocations } from './admin-bundle.mjs';
@@ -57,6 +58,18 @@ function removeStaleBundles(cacheRoot) {
 }
 
 /**
+ * The served process's libuv thread pool, where WebCrypto makes every token's signature: one
+ * thread per core, at least two, at most libuv's default four. With four on two cores the threads
+ * woke for each signature and fought over the cores and the pool's lock: 15-20 % of the
+ * client_credentials throughput (docs/benchmarks.md). Password checks leave one thread free
+ * (local/environment.ts withinThreadPool). A UV_THREADPOOL_SIZE of the caller's wins.
+ */
+export const servedEnvironment = (env = process.env) => ({
+  UV_THREADPOOL_SIZE: String(Math.min(4, Math.max(2, availableParallelism()))),
+  ...env,
+});
+
+/**
  * Serves bundles one after another: `serve(file)` starts the first, or stops the running one
  * (SIGTERM: it closes the embedded database, so the next can open DATA_DIR) and starts the next.
  * When a served process ends by itself (a start that failed, a crash, Ctrl-C), so does the launcher, with its code.
@@ -65,7 +78,7 @@ function createServer(onEnd) {
   let child;
   let queue = Promise.resolve();
   const start = (file) => {
-    const started = spawn(process.execPath, [file], { stdio: 'inherit' });
+    const started = spawn(process.execPath, [file], { stdio: 'inherit', env: servedEnvironment() });
     started.exited = new Promise((resolve) => started.once('exit', (code, signal) => resolve({ code, signal })));
     started.exited.then(({ code, signal }) => {
       if (started === child) onEnd(code ?? (signal === 'SIGINT' || signal === 'SIGTERM' ? 0 : 1));

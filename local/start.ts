@@ -3,7 +3,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { resolve } from 'node:path';
 import { ensureDemo, demoClient } from './demo';
-import { localEnvironment } from './environment';
+import { localEnvironment, withinThreadPool } from './environment';
 import { startLocal, type LocalService } from './runner';
 import { hostPort, LocalStartError } from './start-errors';
 import { batchStdoutWrites } from './stdout-batching';
@@ -22,6 +22,7 @@ async function start(): Promise<LocalService> {
     grpcPort: env.grpcPort,
     grpcReflection: env.grpcReflection,
     ...env.service,
+    signIn: withinThreadPool(env.service.signIn),
     ...(env.issuer ? { issuer: env.issuer } : {}),
     extra: () => (request, url, response) => (demoExtra ? demoExtra(request, url, response) : Promise.resolve(false)),
   });

@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { taskBuildOptions } from '../local/start-bundled.mjs';
+import { threadPoolSize, withinThreadPool } from '../local/environment';
+import { servedEnvironment, taskBuildOptions } from '../local/start-bundled.mjs';
 
 // How `npm start` runs the service (local/start-bundled.mjs): local/start.ts bundled with the gRPC
 // task's esbuild options, served on plain node, rebuilt and restarted when a source it holds changes.
@@ -57,6 +58,21 @@ describe('the bundle npm start serves', () => {
     });
   });
 
+  it("runs with libuv's pool sized for this machine: a thread per core, two to four; password checks leave one", () => {
+    const pool = String(Math.min(4, Math.max(2, availableParallelism())));
+    expect(servedEnvironment({}).UV_THREADPOOL_SIZE).toBe(pool);
+    expect(servedEnvironment({ UV_THREADPOOL_SIZE: '8' }).UV_THREADPOOL_SIZE).toBe('8');
+    expect(threadPoolSize({})).toBe(4);
+    expect(threadPoolSize({ UV_THREADPOOL_SIZE: '2' })).toBe(2);
+    expect(threadPoolSize({ UV_THREADPOOL_SIZE: 'lots' })).toBe(1);
+    expect(threadPoolSize({ UV_THREADPOOL_SIZE: '5000' })).toBe(1024);
+    const limits = { concurrentChecks: 2, queuedChecks: 8, perIp: { burst: 20, perMinute: 10 } };
+    expect(withinThreadPool(limits, 2)).toEqual({ ...limits, concurrentChecks: 1 });
+    expect(withinThreadPool(limits, 4)).toEqual(limits);
+    expect(withinThreadPool({ ...limits, concurrentChecks: 6 }, 4).concurrentChecks).toBe(3);
+    expect(withinThreadPool(limits, 1).concurrentChecks).toBe(1);
+  });
+
   it('is restarted from a new bundle on a change; a change that does not compile keeps it serving', async () => {
     // A project of its own: an entry that imports a second file, serving until SIGTERM.
     const root = join(scratch, 'project');
@@ -68,7 +84,7 @@ describe('the bundle npm start serves', () => {
       join(root, 'local', 'start.ts'),
       [
         "import { word } from './word';",
-        "process.stderr.write('serving ' + word + ' as ' + process.pid + '\\n');",
+        "process.stderr.write('serving ' + word + ' as ' + process.pid + ' pool ' + process.env.UV_THREADPOOL_SIZE + '\\n');",
         'const alive = setInterval(() => undefined, 1_000);',
         "process.on('SIGTERM', () => {",
         '  clearInterval(alive);',
@@ -83,7 +99,9 @@ describe('the bundle npm start serves', () => {
 await startBundled({ root: ${JSON.stringify(root)} });`;
     const served = launch(['--input-type=module', '-e', script], {}, root);
     try {
-      const first = Number((await served.until(/serving one as (\d+)/))[1]);
+      const [, firstPid, pool] = await served.until(/serving one as (\d+) pool (\S+)/);
+      const first = Number(firstPid);
+      expect(pool).toBe(servedEnvironment().UV_THREADPOOL_SIZE);
       await setWord("export const word: string = 'two';\n");
       const second = Number((await served.until(/serving two as (\d+)/))[1]);
       expect(second).not.toBe(first);
