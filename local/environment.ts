@@ -14,10 +14,11 @@ export function localEnvironment(env: Environment = process.env): LocalRuntimeCo
   }
 }
 
-/** The size of this process's libuv thread pool, read as libuv reads UV_THREADPOOL_SIZE (unset: 4; 1 to 1024). */
+/** The size of this process's libuv thread pool, read as libuv reads UV_THREADPOOL_SIZE (unset: 4; else 1 to 1024). */
 export function threadPoolSize(env: Environment = process.env): number {
   const value = env.UV_THREADPOOL_SIZE;
-  if (value === undefined || value === '') return 4;
+  // libuv takes atoi() of any value that is set, an empty one too (0, so one thread).
+  if (value === undefined) return 4;
   return Math.min(1024, Math.max(1, Number.parseInt(value, 10) || 0));
 }
 
